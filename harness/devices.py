@@ -1,0 +1,206 @@
+"""One Backend per target: availability with a reason, synchronize, memory, dtypes.
+
+Every torch API that is newer than the oldest supported torch is reached through
+``getattr`` so an older install reports "not offered" instead of raising.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+from harness import facts as facts_mod
+
+TARGETS = ("cpu", "cuda", "mps")
+
+
+@dataclasses.dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str
+
+
+class Backend:
+    name: str = ""
+
+    def __init__(self, facts: dict):
+        self.facts = facts
+
+    # -- identity
+    def availability(self) -> Availability:
+        raise NotImplementedError
+
+    def device(self):
+        import torch
+        return torch.device(self.name)
+
+    # -- execution
+    def synchronize(self) -> None:
+        pass
+
+    # -- memory, in bytes; None where the device does not offer the reading
+    def memory_current(self) -> int | None:
+        raise NotImplementedError
+
+    def memory_peak(self) -> int | None:
+        return None
+
+    def reset_peak(self) -> bool:
+        """Start a new peak window; False where the device keeps no peak."""
+        return False
+
+    def memory_info(self) -> dict:
+        return {"current": self.memory_current(), "peak": self.memory_peak()}
+
+    # -- dtypes
+    def dtypes(self) -> list:
+        import torch
+        return [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                torch.int64, torch.int32, torch.uint8, torch.bool]
+
+    def autocast_dtypes(self) -> list:
+        """dtypes torch.autocast accepts here, probed, not assumed from versions."""
+        import torch
+        usable = []
+        for dtype in (torch.float16, torch.bfloat16):
+            if self.autocast_probe(dtype)[0]:
+                usable.append(dtype)
+        return usable
+
+    def autocast_probe(self, dtype) -> tuple[bool, str]:
+        """Run a matmul under autocast; True when its result comes out in ``dtype``.
+
+        torch disables autocast with a warning (rather than raising) for a dtype a device
+        does not support, so a warning or a float32 result both mean "not usable".
+        """
+        import torch
+        amp = getattr(torch, "amp", None)
+        if amp is None or not hasattr(torch, "autocast"):
+            return False, "torch.autocast missing"
+        dev = self.device()
+        a = torch.ones(8, 8, device=dev)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with torch.autocast(device_type=dev.type, dtype=dtype):
+                    out = a @ a
+            self.synchronize()
+        except Exception as exc:  # an unsupported dtype may raise on some versions
+            return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if out.dtype != dtype:
+            note = next((str(w.message).splitlines()[0] for w in caught), "")
+            return False, f"autocast produced {out.dtype}" + (f" ({note})" if note else "")
+        return True, f"matmul under autocast gives {dtype}"
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+
+    def availability(self) -> Availability:
+        return Availability(True, "the CPU is always present")
+
+    def memory_current(self) -> int | None:
+        try:
+            import psutil
+        except ImportError:
+            return None
+        return int(psutil.Process().memory_info().rss)
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+
+    def availability(self) -> Availability:
+        verdict = facts_mod.judge_cuda_present(self.facts)
+        if verdict.outcome == "ok":
+            return Availability(True, verdict.summary)
+        return Availability(False, "CUDA unavailable: " + verdict.message().removeprefix("not applicable: "))
+
+    def synchronize(self) -> None:
+        import torch
+        torch.cuda.synchronize()
+
+    def memory_current(self) -> int | None:
+        import torch
+        return int(torch.cuda.memory_allocated())
+
+    def memory_peak(self) -> int | None:
+        import torch
+        return int(torch.cuda.max_memory_allocated())
+
+    def reset_peak(self) -> bool:
+        import torch
+        torch.cuda.reset_peak_memory_stats()
+        return True
+
+    def dtypes(self) -> list:
+        import torch
+        types = super().dtypes()
+        if not torch.cuda.is_bf16_supported():
+            types.remove(torch.bfloat16)
+        return types
+
+
+class MPSBackend(Backend):
+    name = "mps"
+
+    def availability(self) -> Availability:
+        cause = facts_mod.mps_unavailable_cause(self.facts)
+        if cause is None:
+            return Availability(True, "torch.backends.mps.is_available() is True")
+        return Availability(False, f"{cause[0]}; to fix: {cause[1]}")
+
+    def _mps(self):
+        import torch
+        return getattr(torch, "mps", None)
+
+    def synchronize(self) -> None:
+        mps = self._mps()
+        if mps is not None and hasattr(mps, "synchronize"):
+            mps.synchronize()
+
+    def memory_current(self) -> int | None:
+        fn = getattr(self._mps(), "current_allocated_memory", None)
+        return int(fn()) if fn else None
+
+    def memory_driver(self) -> int | None:
+        fn = getattr(self._mps(), "driver_allocated_memory", None)
+        return int(fn()) if fn else None
+
+    def memory_recommended_max(self) -> int | None:
+        fn = getattr(self._mps(), "recommended_max_memory", None)
+        return int(fn()) if fn else None
+
+    def memory_info(self) -> dict:
+        # MPS keeps no peak counter in most versions: peaks are tracked by harness.measure.
+        return {"current": self.memory_current(), "peak": None, "driver": self.memory_driver(),
+                "recommended_max": self.memory_recommended_max()}
+
+    def dtypes(self) -> list:
+        import torch
+        # No float64 on MPS; bf16 and complex need macOS 14.
+        types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
+        mv = facts_mod.macos_version(self.facts)
+        if mv is not None and mv.major >= 14:
+            types += [torch.bfloat16, torch.complex64]
+        return types
+
+
+_BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
+
+
+def backend(name: str, facts: dict | None = None) -> Backend:
+    if name not in _BACKENDS:
+        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS)}")
+    return _BACKENDS[name](facts if facts is not None else facts_mod.current())
+
+
+def parse_device_option(value: str | None) -> list[str]:
+    """``--device`` value to a target list. Raises ValueError with a one-line message."""
+    if value is None or value.strip() in ("", "all"):
+        return list(TARGETS)
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        raise ValueError(f"--device: unknown target {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(TARGETS)} (comma-separated) or all")
+    return list(dict.fromkeys(names))

@@ -1,0 +1,306 @@
+"""Outcome records: a run header, one JSON line per check, a footer; and the reader.
+
+A run file (``reports/runs/<env-id>.jsonl``) may hold several runs of the same
+environment, one after another or even interleaved (two sessions at once): every line
+carries its run id, and each run starts with its own header line. Each line is written
+with a single ``os.write`` on an ``O_APPEND`` descriptor, so a run killed at any moment
+leaves complete lines behind (at worst a last line cut short, which the reader reports
+and skips) and every record before it.
+
+Only the pytest controller writes; workers send their data on the test report.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import uuid
+from pathlib import Path
+
+SCHEMA = 1
+
+STATUSES = ("pass", "fail", "skip", "xfail", "xpass", "error", "crash", "timeout")
+CATEGORIES = ("native", "cpu-fallback", "unsupported", "mismatch", "n/a")
+KINDS = ("header", "check", "end")
+
+RECORD_FIELDS = {"check": str, "suite": str, "subject": str, "variant": str, "target": (str, type(None)),
+                 "status": str, "category": (str, type(None)), "metrics": dict, "reason": str,
+                 "duration_s": (int, float)}
+REASON_MAX = 600
+
+
+class JournalError(Exception):
+    """A run file that cannot be read as a whole; the message is one line naming file and line."""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+# --------------------------------------------------------------------------- identity
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    suite: str
+    subject: str
+    variant: str
+    target: str | None
+
+    @property
+    def check(self) -> str:
+        return "/".join(p for p in (self.suite, self.subject, self.variant) if p)
+
+
+def identity_for(path_parts: tuple[str, ...], func_name: str, params: dict) -> Identity | None:
+    """The stable id of a check, from where its test lives and its parameters.
+
+    Only tests under a ``suites/`` directory are checks. A parameter named ``case`` that
+    has ``subject`` (and optionally ``variant``) names the check (table-driven tests);
+    otherwise the subject is the test name without ``test_`` and the other parameters
+    form the variant. The target never enters the id: it is a column, not a row.
+    """
+    if "suites" not in path_parts:
+        return None
+    idx = len(path_parts) - 1 - path_parts[::-1].index("suites")
+    rest = path_parts[idx + 1:]
+    suite = rest[0] if len(rest) > 1 else "misc"
+    target = params.get("target")
+    case = params.get("case")
+    if case is not None and hasattr(case, "subject"):
+        return Identity(suite, case.subject, getattr(case, "variant", "") or "", target)
+    subject = func_name.removeprefix("test_")
+    variant = "/".join(str(v) for k, v in sorted(params.items()) if k not in ("target", "case"))
+    return Identity(suite, subject, variant, target)
+
+
+# --------------------------------------------------------------------------- outcomes
+
+def _strip(text: str, *prefixes: str) -> str:
+    for p in prefixes:
+        if text.startswith(p):
+            return text[len(p):]
+    return text
+
+
+def first_line(text: str | None) -> str:
+    text = (text or "").strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= REASON_MAX else line[:REASON_MAX - 1] + "…"
+
+
+def outcome_of(phases: list[dict]) -> tuple[str, str]:
+    """Status and reason of a check from its pytest phases.
+
+    Each phase: ``when`` (setup / call / teardown, or ``???`` for a crashed worker),
+    ``outcome`` (passed / failed / skipped), ``message``, ``wasxfail`` (None or reason).
+    """
+    status, reason = None, ""
+    for ph in phases:
+        when, out, msg, xf = ph["when"], ph["outcome"], ph.get("message") or "", ph.get("wasxfail")
+        if when == "???":
+            return "crash", first_line(msg) or "the worker process died while running this check"
+        if out == "failed" and msg.startswith("Timeout"):
+            return "timeout", first_line(msg)
+        if when == "setup":
+            if out == "failed":
+                return "error", first_line(msg)
+            if out == "skipped":
+                status, reason = ("xfail", first_line(xf)) if xf is not None else ("skip", first_line(msg))
+        elif when == "call":
+            if out == "failed":
+                status, reason = ("xpass", first_line(msg)) if "XPASS(strict)" in msg else ("fail", first_line(msg))
+            elif out == "skipped":
+                status, reason = ("xfail", first_line(xf)) if xf is not None else ("skip", first_line(msg))
+            else:
+                status, reason = ("xpass", first_line(xf)) if xf is not None else ("pass", "")
+        elif when == "teardown" and out == "failed":
+            if status in (None, "pass", "xfail", "xpass", "skip"):
+                status, reason = "error", "teardown: " + first_line(msg)
+    return status or "error", reason
+
+
+def message_of(longrepr, excinfo=None) -> str:
+    """A one-line message for a phase: the skip reason, or the exception's first line."""
+    if excinfo is not None:
+        try:
+            text = excinfo.exconly()
+        except Exception:
+            text = str(excinfo.value)
+        return first_line(_strip(text.strip(), "Failed: ", "Skipped: ", "_pytest.outcomes.Failed: "))
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return first_line(_strip(str(longrepr[2]), "Skipped: "))
+    if longrepr is None:
+        return ""
+    text = str(longrepr)
+    return first_line(text.strip().splitlines()[-1] if text.strip() else "")
+
+
+def clean_xfail(reason: str | None) -> str | None:
+    return None if reason is None else _strip(reason, "reason: ")
+
+
+def build_record(run_id: str, ident: dict, phases: list[dict], extra: dict, nodeid: str) -> dict:
+    status, reason = outcome_of(phases)
+    return {
+        "kind": "check", "run": run_id,
+        "check": Identity(ident["suite"], ident["subject"], ident["variant"], ident["target"]).check,
+        "suite": ident["suite"], "subject": ident["subject"], "variant": ident["variant"],
+        "target": ident["target"], "status": status,
+        "category": extra.get("category") or "n/a",
+        "metrics": extra.get("metrics") or {},
+        "reason": reason,
+        "duration_s": round(sum(float(p.get("duration") or 0.0) for p in phases), 4),
+        "nodeid": nodeid,
+    }
+
+
+# --------------------------------------------------------------------------- writing
+
+class Writer:
+    """Appends lines to a run file; each line is one write, flushed to the OS at once."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def write(self, obj: dict) -> None:
+        data = (json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False) + "\n").encode("utf-8")
+        fd = self._open()
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def header(run_id: str, env_id: str, facts: dict, **extra) -> dict:
+    return {"kind": "header", "schema": SCHEMA, "run": run_id, "env_id": env_id, "started": now_iso(),
+            "facts": facts, **extra}
+
+
+# --------------------------------------------------------------------------- reading
+
+@dataclasses.dataclass
+class Run:
+    run_id: str
+    header: dict
+    source: str
+    records: list[dict] = dataclasses.field(default_factory=list)
+    end: dict | None = None
+
+    @property
+    def env_id(self) -> str:
+        return self.header.get("env_id", "?")
+
+    @property
+    def complete(self) -> bool:
+        return self.end is not None
+
+
+@dataclasses.dataclass
+class RunFile:
+    path: str
+    runs: list[Run]
+    errors: list[str]
+
+
+def _validate_record(obj: dict) -> str | None:
+    for name, types in RECORD_FIELDS.items():
+        if name not in obj:
+            return f"record lacks field {name!r}"
+        if not isinstance(obj[name], types):
+            return f"field {name!r} has type {type(obj[name]).__name__}"
+    if obj["status"] not in STATUSES:
+        return f"unknown status {obj['status']!r}"
+    return None
+
+
+def read_file(path: str | os.PathLike) -> RunFile:
+    """Every readable run and record of one file, and one line per problem found.
+
+    A bad line does not hide the good ones around it: the caller reports the problems and
+    still uses what could be read.
+    """
+    path = str(path)
+    runs: dict[str, Run] = {}
+    errors: list[str] = []
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        return RunFile(path, [], [f"{path}: cannot read: {exc.strerror or exc}"])
+    if not raw.strip():
+        return RunFile(path, [], [f"{path}: empty run file (no header)"])
+    lines = raw.split(b"\n")
+    ends_clean = raw.endswith(b"\n")
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        last = lineno == len(lines) and not ends_clean
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = "truncated last line (the run was cut off)" if last else f"not valid JSON ({exc.__class__.__name__})"
+            errors.append(f"{where}: {why}")
+            continue
+        if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
+            errors.append(f"{where}: not a run-file line (expected an object with kind header/check/end)")
+            continue
+        kind, run_id = obj["kind"], obj.get("run")
+        if not isinstance(run_id, str):
+            errors.append(f"{where}: line has no run id")
+            continue
+        if kind == "header":
+            if obj.get("schema") != SCHEMA:
+                errors.append(f"{where}: schema version {obj.get('schema')!r}, this reader understands {SCHEMA}")
+                continue
+            if not isinstance(obj.get("facts"), dict):
+                errors.append(f"{where}: header has no facts")
+                continue
+            runs[run_id] = Run(run_id, obj, path)
+            continue
+        run = runs.get(run_id)
+        if run is None:
+            errors.append(f"{where}: {kind} line for run {run_id!r} with no readable header before it")
+            continue
+        if kind == "end":
+            run.end = obj
+            continue
+        problem = _validate_record(obj)
+        if problem:
+            errors.append(f"{where}: {problem}")
+            continue
+        run.records.append(obj)
+    return RunFile(path, list(runs.values()), errors)
+
+
+def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
+    """Expand directories to their ``*.jsonl`` files; return (files, problems)."""
+    files, problems = [], []
+    for p in paths:
+        pp = Path(p)
+        if pp.is_dir():
+            found = sorted(str(f) for f in pp.glob("*.jsonl"))
+            if not found:
+                problems.append(f"{p}: no run files (*.jsonl) in this directory")
+            files.extend(found)
+        elif pp.exists():
+            files.append(str(pp))
+        else:
+            problems.append(f"{p}: no such file or directory")
+    return files, problems

@@ -1,0 +1,239 @@
+"""pytest wiring: options, targets, fixtures, and the run journal.
+
+Loaded by the root ``conftest.py`` (or ``-p harness.pytest_plugin``). Nothing is measured
+or judged here: the checks call ``harness``; this module routes their outcomes into the
+journal. torch is not imported at module level: ``PYTORCH_ENABLE_MPS_FALLBACK`` must be
+decided first (``pytest_configure``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness import process_env
+
+process_env.force_offline()  # before anything can import huggingface_hub
+
+import pytest  # noqa: E402
+
+from harness import devices, journal, matrix  # noqa: E402
+
+STATE = pytest.StashKey["SessionState"]()
+IDENTITY = pytest.StashKey[dict]()
+RECORDER = pytest.StashKey["Recorder"]()
+
+
+class Recorder:
+    """What a check reports beyond pass/fail: its category and metrics."""
+
+    def __init__(self):
+        self.category: str | None = None
+        self.metrics: dict = {}
+
+    def metric(self, **values) -> None:
+        self.metrics.update(values)
+
+
+class SessionState:
+    def __init__(self, config, targets: list[str], fallback: dict):
+        self.config = config
+        self.targets = targets
+        self.fallback = fallback
+        self.controller = not hasattr(config, "workerinput")
+        self.writer: journal.Writer | None = None
+        self.run_id = journal.new_run_id()
+        self.pending: dict[str, dict] = {}   # nodeid -> {"ident", "phases", "extra"}
+        self.records: list[dict] = []
+
+    # -- the run file, opened at the first record so a run with no checks leaves none
+    def _writer(self) -> journal.Writer:
+        if self.writer is None:
+            from harness import facts
+            f = facts.current()
+            path = self.config.getoption("--run-file") or Path(self.config.rootpath, "reports", "runs",
+                                                                 facts.env_id(f) + ".jsonl")
+            self.writer = journal.Writer(path)
+            self.writer.write(journal.header(
+                self.run_id, facts.env_id(f), f,
+                targets=target_table(self.targets, f), mps_fallback=self.fallback,
+                pytest_args=list(self.config.invocation_params.args),
+                workers=int(getattr(self.config.option, "numprocesses", 0) or 0)))
+        return self.writer
+
+    def write(self, record: dict) -> None:
+        self._writer().write(record)
+        self.records.append(record)
+
+    # -- hooks (this object is registered as a plugin; only the controller writes)
+    def pytest_runtest_logreport(self, report):
+        if not self.controller:
+            return
+        data = getattr(report, "mps_compat", None)
+        entry = self.pending.get(report.nodeid)
+        if data is not None:
+            entry = self.pending.setdefault(report.nodeid, {"ident": data["ident"], "phases": [], "extra": {}})
+            if data["category"] or data["metrics"]:
+                entry["extra"] = {"category": data["category"], "metrics": data["metrics"]}
+            phase = {"when": report.when, "outcome": report.outcome, "message": data["message"],
+                     "wasxfail": data["wasxfail"], "duration": report.duration}
+        elif report.when == "???" and entry is not None:  # pytest-xdist: the worker died in this check
+            phase = {"when": "???", "outcome": "failed", "message": journal.message_of(report.longrepr),
+                     "duration": 0.0}
+        else:
+            return
+        entry["phases"].append(phase)
+        if report.when in ("teardown", "???"):
+            del self.pending[report.nodeid]
+            self.write(journal.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"],
+                                            report.nodeid))
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if not self.controller or self.writer is None:
+            return
+        # Checks that never reached teardown (interrupted): keep what is known of them.
+        for nodeid, entry in list(self.pending.items()):
+            entry["phases"].append({"when": "???", "outcome": "failed",
+                                    "message": "interrupted before the check finished", "duration": 0.0})
+            self.write(journal.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"], nodeid))
+        self.pending.clear()
+        counts: dict[str, int] = {}
+        for rec in self.records:
+            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        self.writer.write({"kind": "end", "run": self.run_id, "finished": journal.now_iso(),
+                           "exitstatus": int(exitstatus), "counts": counts})
+        self.writer.close()
+
+
+def target_table(selected: list[str], facts: dict) -> dict:
+    table = {}
+    for name in devices.TARGETS:
+        avail = devices.backend(name, facts).availability()
+        table[name] = {"selected": name in selected, "available": avail.available, "reason": avail.reason}
+    return table
+
+
+# --------------------------------------------------------------------------- options
+
+def pytest_addoption(parser):
+    group = parser.getgroup("mps-compat")
+    group.addoption("--device", default=None, metavar="TARGETS",
+                    help="targets to run: cpu, cuda, mps, comma-separated, or all (default). "
+                         "Naming an absent device is an error.")
+    group.addoption("--mps-fallback", default=None, choices=process_env.FALLBACK_CHOICES,
+                    help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
+                         "the CPU and are reported) or off (strict: they raise)")
+    group.addoption("--run-file", default=None, metavar="PATH",
+                    help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cases(table): run once per case and applicable target (case.targets)")
+    fallback = process_env.decide_mps_fallback(config.getoption("--mps-fallback"))
+    device_opt = config.getoption("--device")
+    try:
+        targets = devices.parse_device_option(device_opt)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if device_opt not in (None, "", "all"):
+        for name in targets:  # asked for by name: it must be here
+            avail = devices.backend(name).availability()
+            if not avail.available:
+                raise pytest.UsageError(f"--device {name}: {avail.reason}")
+    state = SessionState(config, targets, fallback)
+    config.stash[STATE] = state
+    config.pluginmanager.register(state, "mps-compat-journal")
+
+
+# --------------------------------------------------------------------------- targets
+
+def _target_param(target, *values, case_id=None):
+    ident = f"{target}-{case_id}" if case_id else target
+    return pytest.param(*values, marks=getattr(pytest.mark, target), id=ident)
+
+
+def pytest_generate_tests(metafunc):
+    if "target" not in metafunc.fixturenames:
+        return
+    targets = metafunc.config.stash[STATE].targets
+    cases_mark = metafunc.definition.get_closest_marker("cases")
+    if cases_mark is not None:
+        params = [_target_param(t, case, t, case_id=case.id)
+                  for case in cases_mark.args[0] for t in targets if t in case.targets]
+        metafunc.parametrize(("case", "target"), params)
+    else:
+        metafunc.parametrize("target", [_target_param(t, t) for t in targets])
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
+        ident = journal.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
+        if ident is None:
+            continue
+        item.stash[IDENTITY] = {"suite": ident.suite, "subject": ident.subject,
+                                "variant": ident.variant, "target": ident.target}
+        if ident.suite in ("env", "ops", "parity", "optim"):
+            item.add_marker(ident.suite)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def env_facts() -> dict:
+    """This machine's facts (gathered once per process)."""
+    from harness import facts
+    return facts.current()
+
+
+@pytest.fixture
+def backend(target, env_facts):
+    """The target's Backend; the check is skipped, with the reason, when it is absent."""
+    b = devices.backend(target, env_facts)
+    avail = b.availability()
+    if not avail.available:
+        pytest.skip(avail.reason)
+    return b
+
+
+@pytest.fixture
+def record(request) -> Recorder:
+    """Where a check puts its category and metrics for the journal."""
+    rec = request.node.stash.setdefault(RECORDER, Recorder())
+    return rec
+
+
+# --------------------------------------------------------------------------- journal
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    ident = item.stash.get(IDENTITY, None)
+    if ident is not None:
+        rec = item.stash.get(RECORDER, None)
+        report.mps_compat = {
+            "ident": ident,
+            "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None),
+            "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
+            "category": rec.category if rec else None,
+            "metrics": dict(rec.metrics) if rec else {},
+        }
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    state = config.stash.get(STATE, None)
+    if state is None or not state.controller or not state.records:
+        return
+    from tabulate import tabulate
+    tr = terminalreporter
+    tr.section("mps-compat: this run")
+    rows = [(suite, target, matrix.format_counts(c)) for suite, target, c in matrix.suite_counts(state.records)]
+    tr.write_line(tabulate(rows, headers=("suite", "target", "results"), tablefmt="simple"))
+    tr.write_line("legend: " + "  ".join(f"{sym} {key}" for key, sym, _ in matrix.LEGEND))
+    from harness import facts
+    for name, info in target_table(state.targets, facts.current()).items():
+        if info["selected"] and not info["available"]:
+            tr.write_line(f"{name}: skipped: {info['reason']}")
+    rel = os.path.relpath(state.writer.path) if state.writer else "?"
+    tr.write_line(f"run file: {rel}   full matrix: python -m tools.report")
+
