@@ -170,9 +170,29 @@ class MPSBackend(Backend):
         fn = getattr(self._mps(), "recommended_max_memory", None)
         return int(fn()) if fn else None
 
+    def _accelerator_stats(self):
+        """torch.accelerator peak counters serve MPS from torch 2.13 (earlier they raise for mps)."""
+        import torch
+        tv = facts_mod.torch_version(self.facts)
+        acc = getattr(torch, "accelerator", None)
+        if tv is None or tv < facts_mod.Version("2.13") or acc is None:
+            return None
+        return acc if hasattr(acc, "max_memory_allocated") and hasattr(acc, "reset_peak_memory_stats") else None
+
+    def memory_peak(self) -> int | None:
+        acc = self._accelerator_stats()
+        return int(acc.max_memory_allocated()) if acc else None
+
+    def reset_peak(self) -> bool:
+        acc = self._accelerator_stats()
+        if acc is None:
+            return False
+        acc.reset_peak_memory_stats()
+        return True
+
     def memory_info(self) -> dict:
-        # MPS keeps no peak counter in most versions: peaks are tracked by harness.measure.
-        return {"current": self.memory_current(), "peak": None, "driver": self.memory_driver(),
+        # Before torch 2.13 MPS keeps no peak counter: peaks are then tracked by sampling.
+        return {"current": self.memory_current(), "peak": self.memory_peak(), "driver": self.memory_driver(),
                 "recommended_max": self.memory_recommended_max()}
 
     def dtypes(self) -> list:

@@ -302,6 +302,9 @@ class Gate:
 GATES = {
     "mps": Gate("the MPS backend", torch="1.12", macos="12.3",
                 source="PyTorch 1.12 release notes; HF perf_train_special (seed 001): macOS 12.3+"),
+    "mps-torch-2.12": Gate("torch >= 2.12 on macOS", macos="14",
+                           source="torch arm64 wheels are tagged macosx_14_0 from 2.12; the 2.14 binary says "
+                                  "'The MPS backend is supported on macOS 14.0+'"),
     "mps-fp16-autocast": Gate("fp16 autocast on MPS", torch="2.5",
                               source="torch/amp/autocast_mode.py: mps autocast added in 2.5 (fp16 only)"),
     "mps-bf16-autocast": Gate("bf16 autocast on MPS", torch="2.6", macos="14",
@@ -429,6 +432,10 @@ def judge_macos_version(f: dict) -> Verdict:
         return fail(f"macOS {mv} is older than {need}, the first release with MPS",
                     "update macOS (System Settings > General > Software Update) to 12.3 or newer",
                     macos=str(mv))
+    tv, newer = torch_version(f), GATES["mps-torch-2.12"]
+    if tv is not None and tv >= Version("2.12") and mv < Version(newer.macos):
+        return fail(f"macOS {mv} with torch {tv}: torch 2.12 and newer support MPS on macOS {newer.macos}+ only",
+                    f"update macOS to {newer.macos}, or stay on torch < 2.12", macos=str(mv))
     return ok(f"macOS {mv} >= {need}", macos=str(mv))
 
 
@@ -462,43 +469,75 @@ def judge_mps_available(f: dict) -> Verdict:
 
 
 def judge_fallback_env(f: dict) -> Verdict:
+    """Only 0 and 1 mean what they say on every torch version.
+
+    torch < 2.8 parses the value with std::stoi when the MPS library loads (a word such as
+    "true" throws there); torch >= 2.8 treats every value but "0" as on, so "false" turns
+    the fallback ON. Source: aten/src/ATen/mps/MPSFallback.mm across 2.0-2.14 wheels.
+    """
     if (v := _mac_only(f)):
         return v
     value = f.get("env", {}).get("PYTORCH_ENABLE_MPS_FALLBACK")
     if value is None:
         return ok("PYTORCH_ENABLE_MPS_FALLBACK is not set: an op without an MPS kernel raises NotImplementedError")
-    if value.strip() in ("0", "1"):
-        state = "on: missing kernels run on the CPU" if value.strip() == "1" else "off"
+    if value in ("0", "1"):
+        state = "on: missing kernels run on the CPU" if value == "1" else "off"
         return ok(f"PYTORCH_ENABLE_MPS_FALLBACK={value} ({state})")
-    return fail(f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not 0 or 1", "export PYTORCH_ENABLE_MPS_FALLBACK=1")
+    tv = torch_version(f)
+    if tv is not None and tv >= Version("2.8"):
+        meaning = "torch >= 2.8 reads every value but '0' as on"
+    elif value.strip().lstrip("+-").isdigit():
+        meaning = f"torch < 2.8 reads it as the integer {int(value)}"
+    else:
+        meaning = "torch < 2.8 parses it with std::stoi, which throws on a word when torch loads"
+    return fail(f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not 0 or 1 ({meaning})",
+                "export PYTORCH_ENABLE_MPS_FALLBACK=1 (or 0 for strict runs)")
 
 
 WATERMARK_VARS = ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_LOW_WATERMARK_RATIO")
+# aten/src/ATen/mps/MPSAllocator.{h,mm} (torch 2.0-2.15): high defaults to 1.7 and must lie
+# in [0, 2.0] (0 lifts the limit); low defaults to 1.4 on unified memory (1.0 on a discrete
+# GPU before 2.14) and must lie in [0, high] (or [0, 2.0] when high is 0). Values are read
+# with strtod, so text that is not a number silently becomes 0.0: no limit at all.
+WATERMARK_UPPER = 2.0
+WATERMARK_DEFAULT_HIGH = 1.7
+
+
+def _watermark_default_low(f: dict) -> float:
+    tv = torch_version(f)
+    discrete = is_mac(f) and not apple_silicon(f) and (tv is None or tv < Version("2.14"))
+    return 1.0 if discrete else 1.4
 
 
 def judge_watermark_env(f: dict) -> Verdict:
-    """Both ratios must parse as non-negative numbers and low must not exceed high."""
     if (v := _mac_only(f)):
         return v
     env = f.get("env", {})
-    ratios = {}
-    for name in WATERMARK_VARS:
-        raw = env.get(name)
-        if raw is None:
+    raw = {name: env.get(name) for name in WATERMARK_VARS}
+    if raw[WATERMARK_VARS[0]] is None and raw[WATERMARK_VARS[1]] is None:
+        return ok("MPS watermark ratios not set: torch defaults apply")
+    values = {}
+    for name, text in raw.items():
+        if text is None:
             continue
         try:
-            ratios[name] = float(raw)
+            values[name] = float(text)
         except ValueError:
-            return fail(f"{name}={raw!r} is not a number", f"unset {name} or give a ratio such as 1.4")
-        if ratios[name] < 0:
-            return fail(f"{name}={raw} is negative", f"unset {name} or give a ratio >= 0 (0.0 lifts the limit)")
-    high, low = ratios.get(WATERMARK_VARS[0]), ratios.get(WATERMARK_VARS[1])
-    if high is not None and low is not None and high > 0 and low > high:
-        return fail(f"PYTORCH_MPS_LOW_WATERMARK_RATIO={low} exceeds PYTORCH_MPS_HIGH_WATERMARK_RATIO={high}",
-                    "make the low ratio <= the high ratio, or unset both")
-    if not ratios:
-        return ok("MPS watermark ratios not set: torch defaults apply")
-    return ok("MPS watermark ratios valid: " + ", ".join(f"{k}={v}" for k, v in ratios.items()))
+            return fail(f"{name}={text!r} is not a number: torch reads it as 0.0, which removes the memory limit",
+                        f"unset {name} or give a ratio such as 1.4")
+    high = values.get(WATERMARK_VARS[0], WATERMARK_DEFAULT_HIGH)
+    low = values.get(WATERMARK_VARS[1], _watermark_default_low(f))
+    if not 0.0 <= high <= WATERMARK_UPPER:
+        return fail(f"PYTORCH_MPS_HIGH_WATERMARK_RATIO={high} is outside [0, {WATERMARK_UPPER}]: torch raises "
+                    "'invalid high watermark ratio'", "use a ratio between 0 (no limit) and 2.0")
+    ceiling = high if high > 0 else WATERMARK_UPPER
+    if not 0.0 <= low <= ceiling:
+        given = "" if WATERMARK_VARS[1] in values else " (the default)"
+        return fail(f"low watermark ratio {low}{given} is outside [0, {ceiling}]: torch raises "
+                    "'invalid low watermark ratio'",
+                    f"set PYTORCH_MPS_LOW_WATERMARK_RATIO <= {ceiling} as well, or raise the high ratio")
+    note = " (0 lifts the limit: the system may run out of memory)" if high == 0 else ""
+    return ok(f"MPS watermark ratios valid: high {high}, low {low}{note}")
 
 
 def judge_tokenizers_native(f: dict) -> Verdict:

@@ -19,6 +19,14 @@ import pytest  # noqa: E402
 from harness import devices, journal, matrix  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
+# The plugin's vocabulary, registered wherever it is loaded (pyproject.toml lists them too).
+MARKERS = (
+    "cpu: check runs against the cpu target", "cuda: check runs against the cuda target",
+    "mps: check runs against the mps (Apple Metal) target",
+    "env: environment suite", "ops: op coverage suite", "parity: numerical parity suite",
+    "optim: optimization claims suite", "slow: takes more than a few seconds per check",
+    "cases(table): run once per case of the table and per target the case names (case.targets)",
+)
 IDENTITY = pytest.StashKey[dict]()
 RECORDER = pytest.StashKey["Recorder"]()
 
@@ -119,7 +127,7 @@ def pytest_addoption(parser):
     group.addoption("--device", default=None, metavar="TARGETS",
                     help="targets to run: cpu, cuda, mps, comma-separated, or all (default). "
                          "Naming an absent device is an error.")
-    group.addoption("--mps-fallback", default=None, choices=process_env.FALLBACK_CHOICES,
+    group.addoption("--mps-fallback", default=None, metavar="on|off",
                     help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
                          "the CPU and are reported) or off (strict: they raise)")
     group.addoption("--run-file", default=None, metavar="PATH",
@@ -127,8 +135,12 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "cases(table): run once per case and applicable target (case.targets)")
-    fallback = process_env.decide_mps_fallback(config.getoption("--mps-fallback"))
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    try:
+        fallback = process_env.decide_mps_fallback(config.getoption("--mps-fallback"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     device_opt = config.getoption("--device")
     try:
         targets = devices.parse_device_option(device_opt)

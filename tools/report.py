@@ -219,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     if not any(r.records for r in runs):
-        print("error: no readable check records in " + ", ".join(inputs)
-              + ("; run `pytest suites/` first" if not files else "") + "; no matrix written", file=sys.stderr)
+        if not errors:  # otherwise the problem is already said, in one line per input
+            print("error: no check records in " + ", ".join(inputs) + "; no matrix written", file=sys.stderr)
         return 2
     m = build(runs)
     out = Path(args.out)

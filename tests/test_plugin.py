@@ -1,0 +1,227 @@
+"""The pytest wiring, run for real in child pytest processes: targets and markers, usage
+errors, the journal (serial, -n 2, a crashing worker, SIGKILL), the process environment."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness import journal
+from tests.conftest import ROOT
+
+SYNTHETIC = '''
+import os
+import pytest
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+def test_passes(target, record):
+    record.category = "native"
+    record.metric(max_abs_err=1.5e-7)
+
+def test_fails(target):
+    pytest.fail("wrong <b>answer</b>")
+
+def test_skips(target):
+    pytest.skip("not here")
+
+@pytest.mark.xfail(reason="known gap")
+def test_xfails(target):
+    assert False
+
+@pytest.mark.xfail(reason="was a gap")
+def test_xpasses(target):
+    pass
+
+def test_setup_errors(target, fixture_that_does_not_exist):
+    pass
+
+def test_teardown_errors(target, broken_teardown):
+    pass
+
+def test_needs_device(backend):
+    pass
+
+def test_sees_the_process_env(target):
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] == os.environ["EXPECT_FALLBACK"]
+'''
+EXPECTED_CPU = {"passes": "pass", "fails": "fail", "skips": "skip", "xfails": "xfail", "xpasses": "xpass",
+                "setup_errors": "error", "teardown_errors": "error", "needs_device": "pass",
+                "sees_the_process_env": "pass"}
+
+
+def _env(**extra):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPECT_FALLBACK": "1", **extra}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def run_pytest(cwd, *args, env=None, timeout=300):
+    cmd = [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "suites" / "env").mkdir(parents=True)
+    (tmp_path / "suites" / "env" / "test_synthetic.py").write_text(SYNTHETIC)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "test_not_a_check.py").write_text("def test_plain():\n    pass\n")
+    return tmp_path
+
+
+def records_of(path):
+    rf = journal.read_file(path)
+    assert rf.errors == [], rf.errors
+    return rf, [r for run in rf.runs for r in run.records]
+
+
+def comparable(records):
+    return sorted((r["check"], r["target"], r["status"], r["category"], json.dumps(r["metrics"]), r["reason"])
+                  for r in records)
+
+
+def test_every_outcome_is_journaled_once_with_its_status(project):
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file))
+    assert res.returncode == 1, res.stdout + res.stderr
+    rf, records = records_of(run_file)
+    got = {r["subject"]: r["status"] for r in records}
+    assert got == EXPECTED_CPU
+    by = {r["subject"]: r for r in records}
+    assert by["passes"]["category"] == "native" and by["passes"]["metrics"] == {"max_abs_err": 1.5e-7}
+    assert by["fails"]["reason"] == "wrong <b>answer</b>"
+    assert by["skips"]["reason"] == "not here"
+    assert by["xfails"]["reason"] == "known gap"
+    assert by["teardown_errors"]["reason"].startswith("teardown: RuntimeError: teardown broke")
+    header = rf.runs[0].header
+    assert header["schema"] == journal.SCHEMA and header["facts"]["python"]["version"]
+    assert header["mps_fallback"]["setting"] == "on" and header["targets"]["cpu"]["available"]
+    assert rf.runs[0].complete and rf.runs[0].end["exitstatus"] == 1
+    assert "mps-compat: this run" in res.stdout  # the short matrix at the end of the run
+
+
+def test_absent_targets_are_skipped_with_an_actionable_reason(project):
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "-m", "mps", "--run-file", str(run_file), "-k", "needs_device")
+    assert res.returncode == 0, res.stdout + res.stderr
+    _, records = records_of(run_file)
+    assert [(r["target"], r["status"]) for r in records] == [("mps", "skip")]
+    assert records[0]["reason"].startswith("MPS unavailable: this is Linux")
+
+
+def test_target_markers_select_exactly_that_target(project):
+    res = run_pytest(project, "-m", "cuda", "--collect-only", "-q")
+    ids = [line for line in res.stdout.splitlines() if "::" in line]
+    assert ids and all("[cuda" in i for i in ids), res.stdout
+
+
+@pytest.mark.parametrize("args,says", [
+    (("--device", "mps"), "--device mps: MPS unavailable: this is Linux"),
+    (("--device", "cuda"), "--device cuda: CUDA unavailable"),
+    (("--device", "cpu,tpu"), "--device: unknown target 'tpu'"),
+    (("--mps-fallback", "maybe"), "--mps-fallback must be one of on, off"),
+])
+def test_usage_errors_are_one_line_and_run_nothing(project, args, says):
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, *args, "--run-file", str(run_file))
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 4 and len(lines) == 1 and says in lines[0], res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert not run_file.exists()
+
+
+def test_fallback_off_is_set_before_torch_and_recorded(project):
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "--device", "cpu", "--mps-fallback", "off", "-k", "process_env",
+                     "--run-file", str(run_file), env=_env(EXPECT_FALLBACK="0"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rf, _ = records_of(run_file)
+    assert rf.runs[0].header["mps_fallback"] == {**rf.runs[0].header["mps_fallback"], "setting": "off",
+                                                 "env_value": "0", "effective": True}
+
+
+def test_xdist_gives_the_same_records_as_serial(project):
+    serial, parallel = project / "serial.jsonl", project / "parallel.jsonl"
+    run_pytest(project, "--run-file", str(serial), "-p", "no:randomly")
+    res = run_pytest(project, "-n", "2", "--run-file", str(parallel))
+    assert "2 workers" in res.stdout, res.stdout
+    _, a = records_of(serial)
+    _, b = records_of(parallel)
+    assert len(a) == 3 * len(EXPECTED_CPU)  # every test on every target, nothing twice
+    assert comparable(a) == comparable(b)
+
+
+CRASHING = '''
+import os
+def test_before(target):
+    pass
+def test_aborts(target):
+    os.abort()
+def test_after(target):
+    pass
+'''
+
+
+def test_a_worker_that_dies_is_recorded_as_crash_and_the_run_goes_on(project):
+    (project / "suites" / "env" / "test_synthetic.py").write_text(CRASHING)
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "-n", "2", "--device", "cpu", "--run-file", str(run_file))
+    _, records = records_of(run_file)
+    assert {r["subject"]: r["status"] for r in records} == {"before": "pass", "aborts": "crash", "after": "pass"}, \
+        res.stdout
+    assert "crashed" in next(r for r in records if r["subject"] == "aborts")["reason"]
+
+
+HANGING = '''
+import os, time
+import pytest
+
+@pytest.mark.parametrize("i", range(5))
+def test_quick(target, i):
+    pass
+
+def test_hangs(target):
+    open(os.environ["MARKER"], "w").close()
+    time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_sigkill_keeps_every_record_written_before_it(project, workers):
+    (project / "suites" / "env" / "test_synthetic.py").write_text(HANGING)
+    run_file, marker = project / "run.jsonl", project / "hanging"
+    cmd = [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider",
+           "--device", "cpu", "--run-file", str(run_file), *workers]
+    proc = subprocess.Popen(cmd, cwd=project, env=_env(MARKER=str(marker)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done = run_file.exists() and run_file.read_text().count('"kind": "check"') >= 5
+            if marker.exists() and done:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the hanging check never started")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    rf, records = records_of(run_file)
+    assert sorted(r["variant"] for r in records) == ["0", "1", "2", "3", "4"]
+    assert all(r["status"] == "pass" for r in records)
+    assert not rf.runs[0].complete  # no end line: the reader can tell a cut-off run
+
+
+def test_tests_outside_suites_write_no_run_file(project):
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "other", "--run-file", str(run_file))
+    assert res.returncode == 0 and not run_file.exists()
