@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import uuid
 from pathlib import Path
@@ -142,6 +143,28 @@ def message_of(longrepr, excinfo=None) -> str:
 
 def clean_xfail(reason: str | None) -> str | None:
     return None if reason is None else _strip(reason, "reason: ")
+
+
+def json_safe(value, depth: int = 0):
+    """Plain JSON for a metric: NaN and infinities as strings, unknown objects by str().
+
+    Metrics cross from an xdist worker to the controller and end in a JSON file; neither
+    takes a torch.dtype or a float NaN as it is.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth < 6 and isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if depth < 6 and isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, depth + 1) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
+        try:
+            return json_safe(value.item(), depth + 1)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return str(value)
 
 
 def build_record(run_id: str, ident: dict, phases: list[dict], extra: dict, nodeid: str) -> dict:

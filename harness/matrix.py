@@ -68,6 +68,7 @@ class Column:
     header: dict          # the newest run header of this environment
     runs: list[str]       # run ids merged into this column, oldest first
     complete: bool        # every merged run wrote its end line
+    label_suffix: str = ""  # set when two columns would otherwise share a label
 
     @property
     def id(self) -> str:
@@ -79,9 +80,10 @@ class Column:
 
     @property
     def label(self) -> str:
+        """Short: host, torch release (without its local build tag) and target."""
         f = self.facts
-        torch_v = (f.get("torch") or {}).get("version") or "no torch"
-        return f"{self.target} · torch {torch_v} · {f.get('host', '?')}"
+        torch_v = ((f.get("torch") or {}).get("version") or "none").split("+")[0]
+        return f"{f.get('host', '?')} torch {torch_v} {self.target}{self.label_suffix}"
 
     def sort_key(self):
         f = self.facts
@@ -126,7 +128,18 @@ def build(runs: list[Run]) -> Matrix:
         suites[rec["suite"]].add(check)
     ordered_suites = {s: sorted(suites[s]) for s in sorted(suites)}
     rows = [c for s in ordered_suites.values() for c in s]
-    return Matrix(sorted(columns.values(), key=Column.sort_key), rows, ordered_suites, cells)
+    ordered = sorted(columns.values(), key=Column.sort_key)
+    _disambiguate(ordered)
+    return Matrix(ordered, rows, ordered_suites, cells)
+
+
+def _disambiguate(columns: list[Column]) -> None:
+    """Same host, torch and target twice (another Python, another build): say which."""
+    for suffix in (lambda c: f" py{(c.facts.get('python') or {}).get('version')}", lambda c: f" [{c.env_id}]"):
+        seen = Counter(c.label for c in columns)
+        for c in columns:
+            if seen[c.label] > 1:
+                c.label_suffix += suffix(c)
 
 
 def suite_counts(records: list[dict]) -> list[tuple[str, str, Counter]]:

@@ -98,12 +98,8 @@ class SessionState:
     def pytest_sessionfinish(self, session, exitstatus):
         if not self.controller or self.writer is None:
             return
-        # Checks that never reached teardown (interrupted): keep what is known of them.
-        for nodeid, entry in list(self.pending.items()):
-            entry["phases"].append({"when": "???", "outcome": "failed",
-                                    "message": "interrupted before the check finished", "duration": 0.0})
-            self.write(journal.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"], nodeid))
-        self.pending.clear()
+        # A check still pending was interrupted (Ctrl-C): it measured nothing and is not
+        # recorded; the end line's exit status says the run was interrupted.
         counts: dict[str, int] = {}
         for rec in self.records:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
@@ -227,7 +223,7 @@ def pytest_runtest_makereport(item, call):
             "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None),
             "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
             "category": rec.category if rec else None,
-            "metrics": dict(rec.metrics) if rec else {},
+            "metrics": journal.json_safe(rec.metrics) if rec else {},
         }
     return report
 

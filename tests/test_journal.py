@@ -107,3 +107,11 @@ def test_wrong_schema_and_empty_files(tmp_path, recorded):
     empty = tmp_path / "e.jsonl"
     empty.write_text("")
     assert "empty run file" in journal.read_file(empty).errors[0]
+
+
+def test_metrics_are_made_json_safe():
+    import torch
+    safe = journal.json_safe({"err": float("nan"), "inf": float("inf"), "dtype": torch.float16,
+                              "t": torch.tensor(0.5), "nested": {"xs": (1, 2.0)}})
+    assert safe == {"err": "nan", "inf": "inf", "dtype": "torch.float16", "t": 0.5, "nested": {"xs": [1, 2.0]}}
+    assert json.loads(json.dumps(safe, allow_nan=False)) == safe

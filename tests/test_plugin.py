@@ -25,6 +25,10 @@ def test_passes(target, record):
     record.category = "native"
     record.metric(max_abs_err=1.5e-7)
 
+def test_odd_metrics_cross_workers(target, record):
+    import torch
+    record.metric(err=float("nan"), dtype=torch.bfloat16)
+
 def test_fails(target):
     pytest.fail("wrong <b>answer</b>")
 
@@ -54,7 +58,7 @@ def test_sees_the_process_env(target):
 '''
 EXPECTED_CPU = {"passes": "pass", "fails": "fail", "skips": "skip", "xfails": "xfail", "xpasses": "xpass",
                 "setup_errors": "error", "teardown_errors": "error", "needs_device": "pass",
-                "sees_the_process_env": "pass"}
+                "sees_the_process_env": "pass", "odd_metrics_cross_workers": "pass"}
 
 
 def _env(**extra):
@@ -99,6 +103,7 @@ def test_every_outcome_is_journaled_once_with_its_status(project):
     by = {r["subject"]: r for r in records}
     assert by["passes"]["category"] == "native" and by["passes"]["metrics"] == {"max_abs_err": 1.5e-7}
     assert by["fails"]["reason"] == "wrong <b>answer</b>"
+    assert by["odd_metrics_cross_workers"]["metrics"] == {"err": "nan", "dtype": "torch.bfloat16"}
     assert by["skips"]["reason"] == "not here"
     assert by["xfails"]["reason"] == "known gap"
     assert by["teardown_errors"]["reason"].startswith("teardown: RuntimeError: teardown broke")
@@ -225,3 +230,40 @@ def test_tests_outside_suites_write_no_run_file(project):
     run_file = project / "run.jsonl"
     res = run_pytest(project, "other", "--run-file", str(run_file))
     assert res.returncode == 0 and not run_file.exists()
+
+
+HANGS_ONCE = '''
+import time
+import pytest
+
+def test_before(target):
+    pass
+
+@pytest.mark.timeout(1)
+def test_hangs(target):
+    time.sleep(60)
+
+def test_after(target):
+    pass
+'''
+
+
+def test_a_hanging_check_is_recorded_as_timeout_and_the_run_goes_on(project):
+    (project / "suites" / "env" / "test_synthetic.py").write_text(HANGS_ONCE)
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file))
+    _, records = records_of(run_file)
+    assert {r["subject"]: r["status"] for r in records} == {"before": "pass", "hangs": "timeout", "after": "pass"}, \
+        res.stdout
+    assert "Timeout (>1.0s)" in next(r for r in records if r["subject"] == "hangs")["reason"]
+
+
+def test_torch_imported_before_the_suite_is_recorded_as_not_effective(project):
+    (project / "conftest.py").write_text("import torch  # a user conftest that loads torch first\n")
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "--device", "cpu", "-k", "passes", "--run-file", str(run_file),
+                     env=_env(PYTORCH_ENABLE_MPS_FALLBACK="0"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rf, _ = records_of(run_file)
+    decision = rf.runs[0].header["mps_fallback"]
+    assert decision["effective"] is False and "'0'" in decision["note"]

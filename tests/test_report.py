@@ -132,3 +132,13 @@ def test_report_cli_runs_as_a_module(tmp_path, two_versions):
     res = subprocess.run([sys.executable, "-m", "tools.report", str(tmp_path / "nothing-here")],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_columns_that_would_share_a_label_are_told_apart(tmp_path, recorded):
+    f = recorded("linux_x86_64")
+    other_py = {**f, "python": {**f["python"], "version": "3.12.1"}}
+    write_run(tmp_path / "a.jsonl", f, [rec("threads", "pass")])
+    write_run(tmp_path / "b.jsonl", other_py, [rec("threads", "pass")], run="R2")
+    runs, _, _ = report.load([str(tmp_path)])
+    labels = [c.label for c in report.build(runs).columns]
+    assert len(set(labels)) == 2 and any("py3.12.1" in label for label in labels)

@@ -35,7 +35,7 @@ def env_rows(m: Matrix) -> list[dict]:
         pk = f.get("packages") or {}
         mac = f.get("mac") or {}
         rows.append({
-            "column": col.id, "target": col.target, "host": f.get("host"),
+            "column": col.label, "target": col.target, "host": f.get("host"),
             "os": (f.get("os") or {}).get("platform"), "python": f"{(f.get('python') or {}).get('version')} "
                                                                  f"({(f.get('python') or {}).get('arch')})",
             "torch": pk.get("torch"), "transformers": pk.get("transformers"), "datasets": pk.get("datasets"),
@@ -56,14 +56,36 @@ def cell_text(rec: dict | None) -> str:
     return f"{SYMBOL[cell_key(rec)]} {metric}".strip()
 
 
-def not_passing(m: Matrix) -> list[dict]:
-    out = []
+PROBLEMS = ("fail", "error", "crash", "timeout", "xpass", "unsupported")
+
+
+def outcome_lists(m: Matrix) -> dict[str, list]:
+    """What did not pass: problems one by one, limitations one by one, skips grouped by reason."""
+    problems, limits, skips = [], [], {}
     for check in m.rows:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
-            if rec and rec["status"] != "pass":
-                out.append({"check": check, "column": col.id, "status": cell_key(rec), "reason": rec.get("reason", "")})
-    return out
+            if rec is None:
+                continue
+            key = cell_key(rec)
+            row = {"check": check, "column": col.label, "result": f"{SYMBOL[key]} {key}", "reason": rec.get("reason", "")}
+            if key in PROBLEMS:
+                problems.append(row)
+            elif key == "xfail":
+                limits.append(row)
+            elif key == "skip":
+                group = skips.setdefault((col.target, rec.get("reason", "")), {"checks": 0, "columns": []})
+                group["checks"] += 1
+                if col.label not in group["columns"]:
+                    group["columns"].append(col.label)
+    skipped = [{"target": t, "checks": g["checks"], "columns": len(g["columns"]), "reason": r}
+               for (t, r), g in sorted(skips.items())]
+    return {"problems": problems, "limits": limits, "skipped": skipped}
+
+
+SECTIONS = (("problems", "Failures, errors, crashes", "No failures."),
+            ("limits", "Known limitations (xfail), with what would lift them", "None."),
+            ("skipped", "Skipped, grouped by reason", "Nothing skipped."))
 
 
 # --------------------------------------------------------------------------- markdown
@@ -83,20 +105,19 @@ def render_md(m: Matrix, sources: list[str], errors: list[str]) -> str:
                             tablefmt="github"))
     out += ["", "## Summary per column", ""]
     heads = ["column"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER]
-    rows = [[col.id] + [m.summary(col).get(k, 0) for k in KEY_ORDER] for col in m.columns]
+    rows = [[col.label] + [m.summary(col).get(k, 0) for k in KEY_ORDER] for col in m.columns]
     out.append(tabulate(rows, headers=heads, tablefmt="github"))
     for suite, checks in m.suites.items():
         out += ["", f"## {suite}", ""]
-        heads = ["check"] + [f"{c.id}" for c in m.columns]
+        heads = ["check"] + [c.label for c in m.columns]
         rows = [[check] + [_md_escape(cell_text(m.cells.get((check, c.id)))) for c in m.columns] for check in checks]
         out.append(tabulate(rows, headers=heads, tablefmt="github"))
-    failing = not_passing(m)
-    out += ["", "## Not passing, with reasons", ""]
-    if failing:
-        out.append(tabulate([[_md_escape(v) for v in r.values()] for r in failing],
-                            headers=["check", "column", "result", "reason"], tablefmt="github"))
-    else:
-        out.append("Every check passed.")
+    lists = outcome_lists(m)
+    for key, title, empty in SECTIONS:
+        out += ["", f"## {title}", ""]
+        rows = lists[key]
+        out.append(tabulate([[_md_escape(v) for v in r.values()] for r in rows], headers=list(rows[0]),
+                            tablefmt="github") if rows else empty)
     out += ["", "## Legend", ""]
     out += [f"- {sym} **{key}**: {meaning}" for key, sym, meaning in LEGEND]
     if errors:
@@ -140,7 +161,7 @@ def render_html(m: Matrix, sources: list[str], errors: list[str]) -> str:
         parts.append(_html_table(list(envs[0]), [[_h(v) for v in r.values()] for r in envs]))
     parts.append("<h2>Summary per column</h2>")
     parts.append(_html_table(["column"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER],
-                             [[_h(c.id)] + [_h(m.summary(c).get(k, 0)) for k in KEY_ORDER] for c in m.columns]))
+                             [[_h(c.label)] + [_h(m.summary(c).get(k, 0)) for k in KEY_ORDER] for c in m.columns]))
     for suite, checks in m.suites.items():
         parts.append(f"<h2>{_h(suite)}</h2>")
         rows = []
@@ -156,10 +177,12 @@ def render_html(m: Matrix, sources: list[str], errors: list[str]) -> str:
                            f"{_h(cell_text(rec))}</td>")
             rows.append(row)
         parts.append(_html_table(["check"] + [c.label for c in m.columns], rows))
-    failing = not_passing(m)
-    parts.append("<h2>Not passing, with reasons</h2>")
-    parts.append(_html_table(["check", "column", "result", "reason"],
-                             [[_h(v) for v in r.values()] for r in failing]) if failing else "<p>Every check passed.</p>")
+    lists = outcome_lists(m)
+    for key, title, empty in SECTIONS:
+        rows = lists[key]
+        parts.append(f"<h2>{_h(title)}</h2>")
+        parts.append(_html_table(list(rows[0]), [[_h(v) for v in r.values()] for r in rows]) if rows
+                     else f"<p>{_h(empty)}</p>")
     parts.append("<h2>Legend</h2><ul>" + "".join(
         f"<li><span class='{_h(k)}'>{_h(s)}</span> <b>{_h(k)}</b>: {_h(t)}</li>" for k, s, t in LEGEND) + "</ul>")
     if errors:
@@ -181,6 +204,7 @@ def render_json(m: Matrix, sources: list[str], errors: list[str]) -> str:
                      "targets": c.header.get("targets"), "mps_fallback": c.header.get("mps_fallback")}
                     for c in m.columns],
         "suites": m.suites,
+        "outcomes": outcome_lists(m),
         "cells": {check: {col.id: {**{k: rec[k] for k in ("status", "category", "metrics", "reason", "duration_s")},
                                    "key": cell_key(rec), "symbol": SYMBOL[cell_key(rec)]}
                           for col in m.columns if (rec := m.cells.get((check, col.id)))}

@@ -1,0 +1,58 @@
+"""Backends: target parsing, availability reasons, and the readings that run here."""
+import pytest
+import torch
+
+from harness import devices
+from tests.conftest import load_facts
+
+
+@pytest.mark.parametrize("value,targets", [(None, ["cpu", "cuda", "mps"]), ("all", ["cpu", "cuda", "mps"]),
+                                           ("cpu", ["cpu"]), ("CPU, cuda,cpu", ["cpu", "cuda"])])
+def test_device_option(value, targets):
+    assert devices.parse_device_option(value) == targets
+
+
+def test_unknown_device_option_names_the_choices():
+    with pytest.raises(ValueError, match="unknown target 'tpu'.*cpu, cuda, mps"):
+        devices.parse_device_option("cpu,tpu")
+
+
+@pytest.mark.parametrize("machine,available,says", [
+    ("linux_x86_64", False, "this is Linux x86_64"),
+    ("rosetta", False, "install an arm64 Python"),
+    ("macos_12_2", False, "update macOS"),
+    ("torch_no_mps", False, "no MPS backend"),
+    ("apple_silicon_native", True, "is_available() is True"),
+    ("intel_mac", True, "is_available() is True"),
+])
+def test_mps_availability_reasons_come_from_the_facts(machine, available, says):
+    avail = devices.backend("mps", load_facts(machine)).availability()
+    assert avail.available is available and says in avail.reason
+
+
+def test_mps_dtypes_follow_macos():
+    assert torch.float64 not in devices.backend("mps", load_facts("apple_silicon_native")).dtypes()
+    assert torch.bfloat16 in devices.backend("mps", load_facts("apple_silicon_native")).dtypes()
+    assert torch.bfloat16 not in devices.backend("mps", load_facts("intel_mac")).dtypes()  # macOS 13
+
+
+def test_cuda_absent_here_with_reason():
+    avail = devices.backend("cuda", load_facts("linux_x86_64")).availability()
+    assert not avail.available and avail.reason.startswith("CUDA unavailable: no NVIDIA GPU")
+
+
+def test_cpu_memory_reading_sees_a_large_allocation():
+    cpu = devices.backend("cpu")
+    before = cpu.memory_current()
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, every page written
+    after = cpu.memory_current()
+    assert after - before >= 48 * 2**20
+    del block
+    assert cpu.memory_peak() is None and cpu.reset_peak() is False  # no resettable peak on the CPU
+
+
+def test_cpu_autocast_bf16_runs_and_an_unsupported_dtype_is_refused():
+    cpu = devices.backend("cpu")
+    assert cpu.autocast_probe(torch.bfloat16)[0]
+    ok, detail = cpu.autocast_probe(torch.float64)  # not an autocast dtype: torch disables autocast
+    assert not ok and detail
