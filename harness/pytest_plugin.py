@@ -37,6 +37,9 @@ class Recorder:
     def __init__(self):
         self.category: str | None = None
         self.metrics: dict = {}
+        # A check that learns its fate out of process (a sandbox child crashed or timed
+        # out, or ran although expected to fail) says so here: crash / timeout / xpass.
+        self.status: str | None = None
 
     def metric(self, **values) -> None:
         self.metrics.update(values)
@@ -80,8 +83,9 @@ class SessionState:
         entry = self.pending.get(report.nodeid)
         if data is not None:
             entry = self.pending.setdefault(report.nodeid, {"ident": data["ident"], "phases": [], "extra": {}})
-            if data["category"] or data["metrics"]:
-                entry["extra"] = {"category": data["category"], "metrics": data["metrics"]}
+            if data["category"] or data["metrics"] or data.get("status"):
+                entry["extra"] = {"category": data["category"], "metrics": data["metrics"],
+                                  "status": data.get("status")}
             phase = {"when": report.when, "outcome": report.outcome, "message": data["message"],
                      "wasxfail": data["wasxfail"], "duration": report.duration}
         elif report.when == "???" and entry is not None:  # pytest-xdist: the worker died in this check
@@ -126,6 +130,8 @@ def pytest_addoption(parser):
     group.addoption("--mps-fallback", default=None, metavar="on|off",
                     help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
                          "the CPU and are reported) or off (strict: they raise)")
+    group.addoption("--check-timeout", default=120.0, type=float, metavar="SECONDS",
+                    help="time limit of one sandboxed check (ops); past it the check is a timeout (default 120)")
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
 
@@ -203,6 +209,15 @@ def backend(target, env_facts):
     return b
 
 
+@pytest.fixture(scope="session")
+def sandbox(request):
+    """A child process for checks that may crash or hang (see harness.isolate)."""
+    from harness.isolate import Sandbox
+    box = Sandbox(timeout=request.config.getoption("--check-timeout"))
+    yield box
+    box.close()
+
+
 @pytest.fixture
 def record(request) -> Recorder:
     """Where a check puts its category and metrics for the journal."""
@@ -223,6 +238,7 @@ def pytest_runtest_makereport(item, call):
             "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None),
             "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
             "category": rec.category if rec else None,
+            "status": rec.status if rec else None,
             "metrics": journal.json_safe(rec.metrics) if rec else {},
         }
     return report

@@ -1,0 +1,137 @@
+"""Run risky checks in a persistent child process: a crash or a hang costs one check.
+
+An op that segfaults or aborts inside a device kernel (it happens on MPS) would end the
+pytest process that ran it, and a hang in native code cannot be interrupted from Python.
+So such checks run in a child: ``Sandbox.call("module:function", *args)`` sends the call
+over a socket and waits. If the child dies, the call returns a ``crash`` outcome naming
+the signal or exit code; if it takes longer than the timeout, the child is killed and the
+call returns ``timeout``. The next call starts a fresh child. Between calls the child
+stays up, so imports (torch, op_db) are paid once, not per check.
+
+The child inherits the environment, so ``PYTORCH_ENABLE_MPS_FALLBACK`` as decided by the
+suite holds there too. It is started fresh (not forked): forking a process that has
+initialised Metal or CUDA is unsafe.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass
+class Outcome:
+    kind: str                 # "ok" | "raised" | "crash" | "timeout"
+    value: object = None      # the function's return value when kind == "ok"
+    detail: str = ""          # one line for everything else
+    seconds: float = 0.0
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the child process stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the child process was killed by {name}"
+    return f"the child process exited with status {code}"
+
+
+class Sandbox:
+    def __init__(self, timeout: float = 120.0, preload: tuple[str, ...] = ()):
+        self.timeout = timeout
+        self.preload = preload          # modules the child imports at start
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self.starts = 0
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.isolate", str(child.fileno()), *self.preload],
+            pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        child.close()
+        self._conn = Connection(parent.detach())
+        self.starts += 1
+
+    def _stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.wait()
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
+            try:
+                self._conn.send(None)  # ask the child to leave
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._stop()
+
+    def call(self, target: str, *args, timeout: float | None = None) -> Outcome:
+        """Run ``module:function(*args)`` in the child; never raises for the child's faults."""
+        limit = self.timeout if timeout is None else timeout
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            self._start()
+        started = time.monotonic()
+        try:
+            self._conn.send((target, args))
+            if not self._conn.poll(limit):
+                self._stop()
+                return Outcome("timeout", detail=f"no answer within {limit:g} s: the child was killed",
+                               seconds=time.monotonic() - started)
+            kind, payload = self._conn.recv()
+        except (EOFError, OSError, ConnectionError):
+            code = self._proc.wait() if self._proc else None
+            self._stop()
+            return Outcome("crash", detail=_describe_exit(code), seconds=time.monotonic() - started)
+        seconds = time.monotonic() - started
+        if kind == "ok":
+            return Outcome("ok", value=payload, seconds=seconds)
+        return Outcome("raised", detail=str(payload), seconds=seconds)
+
+
+def _resolve(target: str):
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _child(fd: int, preload: list[str]) -> None:
+    conn = Connection(fd)
+    for module in preload:
+        importlib.import_module(module)
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        target, args = msg
+        try:
+            conn.send(("ok", _resolve(target)(*args)))
+        except Exception as exc:  # the function's own failure travels back as one line
+            text = str(exc).strip().splitlines()
+            conn.send(("raised", f"{type(exc).__name__}: {text[0] if text else ''}"))
+
+
+if __name__ == "__main__":
+    _child(int(sys.argv[1]), sys.argv[2:])

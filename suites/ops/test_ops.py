@@ -1,0 +1,40 @@
+"""Op coverage and CPU fallback: every OpInfo op x dtype x pass on each target.
+
+One check per ``ops/<op>/<dtype>/<forward|backward>``. Each runs in the sandbox child (a
+crash or hang costs that check only) and is classified native / cpu-fallback /
+unsupported / error / crash / timeout. On MPS the result is held against PyTorch's own
+expectations (torch.testing._internal.common_mps): an expected failure is an xfail, a
+check that disagrees is marked "unexpected pass" or "unexpected failure".
+"""
+import pytest
+
+from harness import opsweep
+
+CASES = opsweep.cases()
+
+
+@pytest.fixture(scope="session")
+def pytorch_expectations():
+    from harness import expectations
+    return expectations.load(opsweep.op_table(), opsweep.OP_DTYPES)
+
+
+@pytest.mark.cases(CASES)
+def test_op_runs_on_target(case, target, backend, sandbox, record, request):
+    outcome = sandbox.call("harness.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
+    result = opsweep.result_of(outcome)
+    expected = None
+    if target == "mps":
+        expected = request.getfixturevalue("pytorch_expectations").get(case.op_key, case.dtype, case.pass_)
+    verdict = opsweep.judge(result, expected)
+    record.category = verdict.category
+    record.metric(samples=result["samples"], fallback_ops=result["fallback_ops"], seconds=result["seconds"],
+                  pytorch_expects=(expected or "pass") if target == "mps" else None,
+                  disagreement=verdict.disagreement)
+    if verdict.status in ("crash", "timeout", "xpass"):
+        record.status = verdict.status
+    if verdict.status == "xfail":
+        pytest.xfail(verdict.message)
+    if verdict.status in ("fail", "crash", "timeout"):
+        pytest.fail(f"{verdict.category if verdict.status == 'fail' else verdict.status}: {verdict.message}",
+                    pytrace=False)

@@ -1,0 +1,178 @@
+"""The op sweep's classifier and isolation, against real stand-ins.
+
+The ``meta`` device is a real backend with partial op coverage: ops without a meta kernel
+raise NotImplementedError there, the rest run. An MPS fallback warning injected into one
+op's run must come out as cpu-fallback naming that op. Crashes and hangs are real child
+processes that abort, segfault or sleep.
+"""
+import warnings
+
+import pytest
+import torch
+
+from harness import expectations, fallback, opsweep
+from harness.isolate import Sandbox
+
+FALLBACK_TEXT = ("The operator '{}' is not currently supported on the MPS backend and will fall back to run on "
+                 "the CPU. This may have performance implications.")
+
+
+def test_cases_cover_the_op_database_with_readable_ids():
+    cases = opsweep.cases()
+    ids = {c.id for c in cases}
+    assert len(cases) > 4000 and len(ids) == len(cases)
+    assert "softmax-float16-forward" in ids and "softmax-float32-backward" in ids
+    assert not any(c.pass_ == "backward" and c.dtype not in opsweep.GRAD_DTYPES for c in cases)
+    jit = [c for c in cases if c.name.startswith("jiterator")]
+    assert jit and all(c.targets == ("cuda",) for c in jit)  # onlyCUDA ops never run elsewhere
+
+
+@pytest.mark.parametrize("op_key,dtype", [("add", "float32"), ("mm", "float32"), ("softmax", "float16"),
+                                          ("nn.functional.relu", "float32")])
+def test_ops_with_meta_kernels_are_native_on_meta(op_key, dtype):
+    assert opsweep.run_case(op_key, "meta", dtype, "forward")["category"] == "native"
+
+
+@pytest.mark.parametrize("op_key,dtype", [("argwhere", "float32"), ("equal", "float32")])
+def test_ops_without_meta_kernels_are_unsupported_on_meta(op_key, dtype):
+    result = opsweep.run_case(op_key, "meta", dtype, "forward")
+    assert result["category"] == "unsupported", result
+    assert result["error_type"] == "NotImplementedError"
+
+
+def test_other_exceptions_are_errors_with_their_first_line():
+    result = opsweep.run_case("allclose", "meta", "float32", "forward")  # data-dependent: .item() on meta
+    assert result["category"] == "error"
+    assert result["message"] == "RuntimeError: Tensor.item() cannot be called on meta tensors"
+
+
+def test_meta_sweep_splits_native_and_unsupported():
+    """Across a slice of the database, meta gives both classes and nothing is lost."""
+    keys = sorted(opsweep.op_table())[:80]
+    cats = {k: opsweep.run_case(k, "meta", "float32", "forward")["category"]
+            for k in keys if "float32" in {str(d)[6:] for d in opsweep.op_table()[k].supported_dtypes("cpu")}}
+    assert {"native", "unsupported", "error"} <= set(cats.values())
+
+
+def test_an_injected_fallback_warning_is_cpu_fallback_naming_that_op(monkeypatch):
+    op = opsweep.op_table()["add"]
+    real = op.op
+
+    def add_that_falls_back(*args, **kwargs):
+        warnings.warn(FALLBACK_TEXT.format("aten::add.out"), UserWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(op, "op", add_that_falls_back)
+    result = opsweep.run_case("add", "cpu", "float32", "forward")
+    assert result["category"] == "cpu-fallback" and result["fallback_ops"] == ["aten::add.out"]
+    monkeypatch.undo()
+    assert opsweep.run_case("add", "cpu", "float32", "forward")["category"] == "native"  # order-independent
+
+
+WARN_ONCE_SCRIPT = """
+import warnings, torch
+from harness import fallback
+boundaries, values = torch.arange(10.0), torch.rand(4, 3).t()  # non-contiguous values
+def warned(run):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        run()
+    return sum("non-contiguous" in str(x.message) for x in w)
+plain = [warned(lambda: torch.searchsorted(boundaries, values)) for _ in range(2)]
+captured = []
+for _ in range(2):
+    with fallback.capture() as cap:
+        torch.searchsorted(boundaries, values)
+    captured.append(sum("non-contiguous" in m for m in cap.other_warnings))
+print(plain, captured, torch.is_warn_always_enabled())
+"""
+
+
+def test_capture_defeats_warn_once_so_order_does_not_matter():
+    """torch.searchsorted warns about a non-contiguous input with TORCH_WARN_ONCE, the
+    same C++ mechanism as the MPS fallback warning: without capture() the second call is
+    silent, with it every call is seen, and warn-always is restored afterwards."""
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    res = subprocess.run([sys.executable, "-c", WARN_ONCE_SCRIPT], cwd=ROOT, capture_output=True, text=True)
+    assert res.stdout.strip().splitlines()[-1] == "[1, 0] [1, 1] False", res.stdout + res.stderr
+
+
+def test_fallback_messages_name_their_ops_once_each():
+    msgs = [FALLBACK_TEXT.format("aten::foo"), "unrelated", FALLBACK_TEXT.format("aten::bar.out"),
+            FALLBACK_TEXT.format("aten::foo")]
+    assert fallback.ops_named(msgs) == ["aten::foo", "aten::bar.out"]
+
+
+def test_backward_runs_autograd_with_fixed_grad_outputs():
+    result = opsweep.run_case("nn.functional.gelu", "cpu", "float32", "backward")
+    assert result["category"] == "native" and result["samples"] > 0
+
+
+@pytest.mark.parametrize("category,expected,status,disagree", [
+    ("native", None, "pass", None),
+    ("cpu-fallback", None, "pass", None),
+    ("native", "xfail", "xpass", "unexpected pass"),
+    ("unsupported", "xfail", "xfail", None),
+    ("error", "skip", "xfail", None),
+    ("unsupported", None, "fail", None),
+    ("crash", "xfail", "crash", None),
+    ("timeout", None, "timeout", None),
+])
+def test_judgement(category, expected, status, disagree):
+    result = {"category": category, "message": "m", "fallback_ops": ["aten::x"] if category == "cpu-fallback" else []}
+    j = opsweep.judge(result, expected)
+    assert (j.status, j.disagreement) == (status, disagree)
+
+
+def test_unexpected_failure_is_marked_where_pytorch_expects_a_pass():
+    j = opsweep.judge({"category": "error", "message": "boom", "fallback_ops": []}, expected=None)
+    assert j.status == "fail"
+    assert expectations.disagreement(None, "error") == "unexpected failure"
+
+
+def test_pytorch_expectations_are_read_from_the_installed_torch():
+    ex = expectations.load(opsweep.op_table(), opsweep.OP_DTYPES)
+    if not ex.available:
+        pytest.skip(ex.note)
+    assert len(ex) > 50, ex.source
+    assert set(ex.table.values()) <= {"xfail", "skip"}
+    assert {k[2] for k in ex.table} == {"forward", "backward"}
+    assert not torch.backends.mps.is_available() or "MPS available" in ex.source  # the patch did not leak
+
+
+# --------------------------------------------------------------------------- isolation
+
+@pytest.fixture
+def box():
+    b = Sandbox(timeout=30)
+    yield b
+    b.close()
+
+
+def test_sandbox_returns_values_and_survives_crashes(box):
+    assert box.call("tests.sandbox_targets:double", 21).value == 42
+    crashed = box.call("tests.sandbox_targets:aborts")
+    assert crashed.kind == "crash" and "SIGABRT" in crashed.detail
+    assert box.call("tests.sandbox_targets:double", 1).value == 2  # a fresh child took over
+    segv = box.call("tests.sandbox_targets:segfaults")
+    assert segv.kind == "crash" and "SIGSEGV" in segv.detail
+    assert box.call("tests.sandbox_targets:double", 3).value == 6
+    assert box.starts == 3  # one child per crash, and no more
+
+
+def test_sandbox_cuts_a_hang(box):
+    out = box.call("tests.sandbox_targets:hangs", timeout=1.5)
+    assert out.kind == "timeout" and 1.5 <= out.seconds < 10
+    assert box.call("tests.sandbox_targets:double", 2).value == 4
+
+
+def test_sandbox_reports_a_raising_function_in_one_line(box):
+    out = box.call("tests.sandbox_targets:raises")
+    assert out.kind == "raised" and out.detail == "ValueError: bad input"
+
+
+def test_sandbox_child_inherits_the_fallback_setting(box, monkeypatch):
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+    assert box.call("tests.sandbox_targets:env", "PYTORCH_ENABLE_MPS_FALLBACK").value == "1"
