@@ -98,6 +98,13 @@ def mps_ops(table: dict) -> list[str]:
     return sorted(name for name, row in table.items() if row["mps"])
 
 
+def composite_ops(table: dict) -> list[str]:
+    """Sorted names without an MPS kernel of their own whose kernel is device-generic
+    (CompositeImplicitAutograd: decomposes into other ops; CompositeExplicitAutograd: one
+    kernel for every backend). "No MPS kernel" is no verdict on these."""
+    return sorted(name for name, row in table.items() if not row["mps"] and row["composite"])
+
+
 def other_mps_ops(table: dict) -> dict[str, list[str]]:
     """{SparseMPS / SparseCsrMPS / QuantizedMPS ... -> sorted ops naming that key}."""
     out: dict[str, list[str]] = {}
@@ -181,10 +188,14 @@ def load_wheel(path: str | os.PathLike) -> Snapshot:
     return Snapshot(f"wheel:{path}", version, parse(text, f"{path}:{YAML_MEMBER}"))
 
 
+def cache_root() -> Path:
+    """The suite's cache: $MPS_COMPAT_CACHE, default ~/.cache/mps-compat."""
+    return Path(os.environ.get("MPS_COMPAT_CACHE") or Path.home() / ".cache" / "mps-compat")
+
+
 def cache_dir() -> Path:
-    """Where downloaded wheels are kept: $MPS_COMPAT_CACHE/wheels, default ~/.cache/mps-compat/wheels."""
-    root = os.environ.get("MPS_COMPAT_CACHE") or Path.home() / ".cache" / "mps-compat"
-    return Path(root) / "wheels"
+    """Where downloaded wheels are kept: <cache_root>/wheels."""
+    return cache_root() / "wheels"
 
 
 def check_version(version: str) -> Version:
@@ -288,7 +299,7 @@ def base_version(version: str | None) -> str:
 
 def table_doc(snap: Snapshot) -> dict:
     return {"schema": SCHEMA, "source": snap.source, "torch_version": snap.torch_version,
-            "mps_ops": mps_ops(snap.table), "counts": counts(snap.table),
+            "mps_ops": mps_ops(snap.table), "composite_ops": composite_ops(snap.table), "counts": counts(snap.table),
             "other_mps_ops": other_mps_ops(snap.table), "caveat": CAVEAT}
 
 

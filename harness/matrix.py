@@ -42,10 +42,18 @@ def cell_key(record: dict) -> str:
     return status
 
 
+NOT_SHOWN = ("model", "attn", "seconds", "samples", "samples_without_grad", "pytorch_expects", "disagreement",
+             "optimizer_path")
+
+
 def key_metric(metrics: dict) -> str:
     if not metrics:
         return ""
-    for name in PREFERRED_METRICS + tuple(metrics):
+    if metrics.get("fallback_ops"):
+        return f"fallback: {', '.join(metrics['fallback_ops'])}"
+    if metrics.get("disagreement"):
+        return str(metrics["disagreement"])
+    for name in PREFERRED_METRICS + tuple(k for k in metrics if k not in NOT_SHOWN):
         if name in metrics and isinstance(metrics[name], (int, float, str, bool)):
             value = metrics[name]
             if isinstance(value, float):

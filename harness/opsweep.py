@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
+import os
 import time
+from pathlib import Path
 
 from harness import fallback
 
@@ -78,7 +82,42 @@ def _dtype_names(dtypes) -> set[str]:
     return {str(d).removeprefix("torch.") for d in dtypes}
 
 
+# Bump when the way cases are derived changes: it keys the cache below.
+CASES_FORMAT = 1
+
+
+def _cache_path(targets) -> Path:
+    import torch
+    from harness.kernels import cache_root
+    build = f"{torch.__version__}|{getattr(torch.version, 'git_version', '')}|{CASES_FORMAT}|{OP_DTYPES}|{targets}"
+    return cache_root() / "opcases" / f"{hashlib.sha256(build.encode()).hexdigest()[:20]}.json"
+
+
 def cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
+    """The case table, from a cache keyed by the torch build (else built and cached).
+
+    Building it means importing op_db (several seconds, mostly torch._inductor); the table
+    depends only on the torch build, so collection reads it back instead, and only the
+    sandbox child, which runs the ops, imports op_db.
+    """
+    path = _cache_path(tuple(targets))
+    try:
+        rows = json.loads(path.read_text())
+        return [OpCase(r[0], r[1], r[2], r[3], tuple(r[4])) for r in rows]
+    except (OSError, ValueError, IndexError, TypeError):
+        pass
+    built = build_cases(targets)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps([[c.name, c.variant_name, c.dtype, c.pass_, list(c.targets)] for c in built]))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs time
+    return built
+
+
+def build_cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
     """One case per op x dtype x pass, each naming the targets whose dtype support covers it.
 
     MPS dtypes come from the OpInfo's MPS entry where torch has one, else from its generic

@@ -176,3 +176,12 @@ def test_sandbox_reports_a_raising_function_in_one_line(box):
 def test_sandbox_child_inherits_the_fallback_setting(box, monkeypatch):
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
     assert box.call("tests.sandbox_targets:env", "PYTORCH_ENABLE_MPS_FALLBACK").value == "1"
+
+
+def test_case_table_cache_is_rebuilt_when_corrupt(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPS_COMPAT_CACHE", str(tmp_path))
+    first = opsweep.cases()
+    cached = list((tmp_path / "opcases").glob("*.json"))
+    assert len(cached) == 1 and opsweep.cases() == first
+    cached[0].write_text('[["add", "", "float32"')  # truncated
+    assert opsweep.cases() == first == opsweep.build_cases()

@@ -1,32 +1,68 @@
 """Build the compatibility matrix from run files.
 
-    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR]
+    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR]
 
 Default input: every ``reports/runs/*.jsonl``. Writes ``matrix.md``, ``matrix.html``
 (one self-contained page, every string escaped) and ``matrix.json`` into ``--out``
 (default ``reports/``). A malformed or truncated run file gives one line on stderr naming
 the file and line, and exit status 2; the readable records, of that file and the others,
 are still reported. With nothing readable at all, no matrix is overwritten.
+
+Kernel tables saved by ``python -m tools.kernels --save`` (``reports/kernels/*.json``)
+add a *predicted* section: the static MPS kernel list of each torch version and what
+changes between versions.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import html
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
 from tabulate import tabulate
 
 from harness import journal
-from harness.matrix import LEGEND, SYMBOL, KEY_ORDER, Matrix, build, cell_key, key_metric
+from harness.matrix import KEY_ORDER, LEGEND, SYMBOL, Matrix, build, cell_key, key_metric
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_SCHEMA = 1
+SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
+LIST_AT_MOST = 300        # rows of one listing in md/html; matrix.json has everything
+CATEGORIES = ("native", "cpu-fallback", "unsupported", "mismatch", "n/a")
+PROBLEMS = ("fail", "error", "crash", "timeout", "xpass", "unsupported")
 
 
-# --------------------------------------------------------------------------- model helpers
+@dataclasses.dataclass
+class Cell:
+    text: str
+    key: str = ""      # a legend key: colours the cell in HTML
+    title: str = ""    # hover text in HTML
+
+
+@dataclasses.dataclass
+class Section:
+    title: str
+    headers: list[str]
+    rows: list[list]   # str or Cell
+    intro: str = ""
+    empty: str = "Nothing to show."
+    level: int = 2
+
+
+# --------------------------------------------------------------------------- content
+
+def cell_of(rec: dict | None) -> Cell:
+    if rec is None:
+        return Cell("")
+    key = cell_key(rec)
+    metric = key_metric(rec.get("metrics") or {})
+    return Cell(f"{SYMBOL[key]} {metric}".strip(), key, f"{key}: {rec.get('reason') or ''}".strip())
+
 
 def env_rows(m: Matrix) -> list[dict]:
     rows = []
@@ -34,95 +70,190 @@ def env_rows(m: Matrix) -> list[dict]:
         f, h = col.facts, col.header
         pk = f.get("packages") or {}
         mac = f.get("mac") or {}
+        py = f.get("python") or {}
         rows.append({
-            "column": col.label, "target": col.target, "host": f.get("host"),
-            "os": (f.get("os") or {}).get("platform"), "python": f"{(f.get('python') or {}).get('version')} "
-                                                                 f"({(f.get('python') or {}).get('arch')})",
-            "torch": pk.get("torch"), "transformers": pk.get("transformers"), "datasets": pk.get("datasets"),
-            "accelerate": pk.get("accelerate"), "macOS": mac.get("version") or "-",
-            "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
+            "column": col.label, "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),
+            "python": f"{py.get('version')} ({py.get('arch')})", "torch": pk.get("torch"),
+            "transformers": pk.get("transformers"), "datasets": pk.get("datasets"), "accelerate": pk.get("accelerate"),
+            "macOS": mac.get("version") or "-", "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
             "target available": (h.get("targets") or {}).get(col.target, {}).get("available"),
-            "MPS fallback": (h.get("mps_fallback") or {}).get("setting"),
-            "suite rev": f.get("suite_revision"),
+            "MPS fallback": (h.get("mps_fallback") or {}).get("setting"), "suite rev": f.get("suite_revision"),
             "runs": len(col.runs), "complete": "yes" if col.complete else "no (cut off)",
         })
     return rows
 
 
-def cell_text(rec: dict | None) -> str:
-    if rec is None:
-        return ""
-    metric = key_metric(rec.get("metrics") or {})
-    return f"{SYMBOL[cell_key(rec)]} {metric}".strip()
+def suite_sections(m: Matrix) -> list[Section]:
+    out = []
+    for suite, checks in m.suites.items():
+        heads = ["check"] + [c.label for c in m.columns]
+        if len(checks) <= SUMMARIZE_OVER:
+            rows = [[check] + [cell_of(m.cells.get((check, c.id))) for c in m.columns] for check in checks]
+            out.append(Section(suite, heads, rows))
+            continue
+        counts = {c.id: Counter("skipped" if r["status"] == "skip" else r.get("category") or "n/a"
+                                for (ch, col), r in m.cells.items() if col == c.id and r["suite"] == suite)
+                  for c in m.columns}
+        out.append(Section(f"{suite}: {len(checks)} checks, by category", ["category"] + heads[1:],
+                           [[cat] + [str(counts[c.id].get(cat, 0)) for c in m.columns] for cat in
+                            (*CATEGORIES, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
+                           intro="native: ran, no fallback; cpu-fallback: ran with ops on the CPU; unsupported: "
+                                 "NotImplementedError; n/a: errors, crashes and timeouts (see below); "
+                                 "skipped: target absent."))
+        odd = [check for check in checks
+               if any((r := m.cells.get((check, c.id))) and cell_key(r) != "pass" and r["status"] != "skip"
+                      for c in m.columns)]
+        rows = [[check] + [cell_of(m.cells.get((check, c.id))) for c in m.columns] for check in odd[:LIST_AT_MOST]]
+        more = f" The first {LIST_AT_MOST} of {len(odd)} are listed; matrix.json has all." if len(odd) > LIST_AT_MOST else ""
+        out.append(Section(f"{suite}: checks that did not simply pass somewhere", heads, rows, level=3,
+                           intro="Skips (target absent) are left out." + more, empty="Every check passed where it ran."))
+    return out
 
 
-PROBLEMS = ("fail", "error", "crash", "timeout", "xpass", "unsupported")
-
-
-def outcome_lists(m: Matrix) -> dict[str, list]:
-    """What did not pass: problems one by one, limitations one by one, skips grouped by reason."""
-    problems, limits, skips = [], [], {}
+def outcome_sections(m: Matrix) -> list[Section]:
+    problems, limits, skips, disagreements = [], [], {}, []
     for check in m.rows:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
             if rec is None:
                 continue
-            key = cell_key(rec)
-            row = {"check": check, "column": col.label, "result": f"{SYMBOL[key]} {key}", "reason": rec.get("reason", "")}
+            key, reason = cell_key(rec), rec.get("reason", "")
+            row = [check, col.label, Cell(f"{SYMBOL[key]} {key}", key), reason]
+            if (rec.get("metrics") or {}).get("disagreement"):
+                disagreements.append([check, col.label, rec["metrics"]["disagreement"],
+                                      rec["metrics"].get("pytorch_expects", ""), Cell(f"{SYMBOL[key]} {key}", key)])
             if key in PROBLEMS:
                 problems.append(row)
             elif key == "xfail":
                 limits.append(row)
             elif key == "skip":
-                group = skips.setdefault((col.target, rec.get("reason", "")), {"checks": 0, "columns": []})
-                group["checks"] += 1
-                if col.label not in group["columns"]:
-                    group["columns"].append(col.label)
-    skipped = [{"target": t, "checks": g["checks"], "columns": len(g["columns"]), "reason": r}
-               for (t, r), g in sorted(skips.items())]
-    return {"problems": problems, "limits": limits, "skipped": skipped}
+                group = skips.setdefault((col.target, reason), [0, set()])
+                group[0] += 1
+                group[1].add(col.label)
+    skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
+    return [
+        Section("Failures, errors, crashes", ["check", "column", "result", "reason"], problems[:LIST_AT_MOST],
+                empty="No failures.", intro=_more(problems)),
+        Section("Disagreements with PyTorch's own MPS expectations", ["check", "column", "disagreement",
+                                                                    "PyTorch expects", "result"],
+                disagreements[:LIST_AT_MOST], empty="None (or no MPS column).",
+                intro="From torch.testing._internal.common_mps of each column's torch: what an upgrade reviewer "
+                      "reads first." + _more(disagreements)),
+        Section("Known limitations (xfail), with what would lift them", ["check", "column", "result", "reason"],
+                limits[:LIST_AT_MOST], empty="None.", intro=_more(limits)),
+        Section("Skipped, grouped by reason", ["target", "checks", "columns", "reason"], skipped,
+                empty="Nothing skipped."),
+    ]
 
 
-SECTIONS = (("problems", "Failures, errors, crashes", "No failures."),
-            ("limits", "Known limitations (xfail), with what would lift them", "None."),
-            ("skipped", "Skipped, grouped by reason", "Nothing skipped."))
+def _more(rows: list) -> str:
+    return f"The first {LIST_AT_MOST} of {len(rows)} are listed." if len(rows) > LIST_AT_MOST else ""
+
+
+def model_sections(m: Matrix) -> list[Section]:
+    """Does this model run natively: measured fallbacks and, from the kernel table, the
+    ops that would lack an MPS kernel."""
+    rows = []
+    for check in m.rows:
+        for col in m.columns:
+            rec = m.cells.get((check, col.id))
+            met = (rec or {}).get("metrics") or {}
+            if not rec or "model" not in met or rec["status"] == "skip":
+                continue
+            ops = met.get("ops") or {}
+            rows.append([met["model"], col.label, cell_of(rec), " / ".join(str(ops.get(p, "")) for p in
+                                                                          ("forward", "backward", "optimizer")),
+                         ", ".join(met.get("fallback_ops") or []) or "none",
+                         ", ".join(met.get("predicted_without_mps_kernel") or []) or "none"])
+    return [Section("Does this model run natively", ["model", "column", "result", "ops fwd / bwd / optim",
+                                                     "fell back to the CPU (measured)",
+                                                     "no MPS kernel (predicted from the kernel table)"], rows,
+                    empty="No model checks ran.",
+                    intro="One training step (forward, backward, AdamW) per model. The prediction is static: "
+                          "composites and device-generic ops are not counted against a model.")]
+
+
+def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
+    """Saved kernel tables (tools.kernels --save), oldest torch first; problems as lines."""
+    tables, errors = [], []
+    if not directory.is_dir():
+        return tables, errors
+    for path in sorted(directory.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            errors.append(f"{path}: not a readable kernel table ({type(exc).__name__})")
+            continue
+        if not isinstance(doc, dict) or "mps_ops" not in doc:
+            continue  # a saved diff, not a table
+        if doc.get("schema") != 1 or not isinstance(doc["mps_ops"], list):
+            errors.append(f"{path}: kernel table schema {doc.get('schema')!r}, this reader understands 1")
+            continue
+        tables.append(doc)
+
+    def order(doc):
+        try:
+            return (0, Version(str(doc.get("torch_version")).split("+")[0]))
+        except InvalidVersion:
+            return (1, str(doc.get("torch_version")))
+    return sorted(tables, key=order), errors
+
+
+def predicted_sections(tables: list[dict]) -> list[Section]:
+    if not tables:
+        return [Section("Predicted for MPS: static kernel tables", [], [], empty=(
+            "No kernel tables saved. `python -m tools.kernels --save` (installed torch) or "
+            "`python -m tools.kernels --torch-version X --save` (any release, downloaded) adds them."))]
+    caveat = tables[-1].get("caveat", "")
+    rows = [[str(t.get("torch_version")), str(len(t["mps_ops"])), str((t.get("counts") or {}).get("entries", "")),
+             str(t.get("source", ""))] for t in tables]
+    out = [Section("Predicted for MPS: static kernel tables", ["torch", "ops with an MPS kernel", "yaml entries",
+                                                               "source"], rows,
+                   intro="Read from native_functions.yaml, no Mac needed. " + caveat)]
+    for old, new in zip(tables, tables[1:]):
+        a, b = set(old["mps_ops"]), set(new["mps_ops"])
+        gained, lost = sorted(b - a), sorted(a - b)
+        out.append(Section(f"torch {old.get('torch_version')} -> {new.get('torch_version')}: "
+                           f"{len(gained)} ops gain an MPS kernel, {len(lost)} lose one",
+                           ["change", "ops"], [["gained", ", ".join(gained) or "-"], ["lost", ", ".join(lost) or "-"]],
+                           level=3))
+    return out
+
+
+def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Section]:
+    envs = env_rows(m)
+    out = [Section("Environments", list(envs[0]) if envs else [], [list(r.values()) for r in envs])]
+    out.append(Section("Summary per column", ["column"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER],
+                       [[c.label] + [str(m.summary(c).get(k, 0)) for k in KEY_ORDER] for c in m.columns]))
+    out += suite_sections(m)
+    out += model_sections(m)
+    out += outcome_sections(m)
+    out += predicted_sections(kernel_tables)
+    out.append(Section("Legend", ["symbol", "result", "meaning"], [[s, k, t] for k, s, t in LEGEND]))
+    if errors:
+        out.append(Section("Problems reading the input", ["problem"], [[e] for e in errors]))
+    return out
 
 
 # --------------------------------------------------------------------------- markdown
 
-def _md_escape(text) -> str:
-    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+def _md(value) -> str:
+    text = value.text if isinstance(value, Cell) else str(value if value is not None else "")
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_md(m: Matrix, sources: list[str], errors: list[str]) -> str:
+def render_md(secs: list[Section], sources: list[str]) -> str:
     out = ["# mps-compat compatibility matrix", "",
            f"Generated {journal.now_iso()} from {len(sources)} run file(s). "
            "Rows are checks; columns are environment x target.", ""]
-    out += ["## Environments", ""]
-    envs = env_rows(m)
-    if envs:
-        out.append(tabulate([[_md_escape(v) for v in r.values()] for r in envs], headers=list(envs[0]),
-                            tablefmt="github"))
-    out += ["", "## Summary per column", ""]
-    heads = ["column"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER]
-    rows = [[col.label] + [m.summary(col).get(k, 0) for k in KEY_ORDER] for col in m.columns]
-    out.append(tabulate(rows, headers=heads, tablefmt="github"))
-    for suite, checks in m.suites.items():
-        out += ["", f"## {suite}", ""]
-        heads = ["check"] + [c.label for c in m.columns]
-        rows = [[check] + [_md_escape(cell_text(m.cells.get((check, c.id)))) for c in m.columns] for check in checks]
-        out.append(tabulate(rows, headers=heads, tablefmt="github"))
-    lists = outcome_lists(m)
-    for key, title, empty in SECTIONS:
-        out += ["", f"## {title}", ""]
-        rows = lists[key]
-        out.append(tabulate([[_md_escape(v) for v in r.values()] for r in rows], headers=list(rows[0]),
-                            tablefmt="github") if rows else empty)
-    out += ["", "## Legend", ""]
-    out += [f"- {sym} **{key}**: {meaning}" for key, sym, meaning in LEGEND]
-    if errors:
-        out += ["", "## Problems reading the run files", ""] + [f"- {_md_escape(e)}" for e in errors]
-    return "\n".join(out) + "\n"
+    for s in secs:
+        out += [f"{'#' * s.level} {s.title}", ""]
+        if s.intro:
+            out += [s.intro, ""]
+        out.append(tabulate([[_md(v) for v in r] for r in s.rows], headers=s.headers, tablefmt="github")
+                   if s.rows else s.empty)
+        out.append("")
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- html
@@ -133,7 +264,7 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;p
 vertical-align:top}th{background:#f3f3f3}td.c{text-align:center;white-space:nowrap}
 .pass{background:#dff5df}.cpu-fallback{background:#fff2cc}.unsupported{background:#fde2c8}.fail,.error,.crash,
 .timeout{background:#f8d0d0}.xfail{background:#ececff}.xpass{background:#d8f0ff}.skip{background:#f4f4f4;color:#777}
-code{font-size:12px}.small{color:#666;font-size:12px}
+.small{color:#666;font-size:12px}
 """
 
 
@@ -141,60 +272,35 @@ def _h(text) -> str:
     return html.escape(str(text if text is not None else ""), quote=True)
 
 
-def _html_table(headers: list[str], rows: list[list[str]]) -> str:
-    """``rows`` hold already-escaped HTML fragments (cells)."""
-    head = "".join(f"<th>{_h(x)}</th>" for x in headers)
-    body = "".join("<tr>" + "".join(rows_cell if rows_cell.startswith("<td") else f"<td>{rows_cell}</td>"
-                                    for rows_cell in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _td(value) -> str:
+    if isinstance(value, Cell):
+        return f"<td class='c {_h(value.key)}' title='{_h(value.title)}'>{_h(value.text)}</td>"
+    return f"<td>{_h(value)}</td>"
 
 
-def render_html(m: Matrix, sources: list[str], errors: list[str]) -> str:
+def render_html(secs: list[Section], sources: list[str]) -> str:
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              "<title>mps-compat compatibility matrix</title>", f"<style>{CSS}</style></head><body>",
              "<h1>mps-compat compatibility matrix</h1>",
              f"<p class='small'>Generated {_h(journal.now_iso())} from {len(sources)} run file(s). Rows are checks; "
              "columns are environment x target. Hover a cell for its reason.</p>"]
-    envs = env_rows(m)
-    parts.append("<h2>Environments</h2>")
-    if envs:
-        parts.append(_html_table(list(envs[0]), [[_h(v) for v in r.values()] for r in envs]))
-    parts.append("<h2>Summary per column</h2>")
-    parts.append(_html_table(["column"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER],
-                             [[_h(c.label)] + [_h(m.summary(c).get(k, 0)) for k in KEY_ORDER] for c in m.columns]))
-    for suite, checks in m.suites.items():
-        parts.append(f"<h2>{_h(suite)}</h2>")
-        rows = []
-        for check in checks:
-            row = [f"<code>{_h(check)}</code>"]
-            for col in m.columns:
-                rec = m.cells.get((check, col.id))
-                if rec is None:
-                    row.append("<td class='c'></td>")
-                    continue
-                key = cell_key(rec)
-                row.append(f"<td class='c {_h(key)}' title='{_h(key + ': ' + (rec.get('reason') or ''))}'>"
-                           f"{_h(cell_text(rec))}</td>")
-            rows.append(row)
-        parts.append(_html_table(["check"] + [c.label for c in m.columns], rows))
-    lists = outcome_lists(m)
-    for key, title, empty in SECTIONS:
-        rows = lists[key]
-        parts.append(f"<h2>{_h(title)}</h2>")
-        parts.append(_html_table(list(rows[0]), [[_h(v) for v in r.values()] for r in rows]) if rows
-                     else f"<p>{_h(empty)}</p>")
-    parts.append("<h2>Legend</h2><ul>" + "".join(
-        f"<li><span class='{_h(k)}'>{_h(s)}</span> <b>{_h(k)}</b>: {_h(t)}</li>" for k, s, t in LEGEND) + "</ul>")
-    if errors:
-        parts.append("<h2>Problems reading the run files</h2><ul>" + "".join(f"<li>{_h(e)}</li>" for e in errors)
-                     + "</ul>")
+    for s in secs:
+        parts.append(f"<h{s.level}>{_h(s.title)}</h{s.level}>")
+        if s.intro:
+            parts.append(f"<p class='small'>{_h(s.intro)}</p>")
+        if not s.rows:
+            parts.append(f"<p>{_h(s.empty)}</p>")
+            continue
+        head = "".join(f"<th>{_h(x)}</th>" for x in s.headers)
+        body = "".join("<tr>" + "".join(_td(v) for v in r) + "</tr>" for r in s.rows)
+        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- json
 
-def render_json(m: Matrix, sources: list[str], errors: list[str]) -> str:
+def render_json(m: Matrix, sources: list[str], errors: list[str], kernel_tables: list[dict]) -> str:
     doc = {
         "report_schema": REPORT_SCHEMA, "record_schema": journal.SCHEMA, "generated": journal.now_iso(),
         "sources": sources, "errors": errors,
@@ -204,11 +310,12 @@ def render_json(m: Matrix, sources: list[str], errors: list[str]) -> str:
                      "targets": c.header.get("targets"), "mps_fallback": c.header.get("mps_fallback")}
                     for c in m.columns],
         "suites": m.suites,
-        "outcomes": outcome_lists(m),
         "cells": {check: {col.id: {**{k: rec[k] for k in ("status", "category", "metrics", "reason", "duration_s")},
                                    "key": cell_key(rec), "symbol": SYMBOL[cell_key(rec)]}
                           for col in m.columns if (rec := m.cells.get((check, col.id)))}
                   for check in m.rows},
+        "predicted": [{k: t.get(k) for k in ("torch_version", "source", "counts", "caveat")} | {
+            "mps_op_count": len(t["mps_ops"])} for t in kernel_tables],
     }
     return json.dumps(doc, indent=1, ensure_ascii=False)
 
@@ -237,9 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__.splitlines()[0])
     parser.add_argument("inputs", nargs="*", help="run files or directories (default: reports/runs)")
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
+    parser.add_argument("--kernels", default=str(ROOT / "reports" / "kernels"),
+                        help="saved kernel tables for the predicted section (default: reports/kernels)")
     args = parser.parse_args(argv)
     inputs = args.inputs or [str(ROOT / "reports" / "runs")]
     runs, files, errors = load(inputs)
+    tables, kernel_errors = load_kernel_tables(Path(args.kernels))
+    errors += kernel_errors
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     if not any(r.records for r in runs):
@@ -249,8 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     m = build(runs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, render in (("matrix.md", render_md), ("matrix.html", render_html), ("matrix.json", render_json)):
-        _write_atomic(out / name, render(m, files, errors))
+    secs = sections(m, tables, errors)
+    _write_atomic(out / "matrix.md", render_md(secs, files))
+    _write_atomic(out / "matrix.html", render_html(secs, files))
+    _write_atomic(out / "matrix.json", render_json(m, files, errors, tables))
     print(f"wrote {out / 'matrix.md'}, matrix.html, matrix.json: {len(m.rows)} checks x {len(m.columns)} columns "
           f"from {len(runs)} run(s) in {len(files)} file(s)")
     return 2 if errors else 0

