@@ -22,8 +22,15 @@ class Availability:
 class Backend:
     name: str = ""
 
-    def __init__(self, facts: dict):
-        self.facts = facts
+    def __init__(self, facts: dict | None):
+        self._facts = facts
+
+    @property
+    def facts(self) -> dict:
+        """Gathered on first use: the CPU backend never needs them (they import torch)."""
+        if self._facts is None:
+            self._facts = facts_mod.current()
+        return self._facts
 
     # -- identity
     def availability(self) -> Availability:
@@ -211,7 +218,7 @@ _BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
 def backend(name: str, facts: dict | None = None) -> Backend:
     if name not in _BACKENDS:
         raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS)}")
-    return _BACKENDS[name](facts if facts is not None else facts_mod.current())
+    return _BACKENDS[name](facts)
 
 
 def parse_device_option(value: str | None) -> list[str]:

@@ -26,6 +26,21 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+THREADS_VAR = "MPS_COMPAT_SANDBOX_THREADS"
+
+
+def threads_per_worker(workers: int, cores: int | None = None) -> int | None:
+    """Intra-op threads for each of ``workers`` sandbox children sharing the machine.
+
+    Two pytest-xdist workers whose children each spin up every core's worth of OpenMP
+    threads oversubscribe the CPU (measured on 2 cores: -n 2 slower than -n 0). None for a
+    single worker: torch's default then.
+    """
+    if workers <= 1:
+        return None
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
 
 
 @dataclasses.dataclass
@@ -49,9 +64,10 @@ def _describe_exit(code: int | None) -> str:
 
 
 class Sandbox:
-    def __init__(self, timeout: float = 120.0, preload: tuple[str, ...] = ()):
+    def __init__(self, timeout: float = 120.0, preload: tuple[str, ...] = (), threads: int | None = None):
         self.timeout = timeout
         self.preload = preload          # modules the child imports at start
+        self.threads = threads          # torch intra-op threads of the child (None: torch's default)
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self.starts = 0
@@ -60,8 +76,13 @@ class Sandbox:
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        if self.threads:
+            env[THREADS_VAR] = str(self.threads)
+        # Started as a script file, not with -m: OpInfo's sample iterators call inspect.stack()
+        # for every op, and a "<frozen runpy>" frame on the stack sends inspect.getmodule
+        # through all of sys.modules each time (measured: 8x slower op checks).
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.isolate", str(child.fileno()), *self.preload],
+            [sys.executable, str(Path(__file__).resolve()), str(child.fileno()), *self.preload],
             pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         child.close()
         self._conn = Connection(parent.detach())
@@ -77,12 +98,8 @@ class Sandbox:
         self._proc = self._conn = None
 
     def close(self) -> None:
-        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
-            try:
-                self._conn.send(None)  # ask the child to leave
-                self._proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+        # The child keeps no state worth a clean exit, and tearing down an interpreter
+        # with torch loaded takes seconds: end it at once.
         self._stop()
 
     def call(self, target: str, *args, timeout: float | None = None) -> Outcome:
@@ -116,6 +133,9 @@ def _resolve(target: str):
 
 def _child(fd: int, preload: list[str]) -> None:
     conn = Connection(fd)
+    if os.environ.get(THREADS_VAR):
+        import torch
+        torch.set_num_threads(int(os.environ[THREADS_VAR]))
     for module in preload:
         importlib.import_module(module)
     while True:
@@ -134,4 +154,8 @@ def _child(fd: int, preload: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # Run as a file, this script's folder heads sys.path; the package is found through
+    # PYTHONPATH instead, so harness modules are never importable under bare names.
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        sys.path.pop(0)
     _child(int(sys.argv[1]), sys.argv[2:])

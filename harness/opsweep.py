@@ -86,10 +86,21 @@ def _dtype_names(dtypes) -> set[str]:
 CASES_FORMAT = 1
 
 
+def _torch_build_id() -> str:
+    """torch's version.py (release and git revision of the build), read without importing torch."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return "no-torch"
+    try:
+        return (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return spec.origin
+
+
 def _cache_path(targets) -> Path:
-    import torch
     from harness.kernels import cache_root
-    build = f"{torch.__version__}|{getattr(torch.version, 'git_version', '')}|{CASES_FORMAT}|{OP_DTYPES}|{targets}"
+    build = f"{_torch_build_id()}|{CASES_FORMAT}|{OP_DTYPES}|{targets}"
     return cache_root() / "opcases" / f"{hashlib.sha256(build.encode()).hexdigest()[:20]}.json"
 
 

@@ -200,9 +200,9 @@ def env_facts() -> dict:
 
 
 @pytest.fixture
-def backend(target, env_facts):
+def backend(target):
     """The target's Backend; the check is skipped, with the reason, when it is absent."""
-    b = devices.backend(target, env_facts)
+    b = devices.backend(target)
     avail = b.availability()
     if not avail.available:
         pytest.skip(avail.reason)
@@ -212,8 +212,9 @@ def backend(target, env_facts):
 @pytest.fixture(scope="session")
 def sandbox(request):
     """A child process for checks that may crash or hang (see harness.isolate)."""
-    from harness.isolate import Sandbox
-    box = Sandbox(timeout=request.config.getoption("--check-timeout"))
+    from harness.isolate import Sandbox, threads_per_worker
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    box = Sandbox(timeout=request.config.getoption("--check-timeout"), threads=threads_per_worker(workers))
     yield box
     box.close()
 

@@ -185,3 +185,14 @@ def test_case_table_cache_is_rebuilt_when_corrupt(tmp_path, monkeypatch):
     assert len(cached) == 1 and opsweep.cases() == first
     cached[0].write_text('[["add", "", "float32"')  # truncated
     assert opsweep.cases() == first == opsweep.build_cases()
+
+
+def test_threads_are_split_between_xdist_workers(monkeypatch):
+    from harness.isolate import threads_per_worker
+    assert threads_per_worker(1, cores=8) is None and threads_per_worker(2, cores=2) == 1
+    assert threads_per_worker(3, cores=8) == 2 and threads_per_worker(4, cores=2) == 1
+    box = Sandbox(threads=1)
+    try:
+        assert box.call("torch:get_num_threads").value == 1
+    finally:
+        box.close()
