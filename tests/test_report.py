@@ -1,5 +1,6 @@
 """tools.report on good, malformed, truncated, empty, wrong-schema and hostile input."""
 import json
+import re
 
 import pytest
 
@@ -142,3 +143,70 @@ def test_columns_that_would_share_a_label_are_told_apart(tmp_path, recorded):
     runs, _, _ = report.load([str(tmp_path)])
     labels = [c.label for c in report.build(runs).columns]
     assert len(set(labels)) == 2 and any("py3.12.1" in label for label in labels)
+
+
+def _op_records(n, target="mps", disagree_every=0):
+    out = []
+    for i in range(n):
+        r = rec(f"op{i:03d}", "pass", target=target, suite="ops", category="native",
+                variant="float32/forward", metrics={"samples": 3, "fallback_ops": []})
+        if i == 7:
+            r.update(category="cpu-fallback", metrics={"samples": 3, "fallback_ops": ["aten::foo"]})
+        if disagree_every and i % disagree_every == 0:
+            r.update(status="xpass", metrics={"samples": 3, "fallback_ops": [], "pytorch_expects": "xfail",
+                                              "disagreement": "unexpected pass"})
+        out.append(r)
+    return out
+
+
+def test_a_large_suite_is_summarized_by_category_with_its_odd_rows(tmp_path, recorded):
+    write_run(tmp_path / "a.jsonl", recorded("apple_silicon_native"), _op_records(400, disagree_every=100))
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    md = (out / "matrix.md").read_text()
+    assert "## ops: 400 checks, by category" in md
+    counts = md.split("## ops: 400 checks, by category")[1].split("###")[0]
+    assert re.search(r"\|\s*native\s*\|\s*399\s*\|", counts) and re.search(r"\|\s*cpu-fallback\s*\|\s*1\s*\|", counts)
+    odd = md.split("### ops: checks that did not simply pass somewhere")[1].split("##")[0]
+    assert "ops/op007" in odd and "fallback: aten::foo" in odd and "ops/op001" not in odd
+    disagreements = md.split("## Disagreements with PyTorch's own MPS expectations")[1].split("\n## ")[0]
+    assert disagreements.count("unexpected pass") == 4  # op000, op100, op200, op300
+    assert len(json.loads((out / "matrix.json").read_text())["cells"]) == 400  # json keeps every row
+
+
+def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, recorded):
+    records = [rec("model_step_runs_natively", "pass", target="mps", suite="ops", category="cpu-fallback",
+                   variant="bert", metrics={"model": "bert", "ops": {"forward": 36, "backward": 21, "optimizer": 10},
+                                            "fallback_ops": ["aten::nonzero"],
+                                            "predicted_without_mps_kernel": ["aten::_foo"]})]
+    write_run(tmp_path / "a.jsonl", recorded("apple_silicon_native"), records)
+    out = tmp_path / "out"
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
+    section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
+    assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section and "aten::_foo" in section
+
+
+def test_predicted_section_diffs_saved_kernel_tables(tmp_path, two_versions):
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    for version, ops in (("2.6.0", ["add.out", "mm.out", "old_op"]), ("2.14.1", ["add.out", "mm.out", "new_op"])):
+        (kdir / f"{version}.json").write_text(json.dumps({"schema": 1, "torch_version": version, "source": "test",
+                                                          "mps_ops": ops, "counts": {"entries": 10}, "caveat": "c"}))
+    (kdir / "diff-2.6.0-2.14.1.json").write_text(json.dumps({"schema": 1, "gained": [], "lost": []}))  # ignored
+    out = tmp_path / "out"
+    assert report.main([*map(str, two_versions), "--out", str(out), "--kernels", str(kdir)]) == 0
+    md = (out / "matrix.md").read_text()
+    assert "torch 2.6.0 -> 2.14.1: 1 ops gain an MPS kernel, 1 lose one" in md
+    assert "| gained   | new_op" in md and "| lost     | old_op" in md
+    assert [p["torch_version"] for p in json.loads((out / "matrix.json").read_text())["predicted"]] == ["2.6.0", "2.14.1"]
+
+
+def test_a_corrupt_kernel_table_is_one_line_and_the_matrix_still_written(tmp_path, two_versions, capsys):
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    (kdir / "2.15.0.json").write_text("{not json")
+    out = tmp_path / "out"
+    assert report.main([*map(str, two_versions), "--out", str(out), "--kernels", str(kdir)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {kdir / '2.15.0.json'}: not a readable kernel "
+                                                            "table (JSONDecodeError)"]
+    assert (out / "matrix.md").exists()
