@@ -1,13 +1,29 @@
 """Comparing a result with its reference: the verdict and the margins behind it.
 
-The verdict is ``torch.testing.assert_close`` (NaN positions must agree, inf positions and
-signs too, integers exactly); the measurements are what a matrix shows so a reader sees
-how close a pass was, not only that it passed:
+Two rules, both ``|actual - expected| <= atol + rtol * scale``:
+
+  elementwise  scale = |expected| of the same element: ``torch.testing.assert_close``'s
+               rule and its verdict (what a device-vs-CPU comparison in one dtype asks)
+  normwise     scale = max |expected| over the whole output tensor: the rule for a
+               result against a higher-precision reference. In float16 ``a - b`` of two
+               close values loses most of its digits to rounding *of the inputs'
+               products*, so its error relative to the (small) difference says nothing
+               about the kernel; its error relative to the tensor's magnitude does.
+
+A third term serves a result judged against an exact (float64) reference: ``slack``,
+an allowed extra error per element, is how far the reference itself moves when the
+inputs move by a few units in the last place of the low-precision dtype (see
+harness.opparity). An element whose slack is infinite may differ in anything, even NaN
+or inf, because a rounding-sized change of the inputs changes it that much.
+
+Under every rule, NaN positions must agree, inf positions and signs too, and integer and bool
+results must be equal. The measurements are what a matrix shows, so a reader sees how
+close a pass was:
 
   max_abs_err  largest |actual - expected| over finite elements
   max_rel_err  largest |actual - expected| / |expected| where expected != 0
-  margin       largest |actual - expected| / (atol + rtol * |expected|): <= 1 passes;
-               0.5 means half the allowed error was used; 3.0 means three times too much
+  margin       largest |actual - expected| / allowed error: <= 1 passes; 0.5 means half
+               the allowed error was used; 3.0 means three times too much
 """
 from __future__ import annotations
 
@@ -23,37 +39,136 @@ def _leaves(tree) -> list:
     return [x for x in _pytree.tree_leaves(tree) if isinstance(x, (torch.Tensor, int, float, complex, bool))]
 
 
-def compare(actual, expected, tol: Tolerance) -> dict:
-    """Compare two outputs (tensors or nested structures of them) under ``tol``."""
+def compare(actual, expected, tol: Tolerance, normwise: bool = False, slack=None) -> dict:
+    """Compare two outputs (tensors or nested structures of them) under ``tol``.
+
+    ``slack``, if given, has the structure of ``expected``: a per-element allowed extra
+    error (``slack_of``); it applies to the elementwise rule.
+    """
     a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    s_leaves = _leaves(slack) if slack is not None else [None] * len(e_leaves)
     result = {"rtol": tol.rtol, "atol": tol.atol, "max_abs_err": 0.0, "max_rel_err": 0.0, "margin": 0.0,
-              "elements": 0, "ok": True, "reason": ""}
+              "elements": 0, "ok": True, "reason": "", "rule": "normwise" if normwise else "elementwise"}
     if len(a_leaves) != len(e_leaves):
         return {**result, "ok": False, "reason": f"{len(a_leaves)} outputs against {len(e_leaves)} expected"}
-    for a, e in zip(a_leaves, e_leaves):
-        a_t = torch.as_tensor(a).detach().cpu()
-        e_t = torch.as_tensor(e).detach().cpu()
-        _measure(a_t, e_t, tol, result)
-        try:
-            torch.testing.assert_close(a_t, e_t, rtol=tol.rtol, atol=tol.atol, equal_nan=True,
-                                       check_device=False, check_dtype=False, check_layout=False)
-        except AssertionError as exc:
-            if result["ok"]:
-                result["ok"] = False
-                result["reason"] = " ".join(str(exc).split())[:300]
+    if len(s_leaves) != len(e_leaves):
+        raise ValueError("slack must have the structure of expected")
+    if slack is not None:
+        result["rule"] = "elementwise+sensitivity"
+    for i, (a, e, s) in enumerate(zip(a_leaves, e_leaves, s_leaves)):
+        a_t, e_t = _dense(a), _dense(e)
+        exact = not (e_t.is_floating_point() or e_t.is_complex())
+        leaf_tol = (0.0, 0.0) if exact else (tol.rtol, tol.atol)
+        problem = _structure(a_t, e_t)
+        if problem is None and s is not None:
+            s_t = _dense(s).to(torch.float64)
+            _measure(a_t, e_t, leaf_tol, False, result, s_t)
+            problem = _with_slack(a_t, e_t, leaf_tol, s_t)
+        elif problem is None:
+            _measure(a_t, e_t, leaf_tol, normwise and not exact, result)
+            problem = _values(a_t, e_t, leaf_tol, normwise and not exact)
+        if problem and result["ok"]:
+            result["ok"] = False
+            where = f"output {i}: " if len(a_leaves) > 1 else ""
+            result["reason"] = (where + " ".join(problem.split()))[:300]
     return result
 
 
-def _measure(a: torch.Tensor, e: torch.Tensor, tol: Tolerance, out: dict) -> None:
-    if a.shape != e.shape or a.numel() == 0:
+def _dense(x) -> torch.Tensor:
+    t = torch.as_tensor(x).detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.cpu()
+
+
+def _structure(a: torch.Tensor, e: torch.Tensor) -> str | None:
+    if a.shape != e.shape:
+        return f"shape {tuple(a.shape)} against {tuple(e.shape)}"
+    return None
+
+
+def _values(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], normwise: bool) -> str | None:
+    """Why ``a`` is not close to ``e`` (None when it is)."""
+    rtol, atol = tol
+    if not normwise:
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True, check_device=False,
+                                       check_dtype=False, check_layout=False, check_stride=False)
+        except AssertionError as exc:
+            return str(exc)
+        return None
+    wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    a64, e64 = a.to(wide), e.to(wide)
+    if not torch.equal(torch.isnan(a64), torch.isnan(e64)):
+        return f"NaN positions differ ({int(torch.isnan(a64).sum())} against {int(torch.isnan(e64).sum())})"
+    inf_a, inf_e = torch.isinf(a64), torch.isinf(e64)
+    if not torch.equal(inf_a, inf_e) or not torch.equal(a64[inf_a], e64[inf_e]):
+        return "inf positions or signs differ"
+    finite = torch.isfinite(e64)
+    if not bool(finite.any()):
+        return None
+    diff = (a64 - e64).abs()[finite]
+    allowed = atol + rtol * float(e64.abs()[finite].max())
+    worst = float(diff.max())
+    if worst > allowed:
+        bad = int((diff > allowed).sum())
+        return (f"normwise: {bad} / {diff.numel()} elements off by more than {allowed:.3g} "
+                f"(atol + rtol * max|expected|); greatest difference {worst:.3g}")
+    return None
+
+
+def slack_of(reference, perturbed: list) -> object:
+    """Per element, how far ``reference`` moves across ``perturbed`` reruns (same structure).
+
+    An element whose finiteness changes in some rerun gets an infinite slack.
+    """
+    def one(ref, *others):
+        if not isinstance(ref, torch.Tensor):
+            return ref
+        r = _dense(ref)
+        wide = torch.complex128 if r.is_complex() else torch.float64
+        r64, out = r.to(wide), torch.zeros(r.shape, dtype=torch.float64)
+        for o in others:
+            o64 = _dense(o).to(wide)
+            if o64.shape != r64.shape:
+                return torch.full(r.shape, math.inf, dtype=torch.float64)
+            same = (torch.isfinite(o64) == torch.isfinite(r64)) & ((o64 == r64) | torch.isfinite(r64) | (torch.isnan(o64) & torch.isnan(r64)))
+            moved = torch.where(torch.isfinite(r64) & torch.isfinite(o64), (o64 - r64).abs(), 0.0)
+            out = torch.maximum(out, torch.where(same, moved, math.inf))
+        return out
+    return _pytree.tree_map(one, reference, *perturbed)
+
+
+def _with_slack(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], slack: torch.Tensor) -> str | None:
+    rtol, atol = tol
+    wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    a64, e64 = a.to(wide), e.to(wide)
+    free = torch.isinf(slack)
+    both_nan = torch.isnan(a64) & torch.isnan(e64)
+    same_inf = torch.isinf(a64) & torch.isinf(e64) & (a64 == e64)
+    finite = torch.isfinite(a64) & torch.isfinite(e64)
+    if bool((~(free | both_nan | same_inf | finite)).any()):
+        return "NaN or inf positions differ where a rounding-sized change of the inputs does not change them"
+    diff = torch.where(finite, (a64 - e64).abs(), 0.0)
+    allowed = atol + rtol * torch.where(finite, e64.abs(), 0.0) + torch.where(free, 0.0, slack)
+    bad = (diff > allowed) & ~free
+    if bool(bad.any()):
+        return (f"{int(bad.sum())} / {a.numel()} elements differ by more than atol + rtol * |expected| + the "
+                f"reference's own sensitivity to rounding-sized input changes; greatest excess "
+                f"{float((diff - allowed)[bad].max()):.3g}")
+    return None
+
+
+def _measure(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], normwise: bool, out: dict,
+             slack: torch.Tensor | None = None) -> None:
+    if a.numel() == 0:
         return
-    if a.is_sparse or e.is_sparse:
-        a, e = a.to_dense(), e.to_dense()
-    if not (a.is_floating_point() or a.is_complex()):
-        a, e = a.to(torch.float64), e.to(torch.float64)
+    rtol, atol = tol
     wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
     a64, e64 = a.to(wide), e.to(wide)
     finite = torch.isfinite(a64) & torch.isfinite(e64)
+    if slack is not None:
+        finite &= torch.isfinite(slack)
     out["elements"] += int(a.numel())
     if not bool(finite.any()):
         return
@@ -63,6 +178,9 @@ def _measure(a: torch.Tensor, e: torch.Tensor, tol: Tolerance, out: dict) -> Non
     nonzero = mag > 0
     if bool(nonzero.any()):
         out["max_rel_err"] = max(out["max_rel_err"], float((diff[nonzero] / mag[nonzero]).max()))
-    allowed = tol.atol + tol.rtol * mag
-    used = torch.where(allowed > 0, diff / allowed.clamp_min(1e-300), torch.where(diff > 0, math.inf, 0.0))
+    allowed = atol + rtol * (mag.max() if normwise else mag)
+    if slack is not None:
+        allowed = allowed + slack[finite]
+    used = torch.where(allowed > 0, diff / torch.as_tensor(allowed).clamp_min(1e-300),
+                       torch.where(diff > 0, math.inf, 0.0))
     out["margin"] = max(out["margin"], float(used.max()))

@@ -1,0 +1,35 @@
+"""Op parity: every OpInfo op x dtype x pass, the target's numbers against the CPU's.
+
+One check per ``parity/<op>/<dtype>/<forward|backward>``; see harness/opparity.py for
+what is compared with what. On the ``cpu`` target the comparison is the CPU in the case's
+dtype against a float64 reference on the same values, so the suite means something on a
+machine without an accelerator. Each check runs in the sandbox child: a crash or a hang
+costs that check only. Every record carries the measured error, the margin and the
+tolerance (with its source) it was judged against.
+"""
+import pytest
+
+from harness import opparity
+
+CASES = opparity.cases()
+
+
+@pytest.mark.cases(CASES)
+def test_op_parity(case, target, backend, sandbox, record):
+    outcome = sandbox.call("harness.opparity:run_case", case.op_key, target, case.dtype, case.pass_)
+    if outcome.kind in ("crash", "timeout"):
+        record.status = outcome.kind
+        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
+    if outcome.kind != "ok":
+        pytest.fail(f"the check itself failed: {outcome.detail}", pytrace=False)
+    verdict = opparity.judge(outcome.value)
+    record.category = "parity"
+    record.metric(**verdict.metrics)
+    if verdict.status == "xpass":
+        record.status = "xpass"
+    elif verdict.status == "skip":
+        pytest.skip(verdict.message)
+    elif verdict.status == "xfail":
+        pytest.xfail(verdict.message)
+    elif verdict.status == "fail":
+        pytest.fail(verdict.message, pytrace=False)

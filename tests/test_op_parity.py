@@ -1,0 +1,102 @@
+"""The op parity suite: what it compares, and that it fails where a kernel is wrong."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from harness import journal, opparity, parity, tolerances as T
+from tests.conftest import ROOT
+
+SOFTMAX_SLICE = "softmax or log_softmax or softmin or (layer_norm and float32) or add-float32-forward"
+
+
+def run(tmp_path, *args, env=None):
+    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
+    res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity/test_op_parity.py", "-m", "parity and cpu",
+                          "-q", "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
+                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    return res, records
+
+
+def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_checks(tmp_path):
+    clean, clean_records = run(tmp_path, "-k", SOFTMAX_SLICE)
+    assert clean.returncode == 0, clean.stdout[-3000:]
+    mutated, records = run(tmp_path, "-k", SOFTMAX_SLICE, "-p", "tests.mutate")
+    assert mutated.returncode == 1, mutated.stdout[-3000:]
+    assert len(records) == len(clean_records) > 30
+    failed = {(r["subject"], r["variant"]) for r in records if r["status"] == "fail"}
+    # the ops that reach aten._softmax in float32 (log_softmax has its own kernel)
+    reaching = {"softmax", "softmax.with_dtype", "nn.functional.softmin", "nn.functional.softmin.with_dtype",
+                "masked.softmax", "masked.softmin", "torch.ops.aten._safe_softmax.default"}
+    assert {("softmax", "float32/forward"), ("softmax", "float32/backward")} <= failed
+    assert {subject for subject, _ in failed} <= reaching, failed
+    assert all(variant.startswith("float32/") for _, variant in failed), failed
+    worst = next(r for r in records if r["subject"] == "softmax" and r["variant"] == "float32/forward")
+    assert worst["metrics"]["max_abs_err"] == pytest.approx(1e-3, rel=0.01) and worst["metrics"]["margin"] > 10
+    untouched = {(r["subject"], r["variant"]): r["status"] for r in records if (r["subject"], r["variant"]) not in failed}
+    assert untouched == {(r["subject"], r["variant"]): r["status"] for r in clean_records
+                         if (r["subject"], r["variant"]) not in failed}
+
+
+def test_records_carry_errors_margins_and_the_tolerance_with_its_source(tmp_path):
+    res, records = run(tmp_path, "-k", "cpu-add-float32-forward or cpu-cumsum-float16-forward or cpu-mm-bfloat16-forward")
+    assert res.returncode == 0, res.stdout[-2000:]
+    assert {r["subject"] for r in records} == {"add", "cumsum", "mm"}
+    for r in records:
+        m = r["metrics"]
+        assert r["category"] == "parity" and m["reference"] == "float64"
+        assert m["compared"] > 0 and 0 <= m["margin"] <= 1 and m["max_abs_err"] >= 0
+        assert m["rtol"] > 0 and m["tolerance_source"]
+    assert next(r for r in records if r["subject"] == "mm")["metrics"]["rtol"] == T.tolerance("mm", "bfloat16").rtol
+
+
+def test_the_reference_keeps_strides_and_storage_offset():
+    base = torch.arange(24.0).reshape(4, 6)
+    view = base[:, 1::2]
+    wide = opparity._relayout(view, torch.float64)
+    assert wide.stride() == view.stride() and wide.storage_offset() == view.storage_offset()
+    # as_strided reads the storage: the same call on both gives the same values
+    assert torch.equal(wide.as_strided((3,), (7,), 2).float(), view.as_strided((3,), (7,), 2))
+
+
+def test_cancellation_in_low_precision_passes_normwise_but_a_wrong_value_does_not():
+    tol = T.tolerance("sub", "float16")
+    exact = torch.tensor([0.49, 100.0], dtype=torch.float64)   # 1000.49 - 1000: float16 holds 1000.5
+    got = torch.tensor([0.5, 100.0], dtype=torch.float16)
+    assert not parity.compare(got, exact, tol)["ok"]               # 2% off on the small element
+    assert parity.compare(got, exact, tol, normwise=True)["ok"]    # against the tensor's magnitude: fine
+    wrong = torch.tensor([0.5, 101.0], dtype=torch.float16)
+    assert not parity.compare(wrong, exact, tol, normwise=True)["ok"]
+
+
+def test_slack_is_the_references_own_movement_and_infinite_where_finiteness_flips():
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    moved = [torch.tensor([1.0, 2.5, float("inf")]), torch.tensor([0.9, 2.0, 3.0])]
+    slack = parity.slack_of(ref, moved)
+    assert torch.allclose(slack, torch.tensor([0.1, 0.5, float("inf")], dtype=torch.float64))
+    tol = T.Tolerance(0.0, 0.0, "test")
+    assert parity.compare(torch.tensor([1.05, 2.4, float("nan")]), ref, tol, slack=slack)["ok"]
+    assert not parity.compare(torch.tensor([1.2, 2.0, 3.0]), ref, tol, slack=slack)["ok"]
+
+
+def test_pytorch_declarations_are_read_with_their_reasons():
+    table = opparity.opsweep.op_table()
+    assert opparity.pytorch_compare_cpu(table["bernoulli"], "cpu", torch.float32) == (
+        "skip", "output is non-deterministic")
+    assert opparity.pytorch_compare_cpu(table["add"], "mps", torch.float32) is None
+
+
+@pytest.mark.parametrize("result,status", [
+    ({"verdict": {"ok": True, "margin": 0.2, "max_abs_err": 1e-7, "max_rel_err": 1e-6}}, "pass"),
+    ({"verdict": {"ok": False, "margin": 3.0, "max_abs_err": 1e-3, "max_rel_err": 1e-2, "reason": "x"}}, "fail"),
+    ({"verdict": {"ok": False, "margin": 3.0, "max_abs_err": 1e-3, "max_rel_err": 1e-2, "reason": "x",
+                  "precision_limit": "narrow-dtype"}}, "xfail"),
+    ({"verdict": None, "random": 3}, "skip"),
+    ({"verdict": None, "error": "NotImplementedError: no kernel"}, "skip"),
+    ({"verdict": {"ok": True, "margin": 0.2, "max_abs_err": 0, "max_rel_err": 0}, "declared": ("xfail", "")}, "xpass"),
+])
+def test_judge(result, status):
+    assert opparity.judge({"tolerance": {"rtol": 1e-3, "atol": 1e-5, "source": "s"}, **result}).status == status
