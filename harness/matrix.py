@@ -30,7 +30,7 @@ LEGEND = (
 )
 SYMBOL = {key: sym for key, sym, _ in LEGEND}
 KEY_ORDER = [key for key, _, _ in LEGEND]
-PREFERRED_METRICS = ("max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable")
+PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable")
 
 
 def cell_key(record: dict) -> str:

@@ -91,15 +91,16 @@ def suite_sections(m: Matrix) -> list[Section]:
             rows = [[check] + [cell_of(m.cells.get((check, c.id))) for c in m.columns] for check in checks]
             out.append(Section(suite, heads, rows))
             continue
-        counts = {c.id: Counter("skipped" if r["status"] == "skip" else r.get("category") or "n/a"
-                                for (ch, col), r in m.cells.items() if col == c.id and r["suite"] == suite)
+        counts = {c.id: Counter(_count_key(r) for (ch, col), r in m.cells.items()
+                                if col == c.id and r["suite"] == suite)
                   for c in m.columns}
         out.append(Section(f"{suite}: {len(checks)} checks, by category", ["category"] + heads[1:],
                            [[cat] + [str(counts[c.id].get(cat, 0)) for c in m.columns] for cat in
-                            (*CATEGORIES, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
+                            (*CATEGORIES, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
                            intro="native: ran, no fallback; cpu-fallback: ran with ops on the CPU; unsupported: "
-                                 "NotImplementedError; n/a: errors, crashes and timeouts (see below); "
-                                 "skipped: target absent."))
+                                 "NotImplementedError; n/a: errors, crashes and timeouts (see below); other "
+                                 "suites are counted by result (pass, fail, xfail ...); skipped: target absent "
+                                 "or nothing to compare (see the skip reasons below)."))
         odd = [check for check in checks
                if any((r := m.cells.get((check, c.id))) and cell_key(r) != "pass" and r["status"] != "skip"
                       for c in m.columns)]
@@ -108,6 +109,13 @@ def suite_sections(m: Matrix) -> list[Section]:
         out.append(Section(f"{suite}: checks that did not simply pass somewhere", heads, rows, level=3,
                            intro="Skips (target absent) are left out." + more, empty="Every check passed where it ran."))
     return out
+
+
+def _count_key(rec: dict) -> str:
+    """What a large suite's summary counts a record as: its op category, else its result."""
+    if rec["status"] == "skip":
+        return "skipped"
+    return rec["category"] if rec.get("category") in CATEGORIES else cell_key(rec)
 
 
 def outcome_sections(m: Matrix) -> list[Section]:
@@ -158,7 +166,7 @@ def model_sections(m: Matrix) -> list[Section]:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
             met = (rec or {}).get("metrics") or {}
-            if not rec or "model" not in met or rec["status"] == "skip":
+            if not rec or rec.get("suite") != "ops" or "model" not in met or rec["status"] == "skip":
                 continue
             ops = met.get("ops") or {}
             rows.append([met["model"], col.label, cell_of(rec), " / ".join(str(ops.get(p, "")) for p in
@@ -171,6 +179,58 @@ def model_sections(m: Matrix) -> list[Section]:
                     empty="No model checks ran.",
                     intro="One training step (forward, backward, AdamW) per model. The prediction is static: "
                           "composites and device-generic ops are not counted against a model.")]
+
+
+DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "int64", "int32", "uint8", "bool")
+WORST_PER_DTYPE = 10
+
+
+def _dtype_of(rec: dict) -> str:
+    met = rec.get("metrics") or {}
+    if met.get("dtype"):
+        return str(met["dtype"]).removeprefix("torch.")
+    parts = [p for part in (rec.get("variant") or "").split("/") for p in part.split("-")]
+    return next((p for p in parts if p in DTYPES), "float32")
+
+
+def _num(value) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else ""
+
+
+def parity_sections(m: Matrix) -> list[Section]:
+    """Errors and margins of the parity suite: a summary per column and dtype, then the
+    checks that came closest to (or went past) their tolerance."""
+    measured = {}
+    for (check, col_id), rec in m.cells.items():
+        if rec.get("suite") == "parity" and isinstance((rec.get("metrics") or {}).get("margin"), (int, float)):
+            measured.setdefault((col_id, _dtype_of(rec)), []).append((check, rec))
+    labels = {c.id: c.label for c in m.columns}
+    order = {c.id: i for i, c in enumerate(m.columns)}
+    keys = sorted(measured, key=lambda k: (order.get(k[0], 0), DTYPES.index(k[1]) if k[1] in DTYPES else 99))
+    summary, worst = [], []
+    for key in keys:
+        recs = measured[key]
+        margins = sorted(r["metrics"]["margin"] for _, r in recs)
+        statuses = Counter(cell_key(r) for _, r in recs)
+        summary.append([labels.get(key[0], key[0]), key[1], str(len(recs)), str(statuses.get("pass", 0)),
+                        str(statuses.get("fail", 0)), str(statuses.get("xfail", 0)),
+                        _num(margins[len(margins) // 2]), _num(margins[-1])])
+        for check, rec in sorted(recs, key=lambda cr: -cr[1]["metrics"]["margin"])[:WORST_PER_DTYPE]:
+            met = rec["metrics"]
+            worst.append([check, labels.get(key[0], key[0]), key[1], cell_of(rec), _num(met["margin"]),
+                          _num(met.get("max_abs_err")), _num(met.get("max_rel_err")),
+                          f"rtol {_num(met.get('rtol'))}, atol {_num(met.get('atol'))}", met.get("reference") or ""])
+    return [
+        Section("Numerical parity: margins per column and dtype",
+                ["column", "dtype", "compared", "pass", "fail", "xfail", "median margin", "worst margin"], summary,
+                empty="No parity checks measured anything.",
+                intro="margin = largest error / allowed error: <= 1 passes. On the cpu target the reference is "
+                      "float64 on the same inputs; on an accelerator, the CPU in the same dtype. xfail: a "
+                      "float16/bfloat16 precision limit (the reason says which)."),
+        Section(f"Numerical parity: the {WORST_PER_DTYPE} worst checks per column and dtype",
+                ["check", "column", "dtype", "result", "margin", "max abs err", "max rel err", "tolerance",
+                 "against"], worst, level=3, empty="No parity checks measured anything."),
+    ]
 
 
 def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
@@ -227,6 +287,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Se
                        [[c.label] + [str(m.summary(c).get(k, 0)) for k in KEY_ORDER] for c in m.columns]))
     out += suite_sections(m)
     out += model_sections(m)
+    out += parity_sections(m)
     out += outcome_sections(m)
     out += predicted_sections(kernel_tables)
     out.append(Section("Legend", ["symbol", "result", "meaning"], [[s, k, t] for k, s, t in LEGEND]))
