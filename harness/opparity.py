@@ -242,7 +242,8 @@ def _worse(a: dict | None, b: dict) -> dict:
 
 
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
-    """Compare one op x dtype x pass on ``device``; the worst sample of each comparison."""
+    """Compare one op x dtype x pass on ``device``: the worst sample of each comparison,
+    or the first sample that misses (the samples after it are not run)."""
     import torch
     from harness import parity
     op = opsweep.op_table()[op_key]
@@ -265,6 +266,8 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
         for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=pass_ == "backward")):
             res["samples"] += 1
             _compare_sample(op, sample, i, device, dt, wide, pass_, tol, res, parity)
+            if res["verdict"] is not None and not res["verdict"]["ok"]:
+                break  # the first miss decides; the rest would only cost time (sensitivity reruns)
     except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
         res["error"] = opsweep._first_line(exc)
     res["seconds"] = round(time.perf_counter() - started, 4)

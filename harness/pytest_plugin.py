@@ -15,6 +15,7 @@ from harness import process_env
 process_env.force_offline()  # before anything can import huggingface_hub
 
 import pytest  # noqa: E402
+from harness import hypothesis_profiles  # noqa: F401,E402
 
 from harness import devices, journal, matrix  # noqa: E402
 

@@ -68,7 +68,7 @@ CLASSES: tuple[tuple[str, str], ...] = (
                       r"rms_norm|local_response_norm|normalize|cross_entropy|nll_loss|kl_div|mse_loss|l1_loss|"
                       r"smooth_l1_loss|huber_loss|binary_cross_entropy\w*|cosine_similarity|pairwise_distance|"
                       r"scaled_dot_product_attention|multi_head_attention_forward|trapz|trapezoid|"
-                      r"cumulative_trapezoid|cov|corrcoef)$"),
+                      r"cumulative_trapezoid|cov|corrcoef|embedding_dense_backward)$"),
 )
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in CLASSES)
 INTEGRAL = ("int64", "int32", "int16", "int8", "uint8", "bool")
