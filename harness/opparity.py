@@ -241,15 +241,19 @@ def _worse(a: dict | None, b: dict) -> dict:
     return a if a["margin"] >= b["margin"] else b
 
 
-def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
+def run_case(op_key: str, device: str, dtype: str, pass_: str, stand_in: bool = False) -> dict:
     """Compare one op x dtype x pass on ``device``: the worst sample of each comparison,
-    or the first sample that misses (the samples after it are not run)."""
+    or the first sample that misses (the samples after it are not run).
+
+    ``stand_in``: take the accelerator path with ``device`` (the CPU) standing in for the
+    target, so that path runs on a machine without one (self-tests).
+    """
     import torch
     from harness import parity
     op = opsweep.op_table()[op_key]
     dt = getattr(torch, dtype)
     wide = getattr(torch, WIDE[dtype]) if dtype in WIDE else None
-    kind = device.split(":")[0]
+    kind = "stand-in" if stand_in else device.split(":")[0]
     tol = (pytorch_tolerance(op, kind, dt, pass_) if kind != "cpu" else None) or tolerances.tolerance(op_key, dtype)
     declared = pytorch_compare_cpu(op, kind, dt)
     if kind == "cpu" and declared and declared[0] == "xfail":  # a device-vs-CPU expectation
@@ -265,7 +269,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
     try:
         for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=pass_ == "backward")):
             res["samples"] += 1
-            _compare_sample(op, sample, i, device, dt, wide, pass_, tol, res, parity)
+            _compare_sample(op, sample, i, device, dt, wide, pass_, tol, res, parity, kind != "cpu")
             if res["verdict"] is not None and not res["verdict"]["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
     except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
@@ -274,7 +278,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
     return res
 
 
-def _compare_sample(op, sample, index, device, dt, wide, pass_, tol, res, parity) -> None:
+def _compare_sample(op, sample, index, device, dt, wide, pass_, tol, res, parity, on_target: bool) -> None:
     cpu = _evaluate(op, sample, pass_, 0, None)
     if cpu is None:
         res["no_grad"] += 1
@@ -285,7 +289,7 @@ def _compare_sample(op, sample, index, device, dt, wide, pass_, tol, res, parity
             ref = _reference(op, sample, dt, wide, pass_)
         except Exception:  # the op has no float64 kernel: no reference for this sample
             res["no_reference"] += 1
-    if device.split(":")[0] != "cpu":
+    if on_target:
         tgt = _evaluate(op, convert(sample, dt, dt, device), pass_, 0, None)
         verdict = parity.compare(tgt, cpu, tol)
         if not verdict["ok"] and _random(op, sample, pass_, cpu):

@@ -100,3 +100,23 @@ def test_pytorch_declarations_are_read_with_their_reasons():
 ])
 def test_judge(result, status):
     assert opparity.judge({"tolerance": {"rtol": 1e-3, "atol": 1e-5, "source": "s"}, **result}).status == status
+
+
+@pytest.mark.parametrize("op_key,dtype", [("add", "float32"), ("add", "int64"), ("nn.functional.gelu", "float16")])
+def test_the_accelerator_path_with_the_cpu_standing_in(op_key, dtype):
+    result = opparity.run_case(op_key, "cpu", dtype, "forward", stand_in=True)
+    verdict = opparity.judge(result)
+    assert verdict.status == "pass" and result["reference"] == "cpu" and result["compared"] > 0
+    assert verdict.metrics["margin"] == 0  # the same kernel on both sides
+    if dtype == "int64":
+        assert result["tolerance"]["rtol"] == result["tolerance"]["atol"] == 0  # integers: exact
+    else:  # both sides measured against float64, so the record says which is nearer
+        assert verdict.metrics["more_accurate"] == "same" and verdict.metrics["cpu_ref_err"] >= 0
+
+
+def test_pytorch_per_op_tolerances_apply_on_mps():
+    op = opparity.opsweep.op_table()["grid_sampler_3d"]
+    grad = opparity.pytorch_tolerance(op, "mps", torch.float32, "backward")
+    # torch 2.15's OpInfo: toleranceOverride({float32: tol(atol=1e-3, rtol=2e-6)}) for MPS gradients
+    assert grad is not None and "test_output_grad_match" in grad.source and grad.atol > grad.rtol
+    assert opparity.pytorch_tolerance(opparity.opsweep.op_table()["add"], "mps", torch.float32, "forward") is None
