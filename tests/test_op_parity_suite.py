@@ -35,7 +35,7 @@ def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_check
     assert {subject for subject, _ in failed} <= reaching, failed
     assert all(variant.startswith("float32/") for _, variant in failed), failed
     worst = next(r for r in records if r["subject"] == "softmax" and r["variant"] == "float32/forward")
-    assert worst["metrics"]["max_abs_err"] == pytest.approx(1e-3, rel=0.01) and worst["metrics"]["margin"] > 10
+    assert worst["metrics"]["max_abs_err"] == pytest.approx(1e-3, rel=0.01) and worst["metrics"]["margin"] > 5
     untouched = {(r["subject"], r["variant"]): r["status"] for r in records if (r["subject"], r["variant"]) not in failed}
     assert untouched == {(r["subject"], r["variant"]): r["status"] for r in clean_records
                          if (r["subject"], r["variant"]) not in failed}
