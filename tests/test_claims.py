@@ -1,0 +1,251 @@
+"""The claims table: every claim cites a seed and quotes it, every number has a source,
+seed 003's path is as the seed reports it, and the gates judge recorded machines right."""
+import copy
+from pathlib import Path
+
+import pytest
+
+from harness import claims as C
+from harness import devices
+from tests.conftest import ROOT, load_facts
+
+SEEDS = ROOT.parent / "shared" / "seeds"
+needs_seeds = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed documents absent ({SEEDS}); they live outside "
+                                 "the repository")
+NAMES = [c.name for c in C.CLAIMS]
+REQUIRED = {"larger-batch", "batch-multiple-of-8", "gradient-accumulation", "gradient-checkpointing", "fp16-autocast",
+            "bf16-autocast", "tf32", "adafactor", "adamw-8bit", "fused-adamw", "dataloader-workers", "pin-memory",
+            "torch-compile", "peft-lora", "freeze-backbone", "shorter-max-length", "dynamic-padding",
+            "sdpa-attention", "accelerator-vs-cpu", "deepspeed-zero", "torch-cuda-amp-on-mac"}
+
+
+def _seed_text(name: str) -> str:
+    return (SEEDS / name).read_text(encoding="utf-8")
+
+
+def test_the_table_covers_every_technique_of_the_issue():
+    assert REQUIRED <= set(NAMES)
+    assert C.TARGET_CLASSES == devices.TARGETS
+
+
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
+def test_every_claim_names_a_seed_file(claim):
+    assert C.SEED_NAME.match(claim.source) and claim.source in C.SEED_FILES
+    assert claim.section and claim.section_en and claim.quote and claim.quote_en
+
+
+@needs_seeds
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
+def test_every_claims_section_and_quote_occur_in_its_seed(claim):
+    text = _seed_text(claim.source)
+    assert claim.section in text
+    assert claim.quote in text
+
+
+@needs_seeds
+def test_the_seed_files_exist_as_named():
+    assert {p.name for p in SEEDS.glob("*.txt")} >= set(C.SEED_FILES)
+
+
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
+def test_every_number_has_a_source(claim):
+    for quantity in C.QUANTITIES:
+        assert set(claim.expect(quantity)) == set(C.TARGET_CLASSES)
+        for target, e in claim.expect(quantity).items():
+            assert e.source.strip(), (claim.name, quantity, target)
+            if e.kind != "none":
+                assert e.basis, (claim.name, quantity, target)
+    assert claim.tolerance.source.strip() and claim.tolerance.memory >= 0 and claim.tolerance.time >= 0
+    for gate in claim.gates:
+        assert gate.reason and gate.fix and gate.source, (claim.name, gate)
+        assert set(gate.targets) <= set(C.TARGET_CLASSES)
+
+
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
+def test_a_lower_claim_never_loosens_into_no_change(claim):
+    for quantity in C.QUANTITIES:
+        for target, e in claim.expect(quantity).items():
+            setup = {e.scale: 0.5} if e.scale else {}
+            bound = C.holds_bound(claim, quantity, target, **setup)
+            if e.kind == "none":
+                assert bound is None and C.expected_ratio(claim, quantity, target) is None
+            elif e.kind == "lower":
+                assert bound <= 1.0
+            else:
+                assert bound >= e.ratio
+
+
+def test_expected_ratio_reads_the_table():
+    assert C.expected_ratio("gradient-checkpointing", "time", "mps") == 1.2
+    assert C.expected_ratio("tf32", "time", "mps") is None
+    assert C.expected_ratio("peft-lora", "memory", "cuda", trainable_fraction=0.02) == pytest.approx(0.02)
+    with pytest.raises(KeyError, match="trainable_fraction"):
+        C.expected_ratio("peft-lora", "memory", "cuda")
+    assert C.expected_ratio("adamw-8bit", "memory", "cpu") == C.ADAM8BIT_STATE_B / C.ADAMW_STATE_B
+
+
+# --------------------------------------------------------------------------- seed 003's path
+
+def test_seed_003_path_is_the_seeds_table():
+    path = C.SEED_003_PATH
+    assert path.batch_size == 32 and path.max_length == 128 and "macbert-large" in path.model
+    first = path.steps[0]
+    assert (first.batch_size, first.grad_accum, first.max_length, first.memory_gb, first.time_s) == (32, 1, 128,
+                                                                                                     15.1, 44.1)
+    assert [s.claim for s in path.steps] == [None, "gradient-accumulation", "gradient-checkpointing", "adafactor",
+                                             "freeze-backbone", "shorter-max-length"]
+    assert [s.memory_gb for s in path.steps] == [15.1, 7.5, 7.3, 5.5, 3.5, 3.4]
+    assert [s.time_s for s in path.steps] == [44.1, 122, 461, 455, 119, 110]
+    assert path.steps[-1].max_length == 64
+
+
+def test_seed_003_path_memory_never_rises():
+    memory = [s.memory_gb for s in C.SEED_003_PATH.steps]
+    assert all(b <= a for a, b in zip(memory, memory[1:]))
+
+
+@needs_seeds
+def test_seed_003_rows_occur_in_the_seed():
+    text = _seed_text(C.SEED_003_PATH.source)
+    assert C.SEED_003_PATH.section in text
+    for step in C.SEED_003_PATH.steps:
+        line = next(line for line in text.splitlines() if step.row in line)
+        assert f"{step.memory_gb:g}G" in line and f"{step.time_s:g}s" in line, line
+
+
+def test_claims_from_seed_003_use_the_paths_ratios():
+    for claim, ratio in C.SEED_003_PATH.ratios("memory"):
+        assert C.expected_ratio(claim, "memory", "mps") == round(ratio, 3)
+    assert C.expected_ratio("freeze-backbone", "time", "cuda") == round(119 / 455, 3)
+
+
+def test_trainer_kwargs_pick_the_installed_name():
+    assert C.trainer_kwargs("dynamic-padding", {"train_sampling_strategy"}) == {
+        "train_sampling_strategy": "group_by_length"}
+    assert C.trainer_kwargs("dynamic-padding", {"group_by_length"}) == {"group_by_length": True}
+    assert C.trainer_kwargs("gradient-checkpointing", {"gradient_checkpointing"}) == {"gradient_checkpointing": True}
+    assert C.trainer_kwargs("freeze-backbone", set()) == {}
+    with pytest.raises(LookupError):
+        C.trainer_kwargs("tf32", {"fp16"})
+
+
+# --------------------------------------------------------------------------- gates on recorded machines
+
+def _facts(name, **packages):
+    f = copy.deepcopy(load_facts(name))
+    f["packages"].update(packages)
+    return f
+
+
+def _with_cuda(name, capability):
+    f = _facts(name)
+    f["torch"]["cuda_available"] = True
+    f["torch"]["cuda_devices"] = [{"name": "GPU", "capability": list(capability), "total_memory": 1 << 34}]
+    return f
+
+
+def test_tf32_does_not_apply_on_mps_or_cpu_and_says_why():
+    f = load_facts("apple_silicon_native")
+    ok, reason = C.applies("tf32", "mps", f)
+    assert not ok and "CUDA" in reason and "Ampere" in reason and "Fix:" in reason
+    assert not C.applies("tf32", "cpu", load_facts("linux_x86_64"))[0]
+    assert C.applies("tf32", "cuda", _with_cuda("linux_x86_64", (8, 0)))[0]
+    ok, reason = C.applies("tf32", "cuda", _with_cuda("linux_x86_64", (7, 5)))
+    assert not ok and "7.5" in reason
+
+
+def test_bitsandbytes_8bit_does_not_apply_on_mps():
+    f = _facts("apple_silicon_native", bitsandbytes="0.50.0")
+    ok, reason = C.applies("adamw-8bit", "mps", f)
+    assert not ok and "MPS" in reason
+    assert C.applies("adamw-8bit", "cpu", f)[0]
+    ok, reason = C.applies("adamw-8bit", "cpu", _facts("linux_x86_64", bitsandbytes="0.45.0"))
+    assert not ok and "0.50" in reason
+    ok, reason = C.applies("adamw-8bit", "cuda", _facts("linux_x86_64", bitsandbytes=None))
+    assert not ok and "not installed" in reason
+    ok, reason = C.applies("adamw-8bit", "cuda", load_facts("linux_x86_64"))
+    assert not ok and "not recorded" in reason
+
+
+def test_torch_compile_on_mps_needs_torch_2_7():
+    assert C.applies("torch-compile", "mps", load_facts("apple_silicon_native"))[0]
+    ok, reason = C.applies("torch-compile", "mps", load_facts("intel_mac"))   # torch 2.2.2
+    assert not ok and "2.7" in reason and "2.2.2" in reason
+    assert C.applies("torch-compile", "cpu", load_facts("intel_mac"))[0]
+
+
+def test_torch_compile_python_gate_only_concerns_new_pythons():
+    f = _facts("intel_mac")
+    f["python"]["version"] = "3.12.1"
+    ok, reason = C.applies("torch-compile", "cpu", f)
+    assert not ok and "3.12" in reason and "2.4" in reason
+
+
+def test_fp16_on_mps_depends_on_the_path():
+    intel = load_facts("intel_mac")     # torch 2.2.2, accelerate 1.0.1
+    assert not C.applies("fp16-autocast", "mps", intel, via="torch")[0]
+    f = _facts("apple_silicon_native")
+    f["torch"]["version"] = f["packages"]["torch"] = "2.6.0"
+    assert C.applies("fp16-autocast", "mps", f, via="torch")[0]
+    ok, reason = C.applies("fp16-autocast", "mps", f, via="trainer")
+    assert not ok and "2.8" in reason
+    assert C.applies("fp16-autocast", "mps", load_facts("apple_silicon_native"))[0]
+
+
+def test_bf16_on_mps_needs_macos_14():
+    assert not C.applies("bf16-autocast", "mps", load_facts("intel_mac"))[0]   # macOS 13.6, torch 2.2.2
+    f = _facts("apple_silicon_native")
+    f["mac"]["version"] = "13.6"
+    ok, reason = C.applies("bf16-autocast", "mps", f)
+    assert not ok and "macOS" in reason
+    assert C.applies("bf16-autocast", "mps", load_facts("apple_silicon_native"))[0]
+    assert not C.applies("bf16-autocast", "cuda", _with_cuda("linux_x86_64", (7, 5)))[0]
+
+
+def test_fused_adamw_gates_follow_the_wheels():
+    intel = load_facts("intel_mac")   # torch 2.2.2
+    assert not C.applies("fused-adamw", "cpu", intel)[0] and not C.applies("fused-adamw", "mps", intel)[0]
+    assert C.applies("fused-adamw", "mps", load_facts("apple_silicon_native"))[0]
+
+
+def test_pin_memory_and_deepspeed_do_not_apply_on_mps():
+    mac = _facts("apple_silicon_native", deepspeed="0.16.0")
+    assert not C.applies("pin-memory", "mps", mac)[0]
+    ok, reason = C.applies("deepspeed-zero", "mps", mac)
+    assert not ok and "MPS" in reason
+    assert not C.applies("deepspeed-zero", "cpu", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
+    assert C.applies("deepspeed-zero", "cuda", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
+    ok, reason = C.applies("deepspeed-zero", "cuda", _facts("apple_silicon_native", deepspeed="0.16.0"))
+    assert not ok and "Linux" in reason
+
+
+def test_peft_needs_the_package():
+    assert C.applies("peft-lora", "mps", _facts("apple_silicon_native", peft="0.14.0"))[0]
+    ok, reason = C.applies("peft-lora", "cpu", _facts("linux_x86_64", peft=None))
+    assert not ok and "pip install peft" in reason
+
+
+def test_workers_need_two_cores():
+    f = _facts("linux_x86_64")
+    f["cpu"]["usable"] = 1
+    ok, reason = C.applies("dataloader-workers", "cpu", f)
+    assert not ok and "1 usable" in reason
+    assert C.applies("dataloader-workers", "cpu", load_facts("linux_x86_64"))[0]
+
+
+def test_the_cuda_amp_advice_is_checked_where_it_is_given():
+    assert C.applies("torch-cuda-amp-on-mac", "mps", load_facts("apple_silicon_native"))[0]
+    assert not C.applies("torch-cuda-amp-on-mac", "cpu", load_facts("linux_x86_64"))[0]
+    assert C.by_name("torch-cuda-amp-on-mac").memory["mps"].kind == "lower"   # the claim as the seed states it
+
+
+@pytest.mark.parametrize("machine", sorted(p.stem for p in (Path(__file__).parent / "fixtures" / "facts").glob("*.json")))
+def test_every_gate_evaluates_on_every_recorded_machine(machine):
+    f = load_facts(machine)
+    for claim in C.CLAIMS:
+        for target in C.TARGET_CLASSES:
+            for via in ("trainer", "torch"):
+                ok, reason = C.applies(claim, target, f, via=via)
+                assert isinstance(ok, bool) and reason.startswith(claim.name)
+                if not ok:
+                    assert "Fix:" in reason

@@ -1,0 +1,272 @@
+"""Self-tests of harness/measure.py: exact bytes for known allocations, the anatomy of a
+tiny MLP + AdamW step, verdicts on synthetic timed workloads, a seeded bootstrap."""
+import json
+
+import pytest
+import torch
+import torch.utils.checkpoint
+
+from harness import measure
+
+MiB = 1 << 20
+FLOAT = 4
+
+
+# --------------------------------------------------------------------------- tracker
+
+def test_storage_python_object_lives_as_long_as_the_storage():
+    assert measure.storage_outlives_its_python_object()
+
+
+def test_a_4_mib_tensor_raises_the_peak_by_exactly_4_mib_and_freeing_it_drops_it():
+    tracker = measure.MemoryTracker()
+    with tracker:
+        x = torch.empty(MiB)  # float32: 4 MiB
+        assert tracker.peak_bytes - tracker.baseline_bytes == 4 * MiB
+        live = tracker.live_bytes
+        del x
+        assert live - tracker.live_bytes == 4 * MiB
+
+
+def test_views_share_storage_and_add_nothing():
+    tracker = measure.MemoryTracker()
+    with tracker:
+        x = torch.zeros(MiB)  # float32: 4 MiB
+        live = tracker.live_bytes
+        views = [x.view(-1, 4), x[1:], x.t(), x.reshape(2, -1), x.detach()]
+        assert tracker.live_bytes == live
+        del views, x
+        assert tracker.live_bytes == live - 4 * MiB
+
+
+def test_two_tensors_alive_at_once_peak_at_the_sum():
+    tracker = measure.MemoryTracker()
+    with tracker:
+        a = torch.ones(MiB // FLOAT)
+        b = torch.ones(2 * MiB // FLOAT)
+        del a, b
+        c = torch.ones(MiB // FLOAT)
+        del c
+    assert tracker.peak_bytes - tracker.baseline_bytes == 3 * MiB
+
+
+def test_adopted_tensors_are_resident_from_the_start():
+    params = [torch.zeros(MiB // FLOAT), torch.zeros(MiB // FLOAT)]
+    tracker = measure.MemoryTracker().adopt(params, params[0][:10])  # a view of an adopted one: once
+    with tracker:
+        tmp = params[0] * 2
+        del tmp
+    assert tracker.baseline_bytes == 2 * MiB
+    assert tracker.peak_bytes == 3 * MiB
+
+
+def test_in_place_resize_is_counted():
+    tracker = measure.MemoryTracker()
+    with tracker:
+        x = torch.empty(0)
+        x.resize_(MiB // FLOAT)
+        assert tracker.live_bytes - tracker.baseline_bytes == MiB
+
+
+def test_backward_ops_are_seen():
+    w = torch.randn(256, 256, requires_grad=True)
+    x = torch.randn(64, 256)
+    result = measure.measure_memory(lambda: (x @ w).tanh().sum().backward(), adopt=[w, x])
+    grad_bytes = 256 * 256 * FLOAT
+    assert w.grad is not None
+    # the gradient (an op output of backward) is live at the end, on top of w and x
+    assert result["end_bytes"] - result["baseline_bytes"] >= grad_bytes
+    assert result["peak_bytes"] - result["baseline_bytes"] >= grad_bytes + 64 * 256 * FLOAT
+
+
+def _mlp_step(seed=0, checkpoint=False):
+    """A tiny MLP + AdamW, ready for measure.memory_anatomy."""
+    torch.manual_seed(seed)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+              for _ in range(3)]
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(blocks)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = (torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) if checkpoint
+                     else block(x)) + x
+            return x
+
+    model = MLP()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = torch.randn(32, 64)
+    return model, batch, optimizer
+
+
+def _anatomy(checkpoint=False):
+    model, batch, optimizer = _mlp_step(checkpoint=checkpoint)
+    return measure.memory_anatomy(model, batch, optimizer, loss_fn=lambda out, b: out.pow(2).mean())
+
+
+def test_the_same_step_measured_twice_gives_identical_bytes():
+    assert _anatomy() == _anatomy()
+
+
+def test_anatomy_of_an_mlp_with_adamw():
+    model, _, _ = _mlp_step()
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    n_params = len(list(model.parameters()))
+    result = _anatomy()
+    assert result["parameters"] == param_bytes
+    assert result["gradients"] == param_bytes
+    # exp_avg + exp_avg_sq per parameter, plus one float32 step counter each
+    assert result["optimizer_state"] == 2 * param_bytes + n_params * FLOAT
+    assert result["activations"] > 0
+    assert result["batch"] == 32 * 64 * FLOAT
+    assert sum(result["at_peak"].values()) == result["peak_bytes"]
+    assert result["temporaries"] == result["at_peak"]["temporaries"]
+    assert result["peak_bytes"] >= result["parameters"] + result["gradients"] + result["optimizer_state"]
+    assert result["allocator_peak"] is None and "CPU" in result["allocator_reason"]
+    json.dumps(result)  # plain data, ready to leave a sandbox child
+
+
+def test_checkpointing_shrinks_saved_activations():
+    plain, ckpt = _anatomy(), _anatomy(checkpoint=True)
+    assert 0 < ckpt["activations"] < plain["activations"]
+    assert ckpt["parameters"] == plain["parameters"]
+
+
+def test_tiny_bert_step_is_deterministic():
+    from harness import models
+    results = []
+    for _ in range(2):
+        ex = models.example("bert")
+        optimizer = torch.optim.AdamW(ex.model.parameters(), lr=1e-3)
+        result = measure.memory_anatomy(ex.model, ex.batch, optimizer, ex.loss_fn)
+        results.append({k: v for k, v in result.items() if k != "loss"})
+    assert results[0] == results[1]
+    assert results[0]["gradients"] == results[0]["parameters"]
+
+
+# --------------------------------------------------------------------------- allocator cross-check
+
+class _SampledBackend:
+    """An MPS-like backend without a peak counter: current memory rises by 1 KiB per reading."""
+    name = "mps"
+
+    def __init__(self):
+        self.readings = 0
+
+    def synchronize(self):
+        pass
+
+    def reset_peak(self):
+        return False
+
+    def memory_current(self):
+        self.readings += 1
+        return self.readings * 1024
+
+    def memory_driver(self):
+        return 10 * MiB
+
+
+def test_without_a_peak_counter_the_allocator_is_sampled_at_module_boundaries():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    backend = _SampledBackend()
+    with measure.allocator_peak(backend, model) as cross:
+        model(torch.randn(2, 4))
+    # one reading before, one per module forward (Sequential + 2 children), one after
+    assert "at 5 module boundaries" in cross["allocator_method"]
+    assert cross["allocator_peak"] == backend.readings * 1024
+    assert cross["allocator_driver_peak"] == 10 * MiB
+    assert not model._forward_hooks and not model[0]._forward_hooks
+
+
+# --------------------------------------------------------------------------- verdicts
+
+@pytest.mark.parametrize("low, high, expect, verdict", [
+    (0.5, 0.7, ("lower", 1.3), "holds"),            # bound 1/1.3 = 0.769
+    (0.7, 0.8, ("lower", 1.3), "inconclusive"),
+    (0.9, 1.1, ("lower", 1.3), "does not hold"),
+    (1.0, 1.04, ("not higher", 1.05), "holds"),
+    (1.06, 1.2, ("not higher", 1.05), "does not hold"),
+    (1.25, 1.4, ("higher", 1.2), "holds"),
+    (0.99, 1.3, ("not lower", 1.0), "inconclusive"),
+    (1.0, 1.0, ("not lower", 1.0), "holds"),
+    (1.0, 1.0, ("higher", 1.0), "does not hold"),
+])
+def test_judge_needs_the_whole_interval_on_one_side(low, high, expect, verdict):
+    assert measure.judge(low, high, expect) == verdict
+    assert verdict in measure.VERDICTS
+
+
+def test_memory_claims_are_judged_directly():
+    assert measure.compare_memory(1000, 500, ("lower", 1.5))["verdict"] == "holds"
+    assert measure.compare_memory(1000, 900, ("lower", 1.5))["verdict"] == "does not hold"
+    assert measure.compare_memory(1000, 1040, ("not higher", 1.05))["verdict"] == "holds"
+    assert measure.compare_memory(1000, 1000, ("not higher", 1.0))["verdict"] == "holds"
+    assert measure.compare_memory(1000, 1000, ("lower", 1.0))["verdict"] == "does not hold"  # strict
+
+
+def test_the_bootstrap_is_seeded():
+    a = [1.0, 1.2, 0.9, 1.1, 1.05, 0.95]
+    b = [0.5, 0.7, 0.6, 0.55, 0.65, 0.52]
+    first = measure.bootstrap_ratio_ci(a, b, seed=3)
+    assert measure.bootstrap_ratio_ci(a, b, seed=3) == first
+    assert first[0] < 0.6 < first[1]
+
+
+# --------------------------------------------------------------------------- timing
+
+_M = torch.randn(256, 256)
+
+
+def _matmuls(n):
+    def run():
+        for _ in range(n):
+            _M @ _M
+    return run
+
+
+def test_a_clearly_faster_variant_holds():
+    result = measure.compare_time(_matmuls(8), _matmuls(2), ("lower", 1.3), rounds=10, budget_s=5)
+    assert result["verdict"] == "holds", result["reason"]
+    assert result["ci_high"] < 1 / 1.3 and result["rounds"] >= 10
+
+
+def test_a_clearly_slower_variant_does_not_hold():
+    result = measure.compare_time(_matmuls(2), _matmuls(8), ("lower", 1.3), rounds=10, budget_s=5)
+    assert result["verdict"] == "does not hold", result["reason"]
+    assert result["time_ratio"] > 1
+
+
+def _uneven(counts):
+    """The same work overall as its twin, spread so unevenly over rounds that few rounds cannot tell."""
+    it = iter(counts * 100)
+    return lambda: _matmuls(next(it))()
+
+
+def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusive():
+    run_a = _uneven([1, 12, 2, 10])
+    run_b = _uneven([12, 1, 10, 2])
+    result = measure.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=0)
+    assert result["verdict"] == "inconclusive", result["reason"]
+    assert result["rounds"] == 4 and "budget" in result["reason"]
+    assert result["ci_low"] < 1.0 < result["ci_high"]
+    assert len(result["durations_a"]) == len(result["durations_b"]) == 4
+
+
+def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive():
+    run_a = _uneven([1, 12, 2, 10])
+    run_b = _uneven([12, 1, 10, 2])
+    result = measure.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=30,
+                                  max_rounds=16)
+    assert result["rounds"] == 16
+    assert result["verdict"] == "inconclusive" and "16 rounds reached" in result["reason"]
+
+
+def test_sync_is_called_around_every_timed_call():
+    calls = []
+    measure.compare_time(lambda: None, lambda: None, ("not higher", 2.0), sync=lambda: calls.append(1),
+                         warmup=1, rounds=4, budget_s=0)
+    assert len(calls) == 4 * 2 * 2
