@@ -24,6 +24,8 @@ LEGEND = (
     ("error", "E", "the check itself errored"),
     ("xfail", "x", "known limitation of this version or OS"),
     ("xpass", "X", "expected to fail, but passed"),
+    ("does-not-hold", "≠", "measured: the documented optimization claim does not hold here"),
+    ("inconclusive", "?", "measured: no verdict within the time budget"),
     ("skip", "–", "skipped: not applicable here, or target absent"),
     ("crash", "☠", "the process died in this check"),
     ("timeout", "⏱", "ran out of time"),
@@ -39,6 +41,8 @@ def cell_key(record: dict) -> str:
         return "cpu-fallback"
     if cat == "unsupported" and status not in ("crash", "timeout"):
         return "unsupported"
+    if cat in ("does-not-hold", "inconclusive") and status == "xfail":
+        return cat
     return status
 
 

@@ -133,6 +133,10 @@ def pytest_addoption(parser):
                          "the CPU and are reported) or off (strict: they raise)")
     group.addoption("--check-timeout", default=120.0, type=float, metavar="SECONDS",
                     help="time limit of one sandboxed check (ops); past it the check is a timeout (default 120)")
+    group.addoption("--workload", default="small", choices=("small", "large"),
+                    help="scale of the optimization suite's training workload: small (default; a BERT small "
+                         "enough for a 2-core CPU) or large (seed 003's macbert-large shape, batch 32, length "
+                         "128: for a Mac or a GPU)")
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
 

@@ -210,3 +210,22 @@ def test_a_corrupt_kernel_table_is_one_line_and_the_matrix_still_written(tmp_pat
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {kdir / '2.15.0.json'}: not a readable kernel "
                                                             "table (JSONDecodeError)"]
     assert (out / "matrix.md").exists()
+
+
+def test_optimization_claims_and_the_seed_003_chart(tmp_path, recorded):
+    rows = [{"row": name, "peak_bytes": peak, "step_s": step} for name, peak, step in
+            (("baseline", 100, 1.0), ("gradient-accumulation", 50, 2.0), ("gradient-checkpointing", 48, 2.5),
+             ("adafactor", 30, 2.4), ("freeze-backbone", 15, 1.2), ("shorter-max-length", 14, 1.0))]
+    run = write_run(tmp_path / "o.jsonl", recorded("linux_x86_64"), [
+        rec("adafactor", "pass", suite="optim", variant="memory", category="holds",
+            metrics={"mem_ratio": 0.53, "ci_low": 0.53, "ci_high": 0.53, "bound": 0.94, "kind": "lower"}),
+        rec("gradient-checkpointing", "xfail", suite="optim", variant="time", category="does-not-hold",
+            metrics={"time_ratio": 1.68, "ci_low": 1.58, "ci_high": 1.79, "bound": 1.38, "kind": "not-higher"}),
+        rec(report.PATH_CHECK, "pass", suite="optim", metrics={"rows": rows, "workload": "small"})])
+    out = tmp_path / "out"
+    assert report.main([str(run), "--out", str(out)]) == 0
+    md, page = (out / "matrix.md").read_text(), (out / "matrix.html").read_text()
+    assert "| adafactor" in md and "does-not-hold" in md and "≠ time_ratio=1.68" in md
+    pngs = list(out.glob("seed003_*.png"))
+    assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({pngs[0].name})" in md
+    assert "data:image/png;base64," in page

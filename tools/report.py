@@ -15,6 +15,7 @@ changes between versions.
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import html
 import json
@@ -52,6 +53,8 @@ class Section:
     intro: str = ""
     empty: str = "Nothing to show."
     level: int = 2
+    image: bytes | None = None   # a PNG: embedded in the HTML, written beside the Markdown
+    image_name: str = ""
 
 
 # --------------------------------------------------------------------------- content
@@ -233,6 +236,84 @@ def parity_sections(m: Matrix) -> list[Section]:
     ]
 
 
+PATH_CHECK = "seed_003_path_never_raises_peak_memory"
+
+
+def optim_sections(m: Matrix) -> list[Section]:
+    """The optimization claims: each measured ratio against the claim's bound, and seed
+    003's path with a chart of it (measured against the seed, both as x baseline)."""
+    labels = {c.id: c.label for c in m.columns}
+    claims_rows, paths = [], []
+    for (check, col_id), rec in sorted(m.cells.items()):
+        if rec.get("suite") != "optim" or rec["status"] == "skip":
+            continue
+        met = rec.get("metrics") or {}
+        if rec.get("subject") == PATH_CHECK and met.get("rows"):
+            paths.append((labels.get(col_id, col_id), rec))
+            continue
+        ratio = met.get("mem_ratio", met.get("time_ratio"))
+        if ratio is None:
+            continue
+        claims_rows.append([rec["subject"], rec["variant"], labels.get(col_id, col_id), cell_of(rec),
+                            rec.get("category") or "", _num(ratio),
+                            f"[{_num(met.get('ci_low'))}, {_num(met.get('ci_high'))}]",
+                            f"{'<' if met.get('kind') == 'lower' else '<='} {_num(met.get('bound'))}",
+                            _num(met.get("claimed_ratio")), str(met.get("rounds", "")), met.get("source") or ""])
+    out = [Section("Optimizations: the documents' claims, measured",
+                   ["claim", "quantity", "column", "result", "verdict", "ratio", "95% interval", "holds if",
+                    "claimed", "rounds", "source"], claims_rows, empty="No optimization claim was measured.",
+                   intro="ratio = variant / baseline (peak memory: tracked storage bytes, exact; time: median of "
+                         "interleaved rounds, per sample, with a bootstrap interval). A claim holds when the whole "
+                         "interval is within the bound (the claimed ratio with the claim's tolerance).")]
+    for label, rec in paths:
+        out.append(_path_section(label, rec))
+    return out
+
+
+def _path_section(label: str, rec: dict) -> Section:
+    from harness.claims import SEED_003_PATH
+    rows = rec["metrics"]["rows"]
+    base, seed = rows[0], SEED_003_PATH.steps
+    table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",
+              f"{s.memory_gb / seed[0].memory_gb:.2f}", f"{r['step_s']:.3f}", f"{r['step_s'] / base['step_s']:.2f}",
+              f"{s.time_s / seed[0].time_s:.2f}"] for r, s in zip(rows, seed)]
+    return Section(f"Seed 003's path on {label}", ["row", "peak MiB", "x baseline", "seed: x baseline", "step s",
+                                                   "x baseline", "seed: x baseline"], table,
+                   level=3, image=_path_chart(label, rows), image_name=f"seed003_{_slug(label)}.png",
+                   intro=f"workload {rec['metrics'].get('workload')}; {cell_of(rec).text}. Each row adds one "
+                         "technique to the row before it, as seed 003's macbert-large table does.")
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_")[:60]
+
+
+def _path_chart(label: str, rows: list[dict]) -> bytes:
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    base = rows[0]
+    names = [r["row"] for r in rows]
+    mem = [r["peak_bytes"] / base["peak_bytes"] for r in rows]
+    step = [r["step_s"] / base["step_s"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], mem, width=0.4, label="peak memory")
+    ax.bar([x + 0.2 for x in xs], step, width=0.4, label="step time")
+    ax.axhline(1.0, color="#888", linewidth=0.8)
+    ax.set_xticks(list(xs), names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("x baseline")
+    ax.set_title(f"seed 003's path on {label}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
     """Saved kernel tables (tools.kernels --save), oldest torch first; problems as lines."""
     tables, errors = [], []
@@ -288,6 +369,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Se
     out += suite_sections(m)
     out += model_sections(m)
     out += parity_sections(m)
+    out += optim_sections(m)
     out += outcome_sections(m)
     out += predicted_sections(kernel_tables)
     out.append(Section("Legend", ["symbol", "result", "meaning"], [[s, k, t] for k, s, t in LEGEND]))
@@ -314,6 +396,8 @@ def render_md(secs: list[Section], sources: list[str]) -> str:
         out.append(tabulate([[_md(v) for v in r] for r in s.rows], headers=s.headers, tablefmt="github")
                    if s.rows else s.empty)
         out.append("")
+        if s.image:
+            out += [f"![{s.title}]({s.image_name})", ""]
     return "\n".join(out)
 
 
@@ -355,6 +439,9 @@ def render_html(secs: list[Section], sources: list[str]) -> str:
         head = "".join(f"<th>{_h(x)}</th>" for x in s.headers)
         body = "".join("<tr>" + "".join(_td(v) for v in r) + "</tr>" for r in s.rows)
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        if s.image:
+            data = base64.b64encode(s.image).decode("ascii")
+            parts.append(f"<img alt='{_h(s.title)}' src='data:image/png;base64,{data}'>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -422,6 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     secs = sections(m, tables, errors)
+    for sec in secs:
+        if sec.image:
+            tmp = out / f".{sec.image_name}.tmp{os.getpid()}"
+            tmp.write_bytes(sec.image)
+            os.replace(tmp, out / sec.image_name)
     _write_atomic(out / "matrix.md", render_md(secs, files))
     _write_atomic(out / "matrix.html", render_html(secs, files))
     _write_atomic(out / "matrix.json", render_json(m, files, errors, tables))

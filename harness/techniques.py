@@ -1,0 +1,168 @@
+"""Each claim of harness/claims.py as two runnable setups, and its measurement.
+
+``PAIRS`` says, per claim name, how the knob is turned in the plain-PyTorch loop of
+harness/workloads.py: a function from the workload's starting setup to (baseline,
+variant). Where a claim is one row of seed 003's cumulative path, the baseline is the
+row before it, as the seed measured it. ``measure_claim`` (run in the sandbox child)
+builds both, measures the claimed quantity with harness.measure, and judges it against
+the claims table's bound. Nothing here holds a number of a claim.
+
+Workload scales: ``small`` (the default: ``bert-small``, batch 16, length 64, for a
+2-core CPU; seed 003 used batch 32, length 128, which ``large`` restores with the
+macbert-large shape, for a Mac or a GPU).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from harness.workloads import Setup
+
+SCALES = {
+    "small": Setup(model="bert-small", batch=16, seq=64),
+    "large": Setup(model="macbert-large", batch=32, seq=128),
+}
+TIME_BUDGET_S = {"small": 20.0, "large": 120.0}   # extra rounds while a time verdict is undecided
+TIME_ROUNDS = {"small": 6, "large": 10}            # interleaved rounds before the first verdict
+
+
+def _seed_003_rows(base: Setup) -> list[tuple[str, Setup]]:
+    """Seed 003's path: each row adds one technique to the row before it."""
+    ga = base.but(grad_accum=base.batch)
+    ck = ga.but(checkpointing=True)
+    ada = ck.but(optimizer="adafactor")
+    frozen = ada.but(freeze_backbone=True)
+    return [("baseline", base), ("gradient-accumulation", ga), ("gradient-checkpointing", ck),
+            ("adafactor", ada), ("freeze-backbone", frozen), ("shorter-max-length", frozen.but(seq=base.seq // 2))]
+
+
+def _path_pair(name: str) -> Callable[[Setup], tuple[Setup, Setup]]:
+    def pair(base: Setup) -> tuple[Setup, Setup]:
+        rows = _seed_003_rows(base)
+        i = [r[0] for r in rows].index(name)
+        return rows[i - 1][1], rows[i][1]
+    return pair
+
+
+PAIRS: dict[str, Callable[[Setup], tuple[Setup, Setup]]] = {
+    "larger-batch": lambda b: (b.but(batch=b.batch // 2), b.but(batch=b.batch * 2)),
+    "batch-multiple-of-8": lambda b: (b.but(batch=b.batch - 1), b),
+    "gradient-accumulation": _path_pair("gradient-accumulation"),
+    "gradient-checkpointing": _path_pair("gradient-checkpointing"),
+    "adafactor": _path_pair("adafactor"),
+    "freeze-backbone": _path_pair("freeze-backbone"),
+    "shorter-max-length": _path_pair("shorter-max-length"),
+    "fp16-autocast": lambda b: (b, b.but(autocast="float16")),
+    "bf16-autocast": lambda b: (b, b.but(autocast="bfloat16")),
+    "adamw-8bit": lambda b: (b, b.but(optimizer="adamw-8bit")),
+    "fused-adamw": lambda b: (b, b.but(optimizer="adamw-fused")),
+    "torch-compile": lambda b: (b, b.but(compile=True)),
+    "peft-lora": lambda b: (b, b.but(lora=True)),
+    "dynamic-padding": lambda b: (b, b.but(dynamic_padding=True)),
+    "sdpa-attention": lambda b: (b.but(attn="eager"), b.but(attn="sdpa")),
+}
+# Claims whose knob this loop does not turn yet, and why.
+NOT_MEASURED = {
+    "dataloader-workers": "needs a DataLoader whose samples cost time to prepare; the loop feeds ready tensors",
+    "pin-memory": "host-to-device copies: CUDA only, and the loop feeds tensors already on the device",
+    "tf32": "a CUDA matmul mode (torch.backends.cuda.matmul.allow_tf32); not turned by this loop yet",
+    "accelerator-vs-cpu": "compares two devices, not two setups on one; not measured by this loop yet",
+    "deepspeed-zero": "applicability only (the claims table says so)",
+    "torch-cuda-amp-on-mac": "the seed's torch.cuda.amp loop on MPS; not measured by this loop yet",
+}
+
+
+def expectation(kind: str, bound: float) -> tuple[str, float]:
+    """The claims table's bound (measured ratio limit) as a harness.measure claim."""
+    return ("lower", 1 / bound) if kind == "lower" else ("not higher", bound)
+
+
+def _sync(device: str) -> Callable[[], None]:
+    from harness import devices
+    return devices.backend(device.split(":")[0]).synchronize
+
+
+def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -> dict:
+    """Measure one claim's quantity on ``device``: the ratio variant / baseline, the verdict
+    against the claims table, and for memory the anatomy of both sides."""
+    from harness import claims, measure
+    from harness.workloads import Workload
+    claim = claims.by_name(name)
+    expect = claim.expect(quantity)[device.split(":")[0]]
+    baseline, variant = PAIRS[name](SCALES[scale])
+    wa, wb = Workload(baseline, device), Workload(variant, device)
+    setup_values = {"trainable_fraction": wb.trainable_fraction()}
+    bound = claims.holds_bound(claim, quantity, device.split(":")[0], **setup_values)
+    claim_expect = expectation(expect.kind, bound)
+    out = {"claim": name, "quantity": quantity, "basis": expect.basis, "baseline": repr(baseline),
+           "variant": repr(variant), "claimed_ratio": claims.expected_ratio(claim, quantity, device.split(":")[0],
+                                                                            **setup_values),
+           "bound": bound, "kind": expect.kind, "source": expect.source, **setup_values}
+    if quantity == "memory":
+        out.update(_memory(measure, wa, wb, expect.basis, claim_expect))
+    else:
+        out.update(_time(measure, wa, wb, expect.basis, claim_expect, device, TIME_BUDGET_S[scale],
+                         TIME_ROUNDS[scale]))
+    return out
+
+
+def _memory(measure, wa, wb, basis: str, claim_expect) -> dict:
+    for w in (wa, wb):  # the optimizer state exists from the first step on: measure a steady step
+        w.step()
+    if basis == "optimizer-state":
+        a, b = (measure.state_bytes(w.optimizer.state) for w in (wa, wb))
+        return {**measure.compare_memory(a, b, claim_expect), "anatomy": None}
+    ma, mb = (measure.measure_memory(w.step, adopt=w.resident()) for w in (wa, wb))
+    return {**measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect),
+            "peak_phase_a": ma["peak_phase"], "peak_phase_b": mb["peak_phase"]}
+
+
+def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float, rounds: int) -> dict:
+    if basis == "optimizer-step":
+        for w in (wa, wb):
+            w.step_without_update()
+        run_a, run_b = wa.optimizer.step, wb.optimizer.step
+        per = 1.0
+    else:  # per sample: one step of each processes setup.batch samples
+        run_a, run_b = wa.step, wb.step
+        per = wa.setup.batch / wb.setup.batch
+    op, limit = claim_expect
+    # compare_time judges raw step durations: move the per-sample bound onto them
+    raw_expect = (op, limit * per) if op == "lower" else (op, limit / per)
+    res = measure.compare_time(run_a, run_b, raw_expect, sync=_sync(device), budget_s=budget, rounds=rounds)
+    for key in ("time_ratio", "ci_low", "ci_high"):
+        res[key] = res[key] * per
+    res["claim"] = list(claim_expect)
+    res.pop("durations_a"), res.pop("durations_b")
+    return res
+
+
+def seed_003_path(device: str, scale: str = "small") -> list[dict]:
+    """Seed 003's cumulative path on ``device``: each row's peak memory (tracked storage
+    bytes, steady state) and median step time."""
+    from harness import measure
+    from harness.workloads import Workload
+    rows = []
+    for name, setup in _seed_003_rows(SCALES[scale]):
+        w = Workload(setup, device)
+        step_s = measure.median_time(w.step, sync=_sync(device), warmup=1, repeats=3)
+        peak = measure.measure_memory(w.step, adopt=w.resident())["peak_bytes"]
+        rows.append({"row": name, "setup": repr(setup), "peak_bytes": peak, "step_s": step_s,
+                     "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq})
+        del w
+    return rows
+
+
+def path_table(rows: list[dict], seed_path) -> str:
+    """Measured rows beside the seed's, in the seed's form: memory and time, and each row's
+    ratio to the baseline (the seed's GB and seconds are another model on another device;
+    the ratios are what compare)."""
+    from tabulate import tabulate
+    seed_rows = seed_path.steps
+    base, seed_base = rows[0], seed_rows[0]
+    body = []
+    for mine, theirs in zip(rows, seed_rows):
+        body.append([theirs.row, f"{mine['peak_bytes'] / 2**20:.1f}", f"{mine['peak_bytes'] / base['peak_bytes']:.2f}",
+                     f"{theirs.memory_gb / seed_base.memory_gb:.2f}", f"{mine['step_s']:.2f}",
+                     f"{mine['step_s'] / base['step_s']:.2f}", f"{theirs.time_s / seed_base.time_s:.2f}"])
+    return tabulate(body, headers=("row (seed 003)", "peak MiB", "x baseline", "seed x baseline", "step s",
+                                   "x baseline", "seed x baseline"), tablefmt="simple")

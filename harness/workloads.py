@@ -1,0 +1,157 @@
+"""Training workloads for the optimization claims: one setup, built and stepped on a device.
+
+A ``Setup`` is the plain-PyTorch form of a training configuration: the model size, the
+batch, the sequence length, and the knobs the documents talk about (gradient accumulation,
+checkpointing, the optimizer, autocast, freezing the backbone, the attention kernel,
+LoRA, torch.compile, dynamic padding). ``Workload(setup, device)`` builds it, seeded, and
+``step()`` runs one optimizer step over ``setup.batch`` samples (in ``grad_accum``
+micro-batches). harness.measure weighs and times it; nothing here measures.
+
+Model sizes: a BERT-style sequence classifier (seed 003 trains chinese-macbert-large).
+``macbert-large`` is that model's shape (hfl/chinese-macbert-large's config: hidden 1024,
+24 layers, 16 heads, intermediate 4096, vocabulary 21128), for a Mac. ``bert-small`` keeps
+what makes the seed's ratios meaningful, activations that outweigh the weights, gradients
+and optimizer state at the baseline batch (macbert-large at batch 32, length 128: about
+10 of 15 GB), at a size a 2-core CPU steps in about a second: a small vocabulary, since a
+21128-row embedding would make the weights dominate. ``tiny`` is for self-tests.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+PRESETS = {
+    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+             "vocab_size": 512},
+    "bert-small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "intermediate_size": 1024, "vocab_size": 2000},
+    "macbert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                      "intermediate_size": 4096, "vocab_size": 21128},
+}
+OPTIMIZERS = ("adamw", "adamw-fused", "adafactor", "adamw-8bit")
+LR = 1e-4
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    model: str = "bert-small"
+    batch: int = 8                 # samples per optimizer step
+    seq: int = 64                  # max length (padding="max_length")
+    grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
+    checkpointing: bool = False    # model.gradient_checkpointing_enable()
+    optimizer: str = "adamw"
+    autocast: str | None = None    # "float16" | "bfloat16"
+    freeze_backbone: bool = False  # train the classifier head only
+    attn: str = "sdpa"             # "sdpa" | "eager"
+    lora: bool = False             # peft LoRA on query/value, rank 8
+    compile: bool = False          # torch.compile(model)
+    dynamic_padding: bool = False  # pad each micro-batch to its longest sequence, not to seq
+
+    def but(self, **changes) -> "Setup":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def micro_batch(self) -> int:
+        if self.batch % self.grad_accum:
+            raise ValueError(f"batch {self.batch} is not a multiple of grad_accum {self.grad_accum}")
+        return self.batch // self.grad_accum
+
+
+def build_model(setup: Setup):
+    """The classifier for ``setup``, weights seeded (the caller's RNG state is kept)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+    if setup.model not in PRESETS:
+        raise ValueError(f"unknown model size {setup.model!r}; known: {', '.join(PRESETS)}")
+    config = BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
+                        attn_implementation=setup.attn)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        model = BertForSequenceClassification(config)
+    if setup.checkpointing:
+        model.gradient_checkpointing_enable()
+    if setup.freeze_backbone:
+        for p in model.bert.parameters():
+            p.requires_grad_(False)
+    if setup.lora:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["query", "value"],
+                                                 task_type="SEQ_CLS"))
+    return model
+
+
+def build_optimizer(setup: Setup, params):
+    import torch
+    params = [p for p in params if p.requires_grad]
+    if setup.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=LR)
+    if setup.optimizer == "adamw-fused":
+        return torch.optim.AdamW(params, lr=LR, fused=True)
+    if setup.optimizer == "adafactor":
+        from transformers.optimization import Adafactor
+        return Adafactor(params, lr=LR, scale_parameter=False, relative_step=False, warmup_init=False)
+    if setup.optimizer == "adamw-8bit":
+        import bitsandbytes as bnb
+        return bnb.optim.AdamW8bit(params, lr=LR)
+    raise ValueError(f"unknown optimizer {setup.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+
+
+def make_batches(setup: Setup, count: int, device) -> list[dict]:
+    """``count`` micro-batches of token ids, seeded. Sentence lengths vary (a quarter to all
+    of ``seq``) so that dynamic padding has something to cut; with it, each micro-batch is
+    padded to its longest sentence instead of to ``seq``."""
+    import torch
+    vocab = PRESETS[setup.model]["vocab_size"]
+    gen = torch.Generator().manual_seed(SEED + 1)
+    out = []
+    for _ in range(count):
+        lengths = torch.randint(max(1, setup.seq // 4), setup.seq + 1, (setup.micro_batch,), generator=gen)
+        width = int(lengths.max()) if setup.dynamic_padding else setup.seq
+        ids = torch.randint(3, vocab, (setup.micro_batch, width), generator=gen)
+        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        labels = torch.randint(0, 2, (setup.micro_batch,), generator=gen)
+        out.append({k: v.to(device) for k, v in
+                    {"input_ids": ids * mask, "attention_mask": mask, "labels": labels}.items()})
+    return out
+
+
+class Workload:
+    """A built setup on a device: ``step()`` is one optimizer step."""
+
+    def __init__(self, setup: Setup, device: str):
+        import torch
+        self.setup, self.device = setup, device
+        self.model = build_model(setup).to(device)
+        self.model.train()
+        self.optimizer = build_optimizer(setup, self.model.parameters())
+        self.forward = torch.compile(self.model) if setup.compile else self.model
+        self.batches = make_batches(setup, setup.grad_accum, device)
+        self._autocast = (torch.autocast(device.split(":")[0], dtype=getattr(torch, setup.autocast))
+                          if setup.autocast else None)
+
+    def resident(self) -> list:
+        """What lives between steps: parameters, buffers, optimizer state, the batches."""
+        return [list(self.model.parameters()), list(self.model.buffers()), self.optimizer.state, self.batches]
+
+    def step(self) -> Any:
+        """Forward and backward over each micro-batch, then one optimizer step."""
+        total = self.step_without_update()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    def step_without_update(self) -> float:
+        """Forward and backward over each micro-batch: the gradients, no optimizer step."""
+        total = 0.0
+        for batch in self.batches:
+            with self._autocast or contextlib.nullcontext():
+                loss = self.forward(**batch).loss / self.setup.grad_accum
+            loss.backward()
+            total += float(loss.detach())
+        return total
+
+    def trainable_fraction(self) -> float:
+        params = list(self.model.parameters())
+        return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)

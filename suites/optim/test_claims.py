@@ -1,0 +1,97 @@
+"""Every documented optimization, measured on the target against the document's claim.
+
+One check per claim and quantity (``optim/<claim>/<memory|time>``), driven by the claims
+table (harness/claims.py: the source, the claimed ratio, its tolerance, the gates) and
+measured in the sandbox child by harness/techniques.py with harness/measure.py: peak
+memory by counting storages (deterministic), time by interleaved rounds with a bootstrap
+interval. The record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or
+``inconclusive`` (recorded as expected failures, with the measured ratio and interval: the
+document's promise is what failed, not the run). Where the document makes no claim for
+the target, or a gate keeps the technique away (a package, a torch or macOS version, a
+device capability), the check is skipped with the reason.
+"""
+import pytest
+
+from harness import claims, techniques
+
+QUANTITIES = ("memory", "time")
+# Sandbox time limit of one measurement (seconds), by workload scale.
+TIMEOUT = {"small": 600, "large": 3600}
+
+
+class ClaimCase:
+    """One claim x quantity: the journal names it optim/<claim>/<quantity>."""
+
+    def __init__(self, claim: str, quantity: str):
+        self.subject, self.variant = claim, quantity
+        self.targets = claims.TARGET_CLASSES
+        self.id = f"{claim}-{quantity}"
+
+
+CASES = [ClaimCase(c.name, q) for c in claims.CLAIMS for q in QUANTITIES]
+
+
+def _verdict_category(verdict: str) -> str:
+    return verdict.replace(" ", "-")
+
+
+@pytest.mark.cases(CASES)
+def test_documented_optimization(case, target, backend, env_facts, sandbox, record, request):
+    claim = claims.by_name(case.subject)
+    expect = claim.expect(case.variant)[target]
+    record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind)
+    if expect.kind == "none":
+        pytest.skip(f"{claim.source} makes no {case.variant} claim for {target} ({claim.technique})")
+    applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="torch")
+    if not applies:
+        pytest.skip(why)
+    if case.subject in techniques.NOT_MEASURED:
+        pytest.skip(f"not measured by the plain-PyTorch loop: {techniques.NOT_MEASURED[case.subject]}")
+    scale = request.config.getoption("--workload")
+    outcome = sandbox.call("harness.techniques:measure_claim", case.subject, case.variant, target, scale,
+                           timeout=TIMEOUT[scale])
+    if outcome.kind in ("crash", "timeout"):
+        record.status = outcome.kind
+        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
+    if outcome.kind != "ok":
+        pytest.fail(f"the measurement itself failed: {outcome.detail}", pytrace=False)
+    r = outcome.value
+    ratio_key = "mem_ratio" if case.variant == "memory" else "time_ratio"
+    record.category = _verdict_category(r["verdict"])
+    record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
+                  claimed_ratio=r["claimed_ratio"], bound=r["bound"], baseline=r["baseline"], variant=r["variant"],
+                  workload=scale, **{k: r[k] for k in ("bytes_a", "bytes_b", "median_a_s", "median_b_s",
+                                                      "trainable_fraction") if k in r})
+    summary = (f"{ratio_key} {r[ratio_key]:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] against "
+               f"{'< ' if expect.kind == 'lower' else '<= '}{r['bound']:.3f} (claimed {r['claimed_ratio']:.3g}, "
+               f"{expect.source or claim.source})")
+    if r["verdict"] == "does not hold":
+        pytest.xfail(f"the claim does not hold here: {summary}")
+    if r["verdict"] == "inconclusive":
+        pytest.xfail(f"inconclusive within the time budget: {summary}")
+
+
+def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record, request):
+    """Seed 003's table, reproduced: baseline, + gradient accumulation, + checkpointing,
+    + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
+    scale = request.config.getoption("--workload")
+    outcome = sandbox.call("harness.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
+    if outcome.kind in ("crash", "timeout"):
+        record.status = outcome.kind
+        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
+    if outcome.kind != "ok":
+        pytest.fail(f"the measurement itself failed: {outcome.detail}", pytrace=False)
+    rows = outcome.value
+    table = techniques.path_table(rows, claims.SEED_003_PATH)
+    record.category = "n/a"
+    record.metric(rows=rows, workload=scale, mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
+                  time_ratio=rows[-1]["step_s"] / rows[0]["step_s"])
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(f"seed 003's path on {target} ({scale} workload):")
+        for line in table.splitlines():
+            reporter.write_line(line)
+    rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
+             for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
+    assert not rises, "peak memory rose along the path: " + "; ".join(rises)

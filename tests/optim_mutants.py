@@ -1,0 +1,28 @@
+"""Sabotaged optimizations, for self-tests only: the optimization suite must catch them.
+
+In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
+  no-checkpointing    ``gradient_checkpointing_enable`` silently does nothing
+  adafactor-is-adamw  the "adafactor" optimizer is really AdamW
+then the claim is measured as usual. tests/optim_sabotage.py sends the suite's calls here.
+"""
+import os
+
+from harness import techniques, workloads
+
+
+def _sabotage() -> set[str]:
+    return {s for s in os.environ.get("MPS_COMPAT_OPTIM_SABOTAGE", "").split(",") if s}
+
+
+def measure_claim_sabotaged(name, quantity, device, scale="small"):
+    chosen = _sabotage()
+    if "no-checkpointing" in chosen:
+        from transformers import PreTrainedModel
+        PreTrainedModel.gradient_checkpointing_enable = lambda self, *args, **kwargs: None
+    if "adafactor-is-adamw" in chosen:
+        real = workloads.build_optimizer
+
+        def build_optimizer(setup, params):
+            return real(setup.but(optimizer="adamw") if setup.optimizer == "adafactor" else setup, params)
+        workloads.build_optimizer = build_optimizer
+    return techniques.measure_claim(name, quantity, device, scale)

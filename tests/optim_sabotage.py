@@ -1,0 +1,14 @@
+"""A test-only pytest plugin (-p tests.optim_sabotage): the optimization suite measures
+sabotaged techniques (see tests/optim_mutants.py)."""
+from harness import isolate
+
+_real_call = isolate.Sandbox.call
+
+
+def _sabotaged_call(self, target, *args, timeout=None):
+    if target == "harness.techniques:measure_claim":
+        target = "tests.optim_mutants:measure_claim_sabotaged"
+    return _real_call(self, target, *args, timeout=timeout)
+
+
+isolate.Sandbox.call = _sabotaged_call

@@ -1,0 +1,64 @@
+"""The optimization suite: its pieces, and that it catches a sabotaged optimization."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import claims, journal, techniques
+from harness.workloads import Setup, Workload
+from tests.conftest import ROOT
+
+SLICE = "gradient-checkpointing-memory or adafactor-memory or fused-adamw-memory"
+
+
+def run(tmp_path, *args, env=None):
+    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
+    res = subprocess.run([sys.executable, "-m", "pytest", "suites/optim/test_claims.py", "-m", "optim and cpu", "-q",
+                          "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
+                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=1200)
+    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    return res, {r["subject"]: r for r in records}
+
+
+def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
+    clean, before = run(tmp_path, "-k", SLICE)
+    assert clean.returncode == 0, clean.stdout[-3000:]
+    assert {name: r["category"] for name, r in before.items()} == {
+        "gradient-checkpointing": "holds", "adafactor": "holds", "fused-adamw": "holds"}
+    sabotaged, after = run(tmp_path, "-k", SLICE, "-p", "tests.optim_sabotage",
+                           env={"MPS_COMPAT_OPTIM_SABOTAGE": "no-checkpointing,adafactor-is-adamw"})
+    assert {name: r["category"] for name, r in after.items()} == {
+        "gradient-checkpointing": "does-not-hold", "adafactor": "does-not-hold", "fused-adamw": "holds"}
+    # checkpointing that does nothing leaves the peak exactly where it was
+    assert after["gradient-checkpointing"]["metrics"]["mem_ratio"] == 1.0
+    assert after["adafactor"]["metrics"]["mem_ratio"] > before["adafactor"]["metrics"]["mem_ratio"]
+    assert "does not hold" in after["adafactor"]["reason"]
+
+
+def test_every_claim_has_a_runnable_pair_or_a_reason():
+    for claim in claims.CLAIMS:
+        assert (claim.name in techniques.PAIRS) != (claim.name in techniques.NOT_MEASURED), claim.name
+
+
+def test_the_seed_003_rows_add_one_technique_each():
+    rows = techniques._seed_003_rows(techniques.SCALES["small"])
+    assert [name for name, _ in rows][1:] == [s.claim for s in claims.SEED_003_PATH.steps][1:]
+    ga = rows[1][1]
+    assert ga.micro_batch == 1 and ga.grad_accum == rows[0][1].batch
+    assert rows[-1][1].seq == rows[0][1].seq // 2 and rows[-1][1].freeze_backbone
+
+
+@pytest.mark.parametrize("kind,bound,ratio,verdict", [("lower", 0.62, 0.5, "holds"), ("lower", 1.0, 1.0, "does not hold"),
+                                                      ("not-higher", 1.2, 1.2, "holds"),
+                                                      ("not-higher", 1.2, 1.3, "does not hold")])
+def test_bounds_become_measure_claims(kind, bound, ratio, verdict):
+    from harness import measure
+    assert measure.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
+
+
+def test_gradient_accumulation_keeps_the_samples_per_step():
+    w = Workload(Setup(model="tiny", batch=4, seq=8, grad_accum=4), "cpu")
+    assert len(w.batches) == 4 and all(b["input_ids"].shape == (1, 8) for b in w.batches)
+    with pytest.raises(ValueError):
+        Setup(batch=5, grad_accum=2).micro_batch
