@@ -166,3 +166,46 @@ def path_table(rows: list[dict], seed_path) -> str:
                      f"{mine['step_s'] / base['step_s']:.2f}", f"{theirs.time_s / seed_base.time_s:.2f}"])
     return tabulate(body, headers=("row (seed 003)", "peak MiB", "x baseline", "seed x baseline", "step s",
                                    "x baseline", "seed x baseline"), tablefmt="simple")
+
+
+# --------------------------------------------------------------------------- same result?
+
+def _grads(workload) -> dict:
+    workload.optimizer.zero_grad(set_to_none=True)
+    workload.step_without_update()
+    return {n: p.grad.detach().cpu().clone() for n, p in workload.model.named_parameters() if p.grad is not None}
+
+
+def _params(workload) -> dict:
+    return {n: p.detach().cpu().clone() for n, p in workload.model.named_parameters()}
+
+
+def keeps_the_result(name: str, device: str) -> dict:
+    """Does the optimization change what training computes? (dropout off on both sides)
+
+      gradient-accumulation   the accumulated gradients equal the big batch's
+      gradient-checkpointing  the gradients equal those without checkpointing
+      torch-compile           the compiled model's gradients equal eager's
+      freeze-backbone / peft-lora   one step changes exactly the parameters it should
+    Returns the gradients (or parameter changes) as plain lists for the caller to compare.
+    """
+    from harness.workloads import Workload
+    base = Setup(model="tiny", batch=4, seq=16, dropout=False)
+    if name in ("gradient-accumulation", "gradient-checkpointing", "torch-compile"):
+        variant = {"gradient-accumulation": base.but(grad_accum=4), "gradient-checkpointing": base.but(checkpointing=True),
+                   "torch-compile": base.but(compile=True)}[name]
+        wa, wb = Workload(base, device), Workload(variant, device)
+        if name == "gradient-accumulation":  # the same samples: the big batch is the micro-batches stacked
+            import torch
+            wa.batches = [{k: torch.cat([b[k] for b in wb.batches]) for k in wb.batches[0]}]
+        ga, gb = _grads(wa), _grads(wb)
+        return {"kind": "gradients", "names": sorted(ga), "a": [ga[n].tolist() for n in sorted(ga)],
+                "b": [gb[n].tolist() if n in gb else None for n in sorted(ga)]}
+    variant = {"freeze-backbone": base.but(freeze_backbone=True), "peft-lora": base.but(lora=True)}[name]
+    w = Workload(variant, device)
+    before = _params(w)
+    w.step()
+    after = _params(w)
+    trainable = sorted(n for n, p in w.model.named_parameters() if p.requires_grad)
+    changed = sorted(n for n in before if not bool((before[n] == after[n]).all()))
+    return {"kind": "trained", "trainable": trainable, "changed": changed, "all": sorted(before)}

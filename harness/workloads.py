@@ -48,6 +48,7 @@ class Setup:
     lora: bool = False             # peft LoRA on query/value, rank 8
     compile: bool = False          # torch.compile(model)
     dynamic_padding: bool = False  # pad each micro-batch to its longest sequence, not to seq
+    dropout: bool = True           # BERT's dropout (off when two setups' numbers are compared)
 
     def but(self, **changes) -> "Setup":
         return dataclasses.replace(self, **changes)
@@ -65,8 +66,9 @@ def build_model(setup: Setup):
     from transformers import BertConfig, BertForSequenceClassification
     if setup.model not in PRESETS:
         raise ValueError(f"unknown model size {setup.model!r}; known: {', '.join(PRESETS)}")
+    no_dropout = {} if setup.dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     config = BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
-                        attn_implementation=setup.attn)
+                        attn_implementation=setup.attn, **no_dropout)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         model = BertForSequenceClassification(config)

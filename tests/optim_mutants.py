@@ -3,7 +3,8 @@
 In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
   no-checkpointing    ``gradient_checkpointing_enable`` silently does nothing
   adafactor-is-adamw  the "adafactor" optimizer is really AdamW
-then the claim is measured as usual. tests/optim_sabotage.py sends the suite's calls here.
+  ga-unscaled         gradient accumulation forgets to divide each micro-batch's loss
+then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
 """
 import os
 
@@ -12,6 +13,21 @@ from harness import techniques, workloads
 
 def _sabotage() -> set[str]:
     return {s for s in os.environ.get("MPS_COMPAT_OPTIM_SABOTAGE", "").split(",") if s}
+
+
+def _ga_unscaled(self):
+    total = 0.0
+    for batch in self.batches:
+        loss = self.forward(**batch).loss
+        loss.backward()
+        total += float(loss.detach())
+    return total
+
+
+def keeps_the_result_sabotaged(name, device):
+    if "ga-unscaled" in _sabotage():
+        workloads.Workload.step_without_update = _ga_unscaled
+    return techniques.keeps_the_result(name, device)
 
 
 def measure_claim_sabotaged(name, quantity, device, scale="small"):

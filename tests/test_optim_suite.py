@@ -62,3 +62,13 @@ def test_gradient_accumulation_keeps_the_samples_per_step():
     assert len(w.batches) == 4 and all(b["input_ids"].shape == (1, 8) for b in w.batches)
     with pytest.raises(ValueError):
         Setup(batch=5, grad_accum=2).micro_batch
+
+
+def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check(tmp_path):
+    res, _ = run(tmp_path, "-k", "keeps", "-p", "tests.optim_sabotage", env={"MPS_COMPAT_OPTIM_SABOTAGE": "ga-unscaled"})
+    records = {r["variant"]: r for r in journal.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].records}
+    assert res.returncode == 1, res.stdout[-2000:]
+    assert records["gradient-accumulation"]["status"] == "fail"
+    assert "gradients differ" in records["gradient-accumulation"]["reason"]
+    assert {v: r["status"] for v, r in records.items() if v != "gradient-accumulation"} == {
+        "gradient-checkpointing": "pass", "torch-compile": "pass", "freeze-backbone": "pass", "peft-lora": "pass"}

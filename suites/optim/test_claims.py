@@ -12,7 +12,7 @@ device capability), the check is skipped with the reason.
 """
 import pytest
 
-from harness import claims, techniques
+from harness import claims, techniques, trainer_runs
 
 QUANTITIES = ("memory", "time")
 # Sandbox time limit of one measurement (seconds), by workload scale.
@@ -20,12 +20,14 @@ TIMEOUT = {"small": 600, "large": 3600}
 
 
 class ClaimCase:
-    """One claim x quantity: the journal names it optim/<claim>/<quantity>."""
+    """One claim x quantity: the journal names it optim/<claim>/<quantity> (the loop) or
+    optim/<claim>/<quantity>/trainer (through the Trainer)."""
 
-    def __init__(self, claim: str, quantity: str):
-        self.subject, self.variant = claim, quantity
+    def __init__(self, claim: str, quantity: str, entry: str = ""):
+        self.subject, self.variant = claim, f"{quantity}/{entry}" if entry else quantity
+        self.quantity = quantity
         self.targets = claims.TARGET_CLASSES
-        self.id = f"{claim}-{quantity}"
+        self.id = f"{claim}-{quantity}" + (f"-{entry}" if entry else "")
 
 
 CASES = [ClaimCase(c.name, q) for c in claims.CLAIMS for q in QUANTITIES]
@@ -38,25 +40,35 @@ def _verdict_category(verdict: str) -> str:
 @pytest.mark.cases(CASES)
 def test_documented_optimization(case, target, backend, env_facts, sandbox, record, request):
     claim = claims.by_name(case.subject)
-    expect = claim.expect(case.variant)[target]
+    expect = claim.expect(case.quantity)[target]
     record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind)
     if expect.kind == "none":
-        pytest.skip(f"{claim.source} makes no {case.variant} claim for {target} ({claim.technique})")
+        pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
     applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
     if case.subject in techniques.NOT_MEASURED:
         pytest.skip(f"not measured by the plain-PyTorch loop: {techniques.NOT_MEASURED[case.subject]}")
     scale = request.config.getoption("--workload")
-    outcome = sandbox.call("harness.techniques:measure_claim", case.subject, case.variant, target, scale,
+    outcome = sandbox.call("harness.techniques:measure_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
+    _judge(outcome, case, expect, claim, record, scale)
+
+
+def _value(outcome, record):
+    """A sandbox result's value; a crash or a hang is recorded as such and fails the check."""
     if outcome.kind in ("crash", "timeout"):
         record.status = outcome.kind
         pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
     if outcome.kind != "ok":
         pytest.fail(f"the measurement itself failed: {outcome.detail}", pytrace=False)
-    r = outcome.value
-    ratio_key = "mem_ratio" if case.variant == "memory" else "time_ratio"
+    return outcome.value
+
+
+def _judge(outcome, case, expect, claim, record, scale) -> None:
+    """The record and the outcome of a measured claim (a sandbox result)."""
+    r = _value(outcome, record)
+    ratio_key = "mem_ratio" if case.quantity == "memory" else "time_ratio"
     record.category = _verdict_category(r["verdict"])
     record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
                   claimed_ratio=r["claimed_ratio"], bound=r["bound"], baseline=r["baseline"], variant=r["variant"],
@@ -76,12 +88,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
     scale = request.config.getoption("--workload")
     outcome = sandbox.call("harness.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
-    if outcome.kind in ("crash", "timeout"):
-        record.status = outcome.kind
-        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
-    if outcome.kind != "ok":
-        pytest.fail(f"the measurement itself failed: {outcome.detail}", pytrace=False)
-    rows = outcome.value
+    rows = _value(outcome, record)
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     record.category = "n/a"
     record.metric(rows=rows, workload=scale, mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
@@ -95,3 +102,62 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
              for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
     assert not rises, "peak memory rose along the path: " + "; ".join(rises)
+
+
+TRAINER_CASES = [ClaimCase(name, "memory", "trainer") for name in trainer_runs.MEMORY] + [
+    ClaimCase(name, "time", "trainer") for name in trainer_runs.TIME]
+
+
+@pytest.mark.cases(TRAINER_CASES)
+def test_documented_optimization_via_trainer(case, target, backend, env_facts, sandbox, record, request):
+    """The same claims through transformers' Trainer and the documented TrainingArguments flags."""
+    claim = claims.by_name(case.subject)
+    expect = claim.expect(case.quantity)[target]
+    record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind, entry="trainer")
+    if expect.kind == "none":
+        pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
+    applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="trainer")
+    if not applies:
+        pytest.skip(why)
+    scale = request.config.getoption("--workload")
+    outcome = sandbox.call("harness.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
+                           timeout=TIMEOUT[scale])
+    _judge(outcome, case, expect, claim, record, scale)
+
+
+SAME_RESULT = ("gradient-accumulation", "gradient-checkpointing", "torch-compile", "freeze-backbone", "peft-lora")
+
+
+@pytest.mark.parametrize("technique", SAME_RESULT)
+def test_optimization_keeps_the_result(technique, target, backend, env_facts, sandbox, record):
+    """Gradient accumulation gives the big batch's gradients, checkpointing and compile the
+    same gradients; freezing and LoRA train exactly the parameters they should."""
+    applies, why = claims.applies(technique, target, claims.with_extra_packages(env_facts), via="torch")
+    if not applies:
+        pytest.skip(why)
+    outcome = sandbox.call("harness.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
+    r = _value(outcome, record)
+    if r["kind"] == "gradients":
+        import torch
+        from harness import parity
+        from harness.tolerances import TABLE
+        tol = TABLE[("model-grad", "float32")]
+        worst, diverged = None, []
+        for name, a, b in zip(r["names"], r["a"], r["b"]):
+            if b is None:
+                diverged.append(f"{name}: no gradient")
+                continue
+            res = parity.compare(torch.tensor(b), torch.tensor(a), tol, normwise=True)
+            worst = res if worst is None or res["margin"] > worst["margin"] else worst
+            if not res["ok"]:
+                diverged.append(f"{name} (margin {res['margin']:.3g})")
+        record.metric(margin=worst["margin"] if worst else None, max_abs_err=worst["max_abs_err"] if worst else None,
+                      params_compared=len(r["names"]), rtol=tol.rtol, atol=tol.atol, tolerance_source=tol.source)
+        assert r["names"] and not diverged, "gradients differ: " + ", ".join(diverged)
+    else:
+        record.metric(trainable=len(r["trainable"]), changed=len(r["changed"]), params=len(r["all"]))
+        assert r["changed"] == r["trainable"], (
+            f"trained {len(r['changed'])} parameters, {len(r['trainable'])} are trainable: "
+            f"unexpected {sorted(set(r['changed']) - set(r['trainable']))[:5]}, "
+            f"untouched {sorted(set(r['trainable']) - set(r['changed']))[:5]}")
+        assert 0 < len(r["trainable"]) < len(r["all"])
