@@ -59,15 +59,17 @@ PAIRS: dict[str, Callable[[Setup], tuple[Setup, Setup]]] = {
     "peft-lora": lambda b: (b, b.but(lora=True)),
     "dynamic-padding": lambda b: (b, b.but(dynamic_padding=True)),
     "sdpa-attention": lambda b: (b.but(attn="eager"), b.but(attn="sdpa")),
+    "tf32": lambda b: (b, b.but(tf32=True)),
+    "torch-cuda-amp-on-mac": lambda b: (b, b.but(autocast="cuda-amp")),
+    "accelerator-vs-cpu": lambda b: (b, b),  # the same setup; the baseline runs on the CPU (BASELINE_DEVICE)
 }
+# Claims whose baseline runs on another device than the target.
+BASELINE_DEVICE = {"accelerator-vs-cpu": "cpu"}
 # Claims whose knob this loop does not turn yet, and why.
 NOT_MEASURED = {
-    "dataloader-workers": "needs a DataLoader whose samples cost time to prepare; the loop feeds ready tensors",
-    "pin-memory": "host-to-device copies: CUDA only, and the loop feeds tensors already on the device",
-    "tf32": "a CUDA matmul mode (torch.backends.cuda.matmul.allow_tf32); not turned by this loop yet",
-    "accelerator-vs-cpu": "compares two devices, not two setups on one; not measured by this loop yet",
+    "dataloader-workers": "a DataLoader claim: measured through the Trainer (optim/dataloader-workers/time/trainer)",
+    "pin-memory": "a DataLoader claim: measured through the Trainer (optim/pin-memory/time/trainer)",
     "deepspeed-zero": "applicability only (the claims table says so)",
-    "torch-cuda-amp-on-mac": "the seed's torch.cuda.amp loop on MPS; not measured by this loop yet",
 }
 
 
@@ -89,7 +91,7 @@ def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -
     claim = claims.by_name(name)
     expect = claim.expect(quantity)[device.split(":")[0]]
     baseline, variant = PAIRS[name](SCALES[scale])
-    wa, wb = Workload(baseline, device), Workload(variant, device)
+    wa, wb = Workload(baseline, BASELINE_DEVICE.get(name, device)), Workload(variant, device)
     setup_values = {"trainable_fraction": wb.trainable_fraction()}
     bound = claims.holds_bound(claim, quantity, device.split(":")[0], **setup_values)
     claim_expect = expectation(expect.kind, bound)
@@ -113,7 +115,20 @@ def _memory(measure, wa, wb, basis: str, claim_expect) -> dict:
         return {**measure.compare_memory(a, b, claim_expect), "anatomy": None}
     ma, mb = (measure.measure_memory(w.step, adopt=w.resident()) for w in (wa, wb))
     return {**measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect),
-            "peak_phase_a": ma["peak_phase"], "peak_phase_b": mb["peak_phase"]}
+            "peak_phase_a": ma["peak_phase"], "peak_phase_b": mb["peak_phase"],
+            "anatomy_a": _anatomy(measure, wa), "anatomy_b": _anatomy(measure, wb)}
+
+
+ANATOMY_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "batch", "peak_bytes")
+
+
+def _anatomy(measure, w) -> dict | None:
+    """What the peak is made of (seed 003's columns), for a plain step: one micro-batch, no
+    autocast, no compile (measure.memory_anatomy runs its own forward / backward / step)."""
+    if w.setup.grad_accum != 1 or w.setup.autocast or w.setup.compile:
+        return None
+    a = measure.memory_anatomy(w.model, w.batches[0], w.optimizer, warmup_steps=0)
+    return {k: a[k] for k in ANATOMY_KEYS}
 
 
 def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float, rounds: int) -> dict:

@@ -22,7 +22,7 @@ EXAMPLES = 64        # rows of the dataset
 # steps, so interleaved rounds of it would cost minutes per claim on a 2-core CPU.
 MEMORY = ("gradient-accumulation", "gradient-checkpointing", "adafactor", "adamw-8bit", "fused-adamw",
           "fp16-autocast", "bf16-autocast", "dynamic-padding")
-TIME = ("dataloader-workers",)
+TIME = ("dataloader-workers", "pin-memory")
 
 
 def dataset(setup: Setup):
@@ -63,6 +63,8 @@ def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str)
     ga = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": setup.batch}
     if name in ("gradient-checkpointing",):  # seed 003's previous row: batch 1, accumulation
         base.update(ga)
+    if name == "pin-memory":  # the Trainer's default is already True: the baseline turns it off
+        base["dataloader_pin_memory"] = False
     if not variant:
         return base
     flags = claims.trainer_kwargs(name)

@@ -42,7 +42,8 @@ class Setup:
     grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
     checkpointing: bool = False    # model.gradient_checkpointing_enable()
     optimizer: str = "adamw"
-    autocast: str | None = None    # "float16" | "bfloat16"
+    autocast: str | None = None    # "float16" | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
+    tf32: bool = False             # CUDA: TF32 matmuls and convolutions
     freeze_backbone: bool = False  # train the classifier head only
     attn: str = "sdpa"             # "sdpa" | "eager"
     lora: bool = False             # peft LoRA on query/value, rank 8
@@ -130,8 +131,13 @@ class Workload:
         self.optimizer = build_optimizer(setup, self.model.parameters())
         self.forward = torch.compile(self.model) if setup.compile else self.model
         self.batches = make_batches(setup, setup.grad_accum, device)
-        self._autocast = (torch.autocast(device.split(":")[0], dtype=getattr(torch, setup.autocast))
-                          if setup.autocast else None)
+        self.scaler = None
+        if setup.autocast == "cuda-amp":  # the seed's code, verbatim in spirit: CUDA's AMP on any device
+            self._autocast, self.scaler = _cuda_amp()
+        elif setup.autocast:
+            self._autocast = torch.autocast(device.split(":")[0], dtype=getattr(torch, setup.autocast))
+        else:
+            self._autocast = None
 
     def resident(self) -> list:
         """What lives between steps: parameters, buffers, optimizer state, the batches."""
@@ -140,20 +146,41 @@ class Workload:
     def step(self) -> Any:
         """Forward and backward over each micro-batch, then one optimizer step."""
         total = self.step_without_update()
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
     def step_without_update(self) -> float:
         """Forward and backward over each micro-batch: the gradients, no optimizer step."""
+        import torch
+        if torch.cuda.is_available():  # process-wide switches: set for this setup's step
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.setup.tf32
         total = 0.0
         for batch in self.batches:
             with self._autocast or contextlib.nullcontext():
                 loss = self.forward(**batch).loss / self.setup.grad_accum
-            loss.backward()
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             total += float(loss.detach())
         return total
 
     def trainable_fraction(self) -> float:
         params = list(self.model.parameters())
         return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
+
+
+def _cuda_amp():
+    """Seed 000's mixed precision: ``torch.cuda.amp.autocast()`` and ``GradScaler()``. Without
+    CUDA (on a Mac) torch warns and disables both: the loop runs in float32 as before."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the deprecation and "CUDA is not available" warnings
+        amp = getattr(torch.cuda, "amp", None)
+        if amp is not None and hasattr(amp, "autocast") and hasattr(amp, "GradScaler"):
+            return amp.autocast(), amp.GradScaler()
+        return torch.autocast("cuda"), torch.amp.GradScaler("cuda")

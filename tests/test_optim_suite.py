@@ -72,3 +72,24 @@ def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check
     assert "gradients differ" in records["gradient-accumulation"]["reason"]
     assert {v: r["status"] for v, r in records.items() if v != "gradient-accumulation"} == {
         "gradient-checkpointing": "pass", "torch-compile": "pass", "freeze-backbone": "pass", "peft-lora": "pass"}
+
+
+def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():
+    """What seed 000's advice does on a machine without CUDA (a Mac): autocast and the
+    GradScaler disable themselves, so the step computes exactly what float32 computes."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: torch.cuda.amp really casts")
+    plain = Workload(Setup(model="tiny", batch=2, seq=8, dropout=False), "cpu")
+    amp = Workload(Setup(model="tiny", batch=2, seq=8, dropout=False, autocast="cuda-amp"), "cpu")
+    assert amp.scaler is not None and not amp.scaler.is_enabled()
+    assert [plain.step() for _ in range(2)] == [amp.step() for _ in range(2)]
+
+
+def test_memory_records_carry_the_anatomy():
+    from harness import measure
+    w = Workload(Setup(model="tiny", batch=2, seq=8), "cpu")
+    w.step()
+    anatomy = techniques._anatomy(measure, w)
+    assert anatomy["optimizer_state"] > anatomy["parameters"] > 0 and anatomy["peak_bytes"] > 0
+    assert techniques._anatomy(measure, Workload(Setup(model="tiny", batch=2, seq=8, grad_accum=2), "cpu")) is None

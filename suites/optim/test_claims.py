@@ -73,7 +73,7 @@ def _judge(outcome, case, expect, claim, record, scale) -> None:
     record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
                   claimed_ratio=r["claimed_ratio"], bound=r["bound"], baseline=r["baseline"], variant=r["variant"],
                   workload=scale, **{k: r[k] for k in ("bytes_a", "bytes_b", "median_a_s", "median_b_s",
-                                                      "trainable_fraction") if k in r})
+                                                      "trainable_fraction", "anatomy_a", "anatomy_b") if k in r})
     summary = (f"{ratio_key} {r[ratio_key]:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] against "
                f"{'< ' if expect.kind == 'lower' else '<= '}{r['bound']:.3f} (claimed {r['claimed_ratio']:.3g}, "
                f"{expect.source or claim.source})")
