@@ -45,6 +45,15 @@ class Recorder:
     def metric(self, **values) -> None:
         self.metrics.update(values)
 
+    def value_of(self, outcome, what: str = "the check itself"):
+        """A sandbox outcome's value; a crash or a hang is recorded as such and fails the check."""
+        if outcome.kind in ("crash", "timeout"):
+            self.status = outcome.kind
+            pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
+        if outcome.kind != "ok":
+            pytest.fail(f"{what} failed: {outcome.detail}", pytrace=False)
+        return outcome.value
+
 
 class SessionState:
     def __init__(self, config, targets: list[str], fallback: dict):

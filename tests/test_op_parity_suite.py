@@ -1,24 +1,16 @@
 """The op parity suite: what it compares, and that it fails where a kernel is wrong."""
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from harness import journal, opparity, parity, tolerances as T
-from tests.conftest import ROOT
+from harness import opparity, parity, tolerances as T
+from tests.conftest import run_suite
 
 SOFTMAX_SLICE = "softmax or log_softmax or softmin or (layer_norm and float32) or add-float32-forward"
 
 
 def run(tmp_path, *args, env=None):
-    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity/test_op_parity.py", "-m", "parity and cpu",
-                          "-q", "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
-                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, records
+    return run_suite(tmp_path, "suites/parity/test_op_parity.py", "parity and cpu", *args, env=env)
 
 
 def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_checks(tmp_path):

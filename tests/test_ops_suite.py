@@ -1,21 +1,12 @@
 """The ops suite as pytest runs it: crash and hang isolation, and -n 2 against serial."""
-import os
-import subprocess
-import sys
 
-from harness import journal
-from tests.conftest import ROOT
+from tests.conftest import run_suite
 
 SLICE = "add-float32-forward or sub-float32-forward or mul-float32-forward or softmax or gelu"
 
 
 def run(tmp_path, *args, env=None):
-    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    res = subprocess.run([sys.executable, "-m", "pytest", "suites/ops/test_ops.py", "-m", "ops and cpu", "-q",
-                          "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
-                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, records
+    return run_suite(tmp_path, "suites/ops/test_ops.py", "ops and cpu", *args, env=env)
 
 
 def test_a_crashing_and_a_hanging_op_are_recorded_and_the_rest_goes_on(tmp_path):

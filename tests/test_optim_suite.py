@@ -1,24 +1,16 @@
 """The optimization suite: its pieces, and that it catches a sabotaged optimization."""
-import os
-import subprocess
-import sys
 
 import pytest
 
-from harness import claims, journal, techniques
+from harness import claims, techniques
 from harness.workloads import Setup, Workload
-from tests.conftest import ROOT
+from tests.conftest import run_suite
 
 SLICE = "(gradient-checkpointing-memory or adafactor-memory or fused-adamw-memory) and not trainer"
 
 
 def run(tmp_path, *args, env=None):
-    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    res = subprocess.run([sys.executable, "-m", "pytest", "suites/optim/test_claims.py", "-m", "optim and cpu", "-q",
-                          "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
-                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=1200)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, records
+    return run_suite(tmp_path, "suites/optim/test_claims.py", "optim and cpu", *args, env=env)
 
 
 def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):

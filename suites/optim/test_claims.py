@@ -55,19 +55,9 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     _judge(outcome, case, expect, claim, record, scale)
 
 
-def _value(outcome, record):
-    """A sandbox result's value; a crash or a hang is recorded as such and fails the check."""
-    if outcome.kind in ("crash", "timeout"):
-        record.status = outcome.kind
-        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
-    if outcome.kind != "ok":
-        pytest.fail(f"the measurement itself failed: {outcome.detail}", pytrace=False)
-    return outcome.value
-
-
 def _judge(outcome, case, expect, claim, record, scale) -> None:
     """The record and the outcome of a measured claim (a sandbox result)."""
-    r = _value(outcome, record)
+    r = record.value_of(outcome, "the measurement")
     ratio_key = "mem_ratio" if case.quantity == "memory" else "time_ratio"
     record.category = _verdict_category(r["verdict"])
     record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
@@ -88,7 +78,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
     scale = request.config.getoption("--workload")
     outcome = sandbox.call("harness.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
-    rows = _value(outcome, record)
+    rows = record.value_of(outcome, "the measurement")
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     record.category = "n/a"
     record.metric(rows=rows, workload=scale, mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
@@ -138,7 +128,7 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     if not applies:
         pytest.skip(why)
     outcome = sandbox.call("harness.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
-    r = _value(outcome, record)
+    r = record.value_of(outcome, "the measurement")
     if r["kind"] == "gradients":
         import torch
         from harness import parity

@@ -27,11 +27,7 @@ def _pair(tol) -> tuple[float, float]:
 def _run(sandbox, record, function: str, *args):
     """The child's result, or the check fails here (crash / timeout recorded as such)."""
     outcome = sandbox.call(f"harness.model_parity:{function}", *args)
-    if outcome.kind in ("crash", "timeout"):
-        record.status = outcome.kind
-        pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
-    if outcome.kind != "ok":
-        pytest.fail(f"the run itself failed: {outcome.detail}", pytrace=False)
+    record.value_of(outcome, "the run itself")
     return outcome.value
 
 
