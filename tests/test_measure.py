@@ -200,6 +200,30 @@ def test_judge_needs_the_whole_interval_on_one_side(low, high, expect, verdict):
     assert verdict in measure.VERDICTS
 
 
+@pytest.mark.parametrize("low, high, expect, verdict", [
+    (0.90, 0.94, ("not higher", 1.0), "holds"),           # clears 1/1.05 = 0.952
+    (0.93, 0.97, ("not higher", 1.0), "inconclusive"),    # below the bound, not by the zone
+    (1.03, 1.07, ("not higher", 1.0), "inconclusive"),    # above the bound, not by the zone
+    (1.06, 1.10, ("not higher", 1.0), "does not hold"),   # clears 1.05
+    (1.30, 1.40, ("higher", 1.2), "holds"),               # clears 1.26
+    (1.20, 1.25, ("higher", 1.2), "inconclusive"),
+    (1.00, 1.14, ("higher", 1.2), "does not hold"),       # below 1.2 / 1.05 = 1.143
+])
+def test_the_zone_withholds_a_verdict_near_the_bound(low, high, expect, verdict):
+    assert measure.judge(low, high, expect, zone=0.05) == verdict
+
+
+def test_drift_within_the_zone_never_flips_a_verdict():
+    # torch.compile on the VM: three reruns, each interval on its own side of the bound 1.0
+    runs = [(0.94, 0.99), (0.97, 1.04), (1.03, 1.07)]
+    without = {measure.judge(lo, hi, ("not higher", 1.0)) for lo, hi in runs}
+    assert without == {"holds", "inconclusive", "does not hold"}     # the flip the zone exists for
+    with_zone = {measure.judge(lo, hi, ("not higher", 1.0), zone=measure.TIME_ZONE) for lo, hi in runs}
+    assert with_zone == {"inconclusive"}
+    with pytest.raises(ValueError):
+        measure.judge(1.0, 1.0, ("not higher", 1.0), zone=-0.1)
+
+
 def test_memory_claims_are_judged_directly():
     assert measure.compare_memory(1000, 500, ("lower", 1.5))["verdict"] == "holds"
     assert measure.compare_memory(1000, 900, ("lower", 1.5))["verdict"] == "does not hold"
