@@ -224,3 +224,45 @@ def keeps_the_result(name: str, device: str) -> dict:
     trainable = sorted(n for n, p in w.model.named_parameters() if p.requires_grad)
     changed = sorted(n for n in before if not bool((before[n] == after[n]).all()))
     return {"kind": "trained", "trainable": trainable, "changed": changed, "all": sorted(before)}
+
+
+def same_result_verdict(r: dict) -> dict:
+    """Judge what ``keeps_the_result`` returned: ``{"ok", "metrics", "message"}``.
+
+    Gradients are compared normwise per parameter against the whole-model gradient tolerance
+    (harness.tolerances, "model-grad" float32); a parameter without a gradient on the variant
+    side is a divergence. Trained parameters must be exactly the trainable ones, and neither
+    none nor all of the model's.
+    """
+    if r["kind"] == "gradients":
+        import torch
+        from harness import parity
+        from harness.tolerances import TABLE
+        tol = TABLE[("model-grad", "float32")]
+        worst, diverged = None, []
+        for name, a, b in zip(r["names"], r["a"], r["b"]):
+            if b is None:
+                diverged.append(f"{name}: no gradient")
+                continue
+            res = parity.compare(torch.tensor(b), torch.tensor(a), tol, normwise=True)
+            worst = res if worst is None or res["margin"] > worst["margin"] else worst
+            if not res["ok"]:
+                diverged.append(f"{name} (margin {res['margin']:.3g})")
+        metrics = {"margin": worst["margin"] if worst else None, "max_abs_err": worst["max_abs_err"] if worst else None,
+                   "params_compared": len(r["names"]), "rtol": tol.rtol, "atol": tol.atol,
+                   "tolerance_source": tol.source}
+        ok = bool(r["names"]) and not diverged
+        message = "" if ok else ("no gradients to compare" if not r["names"] else
+                                 "gradients differ: " + ", ".join(diverged))
+        return {"ok": ok, "metrics": metrics, "message": message}
+    trainable, changed, everything = set(r["trainable"]), set(r["changed"]), r["all"]
+    metrics = {"trainable": len(trainable), "changed": len(changed), "params": len(everything)}
+    if changed != trainable:
+        return {"ok": False, "metrics": metrics, "message": (
+            f"trained {len(changed)} parameters, {len(trainable)} are trainable: "
+            f"unexpected {sorted(changed - trainable)[:5]}, untouched {sorted(trainable - changed)[:5]}")}
+    if not 0 < len(trainable) < len(everything):
+        return {"ok": False, "metrics": metrics,
+                "message": f"{len(trainable)} of {len(everything)} parameters trainable: the technique froze nothing "
+                           "or everything"}
+    return {"ok": True, "metrics": metrics, "message": ""}

@@ -88,3 +88,25 @@ def test_memory_records_carry_the_anatomy():
     anatomy = techniques._anatomy(measure, w)
     assert anatomy["optimizer_state"] > anatomy["parameters"] > 0 and anatomy["peak_bytes"] > 0
     assert techniques._anatomy(measure, Workload(Setup(model="tiny", batch=2, seq=8, grad_accum=2), "cpu")) is None
+
+
+@pytest.mark.parametrize("trainable, changed, everything, ok, says", [
+    (["lora_A"], ["lora_A"], ["emb", "lora_A"], True, ""),
+    (["lora_A"], ["lora_A", "emb"], ["emb", "lora_A"], False, "unexpected ['emb']"),
+    (["lora_A", "lora_B"], ["lora_A"], ["emb", "lora_A", "lora_B"], False, "untouched ['lora_B']"),
+    (["lora_A", "emb"], ["lora_A", "emb"], ["emb", "lora_A"], False, "froze nothing"),
+])
+def test_the_same_result_verdict_for_trained_parameters(trainable, changed, everything, ok, says):
+    verdict = techniques.same_result_verdict({"kind": "trained", "trainable": trainable, "changed": changed,
+                                              "all": everything})
+    assert verdict["ok"] is ok and says in verdict["message"]
+
+
+def test_the_same_result_verdict_for_gradients():
+    same = {"kind": "gradients", "names": ["w"], "a": [[1.0, 2.0]], "b": [[1.0, 2.0]]}
+    assert techniques.same_result_verdict(same)["ok"]
+    off = {**same, "b": [[1.0, 2.1]]}
+    assert "gradients differ: w" in techniques.same_result_verdict(off)["message"]
+    missing = {**same, "b": [None]}
+    assert "w: no gradient" in techniques.same_result_verdict(missing)["message"]
+    assert not techniques.same_result_verdict({**same, "names": [], "a": [], "b": []})["ok"]

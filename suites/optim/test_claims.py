@@ -128,28 +128,6 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     if not applies:
         pytest.skip(why)
     outcome = sandbox.call("harness.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
-    r = record.value_of(outcome, "the measurement")
-    if r["kind"] == "gradients":
-        import torch
-        from harness import parity
-        from harness.tolerances import TABLE
-        tol = TABLE[("model-grad", "float32")]
-        worst, diverged = None, []
-        for name, a, b in zip(r["names"], r["a"], r["b"]):
-            if b is None:
-                diverged.append(f"{name}: no gradient")
-                continue
-            res = parity.compare(torch.tensor(b), torch.tensor(a), tol, normwise=True)
-            worst = res if worst is None or res["margin"] > worst["margin"] else worst
-            if not res["ok"]:
-                diverged.append(f"{name} (margin {res['margin']:.3g})")
-        record.metric(margin=worst["margin"] if worst else None, max_abs_err=worst["max_abs_err"] if worst else None,
-                      params_compared=len(r["names"]), rtol=tol.rtol, atol=tol.atol, tolerance_source=tol.source)
-        assert r["names"] and not diverged, "gradients differ: " + ", ".join(diverged)
-    else:
-        record.metric(trainable=len(r["trainable"]), changed=len(r["changed"]), params=len(r["all"]))
-        assert r["changed"] == r["trainable"], (
-            f"trained {len(r['changed'])} parameters, {len(r['trainable'])} are trainable: "
-            f"unexpected {sorted(set(r['changed']) - set(r['trainable']))[:5]}, "
-            f"untouched {sorted(set(r['trainable']) - set(r['changed']))[:5]}")
-        assert 0 < len(r["trainable"]) < len(r["all"])
+    verdict = techniques.same_result_verdict(record.value_of(outcome, "the measurement"))
+    record.metric(**verdict["metrics"])
+    assert verdict["ok"], verdict["message"]
