@@ -191,6 +191,11 @@ def build_record(run_id: str, ident: dict, phases: list[dict], extra: dict, node
 
 # --------------------------------------------------------------------------- writing
 
+def encode_line(obj: dict) -> str:
+    """One run-file line: JSON (no NaN: metrics went through json_safe) and its newline."""
+    return json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+
+
 class Writer:
     """Appends lines to a run file; each line is one write, flushed to the OS at once."""
 
@@ -205,7 +210,7 @@ class Writer:
         return self._fd
 
     def write(self, obj: dict) -> None:
-        data = (json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False) + "\n").encode("utf-8")
+        data = encode_line(obj).encode("utf-8")
         fd = self._open()
         view = memoryview(data)
         while view:
@@ -216,6 +221,16 @@ class Writer:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write a whole file (a report, a comparison) so that a reader, or a crash halfway,
+    sees the old file or the new one, never a mix: a temporary beside it, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def header(run_id: str, env_id: str, facts: dict, **extra) -> dict:

@@ -1,0 +1,245 @@
+"""The regression check (harness/compare.py, tools/compare.py): planted changes of each kind are
+found exactly, identical runs give none, and bad input is one line and exit 2."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness import compare, journal
+from tests.conftest import ROOT
+from tools import compare as cli
+
+
+def rec(check: str, status: str = "pass", category: str = "n/a", target: str = "cpu", reason: str = "",
+        **metrics) -> dict:
+    suite, subject, *variant = check.split("/")
+    return {"kind": "check", "run": "?", "check": check, "suite": suite, "subject": subject,
+            "variant": "/".join(variant), "target": target, "status": status, "category": category,
+            "metrics": metrics, "reason": reason, "duration_s": 0.1, "nodeid": check}
+
+
+def write_run(path, records, env_id="host-a-torch2.8", torch_version="2.8.0", run_id="r1", end=True):
+    w = journal.Writer(path)
+    facts = {"host": "host-a", "packages": {"torch": torch_version, "transformers": "5.0.0"}}
+    w.write(journal.header(run_id, env_id, facts))
+    for r in records:
+        w.write({**r, "run": run_id})
+    if end:
+        w.write({"kind": "end", "run": run_id, "finished": journal.now_iso(), "exitstatus": 0, "counts": {}})
+    w.close()
+    return path
+
+
+HOLDS = dict(category="holds", mem_ratio=0.48, ci_low=0.48, ci_high=0.48, bound=0.62)
+BASELINE = [
+    rec("ops/softmax/float32/forward", category="native"),
+    rec("ops/cumsum/int64/forward", category="native"),
+    rec("ops/nonzero/float32/forward", category="native"),
+    rec("ops/erfinv/float16/forward", category="cpu-fallback", fallback_ops=["aten::erfinv"]),
+    rec("ops/model_step_runs_natively/bert", category="native"),
+    rec("ops/sort/float32/forward", category="native"),
+    rec("parity/gelu/float32/forward", category="parity", max_abs_err=1e-7, margin=0.05),
+    rec("parity/exp/float16/forward", category="parity", max_abs_err=1e-3, margin=0.2),
+    rec("parity/tiny/float32/forward", category="parity", max_abs_err=1e-12, margin=1e-5),
+    rec("parity/det/float32/backward", "fail", category="parity", reason="max_abs_err 0.148"),
+    rec("parity/acos/float16/backward", "xfail", category="parity", reason="precision limit"),
+    rec("parity/logit/float16/forward", category="parity", max_abs_err=1e-4, margin=0.3),
+    rec("optim/gradient-checkpointing/memory", **HOLDS),
+    rec("optim/adafactor/memory", **HOLDS),
+    rec("optim/torch-compile/time", category="holds", time_ratio=0.9, ci_low=0.85, ci_high=0.93),
+    rec("optim/freeze-backbone/time", "xfail", category="does-not-hold", time_ratio=0.9, ci_low=0.8, ci_high=0.98),
+    rec("env/macos-version", target="mps"),
+    rec("env/threads"),
+    rec("ops/gone/float32/forward", category="native"),
+]
+
+# one planted change of each kind: check -> (record in the candidate, expected (kind, rule))
+PLANTED = {
+    "ops/softmax/float32/forward": (dict(status="fail", reason="AssertionError"), ("regression", "status")),
+    "ops/cumsum/int64/forward": (dict(status="crash", category="n/a"), ("regression", "status")),
+    "ops/sort/float32/forward": (dict(status="timeout", category="n/a"), ("regression", "status")),
+    "ops/nonzero/float32/forward": (dict(category="cpu-fallback", metrics={"fallback_ops": ["aten::nonzero"]}),
+                                    ("regression", "fallback")),
+    "ops/model_step_runs_natively/bert": (dict(category="unsupported"), ("regression", "fallback")),
+    "ops/erfinv/float16/forward": (dict(category="native", metrics={}), ("improvement", "fallback")),
+    "parity/gelu/float32/forward": (dict(metrics={"max_abs_err": 5e-7, "margin": 0.25}),
+                                    ("warning", "parity-growth")),
+    "parity/tiny/float32/forward": (dict(metrics={"max_abs_err": 1e-10, "margin": 1e-3}), None),  # under floor
+    "parity/exp/float16/forward": (dict(metrics={"max_abs_err": 1.5e-3, "margin": 0.3}), None),   # 1.5x: fine
+    "parity/det/float32/backward": (dict(status="pass", reason=""), ("improvement", "status")),
+    "parity/acos/float16/backward": (dict(status="pass", reason=""), ("improvement", "limitation")),
+    "parity/logit/float16/forward": (dict(status="xfail", reason="precision limit"), ("regression", "limitation")),
+    "optim/gradient-checkpointing/memory": (dict(status="xfail", category="does-not-hold",
+                                                 metrics={**HOLDS, "mem_ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0}),
+                                            ("regression", "claim")),
+    "optim/adafactor/memory": (dict(metrics={**HOLDS, "mem_ratio": 0.61, "ci_low": 0.61, "ci_high": 0.61}),
+                               ("regression", "claim-ratio")),
+    "optim/torch-compile/time": (dict(status="xfail", category="inconclusive"), ("warning", "claim")),
+    "optim/freeze-backbone/time": (dict(status="pass", category="holds"), ("improvement", "claim")),
+    "env/macos-version": (dict(status="skip", reason="MPS unavailable"), ("warning", "coverage")),
+}
+
+
+def candidate_records():
+    out = []
+    for r in BASELINE:
+        if r["check"] == "ops/gone/float32/forward":
+            continue
+        change = PLANTED.get(r["check"])
+        if change:
+            fields = dict(change[0])
+            metrics = fields.pop("metrics", None)
+            r = {**r, **fields, **({"metrics": metrics} if metrics is not None else {})}
+        out.append(r)
+    return out + [rec("ops/new_op/float32/forward", category="native")]
+
+
+@pytest.fixture
+def files(tmp_path):
+    base = write_run(tmp_path / "base.jsonl", BASELINE)
+    cand = write_run(tmp_path / "cand.jsonl", candidate_records(), env_id="host-a-torch2.10", torch_version="2.10.0")
+    return base, cand
+
+
+def test_each_planted_change_is_found_exactly(files):
+    result = compare.compare(compare.load_side([str(files[0])]), compare.load_side([str(files[1])]))
+    found = {(c.check, c.kind, c.rule) for c in result.changes if c.kind not in ("appeared", "disappeared")}
+    expected = {(check, *want) for check, (_, want) in PLANTED.items() if want}
+    assert found == expected
+    assert sorted((c.kind, c.check) for c in result.changes if c.kind in ("appeared", "disappeared")) == [
+        ("appeared", "ops/new_op/float32/forward"), ("disappeared", "ops/gone/float32/forward")]
+    assert result.unchanged == 3          # env/threads, exp grown 1.5x, tiny grown under the floor
+    assert result.version_changes() == [("torch", "2.8.0", "2.10.0")]
+
+
+def test_regressions_exit_1_and_identical_runs_exit_0(files, tmp_path, capsys):
+    assert cli.main([str(files[0]), str(files[1])]) == 1
+    out = capsys.readouterr().out
+    assert "Regressions (8)" in out and "torch 2.8.0 -> 2.10.0" in out
+    same = write_run(tmp_path / "same.jsonl", BASELINE, run_id="r2")
+    assert cli.main([str(files[0]), str(same)]) == 0
+    out = capsys.readouterr().out
+    assert "0 regression(s), 0 warning(s), 0 improvement(s), 0 appeared, 0 disappeared" in out
+
+
+def test_json_and_markdown_say_the_same(files, tmp_path, capsys):
+    out_file = tmp_path / "out" / "cmp.json"
+    assert cli.main([str(files[0]), str(files[1]), "--format", "json", "--out", str(out_file)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(out_file.read_text())
+    assert doc["counts"] == {"regression": 8, "warning": 3, "improvement": 4, "appeared": 1, "disappeared": 1,
+                             "unchanged": 3}
+    assert doc["compare_schema"] == compare.COMPARE_SCHEMA
+    assert cli.main([str(files[0]), str(files[1]), "--format", "md"]) == 1
+    md = capsys.readouterr().out
+    assert "## Regressions (8)" in md and "| ops/softmax/float32/forward" in md
+
+
+def test_a_pipe_in_a_reason_does_not_break_the_markdown_table(tmp_path, capsys):
+    base = write_run(tmp_path / "b.jsonl", [rec("ops/a/float32/forward")])
+    cand = write_run(tmp_path / "c.jsonl", [rec("ops/a/float32/forward", "fail", reason="x | y\nz")])
+    assert cli.main([str(base), str(cand), "--format", "md"]) == 1
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| ops/a"))
+    assert "x \\| y z" in row and row.count(" | ") == 5
+
+
+def test_the_growth_factor_is_an_option(files):
+    base, cand = (compare.load_side([str(f)]) for f in files)
+    loose = compare.compare(base, cand, factor=10)
+    assert not [c for c in loose.changes if c.rule == "parity-growth"]
+    strict = compare.compare(base, cand, factor=1.2)
+    assert {c.check for c in strict.changes if c.rule == "parity-growth"} == {
+        "parity/gelu/float32/forward", "parity/exp/float16/forward"}
+    with pytest.raises(compare.CompareError):
+        compare.compare(base, cand, factor=0.5)
+
+
+def test_a_directory_side_and_its_newest_record(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    write_run(folder / "one.jsonl", [rec("ops/a/float32/forward", "fail")], run_id="r1")
+    second = [rec("ops/a/float32/forward")]
+    w = journal.Writer(folder / "one.jsonl")   # a later run of the same environment, same file
+    w.write({**journal.header("r2", "host-a-torch2.8", {"host": "host-a"}), "started": "2999-01-01T00:00:00+00:00"})
+    w.write({**second[0], "run": "r2"})
+    w.close()
+    side = compare.load_side([str(folder)])
+    assert side.records[("ops/a/float32/forward", "cpu")]["status"] == "pass"
+    assert not side.complete      # the second run never wrote its end line
+
+
+# --------------------------------------------------------------------------- bad input
+
+def _bad_inputs(tmp_path):
+    good = write_run(tmp_path / "good.jsonl", BASELINE)
+    text = good.read_text()
+    cases = {
+        "missing": (str(tmp_path / "nope.jsonl"), "no such file"),
+        "empty": (tmp_path / "empty.jsonl", "empty run file"),
+        "malformed": (tmp_path / "bad.jsonl", "not valid JSON"),
+        "truncated": (tmp_path / "cut.jsonl", "truncated last line"),
+        "wrong schema": (tmp_path / "schema.jsonl", "schema version 99"),
+        "not a run file": (tmp_path / "other.jsonl", "not a run-file line"),
+        "no checks": (tmp_path / "nochecks.jsonl", "no check records"),
+        "two environments": (tmp_path / "mixed", "runs of 2 environments"),
+        "empty directory": (tmp_path / "nothing", "no run files"),
+    }
+    cases["empty"][0].write_text("")
+    cases["malformed"][0].write_text(text.replace('"status": "pass"', '"status": pass', 1))
+    cases["truncated"][0].write_text(text[: len(text) - 40])
+    cases["wrong schema"][0].write_text(text.replace('"schema": 1', '"schema": 99', 1))
+    cases["not a run file"][0].write_text('["a", "list"]\n')
+    write_run(cases["no checks"][0], [])
+    cases["two environments"][0].mkdir()
+    write_run(cases["two environments"][0] / "a.jsonl", BASELINE)
+    write_run(cases["two environments"][0] / "b.jsonl", BASELINE, env_id="host-b", run_id="r9")
+    cases["empty directory"][0].mkdir()
+    return good, cases
+
+
+def test_bad_input_is_one_line_and_exit_2_on_either_side(tmp_path, capsys):
+    good, cases = _bad_inputs(tmp_path)
+    for name, (path, says) in cases.items():
+        for args in ([str(path), str(good)], [str(good), str(path)]):
+            assert cli.main(args) == 2, name
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith("error: ") and says in err, (name, err)
+
+
+def test_bad_input_from_the_command_line_has_no_traceback(tmp_path):
+    good, cases = _bad_inputs(tmp_path)
+    for name in ("truncated", "wrong schema"):
+        res = subprocess.run([sys.executable, "-m", "tools.compare", str(good), str(cases[name][0])], cwd=ROOT,
+                             capture_output=True, text=True)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.splitlines()) == 1
+    res = subprocess.run([sys.executable, "-m", "tools.compare", str(good)], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and "candidate" in res.stderr
+
+
+def test_an_unwritable_out_file_is_exit_2_and_the_comparison_still_printed(files, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert cli.main([str(files[0]), str(files[1]), "--out", str(blocker / "sub" / "cmp.txt")]) == 2
+    captured = capsys.readouterr()
+    assert "Regressions" in captured.out and captured.err.startswith("error: cannot write")
+
+
+# --------------------------------------------------------------------------- the candidate side
+
+def test_candidate_args_split_at_the_double_dash():
+    from tools import candidate
+    assert candidate.split_args(["torch==2.15.*", "transformers==5.23.0", "--", "-m", "cpu"]) == (
+        ["torch==2.15.*", "transformers==5.23.0"], ["-m", "cpu"])
+    assert candidate.split_args(["torch==2.15.*"]) == (["torch==2.15.*"], [])
+
+
+def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, capsys, monkeypatch):
+    from tools import candidate
+    monkeypatch.setattr(candidate, "install", lambda specs: pytest.fail("installed without a baseline"))
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"kind": "header", "sch')
+    for path in (tmp_path / "none.jsonl", cut):
+        assert candidate.main(["torch==2.15.*", "--baseline-file", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "./compat baseline" in err
