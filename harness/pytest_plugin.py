@@ -65,6 +65,10 @@ class SessionState:
         self.run_id = journal.new_run_id()
         self.pending: dict[str, dict] = {}   # nodeid -> {"ident", "phases", "extra"}
         self.records: list[dict] = []
+        self.header: dict | None = None
+        self.baseline = None       # harness.compare.Side, read at configure time (--baseline)
+        self.comparison = None     # harness.compare.Comparison, made at session end
+        self.saved: str | None = None
 
     # -- the run file, opened at the first record so a run with no checks leaves none
     def _writer(self) -> journal.Writer:
@@ -74,11 +78,12 @@ class SessionState:
             path = self.config.getoption("--run-file") or Path(self.config.rootpath, "reports", "runs",
                                                                  facts.env_id(f) + ".jsonl")
             self.writer = journal.Writer(path)
-            self.writer.write(journal.header(
+            self.header = journal.header(
                 self.run_id, facts.env_id(f), f,
                 targets=target_table(self.targets, f), mps_fallback=self.fallback,
                 pytest_args=list(self.config.invocation_params.args),
-                workers=int(getattr(self.config.option, "numprocesses", 0) or 0)))
+                workers=int(getattr(self.config.option, "numprocesses", 0) or 0))
+            self.writer.write(self.header)
         return self.writer
 
     def write(self, record: dict) -> None:
@@ -117,9 +122,30 @@ class SessionState:
         counts: dict[str, int] = {}
         for rec in self.records:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
-        self.writer.write({"kind": "end", "run": self.run_id, "finished": journal.now_iso(),
-                           "exitstatus": int(exitstatus), "counts": counts})
+        end = {"kind": "end", "run": self.run_id, "finished": journal.now_iso(), "exitstatus": int(exitstatus),
+               "counts": counts}
+        self.writer.write(end)
         self.writer.close()
+        keep = self.config.getoption("--save-baseline")
+        if keep:
+            self.saved = save_baseline(keep, self.header, self.records, end)
+        if self.baseline is not None:
+            from harness import compare
+            this_run = journal.Run(self.run_id, self.header, "this run", list(self.records), end)
+            self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
+            out = self.config.getoption("--compare-out")
+            if out:
+                for path, fmt in ((Path(out), "md"), (Path(out).with_suffix(".json"), "json")):
+                    journal.write_atomic(path, compare.render(self.comparison, fmt))
+            if self.comparison.regressions and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> str:
+    """This run as a baseline file (a run file of its own), replaced atomically: an
+    interrupted save leaves the previous baseline whole."""
+    journal.write_atomic(path, "".join(journal.encode_line(obj) for obj in (header, *records, end)))
+    return str(path)
 
 
 def target_table(selected: list[str], facts: dict) -> dict:
@@ -148,6 +174,13 @@ def pytest_addoption(parser):
                          "128: for a Mac or a GPU)")
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
+    group.addoption("--save-baseline", default=None, metavar="PATH",
+                    help="keep this run as the reference for later --baseline runs (a run file, replaced)")
+    group.addoption("--baseline", default=None, metavar="PATH",
+                    help="compare this run with a kept baseline (run file or directory); the session fails "
+                         "when a check regressed (python -m tools.compare has the rules)")
+    group.addoption("--compare-out", default=None, metavar="PATH.md",
+                    help="with --baseline: also write the comparison as Markdown to PATH and JSON beside it")
 
 
 def pytest_configure(config):
@@ -168,6 +201,13 @@ def pytest_configure(config):
             if not avail.available:
                 raise pytest.UsageError(f"--device {name}: {avail.reason}")
     state = SessionState(config, targets, fallback)
+    baseline = config.getoption("--baseline")
+    if baseline and state.controller:  # read before anything runs: a bad baseline costs no run
+        from harness import compare
+        try:
+            state.baseline = compare.load_side([baseline], f"--baseline {baseline}")
+        except compare.CompareError as exc:
+            raise pytest.UsageError(f"--baseline: {exc}") from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, "mps-compat-journal")
 
@@ -275,4 +315,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(f"{name}: skipped: {info['reason']}")
     rel = os.path.relpath(state.writer.path) if state.writer else "?"
     tr.write_line(f"run file: {rel}   full matrix: python -m tools.report")
+    if state.saved:
+        tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
+    if state.comparison is not None:
+        from harness import compare
+        cmp = state.comparison
+        tr.section("mps-compat: against the baseline", red=bool(cmp.regressions), green=not cmp.regressions)
+        tr.write_line(compare.render(cmp, "table").rstrip())
+        if cmp.regressions:
+            tr.write_line(f"FAILED: {len(cmp.regressions)} regression(s) against {cmp.baseline.label}", red=True)
 

@@ -14,13 +14,22 @@ def run(tmp_path, *args, env=None):
 
 
 def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
-    clean, before = run(tmp_path, "-k", SLICE)
+    baseline = tmp_path / "kept" / "baseline.jsonl"
+    clean, before = run(tmp_path, "-k", SLICE, "--save-baseline", str(baseline))
     assert clean.returncode == 0, clean.stdout[-3000:]
+    assert baseline.exists() and "baseline kept" in clean.stdout
     before = {r["subject"]: r for r in before}
     assert {name: r["category"] for name, r in before.items()} == {
         "gradient-checkpointing": "holds", "adafactor": "holds", "fused-adamw": "holds"}
-    sabotaged, after = run(tmp_path, "-k", SLICE, "-p", "tests.optim_sabotage",
+    sabotaged, after = run(tmp_path, "-k", SLICE, "-p", "tests.optim_sabotage", "--baseline", str(baseline),
                            env={"MPS_COMPAT_OPTIM_SABOTAGE": "no-checkpointing,adafactor-is-adamw"})
+    # a claim that does not hold is an xfail, not a failure: only the baseline fails the session
+    assert not [r for r in after if r["status"] not in ("pass", "xfail")]
+    assert sabotaged.returncode == 1, sabotaged.stdout[-3000:]
+    regressions = [line for line in sabotaged.stdout.splitlines() if line.startswith("optim/") and " claim " in line]
+    assert sorted(line.split()[0] for line in regressions) == ["optim/adafactor/memory",
+                                                               "optim/gradient-checkpointing/memory"]
+    assert "FAILED: 2 regression(s)" in sabotaged.stdout
     after = {r["subject"]: r for r in after}
     assert {name: r["category"] for name, r in after.items()} == {
         "gradient-checkpointing": "does-not-hold", "adafactor": "does-not-hold", "fused-adamw": "holds"}

@@ -37,3 +37,22 @@ def test_naming_the_absent_mps_device_is_a_usage_error(tmp_path):
     assert res.returncode == 4 and not run_file.exists()
     assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
         next(ln for ln in res.stderr.splitlines() if ln.startswith("ERROR: --device mps: MPS unavailable"))]
+
+
+def test_a_kept_baseline_passes_an_unchanged_rerun(tmp_path):
+    kept = tmp_path / "baseline.jsonl"
+    res, _ = pytest_suites(tmp_path, "-m", "env and cpu", "--save-baseline", str(kept))
+    assert res.returncode == 0 and kept.exists(), res.stdout[-3000:]
+    again, _ = pytest_suites(tmp_path, "-m", "env and cpu", "--baseline", str(kept))
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "mps-compat: against the baseline" in again.stdout and "0 regression(s)" in again.stdout
+
+
+def test_a_bad_baseline_is_a_usage_error_before_anything_runs(tmp_path):
+    truncated = tmp_path / "cut.jsonl"
+    truncated.write_text('{"kind": "header", "schema": 1, "run": "r", "env_id": "e", "fac')
+    for path, says in ((tmp_path / "missing.jsonl", "no such file"), (truncated, "truncated last line")):
+        res, run_file = pytest_suites(tmp_path, "-m", "env and cpu", "--baseline", str(path))
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode == 4 and not run_file.exists(), res.stderr
+        assert len(lines) == 1 and lines[0].startswith("ERROR: --baseline: ") and says in lines[0]
