@@ -91,15 +91,36 @@ class Column:
         return self.header.get("facts", {})
 
     @property
+    def torch_release(self) -> str:
+        """The torch version without its local build tag (2.8.0+cu128 -> 2.8.0)."""
+        return ((self.facts.get("torch") or {}).get("version") or "none").split("+")[0]
+
+    @property
     def label(self) -> str:
-        """Short: host, torch release (without its local build tag) and target."""
+        """Short: host, torch release and target."""
+        return f"{self.facts.get('host', '?')} {self.sublabel}"
+
+    @property
+    def sublabel(self) -> str:
+        """The label without the host: what a column says under its host's group header."""
+        return f"torch {self.torch_release} {self.target}{self.label_suffix}"
+
+    @property
+    def host_label(self) -> str:
+        """The host and what tells machines apart: chip and macOS on a Mac, CPU and OS elsewhere."""
         f = self.facts
-        torch_v = ((f.get("torch") or {}).get("version") or "none").split("+")[0]
-        return f"{f.get('host', '?')} torch {torch_v} {self.target}{self.label_suffix}"
+        mac, os_ = f.get("mac") or {}, f.get("os") or {}
+        if mac.get("version"):
+            machine = f"{mac.get('chip') or (f.get('cpu') or {}).get('model') or '?'}, macOS {mac['version']}"
+        else:
+            machine = ", ".join(str(x) for x in ((f.get("cpu") or {}).get("model"), os_.get("system"),
+                                                 os_.get("machine")) if x)
+        return f"{f.get('host', '?')} ({machine or 'unknown machine'})"
 
     def sort_key(self):
+        """Host first (so a host's columns sit together), then torch version numerically."""
         f = self.facts
-        return (f.get("host", ""), _version_key((f.get("torch") or {}).get("version")),
+        return (f.get("host", ""), self.host_label, _version_key((f.get("torch") or {}).get("version")),
                 (f.get("python") or {}).get("version", ""), TARGET_ORDER.get(self.target, 9))
 
 
@@ -152,6 +173,85 @@ def _disambiguate(columns: list[Column]) -> None:
         for c in columns:
             if seen[c.label] > 1:
                 c.label_suffix += suffix(c)
+
+
+def host_groups(columns: list[Column]) -> list[tuple[str, list[Column]]]:
+    """Consecutive columns of one machine, under one header (columns come sorted by host)."""
+    groups: list[tuple[str, list[Column]]] = []
+    for col in columns:
+        if groups and groups[-1][0] == col.host_label:
+            groups[-1][1].append(col)
+        else:
+            groups.append((col.host_label, [col]))
+    return groups
+
+
+# ---------------------------------------------------------------------- across versions
+
+WORKS = ("pass", "cpu-fallback", "xpass")   # cell keys that count as "it works here"
+
+
+@dataclasses.dataclass(frozen=True)
+class History:
+    """One check on one lineage (host, target, Python) across torch versions, oldest first.
+
+    Skipped cells say nothing about whether the check works, so they are left out of
+    ``steps``. ``first_works``: the first version of the final unbroken run of working
+    versions (None when the newest does not work). ``last_worked``: when the newest does
+    not work, the newest version that did. ``regressions``: every (worked, broke) pair of
+    neighbouring versions, so a fix that follows an earlier breakage says so.
+    """
+    check: str
+    host: str
+    target: str
+    python: str
+    steps: tuple[tuple[str, str], ...]        # (torch release, cell key)
+    first_works: str | None
+    last_worked: str | None
+    regressions: tuple[tuple[str, str], ...]
+
+    @property
+    def works_now(self) -> bool:
+        return self.steps[-1][1] in WORKS
+
+
+def lineages(m: Matrix) -> dict[tuple[str, str, str], list[Column]]:
+    """Columns of one host, target and Python, ordered by torch version."""
+    out: dict[tuple[str, str, str], list[Column]] = defaultdict(list)
+    for col in m.columns:
+        f = col.facts
+        out[(f.get("host", "?"), col.target, (f.get("python") or {}).get("version", "?"))].append(col)
+    return {k: sorted(cols, key=lambda c: _version_key((c.facts.get("torch") or {}).get("version")))
+            for k, cols in out.items()}
+
+
+def version_history(m: Matrix) -> list[History]:
+    """Every check whose result changes across the torch versions of a lineage."""
+    out = []
+    for (host, target, python), cols in lineages(m).items():
+        if len(cols) < 2:
+            continue
+        for check in m.rows:
+            steps = tuple((c.torch_release, cell_key(r)) for c in cols
+                          if (r := m.cells.get((check, c.id))) and r["status"] != "skip")
+            if len({key for _, key in steps}) > 1:
+                out.append(_history(check, host, target, python, steps))
+    return out
+
+
+def _history(check: str, host: str, target: str, python: str, steps: tuple) -> History:
+    versions = [v for v, _ in steps]
+    works = [key in WORKS for _, key in steps]
+    regressions = tuple((versions[i], versions[i + 1]) for i in range(len(steps) - 1) if works[i] and not works[i + 1])
+    first_works = last_worked = None
+    if works[-1]:
+        start = len(works) - 1
+        while start > 0 and works[start - 1]:
+            start -= 1
+        first_works = versions[start]
+    else:
+        last_worked = next((v for v, w in zip(reversed(versions), reversed(works)) if w), None)
+    return History(check, host, target, python, steps, first_works, last_worked, regressions)
 
 
 def suite_counts(records: list[dict]) -> list[tuple[str, str, Counter]]:

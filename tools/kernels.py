@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import kernels
+from harness import journal, kernels
 from harness.kernels import KernelsError, Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,13 +67,6 @@ def diff_text(old: Snapshot, new: Snapshot) -> str:
     return "\n".join(out)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _parser() -> tuple[_Parser, _Parser]:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--format", choices=("text", "json"), default="text", help="what to print (default: text)")
@@ -113,7 +106,7 @@ def run(argv: list[str]) -> int:
         print(dump if args.format == "json" else text)
         return 0
     try:
-        _write_atomic(out, dump + "\n")
+        journal.write_atomic(out, dump + "\n")
     except OSError as exc:
         raise KernelsError(f"{out}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {out}: {summary}")
