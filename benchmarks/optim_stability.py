@@ -61,7 +61,7 @@ def main() -> int:
         ratios = [r for _, r in results]
         rows.append([check, " ".join(v for v, _ in results), f"{min(ratios):.3f}-{max(ratios):.3f}",
                      "FLIP" if flipped else ""])
-    print(tabulate(rows, headers=("check", "verdicts", "ratio range", ""), tablefmt="simple"))
+    print(tabulate(rows, headers=("check", "verdicts", "ratio range", "flip"), tablefmt="simple"))
     print(f"flips (holds <-> does not hold): {flips} of {len(rows)} checks (target 0)")
     print("wall time per run: " + ", ".join(f"{w:.0f} s" for w in walls) + f" (target under 600 s); "
           f"run files in {folder}")
