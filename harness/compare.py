@@ -179,10 +179,30 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
     ea, eb = _number(ma.get("max_abs_err")), _number(mb.get("max_abs_err"))
     if ea is not None and eb is not None:
         detail += f"; max_abs_err {ea:.3g} -> {eb:.3g}"
-    na, nb = ma.get("samples"), mb.get("samples")
-    if na is not None and nb is not None and na != nb:
-        detail += f"; samples {na} -> {nb} (the OpInfo inputs changed between versions)"
-    return ("warning", "parity-growth", detail)
+    note = _inputs_note(a, b)
+    return ("warning", "parity-growth", detail + (f"; {note}" if note else ""))
+
+
+def _inputs_note(a: dict, b: dict) -> str:
+    """Did the result change on the same inputs? OpInfo generates the sample inputs anew in
+    each torch release; the op-parity records carry a digest per sample (``inputs``) and the
+    sample that decided (``worst_sample``). A check that stopped at a failing sample is judged
+    by that sample; two passing ones by all their samples. Empty when the records cannot say."""
+    fa, fb = ((r.get("metrics") or {}).get("inputs") for r in (a, b))
+    if not isinstance(fa, str) or not isinstance(fb, str):
+        return ""
+    fa, fb = fa.split(), fb.split()
+    failed = b if b["status"] not in WORKS else a if a["status"] not in WORKS else None
+    if failed is not None:
+        i = (failed.get("metrics") or {}).get("worst_sample")
+        if not isinstance(i, int) or i >= len(fa) or i >= len(fb):
+            return f"sample {i} exists in one version only" if isinstance(i, int) else ""
+        return (f"sample {i} has the same inputs in both versions: the kernel's result changed" if fa[i] == fb[i]
+                else f"sample {i} has other inputs in the other version: OpInfo's samples changed")
+    if fa == fb:
+        return f"the same {len(fa)} sample inputs in both versions"
+    shared = len(set(fa) & set(fb))
+    return f"the sample inputs differ ({len(fa)} -> {len(fb)} samples, {shared} identical)"
 
 
 def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
@@ -201,9 +221,13 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
     elif sa != "skip" and sb == "skip":
         out.append(("warning", "coverage", f"now skipped: {b.get('reason') or ''}".rstrip(": ")))
     elif not optim and sa in WORKS and sb == "xfail":
-        out.append(("regression", "limitation", b.get("reason") or "now a known limitation"))
+        note = _inputs_note(a, b)
+        out.append(("regression", "limitation", (f"({note}) " if note else "") + (b.get("reason") or
+                                                                                 "now a known limitation")))
     elif not optim and sa == "xfail" and sb in WORKS:
-        out.append(("improvement", "limitation", f"was a known limitation: {a.get('reason') or ''}".rstrip(": ")))
+        note = _inputs_note(a, b)
+        out.append(("improvement", "limitation", (f"({note}) " if note else "") +
+                    f"was a known limitation: {a.get('reason') or ''}".rstrip(": ")))
     fa, fb = FALLBACK_ORDER.get(a.get("category")), FALLBACK_ORDER.get(b.get("category"))
     if fa is not None and fb is not None and fa != fb:
         ops = ", ".join((b.get("metrics") or {}).get("fallback_ops") or [])

@@ -28,6 +28,8 @@ OpInfo: uninitialised ``empty*``, random ops, and others), with PyTorch's reason
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 import time
 
 from harness import opsweep, tolerances
@@ -259,7 +261,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str, stand_in: bool = 
     if kind == "cpu" and declared and declared[0] == "xfail":  # a device-vs-CPU expectation
         declared = None
     started = time.perf_counter()
-    res = {"samples": 0, "compared": 0, "random": 0, "no_grad": 0, "no_reference": 0,
+    res = {"samples": 0, "compared": 0, "random": 0, "no_grad": 0, "no_reference": 0, "inputs": [],
            "verdict": None, "target_ref": None, "cpu_ref": None, "error": None, "declared": declared,
            "tolerance": dataclasses.asdict(tol), "reference": "cpu" if kind != "cpu" else WIDE.get(dtype),
            "known_limit": KNOWN_LIMITS.get((op_key, dtype, pass_)) if kind == "cpu" else None}
@@ -269,6 +271,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str, stand_in: bool = 
     try:
         for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=pass_ == "backward")):
             res["samples"] += 1
+            res["inputs"].append(fingerprint(sample))
             _compare_sample(op, sample, i, device, dt, wide, pass_, tol, res, parity, kind != "cpu")
             if res["verdict"] is not None and not res["verdict"]["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
@@ -276,6 +279,45 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str, stand_in: bool = 
         res["error"] = opsweep._first_line(exc)
     res["seconds"] = round(time.perf_counter() - started, 4)
     return res
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def fingerprint(sample) -> str:
+    """A short digest of one sample's inputs (values, dtypes, shapes, strides, other
+    arguments). OpInfo generates the samples anew in each torch release; comparing digests
+    tells a result that changed on the same inputs (the kernel) from one that changed
+    because the inputs did."""
+    h = hashlib.blake2b(digest_size=4)
+
+    def feed(x) -> None:
+        import torch
+        if isinstance(x, torch.Tensor):
+            t = x.detach()
+            h.update(f"T{t.dtype}{tuple(t.shape)}{t.stride() if t.layout == torch.strided else t.layout}".encode())
+            try:
+                flat = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
+                h.update(flat.view(torch.uint8).numpy().tobytes())
+            except (RuntimeError, TypeError):  # sparse, quantized ...: described, not read
+                h.update(repr(t.layout).encode())
+        elif isinstance(x, (list, tuple)):
+            h.update(f"{type(x).__name__}{len(x)}".encode())
+            for v in x:
+                feed(v)
+        elif isinstance(x, dict):
+            for k in sorted(x, key=str):
+                h.update(str(k).encode())
+                feed(x[k])
+        elif callable(x):
+            h.update(getattr(x, "__qualname__", type(x).__name__).encode())
+        else:
+            h.update(_ADDRESS.sub("", repr(x)).encode())
+
+    feed(sample.input)
+    feed(tuple(sample.args))
+    feed(dict(sample.kwargs))
+    return h.hexdigest()
 
 
 def _compare_sample(op, sample, index, device, dt, wide, pass_, tol, res, parity, on_target: bool) -> None:
@@ -432,6 +474,8 @@ def judge(result: dict) -> Judgement:
     metrics = {"reference": result.get("reference"), "samples": result.get("samples", 0),
                "compared": result.get("compared", 0), "rtol": tol.get("rtol"), "atol": tol.get("atol"),
                "tolerance_source": tol.get("source")}
+    if result.get("inputs"):  # one digest per sample, in order (see fingerprint)
+        metrics["inputs"] = " ".join(result["inputs"])
     for key in ("random", "no_grad", "no_reference"):
         if result.get(key):
             metrics[f"samples_{key}"] = result[key]
@@ -448,6 +492,8 @@ def judge(result: dict) -> Judgement:
                else "the op has no samples")
         return Judgement("skip", f"nothing comparable: {why}", metrics)
     metrics.update({k: verdict[k] for k in ("max_abs_err", "max_rel_err", "margin") if k in verdict})
+    if isinstance(verdict.get("sample"), int):
+        metrics["worst_sample"] = verdict["sample"]
     if "elementwise_margin" in verdict:
         metrics["elementwise_margin"] = verdict["elementwise_margin"]
     for side in ("target_ref", "cpu_ref"):

@@ -44,7 +44,7 @@ BASELINE = [
     rec("parity/tiny/float32/forward", category="parity", max_abs_err=1e-12, margin=1e-5),
     rec("parity/det/float32/backward", "fail", category="parity", reason="max_abs_err 0.148"),
     rec("parity/acos/float16/backward", "xfail", category="parity", reason="precision limit"),
-    rec("parity/logit/float16/forward", category="parity", max_abs_err=1e-4, margin=0.3),
+    rec("parity/logit/float16/forward", category="parity", max_abs_err=1e-4, margin=0.3, inputs="aa bb cc"),
     rec("optim/gradient-checkpointing/memory", **HOLDS),
     rec("optim/adafactor/memory", **HOLDS),
     rec("optim/torch-compile/time", category="holds", time_ratio=0.9, ci_low=0.85, ci_high=0.93),
@@ -69,7 +69,9 @@ PLANTED = {
     "parity/exp/float16/forward": (dict(metrics={"max_abs_err": 1.5e-3, "margin": 0.3}), None),   # 1.5x: fine
     "parity/det/float32/backward": (dict(status="pass", reason=""), ("improvement", "status")),
     "parity/acos/float16/backward": (dict(status="pass", reason=""), ("improvement", "limitation")),
-    "parity/logit/float16/forward": (dict(status="xfail", reason="precision limit"), ("regression", "limitation")),
+    "parity/logit/float16/forward": (dict(status="xfail", reason="precision limit",
+                                          metrics={"inputs": "aa bb cc dd", "worst_sample": 1}),
+                                     ("regression", "limitation")),
     "optim/gradient-checkpointing/memory": (dict(status="xfail", category="does-not-hold",
                                                  metrics={**HOLDS, "mem_ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0}),
                                             ("regression", "claim")),
@@ -116,6 +118,8 @@ def test_each_planted_change_is_found_exactly(files):
 def test_regressions_exit_1_and_identical_runs_exit_0(files, tmp_path, capsys):
     assert cli.main([str(files[0]), str(files[1])]) == 1
     out = capsys.readouterr().out
+    # a result that changed on the same sample inputs says so first
+    assert "(sample 1 has the same inputs in both versions: the kernel's result changed) precision limit" in out
     assert "Regressions (8)" in out and "torch 2.8.0 -> 2.10.0" in out
     same = write_run(tmp_path / "same.jsonl", BASELINE, run_id="r2")
     assert cli.main([str(files[0]), str(same)]) == 0
@@ -134,6 +138,28 @@ def test_json_and_markdown_say_the_same(files, tmp_path, capsys):
     assert cli.main([str(files[0]), str(files[1]), "--format", "md"]) == 1
     md = capsys.readouterr().out
     assert "## Regressions (8)" in md and "| ops/softmax/float32/forward" in md
+
+
+@pytest.mark.parametrize("before, after, says", [
+    (dict(inputs="aa bb"), dict(status="xfail", inputs="aa bx", worst_sample=1),
+     "sample 1 has other inputs in the other version: OpInfo's samples changed"),
+    (dict(inputs="aa bb"), dict(status="xfail", inputs="aa bb cc", worst_sample=2), "sample 2 exists in one version only"),
+    (dict(status="xfail", inputs="aa bb", worst_sample=0), dict(inputs="aa bb"),
+     "sample 0 has the same inputs in both versions"),
+    (dict(inputs="aa bb", margin=0.1), dict(inputs="aa bb", margin=0.5), "the same 2 sample inputs in both versions"),
+    (dict(inputs="aa bb", margin=0.1), dict(inputs="aa cc dd", margin=0.5),
+     "the sample inputs differ (2 -> 3 samples, 1 identical)"),
+    (dict(margin=0.1), dict(margin=0.5), None),       # records without digests: nothing said
+])
+def test_a_changed_parity_result_says_whether_its_inputs_changed(before, after, says):
+    def make(fields):
+        fields = dict(fields)
+        status = fields.pop("status", "pass")
+        return rec("parity/op/float16/forward", status, category="parity", reason="r", **fields)
+    found = compare.compare_records(make(before), make(after))
+    assert len(found) == 1
+    detail = found[0][2]
+    assert (says in detail) if says else ("sample" not in detail), detail
 
 
 def test_a_pipe_in_a_reason_does_not_break_the_markdown_table(tmp_path, capsys):
