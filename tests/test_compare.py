@@ -184,7 +184,7 @@ def test_the_growth_factor_is_an_option(files):
 def test_a_directory_side_and_its_newest_record(tmp_path):
     folder = tmp_path / "runs"
     folder.mkdir()
-    write_run(folder / "one.jsonl", [rec("ops/a/float32/forward", "fail")], run_id="r1")
+    write_run(folder / "one.jsonl", [rec("ops/a/float32/forward", "fail"), rec("ops/b/float32/forward")], run_id="r1")
     second = [rec("ops/a/float32/forward")]
     w = journal.Writer(folder / "one.jsonl")   # a later run of the same environment, same file
     w.write({**journal.header("r2", "host-a-torch2.8", {"host": "host-a"}), "started": "2999-01-01T00:00:00+00:00"})
@@ -193,6 +193,16 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
     side = compare.load_side([str(folder)])
     assert side.records[("ops/a/float32/forward", "cpu")]["status"] == "pass"
     assert not side.complete      # the second run never wrote its end line
+    assert ("ops/b/float32/forward", "cpu") in side.records          # partial runs add up
+    latest = compare.load_side([str(folder)], latest=True)
+    assert list(latest.records) == [("ops/a/float32/forward", "cpu")]  # --latest: the newest run alone
+
+
+def test_a_ratio_without_an_interval_and_bound_is_not_judged_as_a_claim():
+    # seed 003's path: a table of medians, not a measured claim
+    a = rec("optim/seed_003_path_never_raises_peak_memory", time_ratio=1.66, mem_ratio=0.12)
+    b = rec("optim/seed_003_path_never_raises_peak_memory", time_ratio=2.14, mem_ratio=0.12)
+    assert compare.compare_records(a, b) == []
 
 
 # --------------------------------------------------------------------------- bad input

@@ -1,7 +1,7 @@
 """Pre-upgrade regression check: what changed from a baseline run to a candidate run.
 
     python -m tools.compare BASELINE CANDIDATE [--format table|json|md] [--out FILE]
-                            [--factor 2] [--floor 0.01] [--all]
+                            [--factor 2] [--floor 0.01] [--all] [--latest]
 
 BASELINE and CANDIDATE are run files (``reports/runs/*.jsonl``, or a file kept with
 ``pytest --save-baseline``) or directories holding one environment's run files. Lists
@@ -35,10 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", type=float, default=compare.DEFAULT_FLOOR,
                         help="parity errors below this fraction of their tolerance are not compared (default 0.01)")
     parser.add_argument("--all", action="store_true", help="list every appeared / disappeared check")
+    parser.add_argument("--latest", action="store_true",
+                        help="each side is its newest run only (default: the newest record of each check over "
+                             "all runs of the environment, so partial runs add up)")
     args = parser.parse_args(argv)
     try:
-        base = compare.load_side([args.baseline], "baseline " + args.baseline)
-        cand = compare.load_side([args.candidate], "candidate " + args.candidate)
+        base = compare.load_side([args.baseline], "baseline " + args.baseline, args.latest)
+        cand = compare.load_side([args.candidate], "candidate " + args.candidate, args.latest)
         result = compare.compare(base, cand, args.factor, args.floor)
     except compare.CompareError as exc:
         print(f"error: {exc}", file=sys.stderr)
