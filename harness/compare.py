@@ -340,6 +340,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
         changes = cmp.of(kind)
         if not changes:
             continue
+        if kind in ("appeared", "disappeared"):  # the ones that did not pass first: those are news
+            changes = sorted(changes, key=lambda c: (not (c.after or c.before).startswith(BAD), c.check, c.target))
         shown = changes if show_all or kind in ("regression", "warning", "improvement") else changes[:SHOW_AT_MOST]
         rows = [[esc(v) for v in row] for row in _rows(shown, None if md else DETAIL_WIDTH)]
         lines += [heading(f"{titles[kind]} ({len(changes)})"), "",

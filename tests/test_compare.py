@@ -94,7 +94,7 @@ def candidate_records():
             metrics = fields.pop("metrics", None)
             r = {**r, **fields, **({"metrics": metrics} if metrics is not None else {})}
         out.append(r)
-    return out + [rec("ops/new_op/float32/forward", category="native")]
+    return out + [rec("ops/new_op/float32/forward", category="native"), rec("ops/zz_new/float32/forward", "crash")]
 
 
 @pytest.fixture
@@ -110,7 +110,8 @@ def test_each_planted_change_is_found_exactly(files):
     expected = {(check, *want) for check, (_, want) in PLANTED.items() if want}
     assert found == expected
     assert sorted((c.kind, c.check) for c in result.changes if c.kind in ("appeared", "disappeared")) == [
-        ("appeared", "ops/new_op/float32/forward"), ("disappeared", "ops/gone/float32/forward")]
+        ("appeared", "ops/new_op/float32/forward"), ("appeared", "ops/zz_new/float32/forward"),
+        ("disappeared", "ops/gone/float32/forward")]
     assert result.unchanged == 3          # env/threads, exp grown 1.5x, tiny grown under the floor
     assert result.version_changes() == [("torch", "2.8.0", "2.10.0")]
 
@@ -121,6 +122,8 @@ def test_regressions_exit_1_and_identical_runs_exit_0(files, tmp_path, capsys):
     # a result that changed on the same sample inputs says so first
     assert "(sample 1 has the same inputs in both versions: the kernel's result changed) precision limit" in out
     assert "Regressions (8)" in out and "torch 2.8.0 -> 2.10.0" in out
+    appeared = out[out.index("Checks only in the candidate"):].splitlines()
+    assert appeared[5].startswith("ops/zz_new/float32/forward") and "crash" in appeared[5]  # failures first
     same = write_run(tmp_path / "same.jsonl", BASELINE, run_id="r2")
     assert cli.main([str(files[0]), str(same)]) == 0
     out = capsys.readouterr().out
@@ -132,7 +135,7 @@ def test_json_and_markdown_say_the_same(files, tmp_path, capsys):
     assert cli.main([str(files[0]), str(files[1]), "--format", "json", "--out", str(out_file)]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc == json.loads(out_file.read_text())
-    assert doc["counts"] == {"regression": 8, "warning": 3, "improvement": 4, "appeared": 1, "disappeared": 1,
+    assert doc["counts"] == {"regression": 8, "warning": 3, "improvement": 4, "appeared": 2, "disappeared": 1,
                              "unchanged": 3}
     assert doc["compare_schema"] == compare.COMPARE_SCHEMA
     assert cli.main([str(files[0]), str(files[1]), "--format", "md"]) == 1
