@@ -27,7 +27,6 @@ technique with the earlier ones on.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import re
 from types import MappingProxyType
 from typing import Mapping
@@ -799,13 +798,7 @@ def trainer_kwargs(claim: Claim | str, fields: set[str] | None = None) -> dict:
 
 def extra_package_versions() -> dict[str, str | None]:
     """Versions of EXTRA_PACKAGES in this environment (None: not installed)."""
-    out = {}
-    for name in EXTRA_PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return F.package_versions(EXTRA_PACKAGES)
 
 
 def with_extra_packages(facts: dict) -> dict:

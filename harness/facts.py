@@ -80,9 +80,10 @@ def binary_archs(path: str | os.PathLike) -> list[str]:
     return []
 
 
-def _package_versions() -> dict[str, str | None]:
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution in ``names`` (None: not installed)."""
     versions = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -203,7 +204,7 @@ def collect() -> dict:
         "mac": _mac_facts(),
         "cpu": {"model": _cpu_model(), "logical": os.cpu_count(), "usable": _usable_cpus()},
         "nvidia_driver": _nvidia_driver(),
-        "packages": _package_versions(),
+        "packages": package_versions(),
         "torch": _torch_facts(),
         "tokenizers": _tokenizers_facts(),
         "env": dict(process_env.ORIGINAL),

@@ -69,6 +69,7 @@ class SessionState:
         self.baseline = None       # harness.compare.Side, read at configure time (--baseline)
         self.comparison = None     # harness.compare.Comparison, made at session end
         self.saved: str | None = None
+        self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
 
     # -- the run file, opened at the first record so a run with no checks leaves none
     def _writer(self) -> journal.Writer:
@@ -128,17 +129,24 @@ class SessionState:
         self.writer.close()
         keep = self.config.getoption("--save-baseline")
         if keep:
-            self.saved = save_baseline(keep, self.header, self.records, end)
+            try:
+                self.saved = save_baseline(keep, self.header, self.records, end)
+            except OSError as exc:  # the run file is written already; only the copy failed
+                self.write_errors.append(f"--save-baseline {keep}: cannot write: {exc.strerror or exc}")
         if self.baseline is not None:
             from harness import compare
             this_run = journal.Run(self.run_id, self.header, "this run", list(self.records), end)
             self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
             out = self.config.getoption("--compare-out")
             if out:
-                for path, fmt in ((Path(out), "md"), (Path(out).with_suffix(".json"), "json")):
-                    journal.write_atomic(path, compare.render(self.comparison, fmt))
-            if self.comparison.regressions and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                try:
+                    for path, fmt in ((Path(out), "md"), (Path(out).with_suffix(".json"), "json")):
+                        journal.write_atomic(path, compare.render(self.comparison, fmt))
+                except OSError as exc:
+                    self.write_errors.append(f"--compare-out {out}: cannot write: {exc.strerror or exc}")
+        failed = self.write_errors or (self.comparison is not None and self.comparison.regressions)
+        if failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> str:
@@ -317,6 +325,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(f"run file: {rel}   full matrix: python -m tools.report")
     if state.saved:
         tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
+    for problem in state.write_errors:
+        tr.write_line(f"ERROR: {problem}", red=True)
     if state.comparison is not None:
         from harness import compare
         cmp = state.comparison
