@@ -130,11 +130,15 @@ def _first_tensor(out):
     return None
 
 
-def loss_of(output, batch, loss_fn: Callable | None = None):
+def loss_of(output, batch, loss_fn: Callable | None = None, model=None):
     """The scalar to call ``backward()`` on.
 
     ``loss_fn(output, batch)`` when given; else ``output.loss`` (a transformers model
     given ``labels``); else the first floating tensor of the output, summed.
+
+    A transformers loss computed in a narrower dtype than the model's logits (a float64
+    model whose causal-LM loss came back float32: see ``wide_loss``) is computed again in
+    the logits' dtype; that needs ``model``, to know which loss the head computes.
     """
     if loss_fn is not None:
         return loss_fn(output, batch)
@@ -142,11 +146,57 @@ def loss_of(output, batch, loss_fn: Callable | None = None):
     if loss is None and isinstance(output, Mapping):
         loss = output.get("loss")
     if isinstance(loss, torch.Tensor):
+        logits = getattr(output, "logits", None)
+        if (isinstance(logits, torch.Tensor) and loss.is_floating_point() and logits.is_floating_point()
+                and torch.finfo(logits.dtype).bits > torch.finfo(loss.dtype).bits):
+            return wide_loss(model, logits, batch)
         return loss
     tensor = _first_tensor(output)
     if tensor is None or not tensor.is_floating_point():
         raise TypeError(f"cannot make a loss from a {type(output).__name__} output: give loss_fn or labels")
     return tensor.sum()
+
+
+def _shifted_cross_entropy(logits, labels):
+    """Token t predicts token t + 1; the last position has no target (ignore index -100)."""
+    shifted = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), shifted.reshape(-1),
+                                             ignore_index=-100)
+
+
+def _flat_cross_entropy(logits, labels):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                             ignore_index=-100)
+
+
+# transformers' losses that upcast the logits with ``logits.float()`` "to avoid potential
+# precision issues" (transformers/loss/loss_utils.py: ForCausalLMLoss, ForMaskedLMLoss,
+# ForTokenClassification; the causal one is also what "ForConditionalGeneration" maps to).
+# ``.float()`` casts float64 *down*, so a float64 reference model would get a float32
+# loss, and training curves only float32-accurate. The same definitions, in the logits'
+# dtype. Keyed by the name of the function the model's ``loss_function`` returns.
+WIDE_LOSSES: dict[str, Callable] = {
+    "ForCausalLMLoss": _shifted_cross_entropy,
+    "ForMaskedLMLoss": _flat_cross_entropy,
+    "ForTokenClassification": _flat_cross_entropy,
+}
+# transformers before 4.46 has no ``loss_function``: its heads, by class name.
+WIDE_LOSSES_BY_CLASS = (("ForCausalLM", _shifted_cross_entropy), ("LMHeadModel", _shifted_cross_entropy),
+                        ("ForMaskedLM", _flat_cross_entropy), ("ForTokenClassification", _flat_cross_entropy))
+
+
+def wide_loss(model, logits, batch):
+    """The model's loss computed in its logits' dtype (see WIDE_LOSSES)."""
+    labels = batch.get("labels") if isinstance(batch, Mapping) else None
+    name = getattr(getattr(model, "loss_function", None), "__name__", None) if model is not None else None
+    fn = WIDE_LOSSES.get(name)
+    if fn is None and model is not None and not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        fn = next((f for suffix, f in WIDE_LOSSES_BY_CLASS if type(model).__name__.endswith(suffix)), None)
+    if fn is None or labels is None:
+        what = type(model).__name__ if model is not None else "this model (pass model= to loss_of)"
+        raise TypeError(f"{what} computed its loss in a narrower dtype than its {logits.dtype} logits and its loss "
+                        f"({name or 'unknown'}) cannot be recomputed here: give loss_fn")
+    return fn(logits, labels.to(logits.device))
 
 
 def make_optimizer(name: str, params):
@@ -211,7 +261,7 @@ def audit_model(model, batch, device, optimizer: str = "adamw", loss_fn: Callabl
         state: dict[str, Any] = {}
 
         def forward():
-            state["loss"] = loss_of(_call(model, batch), batch, loss_fn)
+            state["loss"] = loss_of(_call(model, batch), batch, loss_fn, model)
 
         steps = (("forward", forward), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step))
         for phase, step in steps:

@@ -340,7 +340,7 @@ def training_step(model, batch, optimizer, loss_fn: Callable | None = None, trac
     hooks = (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t) if pack is not None
              else contextlib.nullcontext())
     with hooks:
-        loss = loss_of(call_model(model, batch), batch, loss_fn)
+        loss = loss_of(call_model(model, batch), batch, loss_fn, model)
     mark("backward")
     loss.backward()
     if tracker is not None:

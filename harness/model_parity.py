@@ -186,7 +186,7 @@ def _step(name: str, base, rows: dict, side: Side) -> dict:
     model = place(copy.deepcopy(base), side)
     batch = _on(model_batch(name, model, rows), side.device)
     output = model(**batch)
-    loss = loss_of(output, batch, models.MODELS[name].loss_fn)
+    loss = loss_of(output, batch, models.MODELS[name].loss_fn, model)
     loss.backward()
     out_name, out = _main_output(output)
     grads = {n: (p.grad.detach().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
@@ -303,7 +303,7 @@ def _losses(name: str, base, data, batches: list[list[int]], side: Side) -> list
     losses = []
     for rows in batches:
         batch = _on(model_batch(name, model, data[rows]), side.device)
-        loss = loss_of(model(**batch), batch, models.MODELS[name].loss_fn)
+        loss = loss_of(model(**batch), batch, models.MODELS[name].loss_fn, model)
         losses.append(loss.item())
         opt.zero_grad(set_to_none=True)
         loss.backward()

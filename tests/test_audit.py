@@ -168,6 +168,31 @@ KERNELS = {"add.out", "addmm.out", "mm", "_softmax.out", "sum.IntList_out"}
 DELEGATES = {"add.Tensor": "add.out", "add_.Tensor": "add.out", "addmm": "addmm.out"}
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5", "bert"])
+def test_a_float64_model_gets_a_float64_loss_equal_to_transformers_own_in_float32(name):
+    """transformers' causal-LM loss upcasts with ``logits.float()``, which casts a float64
+    model's logits down: the reference side of model parity would train on a float32 loss.
+    ``loss_of`` computes it again in float64, with transformers' definition (same value)."""
+    ex = models.example(name)
+    ex.model.eval()  # no dropout: the two forwards must see the same network
+    narrow = ex.model(**ex.batch).loss
+    wide_model = ex.model.double()
+    wide_out = wide_model(**ex.batch)
+    loss = audit.loss_of(wide_out, ex.batch, None, wide_model)
+    assert loss.dtype == torch.float64 and loss.requires_grad
+    assert float(loss) == pytest.approx(float(narrow), rel=1e-5)  # the same definition (shift, ignored pads)
+    assert float(loss) != float(loss.float())  # float64's value, not a float32 one widened
+    loss.backward()
+    assert all(p.grad is None or p.grad.dtype == torch.float64 for p in wide_model.parameters())
+
+
+def test_a_narrower_loss_without_the_model_to_recompute_it_is_one_clear_error():
+    ex = models.example("gpt2")
+    out = ex.model.double()(**ex.batch)
+    with pytest.raises(TypeError, match="narrower dtype than its torch.float64 logits.*give loss_fn"):
+        audit.loss_of(out, ex.batch)
+
+
 def test_normalize_op_accepts_each_spelling():
     for spelling in ("aten::add.Tensor", "aten.add.Tensor", "add.Tensor"):
         assert audit.normalize_op(spelling) == "add.Tensor"
