@@ -5,6 +5,7 @@ Every torch API that is newer than the oldest supported torch is reached through
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 
@@ -231,3 +232,39 @@ def parse_device_option(value: str | None) -> list[str]:
         raise ValueError(f"--device: unknown target {', '.join(map(repr, unknown))}; "
                          f"choose from {', '.join(TARGETS)} (comma-separated) or all")
     return list(dict.fromkeys(names))
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Float32 matmuls and convolutions may (``True``) or may not (``False``) use TF32, in the
+    block only; the process-wide switches are put back after.
+
+    TF32 is what CUDA GPUs from Ampere on use for float32 when allowed: cuBLAS matmuls
+    (``torch.backends.cuda.matmul.allow_tf32``, default False since torch 1.12) and cuDNN
+    convolutions (``torch.backends.cudnn.allow_tf32``, default True; from torch 2.9 also
+    spelled ``fp32_precision``). Once ``torch.testing._internal.common_utils`` is imported
+    in a process (OpInfo imports it) a plain assignment to a cudnn flag raises ("not
+    allowed to set torch.backends.cudnn flags after disable_global_flags"), so cuDNN's is
+    set with its own ``flags()`` context. That context sets every flag it takes, with
+    defaults that are not the current values (``enabled=False``), so each one is passed
+    as it is now; its parameters differ between torch versions, hence the signature.
+    The matmul switch is a plain attribute that no freeze guards.
+    """
+    import inspect
+
+    import torch
+    cudnn = torch.backends.cudnn
+    keep = {name: getattr(cudnn, name) for name in inspect.signature(cudnn.flags).parameters
+            if name != "allow_tf32" and hasattr(cudnn, name)}
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch >= 2.9 suggests the fp32_precision spelling
+        matmul.allow_tf32 = bool(enabled)
+    try:
+        with cudnn.flags(**keep, allow_tf32=bool(enabled)):
+            yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            matmul.allow_tf32 = before

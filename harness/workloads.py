@@ -21,6 +21,8 @@ import contextlib
 import dataclasses
 from typing import Any
 
+from harness import devices
+
 PRESETS = {
     "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
              "vocab_size": 512},
@@ -156,15 +158,13 @@ class Workload:
 
     def step_without_update(self) -> float:
         """Forward and backward over each micro-batch: the gradients, no optimizer step."""
-        import torch
-        if torch.cuda.is_available():  # process-wide switches: set for this setup's step
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.setup.tf32
         total = 0.0
-        for batch in self.batches:
-            with self._autocast or contextlib.nullcontext():
-                loss = self.forward(**batch).loss / self.setup.grad_accum
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-            total += float(loss.detach())
+        with devices.tf32(self.setup.tf32):  # process-wide switches: this setup's, for its step only
+            for batch in self.batches:
+                with self._autocast or contextlib.nullcontext():
+                    loss = self.forward(**batch).loss / self.setup.grad_accum
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+                total += float(loss.detach())
         return total
 
     def trainable_fraction(self) -> float:

@@ -56,3 +56,36 @@ def test_cpu_autocast_bf16_runs_and_an_unsupported_dtype_is_refused():
     assert cpu.autocast_probe(torch.bfloat16)[0]
     ok, detail = cpu.autocast_probe(torch.float64)  # not an autocast dtype: torch disables autocast
     assert not ok and detail
+
+
+def _switches():
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.enabled
+
+
+def test_tf32_switches_hold_in_the_block_only_after_opinfo_froze_the_cudnn_flags():
+    import torch.testing._internal.common_utils  # noqa: F401  what the ops and parity checks import
+    assert torch.backends.flags_frozen()
+    with pytest.raises(RuntimeError, match="disable_global_flags"):  # why a plain assignment cannot be used
+        setattr(torch.backends.cudnn, "allow_tf32", False)
+    before = _switches()
+    for enabled in (True, False):
+        with devices.tf32(enabled):
+            assert _switches() == (enabled, enabled, before[2])  # cuDNN stays enabled: only TF32 moves
+        assert _switches() == before
+
+
+def test_an_optimization_step_on_cuda_sets_its_tf32_switch_after_opinfo(monkeypatch):
+    """A sandbox child that ran op or parity checks first has OpInfo's frozen flags; the
+    optimization checks run there next. The step is taken on the CPU, with CUDA claimed
+    present, so the CUDA code path runs here too."""
+    import torch.testing._internal.common_utils  # noqa: F401
+    from harness.workloads import Setup, Workload
+    before, seen = _switches(), []
+    for tf32 in (True, False):
+        w = Workload(Setup(model="tiny", batch=2, seq=8, tf32=tf32), "cpu")
+        forward = w.forward
+        w.forward = lambda **batch: (seen.append(_switches()[:2]), forward(**batch))[1]
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "is_available", lambda: True)
+            w.step_without_update()
+    assert seen == [(True, True), (False, False)] and _switches() == before
