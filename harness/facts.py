@@ -131,11 +131,22 @@ def _usable_cpus() -> int:
 
 def _nvidia_driver() -> str | None:
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
+        return parse_nvidia_driver(Path("/proc/driver/nvidia/version").read_text())
     except OSError:
         return None
-    match = re.search(r"Kernel Module\s+(\S+)", text)
-    return match.group(1) if match else text.splitlines()[0][:80]
+
+
+def parse_nvidia_driver(text: str) -> str:
+    """The driver version in ``/proc/driver/nvidia/version``, whose first line is spelled
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  <date>" by the proprietary
+    module and "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release
+    Build ..." by the open one (aarch64 likewise; versions of two or three numbers): the
+    first whole word of dotted numbers after "Kernel Module". A file of another shape
+    gives its first line, so the driver's presence is still known.
+    """
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    match = re.search(r"Kernel Module\b.*?(?<!\S)(\d+(?:\.\d+)+)(?!\S)", first)
+    return match.group(1) if match else first[:80]
 
 
 def _torch_facts() -> dict:

@@ -225,3 +225,16 @@ def test_cuda_capability_and_bf16():
 
 def test_env_id_names_host_python_and_torch():
     assert F.env_id(load_facts("apple_silicon_native")) == "mac-py3.11.7-torch2.15.0"
+
+
+@pytest.mark.parametrize("text,version", [
+    # the open kernel module's spelling, as on the recorded H100 machine (whose env record said "for")
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22-I3-H04-03-1)"
+     "  Sat Sep 20 00:47:16 UTC 2025\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n", "580.95.05"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n", "550.54.14"),
+    ("NVRM version: NVIDIA UNIX Kernel Module for aarch64  34.1.1  Release Build  (buildbrain@mobile-u64)\n", "34.1.1"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.142  Release Build  (dvs-builder@U22)\n", "580.142"),
+    ("something else entirely\n", "something else entirely"),  # still says a driver is there
+])
+def test_the_nvidia_driver_version_is_read_from_either_kernel_module(text, version):
+    assert F.parse_nvidia_driver(text) == version
