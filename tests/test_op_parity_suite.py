@@ -106,9 +106,38 @@ def test_the_accelerator_path_with_the_cpu_standing_in(op_key, dtype):
         assert verdict.metrics["more_accurate"] == "same" and verdict.metrics["cpu_ref_err"] >= 0
 
 
-def test_pytorch_per_op_tolerances_apply_on_mps():
-    op = opparity.opsweep.op_table()["grid_sampler_3d"]
+def _declaring(*decorate_infos):
+    """An op that declares tolerances the way OpInfo entries do (torch's own DecorateInfo and
+    toleranceOverride), whatever the installed torch's op_db happens to declare."""
+    import types
+    return types.SimpleNamespace(name="fake_op", decorators=list(decorate_infos))
+
+
+def test_pytorch_per_op_tolerances_apply_to_their_device_test_dtype_and_pass_only():
+    from torch.testing._internal.common_device_type import tol, toleranceOverride
+    from torch.testing._internal.opinfo.core import DecorateInfo
+    op = _declaring(
+        DecorateInfo(toleranceOverride({torch.float32: tol(atol=1e-3, rtol=2e-6)}), "TestConsistency",
+                     "test_output_grad_match", device_type="mps"),
+        DecorateInfo(toleranceOverride({torch.float16: tol(atol=5e-2, rtol=5e-2)}), "TestCommon",
+                     "test_compare_cpu", device_type="cuda"))
     grad = opparity.pytorch_tolerance(op, "mps", torch.float32, "backward")
-    # torch 2.15's OpInfo: toleranceOverride({float32: tol(atol=1e-3, rtol=2e-6)}) for MPS gradients
-    assert grad is not None and "test_output_grad_match" in grad.source and grad.atol > grad.rtol
-    assert opparity.pytorch_tolerance(opparity.opsweep.op_table()["add"], "mps", torch.float32, "forward") is None
+    assert (grad.rtol, grad.atol) == (2e-6, 1e-3) and "fake_op in TestConsistency.test_output_grad_match" in grad.source
+    assert opparity.pytorch_tolerance(op, "mps", torch.float32, "forward") is None      # another test
+    assert opparity.pytorch_tolerance(op, "mps", torch.float16, "backward") is None     # another dtype
+    cuda = opparity.pytorch_tolerance(op, "cuda", torch.float16, "forward")
+    assert (cuda.rtol, cuda.atol) == (5e-2, 5e-2) and "TestCommon.test_compare_cpu (cuda)" in cuda.source
+    assert opparity.pytorch_tolerance(op, "mps", torch.float16, "forward") is None      # CUDA's, not MPS's
+
+
+def test_the_installed_op_db_declarations_are_read_without_error():
+    """Every op of the installed torch's OpInfo database, any device: a declared tolerance
+    names its op; most ops declare none (``add`` never has)."""
+    table = opparity.opsweep.op_table()
+    found = [t for op in table.values() for dev in ("mps", "cuda") for dtype in (torch.float32, torch.float16)
+             for pass_ in ("forward", "backward")
+             if (t := opparity.pytorch_tolerance(op, dev, dtype, pass_)) is not None]
+    assert all(t.rtol >= 0 and t.atol >= 0 and "PyTorch's toleranceOverride for " in t.source for t in found)
+    assert opparity.pytorch_tolerance(table["add"], "mps", torch.float32, "forward") is None
+
+
