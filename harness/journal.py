@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -192,8 +193,11 @@ def build_record(run_id: str, ident: dict, phases: list[dict], extra: dict, node
 # --------------------------------------------------------------------------- writing
 
 def encode_line(obj: dict) -> str:
-    """One run-file line: JSON (no NaN: metrics went through json_safe) and its newline."""
-    return json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+    """One run-file line: JSON (no NaN: metrics went through json_safe) and its newline.
+    A lone surrogate (an exception message holding an undecodable file name, say) cannot be
+    UTF-8: it is written as U+FFFD, as the reader reads one."""
+    text = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
+    return _LONE_SURROGATE.sub("\ufffd", text) + "\n"
 
 
 class Writer:
@@ -223,14 +227,71 @@ class Writer:
             self._fd = None
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write a whole file (a report, a comparison) so that a reader, or a crash halfway,
-    sees the old file or the new one, never a mix: a temporary beside it, then a rename."""
+def probe_writable(path: str | os.PathLike, directory: bool = False) -> str | None:
+    """Why ``path`` (a file; with ``directory``, a directory to write files in) cannot be
+    written, in a few words, or None when it can. Asked before a run, so that a place
+    that cannot take the results is said at the start, not after the run.
+
+    Leaves nothing behind: an existing file is opened for appending and closed; in an
+    existing directory a temporary file is made and removed (a run file is never created
+    empty); a directory still to be made (the writers make it) needs its nearest existing
+    parent to be a directory this process may write in.
+    """
+    import tempfile
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    folder = path if directory else path.parent
+    try:
+        if path.is_dir() and not directory:
+            return "it is a directory"
+        if path.exists() and not directory:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        elif folder.is_dir():
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+                pass
+        else:
+            nearest = next(p for p in (folder, *folder.parents) if p.exists() or p == p.parent)
+            if not nearest.is_dir():
+                return f"{nearest} is not a directory"
+            if not os.access(nearest, os.W_OK | os.X_OK):
+                return f"{nearest} is not writable"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    return None
+
+
+def write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> None:
+    """Every file into the directory ``folder``, all or none: each to a temporary beside its
+    target, and only when all are written, the renames. A reader, or a crash halfway, sees
+    the old files or the new ones. A failure before the renames (a ``folder`` that cannot
+    be a directory, a full disk, a directory in a file's place) raises OSError and leaves
+    every old file as it was; the temporaries are removed either way."""
+    import errno
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    pending: list[tuple[Path, Path]] = []
+    try:
+        for name, data in files.items():
+            target, tmp = folder / name, folder / f".{name}.tmp{os.getpid()}"
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+            pending.append((tmp, target))
+            tmp.write_bytes(data)
+        for tmp, target in pending:
+            os.replace(tmp, target)
+    finally:
+        for tmp, _ in pending:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """One whole file (a comparison, a baseline) written as ``write_files`` writes."""
+    path = Path(path)
+    write_files(path.parent, {path.name: text.encode("utf-8")})
 
 
 def header(run_id: str, env_id: str, facts: dict, **extra) -> dict:
@@ -275,11 +336,35 @@ def _validate_record(obj: dict) -> str | None:
     return None
 
 
+# A lone surrogate ("\ud800" in JSON) is valid JSON but no character: no UTF-8 text, file or
+# terminal, can hold it. The reader makes each one U+FFFD, as a UTF-8 decoder does with a bad byte.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(value):
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_no_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def loads(text: str):
+    """``json.loads`` for the files this project reads: every lone surrogate becomes U+FFFD.
+    Raises ValueError (JSONDecodeError among them) or RecursionError (nested too deep)."""
+    obj = json.loads(text)
+    return _no_lone_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
+
+
 def read_file(path: str | os.PathLike) -> RunFile:
     """Every readable run and record of one file, and one line per problem found.
 
     A bad line does not hide the good ones around it: the caller reports the problems and
-    still uses what could be read.
+    still uses what could be read. A lone surrogate in a string (valid JSON) is read as
+    U+FFFD, and the record kept.
     """
     path = str(path)
     runs: dict[str, Run] = {}
@@ -298,8 +383,8 @@ def read_file(path: str | os.PathLike) -> RunFile:
         last = lineno == len(lines) and not ends_clean
         where = f"{path}:{lineno}"
         try:
-            obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            obj = loads(line.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             why = "truncated last line (the run was cut off)" if last else f"not valid JSON ({exc.__class__.__name__})"
             errors.append(f"{where}: {why}")
             continue

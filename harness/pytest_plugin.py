@@ -7,6 +7,7 @@ decided first (``pytest_configure``).
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -70,6 +71,7 @@ class SessionState:
         self.comparison = None     # harness.compare.Comparison, made at session end
         self.saved: str | None = None
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
+        self.check_timeout = DEFAULT_CHECK_TIMEOUT
 
     # -- the run file, opened at the first record so a run with no checks leaves none
     def _writer(self) -> journal.Writer:
@@ -174,8 +176,9 @@ def pytest_addoption(parser):
     group.addoption("--mps-fallback", default=None, metavar="on|off",
                     help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
                          "the CPU and are reported) or off (strict: they raise)")
-    group.addoption("--check-timeout", default=120.0, type=float, metavar="SECONDS",
-                    help="time limit of one sandboxed check (ops); past it the check is a timeout (default 120)")
+    group.addoption("--check-timeout", default=str(DEFAULT_CHECK_TIMEOUT), metavar="SECONDS",
+                    help="time limit of one sandboxed check (ops, parity, optim); past it the check is a timeout "
+                         f"(default {DEFAULT_CHECK_TIMEOUT:g})")
     group.addoption("--workload", default="small", choices=("small", "large"),
                     help="scale of the optimization suite's training workload: small (default; a BERT small "
                          "enough for a 2-core CPU) or large (seed 003's macbert-large shape, batch 32, length "
@@ -189,6 +192,42 @@ def pytest_addoption(parser):
                          "when a check regressed (python -m tools.compare has the rules)")
     group.addoption("--compare-out", default=None, metavar="PATH.md",
                     help="with --baseline: also write the comparison as Markdown to PATH and JSON beside it")
+
+
+DEFAULT_CHECK_TIMEOUT = 120.0
+
+
+def parse_check_timeout(value) -> float:
+    """``--check-timeout``: a finite number of seconds above zero; ValueError (one line) otherwise."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"--check-timeout must be a number of seconds above 0 (default {DEFAULT_CHECK_TIMEOUT:g}), "
+                         f"not {value!r}")
+    return seconds
+
+
+def output_problems(config) -> list[str]:
+    """One line for each place this run will write that cannot be written (see journal.probe_writable)."""
+    places = []
+    run_file = config.getoption("--run-file")
+    places.append(("--run-file", run_file, False) if run_file else
+                  ("the run file's directory", Path(config.rootpath, "reports", "runs"), True))
+    for option in ("--save-baseline", "--compare-out"):
+        path = config.getoption(option)
+        if path:
+            places.append((option, path, False))
+            if option == "--compare-out":
+                places.append((option + " (its .json)", Path(path).with_suffix(".json"), False))
+    problems = []
+    for what, path, is_dir in places:
+        why = journal.probe_writable(path, directory=is_dir)
+        if why:
+            fix = "choose another place" + ("" if what.startswith("--") else " with --run-file PATH")
+            problems.append(f"{what} {path}: cannot write there: {why}; {fix}")
+    return problems
 
 
 def pytest_configure(config):
@@ -208,7 +247,15 @@ def pytest_configure(config):
             avail = devices.backend(name).availability()
             if not avail.available:
                 raise pytest.UsageError(f"--device {name}: {avail.reason}")
+    try:
+        check_timeout = parse_check_timeout(config.getoption("--check-timeout"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     state = SessionState(config, targets, fallback)
+    state.check_timeout = check_timeout
+    if state.controller:  # an unwritable place is said now, before a long run, not after it
+        for problem in output_problems(config):
+            raise pytest.UsageError(problem)
     baseline = config.getoption("--baseline")
     if baseline and state.controller:  # read before anything runs: a bad baseline costs no run
         from harness import compare
@@ -276,7 +323,7 @@ def sandbox(request):
     """A child process for checks that may crash or hang (see harness.isolate)."""
     from harness.isolate import Sandbox, threads_per_worker
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    box = Sandbox(timeout=request.config.getoption("--check-timeout"), threads=threads_per_worker(workers))
+    box = Sandbox(timeout=request.config.stash[STATE].check_timeout, threads=threads_per_worker(workers))
     yield box
     box.close()
 

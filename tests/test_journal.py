@@ -115,3 +115,23 @@ def test_metrics_are_made_json_safe():
                               "t": torch.tensor(0.5), "nested": {"xs": (1, 2.0)}})
     assert safe == {"err": "nan", "inf": "inf", "dtype": "torch.float16", "t": 0.5, "nested": {"xs": [1, 2.0]}}
     assert json.loads(json.dumps(safe, allow_nan=False)) == safe
+
+
+def test_a_lone_surrogate_in_a_reason_is_written_as_the_replacement_character(tmp_path, recorded):
+    """An exception message can hold one (a file name decoded with surrogateescape); UTF-8
+    cannot, so the writer would crash the run's controller."""
+    path = tmp_path / "r.jsonl"
+    w = journal.Writer(path)
+    w.write(journal.header("A", "env1", recorded("linux_x86_64")))
+    w.write({**_record("A", "env/a", "fail"), "reason": "cannot open /data/caf\udce9.bin"})
+    w.close()
+    rf = journal.read_file(path)
+    assert rf.errors == [] and rf.runs[0].records[0]["reason"] == "cannot open /data/caf\ufffd.bin"
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "out.md"
+    target.write_text("old")
+    with pytest.raises(UnicodeEncodeError):
+        journal.write_atomic(target, "new \ud800")  # text that cannot be encoded fails halfway
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.md"]

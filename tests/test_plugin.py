@@ -146,6 +146,57 @@ def test_usage_errors_are_one_line_and_run_nothing(project, args, says, env):
     assert not run_file.exists()
 
 
+@pytest.mark.parametrize("option,value,says", [
+    ("--run-file", "{blocker}/run.jsonl", "--run-file {blocker}/run.jsonl: cannot write there: {blocker} is not a directory"),
+    ("--run-file", "{project}", "cannot write there: it is a directory"),
+    ("--save-baseline", "{blocker}/deeper/base.jsonl", "--save-baseline {blocker}/deeper/base.jsonl: cannot write there"),
+    ("--compare-out", "{blocker}/cmp.md", "--compare-out {blocker}/cmp.md: cannot write there"),
+    ("--check-timeout", "-1", "--check-timeout must be a number of seconds above 0"),
+    ("--check-timeout", "0", "not '0'"),
+    ("--check-timeout", "nan", "not 'nan'"),
+    ("--check-timeout", "soon", "not 'soon'"),
+])
+def test_a_place_that_cannot_take_the_results_or_a_bad_timeout_is_said_before_anything_runs(project, option, value,
+                                                                                          says):
+    """Said at the start, not after a long run whose results would then be lost; a run
+    file already there keeps every line."""
+    blocker = project / "a-file"
+    blocker.write_text("not a directory")
+    run_file = project / "kept.jsonl"
+    run_pytest(project, "-k", "passes", "--device", "cpu", "--run-file", str(run_file))
+    before = run_file.read_bytes()
+    fill = {"blocker": blocker, "project": project}
+    args = [option, value.format(**fill)] + (["--run-file", str(run_file)] if option != "--run-file" else [])
+    res = run_pytest(project, "--device", "cpu", *args)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 4 and len(lines) == 1 and says.format(**fill) in lines[0], res.stderr
+    assert "Traceback" not in res.stdout + res.stderr and "passed" not in res.stdout
+    assert run_file.read_bytes() == before and blocker.read_text() == "not a directory"
+
+
+BREAKS_ITS_BASELINE_PLACE = '''
+import os
+from pathlib import Path
+
+def test_removes_the_place(target):
+    place = Path(os.environ["PLACE"])
+    place.rmdir()
+    place.write_text("a file now")
+'''
+
+
+def test_a_baseline_place_that_breaks_during_the_run_is_one_error_line_and_the_run_file_is_kept(project):
+    (project / "suites" / "env" / "test_synthetic.py").write_text(BREAKS_ITS_BASELINE_PLACE)
+    place, run_file = project / "keep", project / "run.jsonl"
+    place.mkdir()
+    res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file),
+                     "--save-baseline", str(place / "base.jsonl"), env=_env(PLACE=str(place)))
+    assert res.returncode == 1 and "Traceback" not in res.stdout + res.stderr
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("ERROR: --save-baseline")]
+    _, records = records_of(run_file)
+    assert [(r["subject"], r["status"]) for r in records] == [("removes_the_place", "pass")]
+
+
 def test_fallback_off_is_set_before_torch_and_recorded(project):
     run_file = project / "run.jsonl"
     res = run_pytest(project, "--device", "cpu", "--mps-fallback", "off", "-k", "process_env",
