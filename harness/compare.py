@@ -30,7 +30,7 @@ import dataclasses
 import math
 from typing import Iterable
 
-from harness import journal
+from harness import journal, markdown
 
 COMPARE_SCHEMA = 1
 KINDS = ("regression", "warning", "improvement", "appeared", "disappeared")
@@ -324,8 +324,7 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     md = fmt == "md"
     tablefmt = "github" if md else "simple"
 
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ") if md else text
+    esc = markdown.escape if md else str
 
     heading = (lambda t: f"## {t}") if md else (lambda t: f"{t}\n{'-' * len(t)}")
     lines = ["# Upgrade check: baseline against candidate" if md else "mps-compat: upgrade check", "",

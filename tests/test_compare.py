@@ -282,3 +282,65 @@ def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, c
         assert candidate.main(["torch==2.15.*", "--baseline-file", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "./compat baseline" in err
+
+
+# --------------------------------------------------------------------------- robust input and output (issue 12)
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character_not_a_false_alarm(tmp_path):
+    from tests.test_report import _run_module
+    base = write_run(tmp_path / "b.jsonl", [rec("ops/a/float32/forward")])
+    cand = write_run(tmp_path / "c.jsonl", [rec("ops/a/float32/forward"),
+                                            rec("ops/nSURROGATE/float32/forward", "xfail", reason="limitSURROGATE")],
+                     env_id="host-a-torch2.10", torch_version="2.10.0")
+    text = cand.read_text().replace("SURROGATE", "\\ud800").replace('"host": "host-a"', '"host": "host-a\\udfff"')
+    cand.write_text(text)                                   # valid JSON, but no character: no UTF-8 text holds it
+    side = compare.load_side([str(cand)])
+    assert side.records[("ops/n\ufffd/float32/forward", "cpu")]["reason"] == "limit\ufffd"
+    assert side.header["facts"]["host"] == "host-a\ufffd"
+    for fmt in ("table", "md", "json"):
+        res = _run_module("tools.compare", str(base), str(cand), "--format", fmt)
+        assert (res.returncode, res.stderr) == (0, ""), fmt   # nothing regressed: 0, not a crash read as 1
+        assert "ops/n\ufffd/float32/forward" in res.stdout and "limit\ufffd" in res.stdout
+
+
+def test_an_unexpected_error_is_exit_2_never_1(files, capsys, monkeypatch):
+    def broken(*args):
+        raise KeyError("surprise")
+    monkeypatch.setattr(compare, "render", broken)
+    monkeypatch.delenv("MPS_COMPAT_TRACEBACK", raising=False)
+    assert cli.main([str(files[0]), str(files[1])]) == 2      # the files have regressions: 1 would be a verdict
+    err = capsys.readouterr().err
+    assert err == "error: internal error: KeyError: 'surprise' (MPS_COMPAT_TRACEBACK=1 shows the traceback)\n"
+    monkeypatch.setenv("MPS_COMPAT_TRACEBACK", "1")
+    assert cli.main([str(files[0]), str(files[1])]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_markdown_keeps_hostile_text_as_text(tmp_path, capsys):
+    import html
+    import re
+    from tests.test_report import markdown_html, markdown_tables
+    hostile = "<script>alert(1)</script> <img src=x onerror=alert(2)> a\\|b `c` & __init__"
+    base = write_run(tmp_path / "b.jsonl", [rec("ops/<b>x</b>/float32/forward")])
+    cand = write_run(tmp_path / "c.jsonl", [rec("ops/<b>x</b>/float32/forward", "fail", reason=hostile)],
+                     env_id="host|<i>b</i>")
+    assert cli.main([str(base), str(cand), "--format", "md"]) == 1
+    md = capsys.readouterr().out
+    assert "<script" not in md and "<img" not in md and "<b>" not in md and "<i>" not in md
+    page = markdown_html(md)
+    assert page.count("<table>") == markdown_tables(md) == 1
+    assert "<script" not in page and "<img" not in page and "<b>" not in page and "<i>" not in page
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert hostile in text and "ops/<b>x</b>/float32/forward" in text and "host|<i>b</i>" in text
+
+
+def test_a_reader_that_left_changes_nothing(files, tmp_path):
+    from tests.test_report import _run_module
+    out = tmp_path / "cmp.md"
+    res = _run_module("tools.compare", str(files[0]), str(files[1]), "--format", "md", "--out", str(out),
+                      stdout="closed")                                          # | head -0
+    assert (res.returncode, res.stderr) == (1, "")    # the regressions' 1: the reader left, not the tool
+    assert "## Regressions (8)" in out.read_text()
+    same = write_run(tmp_path / "same.jsonl", BASELINE, run_id="r2")
+    res = _run_module("tools.compare", str(files[0]), str(same), stdout="closed")
+    assert (res.returncode, res.stderr) == (0, "")

@@ -184,7 +184,8 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
     out = tmp_path / "out"
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
     section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
-    assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section and "aten::_foo" in section
+    assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section
+    assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/markdown.py)
 
 
 def test_predicted_section_diffs_saved_kernel_tables(tmp_path, two_versions):
@@ -230,3 +231,174 @@ def test_optimization_claims_and_the_seed_003_chart(tmp_path, recorded):
     pngs = list(out.glob("seed003_*.png"))
     assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({pngs[0].name})" in md
     assert "data:image/png;base64," in page
+
+
+# --------------------------------------------------------------------------- bad input and output (issue 12)
+
+def markdown_html(md: str) -> str:
+    """Markdown as a CommonMark renderer with GFM tables draws it, raw HTML allowed (the worst case)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(md)
+
+
+def markdown_tables(md: str) -> int:
+    return sum(1 for line in md.splitlines() if re.fullmatch(r"\|[-:|]+\|", line))
+
+
+def test_markdown_escapes_cells_and_headers_so_the_text_stays_text(tmp_path, recorded):
+    import html as html_
+    f = {**recorded("linux_x86_64"), "host": "evil|host <b>bold</b> & co"}
+    run = write_run(tmp_path / "a.jsonl", f, [rec("threads", "fail", reason=HOSTILE),
+                                             rec("<script>alert(2)</script>", "pass", metrics={"x": "a\\|b"})])
+    out = tmp_path / "out"
+    assert report.main([str(run), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    md = (out / "matrix.md").read_text()
+    assert "<script" not in md and "<img" not in md and "<b>" not in md
+    page = markdown_html(md)
+    assert page.count("<table>") == markdown_tables(md)  # a | in a header would make one a paragraph
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    text = html_.unescape(re.sub(r"<[^>]+>", "", page))
+    assert HOSTILE.split(" long")[0] in text                  # the reason, every character, as text
+    assert "evil|host <b>bold</b> & co" in text and "env/<script>alert(2)</script>" in text
+
+
+def test_markdown_escape_itself():
+    from harness.markdown import escape
+    assert escape('a|b\nc\r\nd') == "a\\|b c d"
+    assert escape("<img onerror=x> & 1 -> 2") == "&lt;img onerror=x> &amp; 1 -> 2"
+    assert escape("> quote") == "&gt; quote"
+    assert escape("x\\|y `z`") == "x\\\\\\|y \\`z\\`"   # a backslash cannot undo the pipe's escape
+    assert escape("snake_case __dunder__ *star* [link](u) ~~s~~ $x$ [0.5, 0.9]") == \
+        "snake_case \\_\\_dunder\\_\\_ \\*star\\* [link\\](u) \\~\\~s\\~\\~ \\$x\\$ [0.5, 0.9]"
+    for raw in ("__init__ *x* [a](javascript:alert(1)) ![i](x.png) `<b>` ~~s~~ a\\|b &amp; <", "aten::_foo | x_y",
+                "> a -> b", "[0.5, 0.9] <= 1"):
+        row = f"| {escape(raw)} |\n|---|\n"
+        assert markdown_html(row).split("<th>")[1].split("</th>")[0] == \
+            raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _surrogate_run(tmp_path, recorded):
+    """A run file whose check id, reason and host hold lone surrogates: valid JSON ("\\ud800"),
+    but no character, so no UTF-8 text can hold them."""
+    path = write_run(tmp_path / "s.jsonl", {**recorded("linux_x86_64"), "host": "hostSURROGATE"},
+                     [rec("threadsSURROGATE", "fail", reason="badSURROGATE reason"), rec("ok", "pass")])
+    path.write_text(path.read_text().replace("SURROGATE", "\\ud800"))
+    return path
+
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character(tmp_path, recorded, capsys):
+    run = _surrogate_run(tmp_path, recorded)
+    out = tmp_path / "out"
+    assert report.main([str(run), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert capsys.readouterr().err == ""
+    md, doc = (out / "matrix.md").read_text(), json.loads((out / "matrix.json").read_text())
+    assert "bad\ufffd reason" in md and "env/threads\ufffd" in doc["cells"]
+    assert doc["columns"][0]["facts"]["host"] == "host\ufffd"
+
+
+@pytest.fixture
+def old_matrix(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("matrix.md", "matrix.html", "matrix.json"):
+        (out / name).write_text(f"old {name}")
+    return out
+
+
+def assert_old_matrix_kept(out, *also):
+    assert {p.name for p in out.iterdir()} == {"matrix.md", "matrix.html", "matrix.json", *also}  # no temporaries
+    for name in ("matrix.md", "matrix.html", "matrix.json"):
+        if name not in also:
+            assert (out / name).read_text() == f"old {name}"
+
+
+def test_a_failure_while_writing_keeps_every_old_file_and_no_temporary(tmp_path, two_versions, old_matrix, capsys):
+    (old_matrix / "matrix.html").unlink()
+    (old_matrix / "matrix.html").mkdir()        # matrix.md would be written before it, matrix.json after
+    assert report.main([*map(str, two_versions), "--out", str(old_matrix)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(old_matrix / "matrix.html") in err and "directory" in err, err
+    assert_old_matrix_kept(old_matrix, "matrix.html")
+
+
+def test_a_disk_full_halfway_keeps_every_old_file_and_no_temporary(tmp_path, two_versions, old_matrix, capsys,
+                                                                   monkeypatch):
+    import errno
+    import pathlib
+    real_open = pathlib.Path.open
+
+    def fill_up(self, mode="r", *args, **kwargs):   # matrix.md is written; the disk is full at matrix.html
+        f = real_open(self, mode, *args, **kwargs)
+        if self.name.startswith(".matrix.html") and "w" in mode:
+            f.close()
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return f
+    monkeypatch.setattr(pathlib.Path, "open", fill_up)
+    assert report.main([*map(str, two_versions), "--out", str(old_matrix)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no space left on device" in err and ".matrix.html.tmp" in err, err
+    assert_old_matrix_kept(old_matrix)
+
+
+def test_an_unexpected_error_is_one_line_exit_2_and_the_old_matrix_kept(tmp_path, two_versions, old_matrix, capsys,
+                                                                        monkeypatch):
+    def broken(*args):
+        raise RuntimeError("boom\nsecond line")
+    monkeypatch.setattr(report, "render_json", broken)   # after matrix.md and matrix.html are rendered
+    monkeypatch.delenv("MPS_COMPAT_TRACEBACK", raising=False)
+    assert report.main([*map(str, two_versions), "--out", str(old_matrix)]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: internal error: RuntimeError: boom (MPS_COMPAT_TRACEBACK=1 shows the traceback)\n"
+    assert_old_matrix_kept(old_matrix)
+    monkeypatch.setenv("MPS_COMPAT_TRACEBACK", "1")
+    assert report.main([*map(str, two_versions), "--out", str(old_matrix)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "second line" in err
+    assert err.endswith("error: internal error: RuntimeError: boom (MPS_COMPAT_TRACEBACK=1 shows the traceback)\n")
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "a file as a parent"])
+def test_an_out_that_cannot_be_a_directory_is_one_line_and_exit_2(tmp_path, two_versions, capsys, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("keep me")
+    out = {"a file": blocker, "under a file": blocker / "sub", "a file as a parent": blocker / "a" / "b"}[where]
+    assert report.main([*map(str, two_versions), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot write the matrix to {out}: ") and \
+        "not a directory" in err.lower(), err
+    assert blocker.read_text() == "keep me" and list(tmp_path.glob("**/.*tmp*")) == []
+
+
+def test_a_usage_error_is_one_line():
+    res = _run_module("tools.report", "--no-such-option")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def _run_module(module, *args, stdout=None):
+    """Run ``python -m module``; ``stdout="closed"``: into a pipe whose reader has already left."""
+    import os
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    if stdout != "closed":
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_left_changes_nothing(tmp_path, two_versions):
+    out = tmp_path / "out"
+    res = _run_module("tools.report", *map(str, two_versions), "--out", str(out), stdout="closed")  # | head -0
+    assert (res.returncode, res.stderr) == (0, "")
+    assert {"matrix.md", "matrix.html", "matrix.json"} <= {p.name for p in out.iterdir()}
+    bad = tmp_path / "bad.jsonl"
+    text = two_versions[0].read_text()
+    bad.write_text(text + "{garbage\n")
+    res = _run_module("tools.report", str(bad), "--out", str(out), stdout="closed")
+    where = f"{bad}:{text.count(chr(10)) + 1}"
+    assert (res.returncode, res.stderr) == (2, f"error: {where}: not valid JSON (JSONDecodeError)\n")

@@ -6,26 +6,22 @@
 BASELINE and CANDIDATE are run files (``reports/runs/*.jsonl``, or a file kept with
 ``pytest --save-baseline``) or directories holding one environment's run files. Lists
 regressions, warnings, improvements, and checks that appeared or disappeared (the rules are
-in harness/compare.py). Exit status: 0 no regressions, 1 regressions, 2 bad input
-(missing, empty, malformed or truncated file, another schema version, several
-environments on one side), with a one-line message.
+in harness/compare.py). Exit status: 0 no regressions, 1 regressions, 2 anything else:
+bad input (missing, empty, malformed or truncated file, another schema version, several
+environments on one side), an --out that cannot be written, or an internal error, each
+with a one-line message (tools/cli.py).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from harness import compare, journal
+from tools import cli
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # usage errors: one line, exit 2, as bad input
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
+@cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m tools.compare", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.compare", description=__doc__.splitlines()[0])
     parser.add_argument("baseline", help="run file or directory of the reference environment")
     parser.add_argument("candidate", help="run file or directory of the environment to check")
     parser.add_argument("--format", choices=("table", "json", "md"), default="table")
@@ -44,16 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         cand = compare.load_side([args.candidate], "candidate " + args.candidate, args.latest)
         result = compare.compare(base, cand, args.factor, args.floor)
     except compare.CompareError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return cli.error(str(exc))
     text = compare.render(result, args.format, args.all)
-    sys.stdout.write(text)
+    cli.say(text)
     if args.out:
         try:
             journal.write_atomic(args.out, text)
         except OSError as exc:
-            print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            return cli.error(f"cannot write {args.out}: {exc.strerror or exc}")
     return 1 if result.regressions else 0
 
 

@@ -2,11 +2,14 @@
 
     python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR]
 
-Default input: every ``reports/runs/*.jsonl``. Writes ``matrix.md``, ``matrix.html``
-and ``matrix.json`` into ``--out`` (default ``reports/``). A malformed or truncated run
-file gives one line on stderr naming the file and line, and exit status 2; the readable
-records, of that file and the others, are still reported. With nothing readable at all,
-no matrix is overwritten.
+Default input: every ``reports/runs/*.jsonl``. Writes ``matrix.md``, ``matrix.html``,
+``matrix.json`` and the charts' PNGs into ``--out`` (default ``reports/``), all or none:
+everything is rendered and written beside the old files before any of them is replaced.
+A malformed or truncated run file gives one line on stderr naming the file and line, and
+exit status 2; the readable records, of that file and the others, are still reported.
+With nothing readable at all, no matrix is overwritten. An ``--out`` that cannot be
+written, or an internal error, is one line and exit 2 too, and the old files stay whole
+(tools/cli.py).
 
 The HTML is one self-contained page (inline CSS, vanilla JS, charts as embedded PNG, no
 external URL): columns grouped by host, filters by suite / target / result, a details
@@ -20,7 +23,6 @@ changes between versions.
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import dataclasses
 import html
@@ -35,9 +37,10 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 from tabulate import tabulate
 
-from harness import journal
+from harness import journal, markdown
 from harness.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, TARGET_ORDER, WORKS, History,
                             Matrix, build, cell_key, format_counts, host_groups, key_metric, version_history)
+from tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_SCHEMA = 1
@@ -458,8 +461,8 @@ def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
         return tables, errors
     for path in sorted(directory.glob("*.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            doc = journal.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
             errors.append(f"{path}: not a readable kernel table ({type(exc).__name__})")
             continue
         if not isinstance(doc, dict) or "mps_ops" not in doc:
@@ -555,15 +558,13 @@ def _history_note(h: History) -> str:
 
 def _md(value) -> str:
     if isinstance(value, Bar):
-        text = format_counts(Counter(value.counts))
-    else:
-        text = value.text if isinstance(value, Cell) else str(value if value is not None else "")
-    return text.replace("|", "\\|").replace("\n", " ")
+        return markdown.escape(format_counts(Counter(value.counts)))
+    return markdown.escape(value.text if isinstance(value, Cell) else value)
 
 
 def _md_hosts(columns: list) -> str:
     """Markdown has one header row, so the host groups are said in a line above the table."""
-    return "Columns by host: " + "; ".join(f"**{label}**: {', '.join(c.sublabel for c in cols)}"
+    return "Columns by host: " + "; ".join(f"**{_md(label)}**: {_md(', '.join(c.sublabel for c in cols))}"
                                            for label, cols in host_groups(columns))
 
 
@@ -571,17 +572,17 @@ def render_md(secs: list[Section], sources: list[str]) -> str:
     out = ["# mps-compat compatibility matrix", "",
            f"Generated {journal.now_iso()} from {len(sources)} run file(s). "
            "Rows are checks; columns are environment x target.", ""]
-    for s in secs:
-        out += [f"{'#' * s.level} {s.title}", ""]
+    for s in secs:  # every string that can hold data is escaped; s.empty is the report's own Markdown
+        out += [f"{'#' * s.level} {_md(s.title)}", ""]
         if s.intro:
-            out += [s.intro, ""]
+            out += [_md(s.intro), ""]
         if s.columns and s.rows:
             out += [_md_hosts(s.columns), ""]
-        out.append(tabulate([[_md(v) for v in r] for r in s.rows], headers=s.headers, tablefmt="github")
-                   if s.rows else s.empty)
+        out.append(tabulate([[_md(v) for v in r] for r in s.rows], headers=[_md(h) for h in s.headers],
+                            tablefmt="github") if s.rows else s.empty)
         out.append("")
         if s.image:
-            out += [f"![{s.title}]({s.image_name})", ""]
+            out += [f"![{_md(s.title)}]({s.image_name})", ""]
     return "\n".join(out)
 
 
@@ -898,8 +899,14 @@ def load(paths: list[str]) -> tuple[list[journal.Run], list[str], list[str]]:
     return runs, files, errors
 
 
+def _cause(exc: OSError, out: Path) -> str:
+    where = f"{exc.filename}: " if exc.filename and str(exc.filename) != str(out) else ""
+    return where + (exc.strerror or str(exc)).lower()
+
+
+@cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.report", description=__doc__.splitlines()[0])
     parser.add_argument("inputs", nargs="*", help="run files or directories (default: reports/runs)")
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
     parser.add_argument("--kernels", default=str(ROOT / "reports" / "kernels"),
@@ -910,25 +917,24 @@ def main(argv: list[str] | None = None) -> int:
     tables, kernel_errors = load_kernel_tables(Path(args.kernels))
     errors += kernel_errors
     for e in errors:
-        print(f"error: {e}", file=sys.stderr)
+        cli.error(e)
     if not any(r.records for r in runs):
         if not errors:  # otherwise the problem is already said, in one line per input
-            print("error: no check records in " + ", ".join(inputs) + "; no matrix written", file=sys.stderr)
+            cli.error("no check records in " + ", ".join(inputs) + "; no matrix written")
         return 2
     m = build(runs)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     secs = sections(m, tables, errors)
-    for sec in secs:
-        if sec.image:
-            tmp = out / f".{sec.image_name}.tmp{os.getpid()}"
-            tmp.write_bytes(sec.image)
-            os.replace(tmp, out / sec.image_name)
-    journal.write_atomic(out / "matrix.md", render_md(secs, files))
-    journal.write_atomic(out / "matrix.html", render_html(secs, files))
-    journal.write_atomic(out / "matrix.json", render_json(m, files, errors, tables))
-    print(f"wrote {out / 'matrix.md'}, matrix.html, matrix.json: {len(m.rows)} checks x {len(m.columns)} columns "
-          f"from {len(runs)} run(s) in {len(files)} file(s)")
+    rendered = {s.image_name: s.image for s in secs if s.image} | {
+        "matrix.md": render_md(secs, files).encode("utf-8"),
+        "matrix.html": render_html(secs, files).encode("utf-8"),
+        "matrix.json": render_json(m, files, errors, tables).encode("utf-8")}
+    out = Path(args.out)
+    try:
+        journal.write_files(out, rendered)
+    except OSError as exc:
+        return cli.error(f"cannot write the matrix to {out}: {_cause(exc, out)}; no file there was changed")
+    cli.say(f"wrote {out / 'matrix.md'}, matrix.html, matrix.json: {len(m.rows)} checks x {len(m.columns)} "
+            f"columns from {len(runs)} run(s) in {len(files)} file(s)\n")
     return 2 if errors else 0
 
 

@@ -1,0 +1,79 @@
+"""What the command-line tools (tools.report, tools.compare) share: how they fail and print.
+
+- Bad input, an output that cannot be written, a usage error: one line on stderr, exit 2.
+- An unexpected exception (a bug, or input no check foresaw) is no different: one line
+  saying it is an internal error, exit 2, never a traceback and never the status a tool
+  gives a finding (compare's 1 means regressions). ``MPS_COMPAT_TRACEBACK=1`` prints the
+  traceback as well.
+- A reader that left (``| head``, a closed pipe) is no error: the rest of the output is
+  dropped, files are still written, the exit status is the one the tool would have given.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import traceback
+from typing import Callable, TextIO
+
+BAD = 2
+TRACEBACK_ENV = "MPS_COMPAT_TRACEBACK"
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Write ``text`` to stdout (or ``stream``) at once. A closed pipe drops it, and what
+    follows; a character the stream cannot encode is written as an escape."""
+    stream = stream or sys.stdout
+    try:
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            encoding = stream.encoding or "utf-8"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+    except BrokenPipeError:
+        _to_devnull(stream)
+
+
+def _to_devnull(stream: TextIO) -> None:
+    """The reader is gone: send the stream to /dev/null, so that neither a later write nor
+    the flush at exit fails (the recipe of Python's signal module documentation)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def error(message: str) -> int:
+    """One line on stderr; the exit status for it."""
+    say(f"error: {message}\n", sys.stderr)
+    return BAD
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: one line, exit 2, as bad input
+        error(f"{message} (see --help)")
+        sys.exit(BAD)
+
+    def _print_message(self, message, file=None):  # --help into a closed pipe, too
+        if message:
+            say(message, file or sys.stderr)
+
+
+def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """``main`` with any unexpected exception as one line and exit 2."""
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into one line
+            if os.environ.get(TRACEBACK_ENV, "0") != "0":
+                say(traceback.format_exc(), sys.stderr)
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            return error(f"internal error: {type(exc).__name__}{': ' + first if first else ''} "
+                         f"({TRACEBACK_ENV}=1 shows the traceback)")
+    return run
