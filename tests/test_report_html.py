@@ -14,7 +14,9 @@ from tools import render_check, report
 
 CHROMIUM = render_check.find_chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (chromium, chromium-browser, "
-                                    "google-chrome on PATH, or $CHROMIUM): the page cannot be rendered here")
+                                    "google-chrome on PATH, or $CHROMIUM): the page cannot be rendered here; install "
+                                    "it (Debian: apt-get install chromium fonts-noto-cjk; macOS: brew install --cask "
+                                    "chromium), as .ci/run does")
 
 # host, recorded facts, torch versions in the order their runs were written, targets
 HOSTS = (("studio", "apple_silicon_native", ("2.10.0", "2.8.0", "2.9.0"), ("cpu", "mps")),
