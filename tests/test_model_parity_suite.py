@@ -32,6 +32,7 @@ def perturbed_run(tmp_path_factory):
     return res, records
 
 
+@pytest.mark.slow
 def test_a_perturbed_layer_fails_its_model_and_is_named_while_the_others_pass(perturbed_run):
     res, records = perturbed_run
     assert res.returncode == 1, res.stdout[-3000:]
@@ -46,6 +47,7 @@ def test_a_perturbed_layer_fails_its_model_and_is_named_while_the_others_pass(pe
     assert {name: r["status"] for name, r in got.items()} == {name: "pass" for name in got}
 
 
+@pytest.mark.slow
 def test_records_name_the_reference_the_tolerances_and_the_worst_gradient(perturbed_run):
     _, records = perturbed_run
     llama = {r["subject"]: r for r in records if r["variant"] == "llama"}

@@ -13,6 +13,7 @@ def run(tmp_path, *args, env=None):
     return run_suite(tmp_path, "suites/parity/test_op_parity.py", "parity and cpu", *args, env=env)
 
 
+@pytest.mark.slow
 def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_checks(tmp_path):
     clean, clean_records = run(tmp_path, "-k", SOFTMAX_SLICE)
     assert clean.returncode == 0, clean.stdout[-3000:]
@@ -33,6 +34,7 @@ def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_check
                          if (r["subject"], r["variant"]) not in failed}
 
 
+@pytest.mark.slow
 def test_records_carry_errors_margins_and_the_tolerance_with_its_source(tmp_path):
     res, records = run(tmp_path, "-k", "cpu-add-float32-forward or cpu-cumsum-float16-forward or cpu-mm-bfloat16-forward")
     assert res.returncode == 0, res.stdout[-2000:]

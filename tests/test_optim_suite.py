@@ -13,6 +13,7 @@ def run(tmp_path, *args, env=None):
     return run_suite(tmp_path, "suites/optim/test_claims.py", "optim and cpu", *args, env=env)
 
 
+@pytest.mark.slow
 def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
     baseline = tmp_path / "kept" / "baseline.jsonl"
     clean, before = run(tmp_path, "-k", SLICE, "--save-baseline", str(baseline))
@@ -67,6 +68,7 @@ def test_gradient_accumulation_keeps_the_samples_per_step():
         Setup(batch=5, grad_accum=2).micro_batch
 
 
+@pytest.mark.slow
 def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check(tmp_path):
     res, recs = run(tmp_path, "-k", "keeps", "-p", "tests.optim_sabotage",
                     env={"MPS_COMPAT_OPTIM_SABOTAGE": "ga-unscaled"})

@@ -167,6 +167,7 @@ def test_a_gelu_wrong_only_for_non_contiguous_inputs_fails_with_a_reproducer(tmp
     assert any(f"layout='{name}'" in shown for name in NON_CONTIGUOUS)
 
 
+@pytest.mark.slow
 def test_the_ci_profile_is_the_default_and_gives_the_same_records_on_every_run(tmp_path):
     pick = ("-k", "(silu or embedding) and float32")
     key = lambda recs: sorted((r["check"], r["status"], str(r["metrics"])) for r in recs)  # noqa: E731

@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from harness import journal
 from tests.conftest import ROOT
 
@@ -13,6 +15,7 @@ def pytest_suites(tmp_path, *args):
     return res, run_file
 
 
+@pytest.mark.slow
 def test_mps_selection_is_all_skipped_with_a_reason_each(tmp_path):
     res, run_file = pytest_suites(tmp_path, "-m", "mps")
     assert res.returncode == 0, res.stdout[-3000:]
@@ -39,6 +42,7 @@ def test_naming_the_absent_mps_device_is_a_usage_error(tmp_path):
         next(ln for ln in res.stderr.splitlines() if ln.startswith("ERROR: --device mps: MPS unavailable"))]
 
 
+@pytest.mark.slow
 def test_a_kept_baseline_passes_an_unchanged_rerun(tmp_path):
     kept = tmp_path / "baseline.jsonl"
     res, _ = pytest_suites(tmp_path, "-m", "env and cpu", "--save-baseline", str(kept))
