@@ -41,6 +41,16 @@ FACTS_DIR = Path(__file__).parent / "fixtures" / "facts"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def tool(name: str) -> str | None:
+    """An executable beside this interpreter (the venv's bin/: tox, uv, actionlint), else on PATH."""
+    import shutil
+    import sys
+    here = Path(sys.executable).parent / name
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which(name)
+
+
 def load_facts(name: str) -> dict:
     return json.loads((FACTS_DIR / f"{name}.json").read_text())
 

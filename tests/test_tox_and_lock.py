@@ -31,6 +31,8 @@ from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from tests.conftest import tool
+
 try:
     import tomllib
 except ImportError:  # Python 3.10: pytest brings tomli there
@@ -41,14 +43,6 @@ TORCH_ENVS = ["torch26", "torch28", "torch210", "torch215"]
 # what a project copy leaves out: outputs, caches and environments
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".tox", "reports", ".hypothesis", ".pytest_cache",
                                     "__pycache__", "*.egg-info", "build", "dist")
-
-
-def tool(name: str) -> str | None:
-    """An executable beside this interpreter (the venv's bin/), else on PATH."""
-    here = Path(sys.executable).parent / name
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    return shutil.which(name)
 
 
 TOX = tool("tox")

