@@ -216,21 +216,85 @@ class MPSBackend(Backend):
 _BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
 
 
+# --------------------------------------------------------------------------- stand-in targets
+
+class StandIn:
+    """A target that takes the accelerator path on the CPU while differing from the CPU the
+    way a real accelerator can: rounding, reordering, TF32, another order of ties. The
+    parity suites' self-tests use them (tests/standins.py registers them); anyone without
+    a GPU can run ``pytest suites/ -m parity -p tests.standins --device standin-tf32``.
+
+    ``run`` gives the target's result: by default ``compute()`` (the computation on the
+    CPU) inside ``context()``, then ``finish`` on its result, given the CPU's result in the
+    same dtype and the float64 reference rounded to that dtype (None where there is
+    none). A stand-in is never a default target and serves the suites in ``suites`` only.
+    """
+    name = ""
+    summary = ""
+    suites: tuple[str, ...] = ("parity",)
+
+    def run(self, compute, cpu, reference):
+        with self.context():
+            result = compute()
+        return self.finish(result, cpu, reference)
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def finish(self, result, cpu, reference):
+        return result
+
+
+STAND_INS: dict[str, StandIn] = {}
+
+
+def register_stand_in(stand_in: StandIn) -> None:
+    STAND_INS[stand_in.name] = stand_in
+
+
+def stand_in(name: str) -> StandIn | None:
+    return STAND_INS.get(name)
+
+
+def kind_of(target: str) -> str:
+    """"cpu", "cuda", "mps", or "stand-in": which device's rules and knobs apply to a target."""
+    return "stand-in" if target in STAND_INS else target
+
+
+class StandInBackend(CPUBackend):
+    def __init__(self, facts: dict | None, stand_in: StandIn):
+        super().__init__(facts)
+        self.stand_in, self.name = stand_in, stand_in.name
+
+    def availability(self) -> Availability:
+        return Availability(True, f"a stand-in on the CPU: {self.stand_in.summary}")
+
+    def device(self):
+        import torch
+        return torch.device("cpu")
+
+
 def backend(name: str, facts: dict | None = None) -> Backend:
+    if name in STAND_INS:
+        return StandInBackend(facts, STAND_INS[name])
     if name not in _BACKENDS:
-        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS)}")
+        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS + tuple(STAND_INS))}")
     return _BACKENDS[name](facts)
 
 
 def parse_device_option(value: str | None) -> list[str]:
-    """``--device`` value to a target list. Raises ValueError with a one-line message."""
+    """``--device`` value to a target list. Raises ValueError with a one-line message.
+    The default (all) is the real targets; a registered stand-in only by its name."""
     if value is None or value.strip() in ("", "all"):
         return list(TARGETS)
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in TARGETS]
+    known = TARGETS + tuple(STAND_INS)
+    unknown = [n for n in names if n not in known]
     if unknown:
+        extra = ("; stand-ins (tests/standins.py): load them with -p tests.standins"
+                 if any(n.startswith("standin-") for n in unknown) and not STAND_INS else "")
         raise ValueError(f"--device: unknown target {', '.join(map(repr, unknown))}; "
-                         f"choose from {', '.join(TARGETS)} (comma-separated) or all")
+                         f"choose from {', '.join(known)} (comma-separated) or all{extra}")
     return list(dict.fromkeys(names))
 
 

@@ -27,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS_VAR = "MPS_COMPAT_SANDBOX_THREADS"
+# Modules every child imports at start, comma-separated: a test plugin that changes what
+# the checks compute (a stand-in target, a wrong kernel) must reach the children too.
+PRELOAD_VAR = "MPS_COMPAT_SANDBOX_PRELOAD"
 
 
 def threads_per_worker(workers: int, cores: int | None = None) -> int | None:
@@ -136,7 +139,7 @@ def _child(fd: int, preload: list[str]) -> None:
     if os.environ.get(THREADS_VAR):
         import torch
         torch.set_num_threads(int(os.environ[THREADS_VAR]))
-    for module in preload:
+    for module in [*preload, *filter(None, os.environ.get(PRELOAD_VAR, "").split(","))]:
         importlib.import_module(module)
     while True:
         try:

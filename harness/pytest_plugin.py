@@ -42,6 +42,9 @@ class Recorder:
         # A check that learns its fate out of process (a sandbox child crashed or timed
         # out, or ran although expected to fail) says so here: crash / timeout / xpass.
         self.status: str | None = None
+        # What a check that passed (or passed against an expectation) has to say: the
+        # record's reason, as a failure's message is (an xpass's expectation, a finding).
+        self.note: str = ""
 
     def metric(self, **values) -> None:
         self.metrics.update(values)
@@ -160,7 +163,7 @@ def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> st
 
 def target_table(selected: list[str], facts: dict) -> dict:
     table = {}
-    for name in devices.TARGETS:
+    for name in dict.fromkeys([*devices.TARGETS, *selected]):
         avail = devices.backend(name, facts).availability()
         table[name] = {"selected": name in selected, "available": avail.available, "reason": avail.reason}
     return table
@@ -271,13 +274,23 @@ def pytest_configure(config):
 
 def _target_param(target, *values, case_id=None):
     ident = f"{target}-{case_id}" if case_id else target
-    return pytest.param(*values, marks=getattr(pytest.mark, target), id=ident)
+    marks = getattr(pytest.mark, target) if target in devices.TARGETS else ()  # a stand-in has no marker
+    return pytest.param(*values, marks=marks, id=ident)
+
+
+def _serves(target: str, path) -> bool:
+    """A stand-in target serves only its suites (devices.StandIn.suites)."""
+    stand_in = devices.stand_in(target)
+    if stand_in is None:
+        return True
+    ident = journal.identity_for(tuple(Path(str(path)).parts), "", {})
+    return ident is not None and ident.suite in stand_in.suites
 
 
 def pytest_generate_tests(metafunc):
     if "target" not in metafunc.fixturenames:
         return
-    targets = metafunc.config.stash[STATE].targets
+    targets = [t for t in metafunc.config.stash[STATE].targets if _serves(t, metafunc.definition.path)]
     cases_mark = metafunc.definition.get_closest_marker("cases")
     if cases_mark is not None:
         params = [_target_param(t, case, t, case_id=case.id)
@@ -343,9 +356,10 @@ def pytest_runtest_makereport(item, call):
     ident = item.stash.get(IDENTITY, None)
     if ident is not None:
         rec = item.stash.get(RECORDER, None)
+        note = rec.note if rec is not None and report.when == "call" and report.passed else ""
         report.mps_compat = {
             "ident": ident,
-            "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None),
+            "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None) or note,
             "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
             "category": rec.category if rec else None,
             "status": rec.status if rec else None,

@@ -1,0 +1,146 @@
+"""Stand-in accelerators: a test-only pytest plugin (``-p tests.standins``).
+
+Each registers a target that takes the accelerator path on the CPU while differing from
+the CPU the way a real device can (harness.devices.StandIn). Select one by name:
+
+    pytest suites/ -m parity -p tests.standins --device standin-oracle
+
+  standin-oracle  computes in float64 and rounds to the dtype: the most accurate device
+                  there can be. Every check must pass.
+  standin-noisy   the CPU's result with one unit in the last place added or taken on about
+                  a third of the floating elements (a kernel that rounds differently).
+                  Every check must pass.
+  standin-ties    sort, topk, kthvalue, mode, median and nanmedian run on their input
+                  flipped along the dimension, with the indices mapped back: the same
+                  values, another valid order of equal ones (an unstable sort is free to
+                  do that; a stable one is left alone). Every check must pass.
+  standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
+                  baddbmm, addbmm, convolution and its backward) to TF32, 10 bits of
+                  mantissa, as an Ampere-or-newer GPU does with TF32 allowed, unless the
+                  run turned TF32 off (harness.devices.tf32(False) sets
+                  torch.backends.cudnn.allow_tf32 to False). The matmul and convolution
+                  family fails in float32, with TF32 as the cause.
+
+The sandbox children import this module too (harness.isolate.PRELOAD_VAR), so the checks
+that run there see the same targets.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+from torch.utils import _pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness import devices, isolate
+
+_preload = [m for m in os.environ.get(isolate.PRELOAD_VAR, "").split(",") if m]
+if __name__ not in _preload:
+    os.environ[isolate.PRELOAD_VAR] = ",".join([*_preload, __name__])
+
+
+def _floating(x) -> bool:
+    return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+
+
+class Oracle(devices.StandIn):
+    name = "standin-oracle"
+    summary = "computes in float64 and rounds to the dtype (the most accurate device there can be)"
+
+    def run(self, compute, cpu, reference):
+        return compute() if reference is None else reference
+
+
+class Noisy(devices.StandIn):
+    name = "standin-noisy"
+    summary = "the CPU's result, one unit in the last place off on about a third of the floating elements"
+    SEED = 0
+
+    def finish(self, result, cpu, reference):
+        gen = torch.Generator().manual_seed(self.SEED)  # the same noise on every rerun
+
+        def nudge(x):
+            if not _floating(x) or x.numel() == 0:
+                return x
+            real = torch.view_as_real(x) if x.is_complex() else x
+            hit = torch.rand(real.shape, generator=gen) < 1 / 3
+            toward = torch.where(torch.rand(real.shape, generator=gen) < 0.5, torch.inf, -torch.inf).to(real.dtype)
+            moved = torch.nextafter(real, toward)
+            keep = ~hit | ~torch.isfinite(real) | ~torch.isfinite(moved)  # no new inf at the range's end
+            out = torch.where(keep, real, moved)
+            return torch.view_as_complex(out.contiguous()) if x.is_complex() else out
+        return _pytree.tree_map(nudge, result)
+
+
+# aten op -> (where its dimension argument is: a position or a keyword name; its default)
+_TIE_BREAKERS = {
+    torch.ops.aten.sort.default: (1, -1),
+    torch.ops.aten.sort.stable: ("dim", -1),
+    torch.ops.aten.topk.default: (2, -1),
+    torch.ops.aten.kthvalue.default: (2, -1),
+    torch.ops.aten.mode.default: (1, -1),
+    torch.ops.aten.median.dim: (1, None),
+    torch.ops.aten.nanmedian.dim: (1, None),
+}
+
+
+class FlippedTies(TorchDispatchMode):
+    """The tie-breaking ops on their input flipped along the dimension: another valid
+    choice among equal values, the indices mapped back (n - 1 - i)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        spec = _TIE_BREAKERS.get(func)
+        if spec is None or kwargs.get("stable"):
+            return func(*args, **kwargs)
+        where, default = spec
+        dim = kwargs.get(where, default) if isinstance(where, str) else (
+            args[where] if len(args) > where else kwargs.get("dim", default))
+        x = args[0]
+        if dim is None or x.dim() == 0:
+            return func(*args, **kwargs)
+        values, indices = func(x.flip(dim), *args[1:], **kwargs)
+        return values, (x.size(dim) - 1) - indices
+
+
+class Ties(devices.StandIn):
+    name = "standin-ties"
+    summary = "breaks ties in sort, topk, kthvalue, mode and median the other way round"
+
+    def context(self):
+        return FlippedTies()
+
+
+_TF32_OPS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
+             torch.ops.aten.baddbmm.default, torch.ops.aten.addbmm.default, torch.ops.aten.convolution.default,
+             torch.ops.aten.convolution_backward.default}
+
+
+def to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to TF32 (the 10 high bits of the 23-bit mantissa, to nearest even);
+    NaN and inf as they are."""
+    bits = x.contiguous().view(torch.int32)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32).reshape(x.shape)
+    return torch.where(torch.isfinite(x), rounded, x)
+
+
+class RoundedToTF32(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in _TF32_OPS and torch.backends.cudnn.allow_tf32:
+            args, kwargs = _pytree.tree_map(
+                lambda a: to_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a,
+                (args, kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+class TF32(devices.StandIn):
+    name = "standin-tf32"
+    summary = "rounds the float32 inputs of matmuls and convolutions to TF32, as a GPU with TF32 allowed does"
+
+    def context(self):
+        return RoundedToTF32()
+
+
+STAND_INS = (Oracle(), Noisy(), Ties(), TF32())
+for _stand_in in STAND_INS:
+    devices.register_stand_in(_stand_in)
