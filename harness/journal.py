@@ -119,7 +119,7 @@ def outcome_of(phases: list[dict]) -> tuple[str, str]:
             elif out == "skipped":
                 status, reason = ("xfail", first_line(xf)) if xf is not None else ("skip", first_line(msg))
             else:
-                status, reason = ("xpass", first_line(xf)) if xf is not None else ("pass", "")
+                status, reason = ("xpass", first_line(xf)) if xf is not None else ("pass", first_line(msg))
         elif when == "teardown" and out == "failed":
             if status in (None, "pass", "xfail", "xpass", "skip"):
                 status, reason = "error", "teardown: " + first_line(msg)

@@ -181,15 +181,16 @@ class Example:
         gen = torch.Generator().manual_seed(self.seed)
         return {name: spec.make(gen, self.scale) for name, spec in self.inputs}
 
-    def arguments(self, made: dict, dtype: torch.dtype, device, wide: bool = False) -> dict:
+    def arguments(self, made: dict, dtype: torch.dtype, device, wide: bool = False, compute=None) -> dict:
         """The op's keyword arguments on ``device``: floats rounded to ``dtype`` on the CPU
-        (and, for the reference, widened back to float64 exactly), then given their layout."""
+        (and, for the reference, widened back to float64 exactly; or to ``compute``), then
+        given their layout."""
         import torch
         args = dict(self.options)
         for name, spec in self.inputs:
             t = made[name]
             if isinstance(spec, Floats):
-                t = t.to(dtype).to(device=device, dtype=torch.float64 if wide else dtype)
+                t = t.to(dtype).to(device=device, dtype=torch.float64 if wide else (compute or dtype))
             else:
                 t = t.to(device)
             args[name] = spec.view(t)
@@ -461,7 +462,9 @@ class DtypeCase:
 def dtype_cases(subject: str, cpu: tuple[str, ...] = FLOAT_DTYPES) -> list[DtypeCase]:
     """float32 on every target; float16 and bfloat16 on accelerators, and on the CPU where
     ``cpu`` names them (there they are judged against float64)."""
-    return [DtypeCase(subject, dtype, tuple(t for t in TARGETS if dtype == "float32" or t != "cpu" or dtype in cpu))
+    from harness.devices import STAND_INS  # a registered stand-in is an accelerator here
+    return [DtypeCase(subject, dtype, tuple(t for t in TARGETS + tuple(STAND_INS)
+                                            if dtype == "float32" or t != "cpu" or dtype in cpu))
             for dtype in FLOAT_DTYPES]
 
 
@@ -498,9 +501,12 @@ class Tally:
 
     def __init__(self, record, dtype: str, target: str, device):
         import torch
+        from harness import devices
         self.record, self.dtype, self.target, self.device = record, dtype, target, device
         self.torch_dtype = getattr(torch, dtype)
-        self.reference = "float64" if target == "cpu" else "cpu"
+        self.kind, self.stand_in = devices.kind_of(target), devices.stand_in(target)
+        self.on_target = target != "cpu"
+        self.reference = "float64"  # on an accelerator the CPU's own error is the yardstick
         self.examples = 0
         self.worst = {"max_abs_err": 0.0, "max_rel_err": 0.0, "margin": 0.0}
         self.ref_errs = {"target_ref_err": 0.0, "cpu_ref_err": 0.0}
@@ -517,30 +523,84 @@ class Tally:
         On the CPU target the op in the dtype is judged against float64 on the same
         (rounded) values, elementwise or, for ops whose low-precision error scales with
         the output's magnitude rather than each element's, ``normwise`` (see
-        harness.parity). On an accelerator it is judged elementwise against the CPU in the
-        same dtype, and both sides' errors against float64 are recorded.
+        harness.parity). On an accelerator it is judged by its accuracy against float64,
+        with the CPU in the same dtype as the yardstick (parity.compare_accuracy: the same
+        rules, or no less accurate than the CPU); both sides' errors against float64 are
+        recorded, and a failure names its cause (harness.causes).
         """
         made = example.make()
         ref = _named(fn(**example.arguments(made, self.torch_dtype, "cpu", wide=True)))
         cpu_args = example.arguments(made, self.torch_dtype, "cpu")
         cpu = _named(fn(**cpu_args))
-        if self.reference == "float64":
+        if not self.on_target:
             note(f"inputs on cpu: {_describe(example, cpu_args)}")
             verdicts = self._compare(op, cpu, ref, normwise)
         else:
             target_args = example.arguments(made, self.torch_dtype, self.device)
             note(f"inputs on {self.target}: {_describe(example, target_args)}")
-            out = _named(fn(**target_args))
-            verdicts = self._compare(op, out, cpu, normwise=False)
+            out = self._on_target(fn, target_args, cpu, ref)
+            verdicts = self._accuracy(op, out, cpu, ref, normwise)
             for key, side in (("target_ref_err", out), ("cpu_ref_err", cpu)):
                 errs = self._compare(op, side, ref, normwise=True)
                 self.ref_errs[key] = max(self.ref_errs[key], *(_ref_error(v) for v in errs.values()))
+            if not all(v["ok"] for v in verdicts.values()):
+                self._diagnose(op, fn, example, made, cpu, ref, normwise, verdicts)
         self._tally(example, verdicts)
         for name, v in verdicts.items():
+            cause = f"{v['cause_what']}; {v['switch']}: " if v.get("cause") else ""
             assert v["ok"], (
                 f"{v['op']} {self.dtype} on {self.target}: output {name!r} is off against {self.reference}: "
-                f"max_abs_err={v['max_abs_err']:.3g}, margin={v['margin']:.3g} at rtol={v['rtol']:.3g}, "
+                f"{cause}max_abs_err={v['max_abs_err']:.3g}, margin={v['margin']:.3g} at rtol={v['rtol']:.3g}, "
                 f"atol={v['atol']:.3g} ({v['rule']}; {v['source']}): {v['reason']}")
+
+    def _on_target(self, fn: Callable, target_args: dict, cpu: dict, ref: dict) -> dict:
+        """The op on the target; a stand-in computes on the CPU in its context and may replace it."""
+        if self.stand_in:
+            rounded = {k: v.to(self.torch_dtype) if v.is_floating_point() else v for k, v in ref.items()}
+            out = self.stand_in.run(lambda: _named(fn(**target_args)), cpu, rounded)
+        else:
+            out = _named(fn(**target_args))
+        return {k: v.cpu() for k, v in out.items()}
+
+    def _accuracy(self, op: str | dict, out: dict, cpu: dict, ref: dict, normwise: bool) -> dict[str, dict]:
+        from harness import parity
+        verdicts = {}
+        for name, a in out.items():
+            op_name = op[name] if isinstance(op, dict) else op
+            tol = tolerances.tolerance(op_name, str(a.dtype).removeprefix("torch."))
+            verdicts[name] = {**parity.compare_accuracy(a, cpu[name], ref[name], tol, self.torch_dtype,
+                                                        tolerances.ACCURACY_FACTOR, tolerances.ACCURACY_ULPS,
+                                                        normwise=normwise),
+                              "op": op_name, "source": f"{tol.source}; {tolerances.ACCURACY_SOURCE}"}
+        return verdicts
+
+    def _diagnose(self, op, fn: Callable, example: Example, made: dict, cpu: dict, ref: dict, normwise: bool,
+                  verdicts: dict) -> None:
+        """Rerun the failing example on the target in differential ways (harness.causes)."""
+        import torch
+        from harness import causes, devices
+        first = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device), cpu, ref)
+
+        def passes(out: dict) -> bool:
+            return all(v["ok"] for v in self._accuracy(op, out, cpu, ref, normwise).values())
+
+        def rerun(trial: str) -> bool | None:
+            if trial == "nondeterministic":
+                again = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device), cpu, ref)
+                return any(not torch.equal(again[k], first[k]) for k in first)
+            if trial == "tf32":
+                with devices.tf32(False):
+                    return passes(self._on_target(fn, example.arguments(made, self.torch_dtype, self.device),
+                                                  cpu, ref))
+            if trial == "reduced-precision":
+                wide = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device,
+                                                             compute=torch.float32), cpu, ref)
+                return passes({k: v.to(self.torch_dtype) if v.is_floating_point() else v for k, v in wide.items()})
+            return None
+        found = causes.describe(causes.diagnose(self.kind, self.dtype, rerun), self.kind, self.dtype)
+        for v in verdicts.values():
+            if not v["ok"]:
+                v.update(found)
 
     def _compare(self, op: str | dict, actual: dict, expected: dict, normwise: bool) -> dict[str, dict]:
         from harness import parity
@@ -565,5 +625,8 @@ class Tally:
             self.worst[key] = max(self.worst[key], *(v[key] for v in verdicts.values()))
         self.record.metric(**self.worst, reference=self.reference, dtype=self.dtype, examples=self.examples,
                            layouts=dict(sorted(self.layouts.items())), worst_example=self.worst_example)
-        if self.reference == "cpu":
-            self.record.metric(**self.ref_errs)
+        if self.on_target:
+            self.record.metric(**self.ref_errs, yardstick="cpu")
+            causes_seen = {v["cause"]: v for v in verdicts.values() if v.get("cause")}
+            for v in causes_seen.values():
+                self.record.metric(cause=v["cause"], cause_what=v["cause_what"], switch=v["switch"])

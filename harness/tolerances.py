@@ -56,6 +56,24 @@ TABLE: dict[tuple[str, str], Tolerance] = {
                                          "(MiniLM's attention key biases, 4.5e-8)"),
 }
 
+# On an accelerator the target is judged by its accuracy (harness.parity.compare_accuracy):
+# against float64 with the rules the cpu target meets, or against the CPU's own error in
+# the same dtype, each element within ACCURACY_FACTOR x the CPU's error + ACCURACY_ULPS
+# units in the last place. Same-dtype agreement with the CPU (what PyTorch's own
+# device-vs-CPU tests ask) is recorded, not judged: on the recorded H100 run that judge
+# failed 356 of 4,927 checks, about fifteen of them for a real loss of accuracy
+# (../shared/recorded/h100-torch2.11; tools/rejudge.py reads them again).
+ACCURACY_FACTOR = 2.0
+ACCURACY_ULPS = 2.0
+ACCURACY_SOURCE = (
+    "the target passes when it meets the cpu target's rules against float64, or when each element's "
+    f"error is within {ACCURACY_FACTOR:g} x the CPU's own error + {ACCURACY_ULPS:g} units in the last place "
+    "of the dtype: a correct kernel that adds the same terms in another order is off by about as much "
+    "as the CPU, not by several times (the factor), and one that keeps an intermediate in the low-precision "
+    "dtype rounds up to two times more than one that rounds once (the units). PyTorch's python-reference "
+    "tests arbitrate the same way: when two results differ, the one nearer a float64 computation is right "
+    "(test/test_ops.py, TestCommon._ref_test_helper)")
+
 # Op classes by name. Our own grouping by what the op computes (the numbers above are
 # PyTorch's; its per-op lists are not copied): the pattern is matched against the OpInfo
 # name with its variant, e.g. "nn.functional.layer_norm", "var_mean.unbiased".

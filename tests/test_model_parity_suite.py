@@ -62,21 +62,31 @@ def test_records_name_the_reference_the_tolerances_and_the_worst_gradient(pertur
     assert gen["verdict"] in ("same", "tie") and gen["comparable_steps"] > 0
 
 
-def test_on_an_accelerator_the_target_is_judged_against_cpu_float32_and_both_against_float64(monkeypatch):
+def test_on_an_accelerator_the_target_is_judged_against_float64_with_the_cpu_as_the_yardstick(monkeypatch):
     """The accelerator path, run with every side on the CPU: the target and the CPU then
-    compute the same float32 numbers, so they must agree exactly."""
+    compute the same float32 numbers, so they are equally far from float64 and agree exactly."""
     real_sides = mp.sides
     monkeypatch.setattr(mp, "sides", lambda target: tuple(dataclasses.replace(s, device="cpu")
                                                           for s in real_sides(target)))
     pairs = (OUTPUTS.rtol, OUTPUTS.atol), (GRADIENTS.rtol, GRADIENTS.atol)
     fb = mp.forward_backward("llama", "mps", *pairs)
-    assert fb["reference"] == "cpu" and fb["output"]["max_abs_err"] == 0
-    assert all(g["max_abs_err"] == 0 for g in fb["grads"]) and len(fb["grads"]) == 21
-    assert fb["vs_float64"]["target"] == fb["vs_float64"]["cpu"] and fb["vs_float64"]["cpu"]["output_max_abs_err"] > 0
+    assert fb["reference"] == "float64" and 0 < fb["output"]["max_abs_err"] == fb["vs_float64"]["cpu"][
+        "output_max_abs_err"]
+    assert fb["vs_cpu"]["output_max_abs_err"] == 0 and len(fb["grads"]) == 21 and all(g["ok"] for g in fb["grads"])
+    assert fb["vs_float64"]["target"] == fb["vs_float64"]["cpu"] and "cause" not in fb
     curves = mp.train("llama", "mps", 3)["losses"]
     assert set(curves) == {"target", "cpu", "float64"} and curves["target"] == curves["cpu"] != curves["float64"]
     gen = mp.generate("llama", "mps", pairs[0], 4)
     assert gen["reference"] == "cpu" and gen["tokens"] == gen["reference_tokens"] and gen["scores"]["max_abs_err"] == 0
+
+
+@pytest.mark.parametrize("device,fails", [("standin-oracle", False), ("standin-noisy", False),
+                                          ("standin-tf32", True)])
+def test_a_model_on_a_stand_in_passes_as_accurate_and_fails_in_tf32_naming_the_cause(device, fails):
+    from tests import standins  # noqa: F401  registers the stand-ins
+    fb = mp.forward_backward("gpt2", device, (OUTPUTS.rtol, OUTPUTS.atol), (GRADIENTS.rtol, GRADIENTS.atol))
+    ok = fb["output"]["ok"] and fb["loss"]["ok"] and all(g["ok"] for g in fb["grads"])
+    assert ok is not fails and (fb.get("cause") == "tf32") is fails
 
 
 # --------------------------------------------------------------------------- gradients

@@ -102,3 +102,65 @@ def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
     assert opparity.fingerprint(sample(x.to(torch.bfloat16), 1, dim=0)) != base  # bfloat16 has no numpy dtype
     f = lambda v: v  # noqa: E731: a callable argument counts by name, not by its address
     assert opparity.fingerprint(sample(x, f)) == opparity.fingerprint(sample(x, f))
+
+
+# --------------------------------------------------------------------------- accuracy on an accelerator
+
+def _accuracy(target, cpu, ref, dtype=torch.float16, **kw):
+    from harness import tolerances as T
+    tol = T.tolerance("add", str(dtype).removeprefix("torch."))
+    return parity.compare_accuracy(target, cpu, ref, tol, dtype, T.ACCURACY_FACTOR, T.ACCURACY_ULPS, **kw)
+
+
+def test_one_unit_in_the_last_place_is_the_spacing_of_the_dtype_there():
+    x = torch.tensor([0.0, 1.0, 1.5, 2.0, 65504.0, 1e-6], dtype=torch.float64)
+    assert parity.ulp(x, torch.float16).tolist() == [2 ** -24, 2 ** -10, 2 ** -10, 2 ** -9, 32.0, 2 ** -24]
+    assert parity.ulp(x, torch.float32)[1] == 2 ** -23 and parity.ulp(x, torch.bfloat16)[1] == 2 ** -7
+
+
+def test_a_target_no_less_accurate_than_the_cpu_passes_where_same_dtype_agreement_fails():
+    """The H100's grid_sampler_2d float16: the CPU off float64, the target on it. A
+    same-dtype judge failed the target for the CPU's error."""
+    ref = torch.linspace(-2, 2, 101, dtype=torch.float64)
+    exact = ref.to(torch.float16)
+    cpu_off = (ref + 0.013).to(torch.float16)
+    assert not parity.compare(exact, cpu_off, T.tolerance("add", "float16"))["ok"]  # what the old judge saw
+    got = _accuracy(exact, cpu_off, exact)
+    assert got["ok"] and got["max_abs_err"] == 0 and got["cpu_max_abs_err"] > 0.01
+
+
+def test_both_sides_at_the_rounding_level_pass_and_a_target_far_worse_than_the_cpu_fails():
+    """tanh float16 backward on the H100: target 2 units off, CPU 1. A target 8 units off where
+    the CPU is exact fails: no rule of the CPU target allows it and the CPU does better."""
+    ref = torch.linspace(0.5, 0.99, 64, dtype=torch.float64)
+    rounded = ref.to(torch.float16)
+    up = lambda x, n: torch.tensor([float(v) + n * 2 ** -11 for v in x.tolist()], dtype=torch.float16)  # noqa: E731
+    assert _accuracy(up(rounded, 2), up(rounded, 1), ref)["ok"]
+    far = _accuracy(up(rounded, 8), rounded, ref, normwise=False)
+    assert not far["ok"] and "the CPU's own error" in far["reason"]
+
+
+def test_noise_of_one_unit_passes_on_every_element_and_nan_only_where_float64_or_the_cpu_has_it():
+    ref = torch.randn(500, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    rounded = ref.to(torch.float16)
+    noisy = torch.nextafter(rounded, torch.full_like(rounded, torch.inf))
+    assert _accuracy(noisy, rounded, ref, normwise=False)["ok"]
+    nan_here = rounded.clone()
+    nan_here[3] = torch.nan
+    assert not _accuracy(nan_here, rounded, ref)["ok"]                      # neither float64 nor the CPU
+    assert _accuracy(nan_here, nan_here.clone(), ref)["ok"]                 # the CPU has it too
+
+
+def test_integer_outputs_of_the_accuracy_judge_must_equal_the_cpus():
+    idx = torch.tensor([0, 2, 1])
+    assert _accuracy(idx, idx.clone(), torch.tensor([0, 1, 2]))["ok"]      # float64's ties are not asked
+    assert not _accuracy(idx, torch.tensor([0, 1, 2]), idx)["ok"]
+
+
+def test_a_tolerance_per_output_dtype_judges_floats_of_integer_inputs_at_their_own_precision():
+    """atan2 of int32 is a float32: an exact rule for it failed 226 checks on the H100."""
+    got = parity.compare((torch.tensor([0.5880026]), torch.tensor([3])),
+                         (torch.tensor([0.5880026]) * (1 + 1e-7), torch.tensor([3])),
+                         lambda dtype: T.tolerance("atan2", dtype))
+    assert got["ok"] and got["rtol"] == T.tolerance("atan2", "float32").rtol
+    assert not parity.compare(torch.tensor([3]), torch.tensor([4]), lambda dtype: T.tolerance("atan2", dtype))["ok"]

@@ -128,10 +128,11 @@ def _softmax_on_a_stand_in_accelerator(fn):
     return record.metrics
 
 
-def test_off_the_cpu_the_target_is_judged_against_the_cpu_and_both_sides_against_float64():
+def test_off_the_cpu_the_target_is_judged_against_float64_with_the_cpu_as_the_yardstick():
     m = _softmax_on_a_stand_in_accelerator(lambda x, dim: torch.softmax(x, dim))
-    assert m["reference"] == "cpu" and m["rule"] == "elementwise" and m["margin"] == 0
-    assert 0 < m["cpu_ref_err"] == m["target_ref_err"] < m["atol"]
+    assert m["reference"] == "float64" and m["yardstick"] == "cpu" and m["rule"] == "float64-rules"
+    assert 0 < m["cpu_ref_err"] == m["target_ref_err"] == m["max_abs_err"] < m["atol"] and m["margin"] < 1
+    assert "ACCURACY" not in m["tolerance_source"] and "the CPU's own error" in m["tolerance_source"]
 
 
 def test_a_side_that_overflows_where_float64_does_not_is_infinitely_off():

@@ -3,7 +3,9 @@
 One check per ``parity/<op>/<dtype>/<forward|backward>``; see harness/opparity.py for
 what is compared with what. On the ``cpu`` target the comparison is the CPU in the case's
 dtype against a float64 reference on the same values, so the suite means something on a
-machine without an accelerator. Each check runs in the sandbox child: a crash or a hang
+machine without an accelerator. On an accelerator the target is judged by its accuracy
+against that reference, with the CPU's own error as the yardstick (harness.parity.
+compare_accuracy); a failure names its cause and the switch that changes it. Each check runs in the sandbox child: a crash or a hang
 costs that check only. Every record carries the measured error, the margin and the
 tolerance (with its source) it was judged against.
 """
@@ -21,6 +23,7 @@ def test_op_parity(case, target, backend, sandbox, record):
     verdict = opparity.judge(outcome.value)
     record.category = "parity"
     record.metric(**verdict.metrics)
+    record.note = verdict.message if verdict.status in ("pass", "xpass") else ""
     if verdict.status == "xpass":
         record.status = "xpass"
     elif verdict.status == "skip":

@@ -1,0 +1,146 @@
+"""Outputs judged by what they mean, where two correct kernels may return different bits.
+
+- **Ties in index outputs.** sort, argsort, msort, topk, kthvalue, mode, median, nanmedian,
+  cummax and cummin return indices; among equal values any of them is a correct answer
+  (PyTorch documents a defined order only for ``stable=True`` sorts, and its MPS
+  consistency test lets ties differ: "duplicate indices"). So an index output is right
+  when it selects values equal to those the CPU's indices select (``settle_ties``), and
+  exactly equal only for a stable sort. Their gradients scatter to the positions those
+  indices chose, so a gradient is compared after sorting it within each group of equal
+  input values along the op's dimension (``canonical_grad``).
+- **Results defined up to a choice.** An LU factorization depends on the pivots chosen,
+  which differ between libraries for equal candidates; what is defined is P @ L @ U, the
+  matrix it factors (``defined``). The forward outputs of these ops are compared as
+  that product (and any ``info`` output as it is).
+
+The tables are data: an op not listed is compared as it is.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.utils import _pytree
+
+
+def _arg(sample, position: int, name: str, default):
+    if name in sample.kwargs:
+        return sample.kwargs[name]
+    return sample.args[position] if len(sample.args) > position else default
+
+
+def _sorted(sample):
+    return _arg(sample, 0, "dim", -1), bool(sample.kwargs.get("stable", False))
+
+
+# op name -> (the dimension the indices run along, or None for the whole tensor; stable)
+TIES: dict[str, Callable] = {
+    "sort": _sorted,
+    "argsort": _sorted,
+    "msort": lambda s: (0, False),
+    "topk": lambda s: (_arg(s, 1, "dim", -1), False),
+    "kthvalue": lambda s: (_arg(s, 1, "dim", -1), False),
+    "mode": lambda s: (_arg(s, 0, "dim", -1), False),
+    "median": lambda s: (_arg(s, 0, "dim", None), False),
+    "nanmedian": lambda s: (_arg(s, 0, "dim", None), False),
+    "cummax": lambda s: (_arg(s, 0, "dim", 0), False),
+    "cummin": lambda s: (_arg(s, 0, "dim", 0), False),
+}
+
+
+def tie_spec(op_name: str, sample) -> tuple[int | None, bool] | None:
+    """(dim, stable) of an op whose indices may break ties either way; None for any other."""
+    spec = TIES.get(op_name)
+    if spec is None or not isinstance(sample.input, torch.Tensor):
+        return None
+    try:
+        return spec(sample)
+    except (IndexError, TypeError):
+        return None
+
+
+def _index_leaf(op_name: str, leaves: list) -> int | None:
+    """Which output leaf holds the indices: argsort's only one, the others' second."""
+    if op_name == "argsort" and len(leaves) == 1:
+        return 0
+    return 1 if len(leaves) == 2 else None
+
+
+def _selected(values: torch.Tensor, dim: int | None, index: torch.Tensor) -> torch.Tensor:
+    if values.dim() == 0 or dim is None:
+        return values.reshape(-1)[index.reshape(-1)]
+    if index.dim() < values.dim():
+        index = index.unsqueeze(dim)
+    return values.gather(dim, index)
+
+
+def settle_ties(op_name: str, sample, target, cpu) -> tuple[object, int]:
+    """``target`` with each index output that selects the same values as the CPU's replaced
+    by the CPU's (so an exact comparison passes), and how many elements were ties.
+    A stable sort's indices, and indices that select other values, stay as they are."""
+    spec = tie_spec(op_name, sample)
+    t_leaves, spec_t = _pytree.tree_flatten(target)
+    c_leaves, _ = _pytree.tree_flatten(cpu)
+    at = _index_leaf(op_name, t_leaves) if spec else None
+    if at is None or len(c_leaves) != len(t_leaves):
+        return target, 0
+    (dim, stable), t_idx, c_idx = spec, t_leaves[at], c_leaves[at]
+    if stable or not isinstance(t_idx, torch.Tensor) or t_idx.shape != c_idx.shape or torch.equal(t_idx, c_idx):
+        return target, 0
+    x = sample.input.detach().cpu()
+    try:
+        a, b = _selected(x, dim, t_idx.cpu()), _selected(x, dim, c_idx.cpu())
+    except (RuntimeError, IndexError):  # an index out of range: not a tie, a wrong answer
+        return target, 0
+    same = a == b
+    if a.is_floating_point() or a.is_complex():
+        same = same | (torch.isnan(a) & torch.isnan(b))
+    if not bool(same.all()):
+        return target, 0
+    t_leaves = list(t_leaves)
+    t_leaves[at] = c_idx
+    return _pytree.tree_unflatten(t_leaves, spec_t), int((t_idx != c_idx).sum())
+
+
+def canonical_grad(op_name: str, sample, grads):
+    """The gradients with the input's own gradient sorted within each group of equal input
+    values along the op's dimension (by value, then by gradient): the same for any choice
+    among ties. Other ops' gradients are returned as they are."""
+    spec = tie_spec(op_name, sample)
+    if spec is None or not grads or grads[0] is None:
+        return grads
+    dim, _ = spec
+    x, g = sample.input.detach().cpu(), grads[0]
+    if x.shape != g.shape or x.dim() == 0:
+        return grads
+    xr, gr = (x.reshape(-1), g.reshape(-1)) if dim is None else (x.movedim(dim, -1), g.movedim(dim, -1))
+    by_grad, order = gr.sort(dim=-1, stable=True)
+    _, by_value = xr.gather(-1, order).sort(dim=-1, stable=True)
+    return [by_grad.gather(-1, by_value), *grads[1:]]
+
+
+# --------------------------------------------------------------------------- results defined up to a choice
+
+def _product(p, lower, upper):
+    """P @ L @ U in double precision, in the factors' dtype: the judge's own arithmetic adds
+    no error, and no device setting (TF32) touches it."""
+    wide = torch.complex128 if lower.is_complex() else torch.float64
+    return (p.to(wide) @ lower.to(wide) @ upper.to(wide)).to(lower.dtype)
+
+
+def _plu(lu, pivots):
+    return _product(*torch.lu_unpack(lu, pivots))
+
+
+# op name -> the defined part of its raw output (before OpInfo's output_process_fn_grad)
+DEFINED: dict[str, Callable] = {
+    "lu": lambda out: (_plu(out[0], out[1]), *out[2:]),
+    "linalg.lu_factor": lambda out: _plu(out[0], out[1]),
+    "linalg.lu_factor_ex": lambda out: (_plu(out[0], out[1]), out[2]),
+    "linalg.lu": lambda out: _product(*out),
+}
+
+
+def defined(op_name: str) -> Callable | None:
+    """How to reduce an op's forward output to what is defined, or None to compare it as it is."""
+    return DEFINED.get(op_name)

@@ -1,0 +1,79 @@
+"""Outputs judged by what they mean (harness.outputs): ties in index outputs and their
+gradients, results defined up to a choice; and the causes of a failure (harness.causes)."""
+import types
+
+import pytest
+import torch
+
+from harness import causes, outputs
+
+
+def sample(x, *args, **kwargs):
+    return types.SimpleNamespace(input=x, args=args, kwargs=kwargs)
+
+
+TIED = torch.tensor([[3.0, 1.0, 3.0, 2.0], [5.0, 5.0, 5.0, 0.0]])
+
+
+def test_another_order_of_equal_values_is_settled_to_the_cpus_indices():
+    s = sample(TIED, -1)
+    cpu = torch.sort(TIED, dim=-1)
+    other = (cpu.values, torch.tensor([[1, 3, 2, 0], [3, 2, 1, 0]]))  # equal values, other positions
+    settled, ties = outputs.settle_ties("sort", s, other, tuple(cpu))
+    assert torch.equal(settled[1], cpu.indices) and ties > 0
+
+
+@pytest.mark.parametrize("why,indices,kwargs", [
+    ("selects another value", torch.tensor([[3, 1, 0, 2], [3, 2, 1, 0]]), {}),
+    ("a stable sort's order is defined", torch.tensor([[1, 3, 2, 0], [3, 2, 1, 0]]), {"stable": True}),
+])
+def test_indices_that_select_other_values_or_break_a_stable_sort_stay_wrong(why, indices, kwargs):
+    s = sample(TIED, -1, **kwargs)
+    cpu = torch.sort(TIED, dim=-1, stable=True)
+    settled, ties = outputs.settle_ties("sort", s, (cpu.values, indices), tuple(cpu))
+    assert torch.equal(settled[1], indices) and ties == 0, why
+
+
+def test_reductions_with_an_index_and_no_kept_dim_are_settled_too():
+    s = sample(TIED, 1)  # mode(x, 1): keepdim False
+    cpu = torch.mode(TIED, 1)
+    settled, _ = outputs.settle_ties("mode", s, (cpu.values, torch.tensor([2, 1])), tuple(cpu))
+    assert torch.equal(settled[1], cpu.indices) == bool((TIED.gather(1, torch.tensor([[2], [1]])).squeeze(1)
+                                                         == cpu.values).all())
+
+
+def test_a_gradient_among_ties_is_compared_within_each_group_of_equal_inputs():
+    s = sample(TIED, -1)
+    one = [torch.tensor([[1.0, 0.5, 2.0, 0.0], [7.0, 8.0, 9.0, 1.0]])]
+    swapped = [torch.tensor([[2.0, 0.5, 1.0, 0.0], [9.0, 7.0, 8.0, 1.0]])]  # the same grads, other tied positions
+    assert torch.equal(outputs.canonical_grad("sort", s, one)[0], outputs.canonical_grad("sort", s, swapped)[0])
+    moved = [torch.tensor([[1.0, 2.0, 0.5, 0.0], [7.0, 8.0, 9.0, 1.0]])]   # 2.0 moved to another value
+    assert not torch.equal(outputs.canonical_grad("sort", s, one)[0], outputs.canonical_grad("sort", s, moved)[0])
+    assert outputs.canonical_grad("add", s, one) is one
+
+
+def test_an_lu_is_compared_as_the_matrix_it_factors():
+    a = torch.tensor([[1.0, 2.0], [1.0, 3.0]])
+    lu, piv = torch.linalg.lu_factor(a)
+    assert torch.allclose(outputs.defined("linalg.lu_factor")((lu, piv)), a)
+    p, lower, upper = torch.linalg.lu(a)
+    assert torch.allclose(outputs.defined("linalg.lu")((p, lower, upper)), a)
+    assert outputs.defined("add") is None
+
+
+def test_causes_are_tried_in_order_and_only_where_they_can_tell():
+    assert causes.trials_for("cuda", "float32") == ["nondeterministic", "tf32"]
+    assert causes.trials_for("mps", "float16") == ["cpu-fallback", "nondeterministic", "reduced-precision"]
+    assert causes.trials_for("mps", "float32") == ["cpu-fallback", "nondeterministic"]  # MPS has no TF32 switch
+    asked = []
+    assert causes.diagnose("cuda", "float32", lambda t: asked.append(t) or t == "tf32") == "tf32"
+    assert asked == ["nondeterministic", "tf32"]
+    assert causes.diagnose("cuda", "float16", lambda t: None) == "unexplained"
+    assert causes.diagnose("cuda", "float16", lambda t: 1 / 0) == "unexplained"  # a rerun that cannot run
+
+
+def test_a_cause_names_the_switch_of_its_device():
+    cuda = causes.describe("reduced-precision", "cuda", "bfloat16")
+    assert "bfloat16" in cuda["cause_what"] and "allow_fp16_reduced_precision_reduction" in cuda["switch"]
+    assert "allow_fp16" not in causes.describe("reduced-precision", "mps", "float16")["switch"]
+    assert "cudnn.allow_tf32 = False" in causes.describe("tf32", "cuda", "float32")["switch"]
