@@ -299,13 +299,57 @@ def parity_sections(m: Matrix) -> list[Section]:
         Section("Numerical parity: margins per column and dtype",
                 ["column", "dtype", "compared", "pass", "fail", "xfail", "median margin", "worst margin"], summary,
                 empty="No parity checks measured anything.",
-                intro="margin = largest error / allowed error: <= 1 passes. On the cpu target the reference is "
-                      "float64 on the same inputs; on an accelerator, the CPU in the same dtype. xfail: a "
-                      "float16/bfloat16 precision limit (the reason says which)."),
+                intro="margin = largest error / allowed error: <= 1 passes. The reference is float64 on the same "
+                      "inputs; on an accelerator the allowed error is also the CPU's own error in the same dtype "
+                      "(x 2, + 2 units in the last place), so an accelerator no less accurate than the CPU passes. "
+                      "xfail: a float16/bfloat16 precision limit or a known float32 limit (the reason says which)."),
         Section(f"Numerical parity: the {WORST_PER_DTYPE} worst checks per column and dtype",
                 ["check", "column", "dtype", "result", "margin", "max abs err", "max rel err", "tolerance",
                  "against"], worst, level=3, empty="No parity checks measured anything.",
                 image=_margin_chart(charted) if charted else None, image_name="parity_worst_margins.png"),
+    ]
+
+
+CAUSE_EXAMPLES = 4
+
+
+def cause_sections(m: Matrix) -> list[Section]:
+    """Parity on accelerators: the failures grouped by the cause their reruns found
+    (harness.causes), with the switch that changes each; then the checks where the CPU,
+    not the target, was the inaccurate side."""
+    from harness import causes
+    labels = {c.id: c.label for c in m.columns}
+    groups: dict[tuple[str, str], list[str]] = {}
+    found, cpu_off = {}, []
+    for (check, col_id), rec in sorted(m.cells.items()):
+        met = rec.get("metrics") or {}
+        if rec.get("suite") != "parity":
+            continue
+        if met.get("cause") and cell_key(rec) in PROBLEMS:
+            groups.setdefault((met["cause"], col_id), []).append(check)
+            found[(met["cause"], col_id)] = met
+        finding = met.get("cpu_finding")
+        if isinstance(finding, dict):
+            cpu_off.append([check, labels.get(col_id, col_id), _num(finding.get("cpu_err")),
+                            _num(finding.get("target_err")), _num(finding.get("cpu_margin"))])
+    order = {name: i for i, name in enumerate((*causes.ORDER, "unexplained"))}
+    rows = [[Cell(cause, "fail"), labels.get(col_id, col_id), str(len(checks)),
+             ", ".join(checks[:CAUSE_EXAMPLES]) + (f" and {len(checks) - CAUSE_EXAMPLES} more"
+                                                   if len(checks) > CAUSE_EXAMPLES else ""),
+             found[(cause, col_id)].get("cause_what", ""), found[(cause, col_id)].get("switch", "")]
+            for (cause, col_id), checks in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1]))]
+    return [
+        Section("Numerical parity on accelerators: failures by cause",
+                ["cause", "column", "checks", "for example", "what happened", "the switch"], rows,
+                empty="No parity failure on an accelerator.",
+                intro="An accelerator is judged by its accuracy against float64, the CPU's own error as the "
+                      "yardstick. A failing sample is run again there with TF32 off, on float32 inputs, and a "
+                      "second time; the first rerun that changes the verdict names the cause."),
+        Section("Numerical parity: where the CPU is the inaccurate side", ["check", "column", "CPU's error",
+                                                                          "target's error", "CPU's margin"],
+                cpu_off[:LIST_AT_MOST], level=3, empty="None: wherever the target passed, the CPU met float64 too.",
+                intro="The target passed; the CPU in the same dtype misses float64's rules. A finding about the "
+                      "CPU, not a failure of the target." + _more(cpu_off)),
     ]
 
 
@@ -511,6 +555,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Se
     out += suite_sections(m)
     out += model_sections(m)
     out += parity_sections(m)
+    out += cause_sections(m)
     out += optim_sections(m)
     out += outcome_sections(m)
     out += predicted_sections(kernel_tables)
