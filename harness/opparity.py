@@ -12,13 +12,19 @@ For each sample input of an op (OpInfo's own samples, made on the CPU from a fix
 Backward cases compare the gradients of the inputs, with the same fixed grad_outputs.
 The verdict:
 
-  target != cpu   target against cpu, elementwise, at the dtype's tolerance (what
-                  PyTorch's own device-vs-CPU test asks); both sides' errors against the
-                  reference are recorded, so a report can say which is more accurate.
-                  Integer and bool results must match exactly.
-  target == cpu   cpu against the float64 reference, normwise per output tensor (see
-                  harness.parity): a low-precision kernel's error on a small element
-                  that cancelled is not a bug, a kernel that is off by 1e-3 is.
+  target == cpu   cpu against the float64 reference: elementwise, normwise, or with the
+                  reference's own sensitivity (``against_reference``): a low-precision
+                  kernel's error on a small element that cancelled is not a bug, a kernel
+                  that is off by 1e-3 is.
+  target != cpu   the target by its accuracy against the same reference, the CPU's own
+                  error in the same dtype as the yardstick (parity.compare_accuracy;
+                  ``_on_target``): it passes when it meets the cpu target's rules or is no
+                  less accurate than the CPU. Outputs by their kind (harness.outputs):
+                  integer and bool outputs exactly, index outputs among ties by the values
+                  they select, an LU as P @ L @ U. Agreement with the CPU is recorded, not
+                  judged. A failure is rerun to name its cause (harness.causes). With no
+                  float64 reference (integer inputs, no float64 kernel), against the CPU at
+                  each output dtype's tolerance.
 
 Samples that cannot be compared are set aside, not judged: a sample whose output changes
 with the RNG seed (random ops), and ops that PyTorch itself declares not comparable with
