@@ -388,22 +388,29 @@ def _settled(op, sample, pass_: str, result):
     return outputs.canonical_grad(op.name, sample, result) if pass_ == "backward" else result
 
 
+def _prepared(op, sample, pass_: str, result, cpu) -> tuple[object, int]:
+    """One side's result ready to judge: index outputs that only break ties another way
+    than the CPU's settled to the CPU's, gradients among ties in canonical order; and how
+    many elements were ties."""
+    from harness import outputs
+    if pass_ == "forward":
+        return outputs.settle_ties(op.name, sample, result, cpu)
+    return _settled(op, sample, pass_, result), 0
+
+
 def _on_target(op, sample, device: str, dt, wide, pass_: str, tol, cpu, ref, res: dict) -> dict | None:
     """The target's verdict on one sample: by its accuracy against float64, with the CPU as
     the yardstick (parity.compare_accuracy), or, with no float64 reference (integer
     inputs, no float64 kernel), against the CPU at each output dtype's tolerance. None when
     the sample is set aside (its output is drawn from the RNG)."""
     import torch
-    from harness import devices, outputs, parity
+    from harness import devices, parity
     kind = devices.kind_of(device.split(":")[0])
     tgt, fell_back = _target_run(op, sample, device, dt, pass_, cpu, ref)
-    if pass_ == "forward":
-        tgt, ties = outputs.settle_ties(op.name, sample, tgt, cpu)
-        res["ties"] += ties
-        if ref is not None:  # float64 may break ties another way too
-            ref, _ = outputs.settle_ties(op.name, sample, ref, cpu)
-    tgt_s, cpu_s = _settled(op, sample, pass_, tgt), _settled(op, sample, pass_, cpu)
-    ref_s = _settled(op, sample, pass_, ref) if ref is not None else None
+    tgt_s, ties = _prepared(op, sample, pass_, tgt, cpu)
+    res["ties"] += ties
+    cpu_s = _settled(op, sample, pass_, cpu)
+    ref_s = _prepared(op, sample, pass_, ref, cpu)[0] if ref is not None else None  # float64 breaks ties too
 
     def judge(target, slack=None) -> dict:
         if ref_s is None:
@@ -438,7 +445,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, tol, cpu, ref, res
                 return bool(fell_back)
             if trial == "nondeterministic":
                 again, _ = _target_run(op, sample, device, dt, pass_, cpu, ref)
-                return not parity.compare(_settled(op, sample, pass_, again), tgt_s, tolerances.EXACT)["ok"]
+                return not parity.compare(_prepared(op, sample, pass_, again, cpu)[0], tgt_s, tolerances.EXACT)["ok"]
             if trial == "tf32":
                 with devices.tf32(False):
                     again, _ = _target_run(op, sample, device, dt, pass_, cpu, ref)
@@ -450,7 +457,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, tol, cpu, ref, res
                     return _round(_evaluate(op, convert(sample, dt, wider, "cpu" if stand_in else device), pass_,
                                             0, dt), wider, dt)
                 again = stand_in.run(widened, cpu, ref) if stand_in else widened()
-            return judge(_settled(op, sample, pass_, again))["ok"]
+            return judge(_prepared(op, sample, pass_, again, cpu)[0])["ok"]
         verdict.update(causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype), fallback_ops=fell_back)
     return verdict
 
