@@ -342,7 +342,7 @@ def _compare_sample(op, sample, index, device, dt, wide, pass_, tol, res, parity
     ref = None
     if wide is not None:
         try:
-            ref = _reference(op, sample, dt, wide, pass_)
+            ref = _reference(op, sample, dt, wide, pass_, like=cpu)
         except Exception:  # the op has no float64 kernel: no reference for this sample
             res["no_reference"] += 1
     if on_target:
@@ -421,7 +421,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, tol, cpu, ref, res
     verdict = judge(tgt_s)
     if not verdict["ok"] and ref_s is not None:  # a rounding-sized move of the inputs may explain it
         slack = _settled(op, sample, pass_, parity.slack_of(
-            ref, [_reference(op, sample, dt, wide, pass_, trial) for trial in range(len(TRIALS))]))
+            ref, [_reference(op, sample, dt, wide, pass_, trial, like=cpu) for trial in range(len(TRIALS))]))
         verdict = judge(tgt_s, slack)
     if not verdict["ok"] and _random(op, sample, pass_, cpu):
         res["random"] += 1
@@ -517,7 +517,8 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
     normwise = parity.compare(result, ref, tol, normwise=True)
     if normwise["ok"]:
         return normwise
-    slack = parity.slack_of(ref, [_reference(op, sample, dt, wide, pass_, trial) for trial in range(len(TRIALS))])
+    slack = parity.slack_of(ref, [_reference(op, sample, dt, wide, pass_, trial, like=result)
+                                  for trial in range(len(TRIALS))])
     sensitive = parity.compare(result, ref, tol, slack=slack)
     if sensitive["ok"] or dt not in (torch.float16, torch.bfloat16):
         return sensitive
@@ -566,16 +567,27 @@ def _perturb(sample, wide, eps: float, trial: int):
     return sample.transform(f)
 
 
-def _reference(op, sample, dt, wide, pass_: str, trial: int | None = None):
+def _reference(op, sample, dt, wide, pass_: str, trial: int | None = None, like=None):
     """The op in float64 on the sample's values, rounded to ``dt`` (the best ``dt`` can hold).
 
-    With ``trial``, on inputs moved by a rounding-sized amount first (see TRIALS).
+    With ``trial``, on inputs moved by a rounding-sized amount first (see TRIALS). With
+    ``like`` (the result in ``dt``), each output is rounded to that output's dtype instead:
+    an output that is float64 by design (``float_power``) stays float64.
     """
     import torch
+    from torch.utils import _pytree
     s64 = convert(sample, dt, wide, "cpu")
     if trial is not None:
         s64 = _perturb(s64, wide, torch.finfo(dt).eps, trial)
-    return _round(_evaluate(op, s64, pass_, 0, dt), wide, dt)
+    out = _evaluate(op, s64, pass_, 0, dt)
+    if like is not None:
+        leaves, spec = _pytree.tree_flatten(out)
+        shapes = _pytree.tree_flatten(like)[0]
+        if len(shapes) == len(leaves):
+            return _pytree.tree_unflatten(
+                [x.to(t.dtype) if isinstance(x, torch.Tensor) and x.dtype == wide and isinstance(t, torch.Tensor)
+                 else x for x, t in zip(leaves, shapes)], spec)
+    return _round(out, wide, dt)
 
 
 # --------------------------------------------------------------------------- judging

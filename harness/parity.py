@@ -215,7 +215,8 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
 
     Per floating element, the target's error |t - r| may be up to the larger of
       the CPU target's rules   atol + rtol * |r| (+ the reference's own sensitivity, ``slack``)
-      the CPU's own accuracy   ``factor`` * |c - r| + ``ulps`` units in the last place of ``dtype`` at r
+      the CPU's own accuracy   ``factor`` * |c - r| + ``ulps`` units in the last place at r of the
+                               output's dtype (``dtype``, the case's, where the output is float64)
     or, for the whole output, the normwise rule atol + rtol * max|r| (unless ``normwise`` is
     False: where the cpu target is judged elementwise only). So a target passes
     when it meets the rules a correct CPU kernel meets, or is no less accurate than the CPU
@@ -272,7 +273,7 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
     mag = r64.abs()[judged]
     cpu_err = torch.where(torch.isfinite(c64), (c64 - r64).abs(), math.inf)[judged]
     rules = tol.atol + tol.rtol * mag + (slack[judged] if slack is not None else 0.0)
-    as_cpu = factor * cpu_err + ulps * ulp(mag, dtype)
+    as_cpu = factor * cpu_err + ulps * ulp(mag, t.dtype if t.dtype != wide else dtype)  # the output's own units
     allowed = torch.maximum(rules, as_cpu)
     whole = tol.atol + tol.rtol * float(mag.max()) if normwise else 0.0
     margin_each = float((err / allowed.clamp_min(1e-300)).max())

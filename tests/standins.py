@@ -63,10 +63,11 @@ class Noisy(devices.StandIn):
             if not _floating(x) or x.numel() == 0:
                 return x
             real = torch.view_as_real(x) if x.is_complex() else x
+            finite = torch.isfinite(x).unsqueeze(-1).expand(real.shape) if x.is_complex() else torch.isfinite(x)
             hit = torch.rand(real.shape, generator=gen) < 1 / 3
             toward = torch.where(torch.rand(real.shape, generator=gen) < 0.5, torch.inf, -torch.inf).to(real.dtype)
             moved = torch.nextafter(real, toward)
-            keep = ~hit | ~torch.isfinite(real) | ~torch.isfinite(moved)  # no new inf at the range's end
+            keep = ~hit | ~finite | ~torch.isfinite(moved)  # a non-finite value as it is; no new inf
             out = torch.where(keep, real, moved)
             return torch.view_as_complex(out.contiguous()) if x.is_complex() else out
         return _pytree.tree_map(nudge, result)

@@ -100,12 +100,16 @@ def test_judge(result, status):
 
 # A slice of the op sweep where the accelerator path meets each way real devices differ:
 # ties (sort family, in every dtype), a decomposition with pivots (lu), float outputs of
-# integer inputs (atan2), accumulations (softmax, cumsum, mm), convolutions.
+# integer inputs (atan2), accumulations (softmax, cumsum, mm), convolutions; and outputs in
+# another dtype than the case's (half of a float32, float_power's float64, a complex
+# -inf), where one unit in the last place is the output's own.
 ON_TARGET = [("add", "float32", "forward"), ("add", "int64", "forward"), ("nn.functional.gelu", "float16", "forward"),
              ("sort", "float16", "forward"), ("sort", "float16", "backward"), ("argsort", "uint8", "forward"),
              ("topk", "bfloat16", "forward"), ("mode", "bool", "forward"), ("kthvalue", "float32", "backward"),
              ("lu", "complex64", "forward"), ("atan2", "int32", "forward"), ("softmax", "float16", "backward"),
-             ("cumsum", "bfloat16", "forward"), ("mm", "float32", "forward"), ("nn.functional.conv2d", "float32", "backward")]
+             ("cumsum", "bfloat16", "forward"), ("mm", "float32", "forward"), ("nn.functional.conv2d", "float32", "backward"),
+             ("half", "float32", "forward"), ("float_power", "float16", "forward"),
+             ("masked.logsumexp", "complex64", "forward")]
 
 
 @pytest.fixture(scope="module")
