@@ -65,6 +65,7 @@ def test_causes_are_tried_in_order_and_only_where_they_can_tell():
     assert causes.trials_for("cuda", "float32") == ["nondeterministic", "tf32"]
     assert causes.trials_for("mps", "float16") == ["cpu-fallback", "nondeterministic", "reduced-precision"]
     assert causes.trials_for("mps", "float32") == ["cpu-fallback", "nondeterministic"]  # MPS has no TF32 switch
+    assert "tf32" in causes.trials_for("stand-in", "int64")  # cov of integers computes a float32 matmul
     asked = []
     assert causes.diagnose("cuda", "float32", lambda t: asked.append(t) or t == "tf32") == "tf32"
     assert asked == ["nondeterministic", "tf32"]
