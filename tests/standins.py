@@ -62,6 +62,8 @@ class Noisy(devices.StandIn):
         def nudge(x):
             if not _floating(x) or x.numel() == 0:
                 return x
+            if x.is_complex():  # conj() and neg views hold their values lazily: view_as_real refuses them
+                x = x.resolve_conj().resolve_neg()
             real = torch.view_as_real(x) if x.is_complex() else x
             finite = torch.isfinite(x).unsqueeze(-1).expand(real.shape) if x.is_complex() else torch.isfinite(x)
             hit = torch.rand(real.shape, generator=gen) < 1 / 3
