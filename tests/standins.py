@@ -87,7 +87,28 @@ _TIE_BREAKERS = {
 }
 
 
-class FlippedTies(TorchDispatchMode):
+class ModeStandIn(devices.StandIn):
+    """A stand-in that differs from the CPU through a dispatch mode (``mode()``), and only
+    where the mode changed an op. Merely running under a Python dispatch mode can change a
+    kernel's result (torch 2.15's linalg.polar complex64 returns a wrong H, reconstruction
+    off by 0.5, under a pass-through mode), which no real device would share: where the
+    mode changed nothing, the result is the plain computation's."""
+
+    def mode(self) -> "CountingMode":
+        raise NotImplementedError
+
+    def run(self, compute, cpu, reference):
+        mode = self.mode()
+        with mode:
+            result = compute()
+        return self.finish(result if mode.changed else compute(), cpu, reference)
+
+
+class CountingMode(TorchDispatchMode):
+    changed = 0  # ops this mode computed differently
+
+
+class FlippedTies(CountingMode):
     """The tie-breaking ops on their input flipped along the dimension: another valid
     choice among equal values, the indices mapped back (n - 1 - i)."""
 
@@ -102,15 +123,16 @@ class FlippedTies(TorchDispatchMode):
         x = args[0]
         if dim is None or x.dim() == 0:
             return func(*args, **kwargs)
+        self.changed += 1
         values, indices = func(x.flip(dim), *args[1:], **kwargs)
         return values, (x.size(dim) - 1) - indices
 
 
-class Ties(devices.StandIn):
+class Ties(ModeStandIn):
     name = "standin-ties"
     summary = "breaks ties in sort, topk, kthvalue, mode and median the other way round"
 
-    def context(self):
+    def mode(self):
         return FlippedTies()
 
 
@@ -127,20 +149,21 @@ def to_tf32(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(x), rounded, x)
 
 
-class RoundedToTF32(TorchDispatchMode):
+class RoundedToTF32(CountingMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in _TF32_OPS and torch.backends.cudnn.allow_tf32:
+            self.changed += 1
             args, kwargs = _pytree.tree_map(
                 lambda a: to_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a,
                 (args, kwargs or {}))
         return func(*args, **(kwargs or {}))
 
 
-class TF32(devices.StandIn):
+class TF32(ModeStandIn):
     name = "standin-tf32"
     summary = "rounds the float32 inputs of matmuls and convolutions to TF32, as a GPU with TF32 allowed does"
 
-    def context(self):
+    def mode(self):
         return RoundedToTF32()
 
 

@@ -261,3 +261,34 @@ def test_the_tf32_stand_in_fails_only_float32_matmuls_and_convolutions_each_nami
     passed = {r["check"] for r in mine if r["status"] == "pass"}
     assert {"parity/add/float32/forward", "parity/softmax/float32/forward", "parity/cumsum/float32/forward",
             "parity/mm/float16/forward", "parity/lu/float32/forward"} <= passed
+
+
+def _mode_sensitive(x):
+    """Doubles its input when any Python dispatch mode is active: like torch 2.15's
+    linalg.polar complex64, whose H comes out wrong under a pass-through mode."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return x * (2 if _get_current_dispatch_mode() is not None else 1)
+
+
+def test_a_result_that_a_dispatch_mode_alone_changes_is_not_taken_for_a_random_one():
+    import types
+    x = torch.arange(4.0)
+    sample = types.SimpleNamespace(input=x, args=(), kwargs={}, output_process_fn_grad=lambda out: out)
+
+    class Op:
+        def __init__(self, name, fn):
+            self.name, self.fn = name, fn
+
+        def __call__(self, *args, **kwargs):
+            return self.fn(*args, **kwargs)
+    assert not opparity._random(Op("fake_mode_sensitive", _mode_sensitive), sample, "forward", x)
+    assert opparity._random(Op("fake_rand", lambda t: torch.rand_like(t)), sample, "forward", x)
+    assert opparity._random(Op("fake_randn", lambda t: t + torch.randn(t.shape)), sample, "forward", x)
+
+
+def test_a_mode_stand_in_differs_from_the_cpu_only_where_its_mode_changed_an_op(standins):
+    x = torch.tensor([3.0, 1.0, 3.0, 2.0])
+    for stand_in in (standins.Ties(), standins.TF32()):
+        assert torch.equal(stand_in.run(lambda: _mode_sensitive(x), None, None), x)  # nothing changed: plain
+    flipped = standins.Ties().run(lambda: torch.sort(x, descending=True), None, None)
+    assert flipped.indices.tolist() == [2, 0, 3, 1]  # the tie of the two 3.0s broken the other way
