@@ -60,7 +60,7 @@ class Noisy(devices.StandIn):
         gen = torch.Generator().manual_seed(self.SEED)  # the same noise on every rerun
 
         def nudge(x):
-            if not _floating(x) or x.numel() == 0:
+            if not _floating(x) or x.numel() == 0 or x.layout != torch.strided:  # sparse: as it is
                 return x
             if x.is_complex():  # conj() and neg views hold their values lazily: view_as_real refuses them
                 x = x.resolve_conj().resolve_neg()
@@ -154,7 +154,8 @@ class RoundedToTF32(CountingMode):
         if func in _TF32_OPS and torch.backends.cudnn.allow_tf32:
             self.changed += 1
             args, kwargs = _pytree.tree_map(
-                lambda a: to_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a,
+                lambda a: to_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32
+                and a.layout == torch.strided else a,  # a sparse operand as it is
                 (args, kwargs or {}))
         return func(*args, **(kwargs or {}))
 

@@ -109,7 +109,8 @@ ON_TARGET = [("add", "float32", "forward"), ("add", "int64", "forward"), ("nn.fu
              ("lu", "complex64", "forward"), ("atan2", "int32", "forward"), ("softmax", "float16", "backward"),
              ("cumsum", "bfloat16", "forward"), ("mm", "float32", "forward"), ("nn.functional.conv2d", "float32", "backward"),
              ("half", "float32", "forward"), ("float_power", "float16", "forward"),
-             ("masked.logsumexp", "complex64", "forward"), ("conj", "complex64", "forward")]
+             ("masked.logsumexp", "complex64", "forward"), ("conj", "complex64", "forward"),
+             ("sparse.mm.reduce", "float32", "backward")]
 
 
 @pytest.fixture(scope="module")
