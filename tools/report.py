@@ -841,7 +841,7 @@ def _matrix_head(s: Section) -> str:
         for c in members:
             target = _h(c.target)
             cols += (f"<th data-col='{_h(c.id)}' data-target='{target}' data-group='{g}' title='{_h(c.label)} "
-                     f"({_h(c.env_id)})'>torch {_h(c.torch_release)}<br>{_h(c.target + c.label_suffix)}</th>")
+                     f"({_h(c.env_id)})'>torch {_h(c.torch_release)}<br>{_h(c.target_label + c.label_suffix)}</th>")
     for c, bar in zip(s.columns, s.bars):
         bars += f"<th data-target='{_h(c.target)}'>{_bar_html(bar.counts)}</th>"
     return (f"<tr class='hosts'><th colspan='{lead}'></th>{hosts}</tr><tr class='cols'>{cols}</tr>"
@@ -915,6 +915,7 @@ def render_json(m: Matrix, sources: list[str], errors: list[str], kernel_tables:
         "sources": sources, "errors": errors,
         "legend": [{"key": k, "symbol": s, "meaning": t} for k, s, t in LEGEND],
         "columns": [{"id": c.id, "label": c.label, "host": c.host_label, "env_id": c.env_id, "target": c.target,
+                     "workload": c.workload,
                      "runs": c.runs, "complete": c.complete, "summary": dict(m.summary(c)), "facts": c.facts,
                      "targets": c.header.get("targets"), "mps_fallback": c.header.get("mps_fallback")}
                     for c in m.columns],
