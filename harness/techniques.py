@@ -100,35 +100,153 @@ def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -
                                                                             **setup_values),
            "bound": bound, "kind": expect.kind, "source": expect.source, **setup_values}
     if quantity == "memory":
-        out.update(_memory(measure, wa, wb, expect.basis, claim_expect))
+        out.update(_memory(measure, wa, wb, expect.basis, claim_expect, name))
     else:
         out.update(_time(measure, wa, wb, expect.basis, claim_expect, device, TIME_BUDGET_S[scale],
                          TIME_ROUNDS[scale]))
     return out
 
 
-def _memory(measure, wa, wb, basis: str, claim_expect) -> dict:
+# What each memory claim's technique makes smaller (harness.measure categories): the part of
+# the peak it can lower. A peak made of something else is one the technique cannot move.
+LOWERS = {
+    "larger-batch": ("activations", "temporaries"),
+    "batch-multiple-of-8": ("activations", "temporaries"),
+    "gradient-accumulation": ("activations", "temporaries"),
+    "gradient-checkpointing": ("activations",),
+    "fp16-autocast": ("activations",),
+    "bf16-autocast": ("activations",),
+    "torch-cuda-amp-on-mac": ("activations",),
+    "adafactor": ("optimizer_state",),
+    "adamw-8bit": ("optimizer_state",),
+    "fused-adamw": ("temporaries",),
+    "freeze-backbone": ("gradients", "optimizer_state"),
+    "peft-lora": ("gradients", "optimizer_state"),
+    "shorter-max-length": ("activations", "temporaries"),
+    "dynamic-padding": ("activations", "temporaries"),
+    "sdpa-attention": ("activations", "temporaries"),
+    "torch-compile": ("activations", "temporaries"),
+}
+# The optimizer the alternative measurement uses when a peak sits in AdamW's step.
+SINGLE_TENSOR = "adamw-single"
+
+
+def _memory(measure, wa, wb, basis: str, claim_expect, name: str = "") -> dict:
     for w in (wa, wb):  # the optimizer state exists from the first step on: measure a steady step
         w.step()
+    ma, mb = (_weigh(measure, w) for w in (wa, wb))
     if basis == "optimizer-state":
         a, b = (measure.state_bytes(w.optimizer.state) for w in (wa, wb))
-        return {**measure.compare_memory(a, b, claim_expect), "anatomy": None}
-    ma, mb = (measure.measure_memory(w.step, adopt=w.resident()) for w in (wa, wb))
-    return {**measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect),
-            "peak_phase_a": ma["peak_phase"], "peak_phase_b": mb["peak_phase"],
-            "anatomy_a": _anatomy(measure, wa), "anatomy_b": _anatomy(measure, wb)}
+        out = measure.compare_memory(a, b, claim_expect)
+    else:
+        out = measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect)
+    out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=_anatomy_of(ma),
+               anatomy_b=_anatomy_of(mb), **_allocator(measure, ma, mb, claim_expect, out["verdict"], basis))
+    out["peak"] = peak_story(name, ma, mb)
+    if out["verdict"] != "holds" and basis != "optimizer-state":
+        alternative = _single_tensor_alternative(measure, wa, wb, name, claim_expect, ma, mb)
+        if alternative:
+            out["alternative"] = alternative
+            out["peak"] += " " + alternative["story"]
+    return out
 
 
-ANATOMY_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "batch", "peak_bytes")
+def _weigh(measure, w) -> dict:
+    """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
+    own peak read over the same step where the device keeps one."""
+    from harness import devices
+    backend = devices.backend(w.device.split(":")[0])
+    with measure.allocator_peak(backend, w.model) as allocator:
+        m = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
+    return {**m, **allocator}
 
 
-def _anatomy(measure, w) -> dict | None:
-    """What the peak is made of (seed 003's columns), for a plain step: one micro-batch, no
-    autocast, no compile (measure.memory_anatomy runs its own forward / backward / step)."""
-    if w.setup.grad_accum != 1 or w.setup.autocast or w.setup.compile:
+ANATOMY_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "batch", "activations", "temporaries")
+
+
+def _anatomy_of(m: dict) -> dict:
+    """What the peak is made of: bytes per category live at the peak moment (seed 003's
+    columns), the phase, and the peak itself."""
+    return {**{k: m["at_peak"].get(k, 0) for k in ANATOMY_KEYS}, "peak_bytes": m["peak_bytes"],
+            "peak_phase": m["peak_phase"]}
+
+
+def _allocator(measure, ma: dict, mb: dict, claim_expect, verdict: str, basis: str) -> dict:
+    """The device allocator's peaks beside the tracked bytes, and whether they would say
+    otherwise about the claim (allocator bytes include block rounding and kernel workspaces)."""
+    a, b = ma.get("allocator_peak"), mb.get("allocator_peak")
+    out = {"allocator_method": ma.get("allocator_method") or mb.get("allocator_method"),
+           "allocator_peak_a": a, "allocator_peak_b": b}
+    if a is None or b is None:
+        out["allocator_reason"] = ma.get("allocator_reason") or mb.get("allocator_reason") or ""
+        return out
+    if ma.get("allocator_driver_peak") is not None:
+        out.update(allocator_driver_peak_a=ma["allocator_driver_peak"],
+                   allocator_driver_peak_b=mb.get("allocator_driver_peak"))
+    by_allocator = measure.compare_memory(a, b, claim_expect)
+    out["allocator_ratio"] = by_allocator["mem_ratio"]
+    if basis != "optimizer-state" and by_allocator["verdict"] != verdict:
+        out["allocator_disagrees"] = (f"by the allocator's peak ({out['allocator_method']}) the claim "
+                                      f"{by_allocator['verdict']}: ratio {by_allocator['mem_ratio']:.3f} against "
+                                      f"{verdict} by the tracked storages")
+    return out
+
+
+def _share(m: dict, categories) -> float:
+    return sum(m["at_peak"].get(c, 0) for c in categories) / m["peak_bytes"] if m["peak_bytes"] else 0.0
+
+
+def _makeup(m: dict, top: int = 3) -> str:
+    parts = sorted(((v, k) for k, v in m["at_peak"].items() if v), reverse=True)[:top]
+    return ", ".join(f"{k.replace('_', ' ')} {v / m['peak_bytes']:.0%}" for v, k in parts)
+
+
+def peak_story(name: str, ma: dict, mb: dict) -> str:
+    """Where each side's peak is and what holds it, and how much of it the technique can
+    lower, in a user's terms."""
+    mib = 2 ** 20
+    text = (f"baseline peak {ma['peak_bytes'] / mib:.1f} MiB in the {ma['peak_phase']} phase ({_makeup(ma)}); "
+            f"with the technique {mb['peak_bytes'] / mib:.1f} MiB in the {mb['peak_phase']} phase ({_makeup(mb)})")
+    lowers = LOWERS.get(name)
+    if lowers:
+        what = " and ".join(c.replace("_", " ") for c in lowers)
+        text += f"; {name} lowers {what}: {_share(ma, lowers):.0%} of the baseline's peak"
+    return text + "."
+
+
+def _single_tensor_alternative(measure, wa, wb, name: str, claim_expect, ma: dict, mb: dict) -> dict | None:
+    """A memory claim that does not hold with the peak in AdamW's step: measure both sides
+    again with AdamW one parameter at a time (``foreach=False``; CUDA's default is foreach,
+    whose temporaries span every parameter at once) and say where the peak goes."""
+    from harness.workloads import Workload
+    if "optimizer" not in (ma["peak_phase"], mb["peak_phase"]):
         return None
-    a = measure.memory_anatomy(w.model, w.batches[0], w.optimizer, warmup_steps=0)
-    return {k: a[k] for k in ANATOMY_KEYS}
+    if not (wa.setup.optimizer == wb.setup.optimizer and wa.setup.optimizer in ("adamw", "adamw-foreach")):
+        return None
+    alt = [Workload(w.setup.but(optimizer=SINGLE_TENSOR), w.device) for w in (wa, wb)]
+    for w in alt:
+        w.step()
+    aa, ab = (_weigh(measure, w) for w in alt)
+    res = measure.compare_memory(aa["peak_bytes"], ab["peak_bytes"], claim_expect)
+    return {"optimizer": SINGLE_TENSOR, "mem_ratio": res["mem_ratio"], "verdict": res["verdict"],
+            "peak_phase_a": aa["peak_phase"], "peak_phase_b": ab["peak_phase"],
+            "anatomy_a": _anatomy_of(aa), "anatomy_b": _anatomy_of(ab),
+            "story": alternative_story(name, wa.setup.optimizer, aa, res)}
+
+
+def alternative_story(name: str, optimizer: str, alt_baseline: dict, res: dict) -> str:
+    """What the single-tensor AdamW measurement says about a claim whose peak sat in the
+    optimizer's step: where the peak goes, and what the technique does to it there."""
+    head = f"The peak is in AdamW's step ({optimizer}), which {name} does not shrink; with AdamW(foreach=False) "
+    change = 1 - res["mem_ratio"]
+    effect = (f"{name} lowers it by {change:.0%}" if change > 0 else
+              f"{name} raises it by {-change:.0%}" if change < 0 else f"{name} leaves it unchanged")
+    tail = f" (ratio {res['mem_ratio']:.3f}: the claim {res['verdict']} there)."
+    if alt_baseline["peak_phase"] == "optimizer":
+        floor = _share(alt_baseline, ("parameters", "buffers", "gradients", "optimizer_state"))
+        return (head + f"the peak stays in the optimizer step, {floor:.0%} of it the weights, gradients and "
+                f"optimizer state themselves, and {effect}" + tail)
+    return head + f"the baseline's peak moves to the {alt_baseline['peak_phase']} phase and {effect}" + tail
 
 
 def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float, rounds: int) -> dict:
@@ -160,7 +278,7 @@ def seed_003_path(device: str, scale: str = "small") -> list[dict]:
     for name, setup in _seed_003_rows(SCALES[scale]):
         w = Workload(setup, device)
         step_s = measure.median_time(w.step, sync=_sync(device), warmup=1, repeats=3)
-        peak = measure.measure_memory(w.step, adopt=w.resident())["peak_bytes"]
+        peak = measure.measure_memory(w.step, resident=w.resident())["peak_bytes"]
         rows.append({"row": name, "setup": repr(setup), "peak_bytes": peak, "step_s": step_s,
                      "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq})
         del w
