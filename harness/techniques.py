@@ -7,9 +7,10 @@ row before it, as the seed measured it. ``measure_claim`` (run in the sandbox ch
 builds both, measures the claimed quantity with harness.measure, and judges it against
 the claims table's bound. Nothing here holds a number of a claim.
 
-Workload scales: ``small`` (the default: ``bert-small``, batch 16, length 64, for a
-2-core CPU; seed 003 used batch 32, length 128, which ``large`` restores with the
-macbert-large shape, for a Mac or a GPU).
+Workload scales: ``small`` (``bert-small``, batch 16, length 64, sized for a 2-core CPU),
+``medium`` (``bert-base``, batch 32, length 128) and ``large`` (seed 003's shape: the
+macbert-large model at batch 32, length 128). ``--workload auto`` (the default) picks one
+per device: harness/sizing.py.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from harness.workloads import Setup
 
 SCALES = {
     "small": Setup(model="bert-small", batch=16, seq=64),
+    "medium": Setup(model="bert-base", batch=32, seq=128),
     "large": Setup(model="macbert-large", batch=32, seq=128),
 }
-TIME_BUDGET_S = {"small": 20.0, "large": 120.0}   # extra rounds while a time verdict is undecided
-TIME_ROUNDS = {"small": 6, "large": 10}            # interleaved rounds before the first verdict
+TIME_BUDGET_S = {"small": 20.0, "medium": 60.0, "large": 120.0}   # extra rounds while a time verdict is undecided
+TIME_ROUNDS = {"small": 6, "medium": 8, "large": 10}             # interleaved rounds before the first verdict
 
 
 def _seed_003_rows(base: Setup) -> list[tuple[str, Setup]]:

@@ -13,7 +13,8 @@ Model sizes: a BERT-style sequence classifier (seed 003 trains chinese-macbert-l
 what makes the seed's ratios meaningful, activations that outweigh the weights, gradients
 and optimizer state at the baseline batch (macbert-large at batch 32, length 128: about
 10 of 15 GB), at a size a 2-core CPU steps in about a second: a small vocabulary, since a
-21128-row embedding would make the weights dominate. ``tiny`` is for self-tests.
+21128-row embedding would make the weights dominate. ``bert-base`` (BERT-base's shape with
+the seed's vocabulary) is the step between them, for a Mac. ``tiny`` is for self-tests.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ PRESETS = {
              "vocab_size": 512},
     "bert-small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
                    "intermediate_size": 1024, "vocab_size": 2000},
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                  "vocab_size": 21128},
     "macbert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
                       "intermediate_size": 4096, "vocab_size": 21128},
 }

@@ -404,8 +404,9 @@ def _path_section(label: str, rec: dict) -> Section:
     return Section(f"Seed 003's path on {label}", ["row", "peak MiB", "x baseline", "seed: x baseline", "step s",
                                                    "x baseline", "seed: x baseline"], table,
                    level=3, image=_path_chart(label, rows), image_name=f"seed003_{_slug(label)}.png",
-                   intro=f"workload {rec['metrics'].get('workload')}; {cell_of(rec).text}. Each row adds one "
-                         "technique to the row before it, as seed 003's macbert-large table does.")
+                   intro=f"workload {rec['metrics'].get('workload')} "
+                         f"({rec['metrics'].get('shape') or 'shape not recorded'}); {cell_of(rec).text}. Each row "
+                         "adds one technique to the row before it, as seed 003's macbert-large table does.")
 
 
 def _slug(text: str) -> str:
