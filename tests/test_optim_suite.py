@@ -22,6 +22,10 @@ def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
     before = {r["subject"]: r for r in before}
     assert {name: r["category"] for name, r in before.items()} == {
         "gradient-checkpointing": "holds", "adafactor": "holds", "fused-adamw": "holds"}
+    for r in before.values():  # --workload auto chose the small shape on the CPU, and says why
+        m = r["metrics"]
+        assert m["workload"] == "small" and m["workload_reason"].startswith("auto on cpu: small")
+        assert m["peak_phase_a"] in ("forward", "backward", "optimizer") and "phase" in m["peak"]
     sabotaged, after = run(tmp_path, "-k", SLICE, "-p", "tests.optim_sabotage", "--baseline", str(baseline),
                            env={"MPS_COMPAT_OPTIM_SABOTAGE": "no-checkpointing,adafactor-is-adamw"})
     # a claim that does not hold is an xfail, not a failure: only the baseline fails the session
@@ -198,3 +202,22 @@ def test_the_same_result_verdict_for_gradients():
     missing = {**same, "b": [None]}
     assert "w: no gradient" in techniques.same_result_verdict(missing)["message"]
     assert not techniques.same_result_verdict({**same, "names": [], "a": [], "b": []})["ok"]
+
+
+def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):
+    """Seed 003's table was timed with 3 repeats per row, one row after another: on 2 cores
+    its gradient-accumulation row came out at 0.34x the baseline. Now each row is timed in
+    interleaved rounds against the baseline, with an interval, like the claims."""
+    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(techniques.TIME_BUDGET_S, "small", 0.5)
+    rows = techniques.seed_003_path("cpu", "small")
+    assert [r["row"] for r in rows] == [name for name, _ in techniques._seed_003_rows(techniques.SCALES["small"])]
+    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * techniques.TIME_ROUNDS["small"]
+    for r in rows[1:]:
+        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= techniques.TIME_ROUNDS["small"]
+        assert r["vs_seed"] in ("holds", "does not hold", "inconclusive")
+        assert r["peak_phase"] in ("forward", "backward", "optimizer")
+    # 4 micro-batches of one sample each cannot be faster than one batch of four
+    assert rows[1]["ci_high"] > 1.0
+    table = techniques.path_table(rows, claims.SEED_003_PATH)
+    assert f"[{rows[1]['ci_low']:.2f}, {rows[1]['ci_high']:.2f}]" in table

@@ -247,7 +247,7 @@ def test_a_small_and_a_large_optimization_run_on_one_machine_keep_both(tmp_path,
     columns = {c["id"]: c for c in data["columns"]}
     assert sorted(c["workload"] for c in columns.values()) == ["", "large", "small"]
     ratios = {columns[col]["workload"]: cell["metrics"]["time_ratio"]
-              for col, cell in data["cells"]["optim/tf32/time"].items()}
+              for col, cell in data["cells"]["optim/tf32"].items()}
     assert ratios == {"small": 0.99, "large": 0.40}
     md = (out / "matrix.md").read_text()
     assert "cpu (small workload)" in md and "cpu (large workload)" in md
