@@ -221,3 +221,21 @@ def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline
     assert rows[1]["ci_high"] > 1.0
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     assert f"[{rows[1]['ci_low']:.2f}, {rows[1]['ci_high']:.2f}]" in table
+
+
+def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
+    """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
+    give another verdict (a kernel's workspace, block rounding), the record says so."""
+    from harness import measure
+    tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
+    agree = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
+                                  ("lower", 1 / 0.9), "holds", "peak")
+    assert agree["allocator_ratio"] == 0.5 and "allocator_disagrees" not in agree
+    assert (agree["allocator_peak_a"], agree["allocator_peak_b"]) == (120, 60)
+    differ = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
+                                   ("lower", 1 / 0.9), "holds", "peak")
+    assert differ["allocator_disagrees"].startswith("by the allocator's peak (cuda max_memory_allocated) the claim "
+                                                    "does not hold: ratio 0.992 against holds")
+    cpu = techniques._allocator(measure, {"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
+                                {"allocator_peak": None}, ("lower", 2), "holds", "peak")
+    assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu

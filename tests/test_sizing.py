@@ -74,3 +74,16 @@ def test_a_named_workload_is_taken_as_named_and_an_unknown_one_refused():
                                               "reason": "--workload large", "candidates": []}
     with pytest.raises(ValueError, match="unknown workload 'huge'"):
         sizing.resolve("huge", "cpu")
+
+
+def test_the_tool_shows_the_ladder_for_a_described_device_and_refuses_bad_figures(capsys):
+    from tools import workload
+    assert workload.main(["--memory-gib", "79", "--tflops", "50"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("auto on the described device: large (macbert-large, batch 32, length 128)")
+    assert [line.split()[0] for line in out.splitlines() if line.endswith("<- chosen")] == ["large"]
+    for argv in (["--memory-gib", "79"], ["--memory-gib", "nan", "--tflops", "1"], ["--tflops", "0", "--memory-gib", "1"],
+                 ["--device", "cuda,nowhere"]):
+        assert workload.main(argv) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
