@@ -100,7 +100,7 @@ def side_from_runs(label: str, runs: list[journal.Run], sources: list[str], late
     records: dict[tuple[str, str], dict] = {}
     for run in runs:
         for rec in run.records:
-            records[(rec["check"], rec.get("target") or "any")] = rec
+            records[(rec["check"], journal.target_of(rec))] = rec
     return Side(label, envs[0], runs[-1].header, records, all(r.complete for r in runs), sources)
 
 

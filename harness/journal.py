@@ -58,6 +58,22 @@ class Identity:
         return "/".join(p for p in (self.suite, self.subject, self.variant) if p)
 
 
+def workload_of(rec: dict) -> str:
+    """The training workload a record was measured at (``metrics.workload``: small, large,
+    the shape ``--workload auto`` chose ...), or "" for a check that trains nothing. A claim
+    measured at two workloads is two results: the matrix gives each workload its own column
+    and the compare tool keeps them apart, so neither overwrites the other."""
+    workload = (rec.get("metrics") or {}).get("workload")
+    return workload if isinstance(workload, str) else ""
+
+
+def target_of(rec: dict) -> str:
+    """Where a record's result belongs: its target, with the workload when it has one
+    ("cpu", or "cuda [large workload]")."""
+    target, workload = rec.get("target") or "any", workload_of(rec)
+    return f"{target} [{workload} workload]" if workload else target
+
+
 def identity_for(path_parts: tuple[str, ...], func_name: str, params: dict) -> Identity | None:
     """The stable id of a check, from where its test lives and its parameters.
 

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 from packaging.version import InvalidVersion, Version
 
+from harness import journal
 from harness.journal import Run
 
 TARGET_ORDER = {"cpu": 0, "cuda": 1, "mps": 2}
@@ -81,10 +82,17 @@ class Column:
     runs: list[str]       # run ids merged into this column, oldest first
     complete: bool        # every merged run wrote its end line
     label_suffix: str = ""  # set when two columns would otherwise share a label
+    workload: str = ""      # the optimization suite's training workload ("" for checks that train nothing)
 
     @property
     def id(self) -> str:
-        return f"{self.env_id}/{self.target}"
+        return f"{self.env_id}/{self.target}" + (f"/{self.workload}" if self.workload else "")
+
+    @property
+    def target_label(self) -> str:
+        """The target, and the workload when the column holds one (a small and a large run of
+        the optimization suite on one machine are two columns)."""
+        return f"{self.target} ({self.workload} workload)" if self.workload else self.target
 
     @property
     def facts(self) -> dict:
@@ -103,7 +111,7 @@ class Column:
     @property
     def sublabel(self) -> str:
         """The label without the host: what a column says under its host's group header."""
-        return f"torch {self.torch_release} {self.target}{self.label_suffix}"
+        return f"torch {self.torch_release} {self.target_label}{self.label_suffix}"
 
     @property
     def host_label(self) -> str:
@@ -121,7 +129,7 @@ class Column:
         """Host first (so a host's columns sit together), then torch version numerically."""
         f = self.facts
         return (f.get("host", ""), self.host_label, _version_key((f.get("torch") or {}).get("version")),
-                (f.get("python") or {}).get("version", ""), TARGET_ORDER.get(self.target, 9))
+                (f.get("python") or {}).get("version", ""), TARGET_ORDER.get(self.target, 9), self.workload)
 
 
 @dataclasses.dataclass
@@ -146,11 +154,11 @@ def build(runs: list[Run]) -> Matrix:
         env_runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
         for run in env_runs:
             for rec in run.records:
-                target = rec.get("target") or "any"
-                col_id = f"{env_id}/{target}"
+                target, workload = rec.get("target") or "any", journal.workload_of(rec)
+                col_id = Column(env_id, target, {}, [], True, workload=workload).id
                 col = columns.get(col_id)
                 if col is None:
-                    col = columns[col_id] = Column(env_id, target, run.header, [], True)
+                    col = columns[col_id] = Column(env_id, target, run.header, [], True, workload=workload)
                 if run.run_id not in col.runs:
                     col.runs.append(run.run_id)
                     col.header = run.header
@@ -216,11 +224,11 @@ class History:
 
 
 def lineages(m: Matrix) -> dict[tuple[str, str, str], list[Column]]:
-    """Columns of one host, target and Python, ordered by torch version."""
+    """Columns of one host, target (with its workload) and Python, ordered by torch version."""
     out: dict[tuple[str, str, str], list[Column]] = defaultdict(list)
     for col in m.columns:
         f = col.facts
-        out[(f.get("host", "?"), col.target, (f.get("python") or {}).get("version", "?"))].append(col)
+        out[(f.get("host", "?"), col.target_label, (f.get("python") or {}).get("version", "?"))].append(col)
     return {k: sorted(cols, key=lambda c: _version_key((c.facts.get("torch") or {}).get("version")))
             for k, cols in out.items()}
 

@@ -246,22 +246,32 @@ class MemoryTracker(TorchDispatchMode):
         return out
 
 
-def measure_memory(step: Callable[[], Any], adopt: Iterable = ()) -> dict:
+def measure_memory(step: Callable[..., Any], adopt: Iterable = (), *, resident: dict | None = None,
+                   labelled: bool = False) -> dict:
     """Peak live storage bytes of ``step()``, counting the tensors in ``adopt`` as resident.
 
+    ``resident`` (category -> tensors: parameters, buffers, optimizer_state, batch) adopts
+    what lives between steps under its CATEGORIES name, so the peak can say what it is made
+    of. With ``labelled``, ``step`` is called with the tracker, to mark its phases
+    (``tracker.mark("forward")`` ...) and label what it creates (``tracker.label``).
+
     Returns ``peak_bytes`` (resident included), ``baseline_bytes`` (resident at the start),
-    ``end_bytes`` (live when ``step`` returned; its result is still referenced then) and
-    ``peak_phase``.
+    ``end_bytes`` (live when ``step`` returned; its result is still referenced then),
+    ``peak_phase`` (the phase marked when the peak was reached; "step" when unmarked) and
+    ``at_peak`` (category -> bytes live at the peak moment, summing to ``peak_bytes``;
+    whatever no category claims is a temporary).
     """
     gc.collect()
     tracker = MemoryTracker().adopt(adopt)
+    for category, sources in (resident or {}).items():
+        tracker.adopt(sources, category=category)
     with tracker:
         tracker.mark("step")
-        result = step()
+        result = step(tracker) if labelled else step()
         end = tracker.live_bytes
     del result
     return {"peak_bytes": tracker.peak_bytes, "baseline_bytes": tracker.baseline_bytes, "end_bytes": end,
-            "peak_phase": tracker.peak_phase}
+            "peak_phase": tracker.peak_phase, "at_peak": tracker.at_peak()}
 
 
 # --------------------------------------------------------------------------- allocator cross-check

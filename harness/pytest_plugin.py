@@ -88,6 +88,7 @@ class SessionState:
                 self.run_id, facts.env_id(f), f,
                 targets=target_table(self.targets, f), mps_fallback=self.fallback,
                 pytest_args=list(self.config.invocation_params.args),
+                workload_option=self.config.getoption("--workload"),
                 workers=int(getattr(self.config.option, "numprocesses", 0) or 0))
             self.writer.write(self.header)
         return self.writer
@@ -129,7 +130,7 @@ class SessionState:
         for rec in self.records:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
         end = {"kind": "end", "run": self.run_id, "finished": journal.now_iso(), "exitstatus": int(exitstatus),
-               "counts": counts}
+               "counts": counts, "workloads": workloads_measured(self.records)}
         self.writer.write(end)
         self.writer.close()
         keep = self.config.getoption("--save-baseline")
@@ -152,6 +153,19 @@ class SessionState:
         failed = self.write_errors or (self.comparison is not None and self.comparison.regressions)
         if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def workloads_measured(records: list[dict]) -> dict:
+    """target -> the workload its optimization checks ran at (name, shape, why), from the
+    records: the shape is chosen on the device during the run (--workload auto), after the
+    header was written, so the end line says it for the whole run."""
+    out = {}
+    for rec in records:
+        m = rec.get("metrics") or {}
+        if m.get("workload_reason") and rec.get("target"):
+            out.setdefault(rec["target"], {"name": m.get("workload"), "setup": m.get("shape"),
+                                           "reason": m["workload_reason"]})
+    return out
 
 
 def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> str:
@@ -182,10 +196,12 @@ def pytest_addoption(parser):
     group.addoption("--check-timeout", default=str(DEFAULT_CHECK_TIMEOUT), metavar="SECONDS",
                     help="time limit of one sandboxed check (ops, parity, optim); past it the check is a timeout "
                          f"(default {DEFAULT_CHECK_TIMEOUT:g})")
-    group.addoption("--workload", default="small", choices=("small", "large"),
-                    help="scale of the optimization suite's training workload: small (default; a BERT small "
-                         "enough for a 2-core CPU) or large (seed 003's macbert-large shape, batch 32, length "
-                         "128: for a Mac or a GPU)")
+    group.addoption("--workload", default="auto", choices=WORKLOADS,
+                    help="the optimization suite's training shape: auto (default: per target, the smallest "
+                         "shape whose step is long enough to measure the technique rather than launch overhead, "
+                         "within the device's memory; harness/sizing.py), small (a BERT small enough for a "
+                         "2-core CPU), medium (BERT-base, batch 32, length 128) or large (seed 003's "
+                         "macbert-large shape, batch 32, length 128)")
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
     group.addoption("--save-baseline", default=None, metavar="PATH",
@@ -198,6 +214,7 @@ def pytest_addoption(parser):
 
 
 DEFAULT_CHECK_TIMEOUT = 120.0
+WORKLOADS = ("auto", "small", "medium", "large")
 
 
 def parse_check_timeout(value) -> float:
@@ -339,6 +356,35 @@ def sandbox(request):
     box = Sandbox(timeout=request.config.stash[STATE].check_timeout, threads=threads_per_worker(workers))
     yield box
     box.close()
+
+
+@pytest.fixture
+def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
+    """What ``--workload`` means on this target: ``{"name", "setup", "reason"}``, decided
+    once per run and target (harness.sizing, in the sandbox, where the device is) and
+    shared by the xdist workers through a locked file, so every check of a run measures the
+    same shape."""
+    import json
+
+    from filelock import FileLock
+    option = request.config.getoption("--workload")
+    cache = request.config.stash.setdefault(WORKLOAD_CHOICES, {})
+    if target not in cache:
+        shared = tmp_path_factory.getbasetemp().parent / f"mps-compat-workload-{option}-{target}.json"
+        with FileLock(f"{shared}.lock"):
+            if shared.is_file():
+                cache[target] = json.loads(shared.read_text())
+            else:
+                outcome = sandbox.call("harness.sizing:resolve", option, target)
+                if outcome.kind != "ok":
+                    pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
+                                f"{outcome.detail}", pytrace=False)
+                cache[target] = {k: outcome.value[k] for k in ("name", "setup", "reason")}
+                shared.write_text(json.dumps(cache[target]))
+    return cache[target]
+
+
+WORKLOAD_CHOICES = pytest.StashKey[dict]()
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ row before it, as the seed measured it. ``measure_claim`` (run in the sandbox ch
 builds both, measures the claimed quantity with harness.measure, and judges it against
 the claims table's bound. Nothing here holds a number of a claim.
 
-Workload scales: ``small`` (the default: ``bert-small``, batch 16, length 64, for a
-2-core CPU; seed 003 used batch 32, length 128, which ``large`` restores with the
-macbert-large shape, for a Mac or a GPU).
+Workload scales: ``small`` (``bert-small``, batch 16, length 64, sized for a 2-core CPU),
+``medium`` (``bert-base``, batch 32, length 128) and ``large`` (seed 003's shape: the
+macbert-large model at batch 32, length 128). ``--workload auto`` (the default) picks one
+per device: harness/sizing.py.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from harness.workloads import Setup
 
 SCALES = {
     "small": Setup(model="bert-small", batch=16, seq=64),
+    "medium": Setup(model="bert-base", batch=32, seq=128),
     "large": Setup(model="macbert-large", batch=32, seq=128),
 }
-TIME_BUDGET_S = {"small": 20.0, "large": 120.0}   # extra rounds while a time verdict is undecided
-TIME_ROUNDS = {"small": 6, "large": 10}            # interleaved rounds before the first verdict
+TIME_BUDGET_S = {"small": 20.0, "medium": 60.0, "large": 120.0}   # extra rounds while a time verdict is undecided
+TIME_ROUNDS = {"small": 6, "medium": 8, "large": 10}             # interleaved rounds before the first verdict
 
 
 def _seed_003_rows(base: Setup) -> list[tuple[str, Setup]]:
@@ -100,35 +102,153 @@ def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -
                                                                             **setup_values),
            "bound": bound, "kind": expect.kind, "source": expect.source, **setup_values}
     if quantity == "memory":
-        out.update(_memory(measure, wa, wb, expect.basis, claim_expect))
+        out.update(_memory(measure, wa, wb, expect.basis, claim_expect, name))
     else:
         out.update(_time(measure, wa, wb, expect.basis, claim_expect, device, TIME_BUDGET_S[scale],
                          TIME_ROUNDS[scale]))
     return out
 
 
-def _memory(measure, wa, wb, basis: str, claim_expect) -> dict:
+# What each memory claim's technique makes smaller (harness.measure categories): the part of
+# the peak it can lower. A peak made of something else is one the technique cannot move.
+LOWERS = {
+    "larger-batch": ("activations", "temporaries"),
+    "batch-multiple-of-8": ("activations", "temporaries"),
+    "gradient-accumulation": ("activations", "temporaries"),
+    "gradient-checkpointing": ("activations",),
+    "fp16-autocast": ("activations",),
+    "bf16-autocast": ("activations",),
+    "torch-cuda-amp-on-mac": ("activations",),
+    "adafactor": ("optimizer_state",),
+    "adamw-8bit": ("optimizer_state",),
+    "fused-adamw": ("temporaries",),
+    "freeze-backbone": ("gradients", "optimizer_state"),
+    "peft-lora": ("gradients", "optimizer_state"),
+    "shorter-max-length": ("activations", "temporaries"),
+    "dynamic-padding": ("activations", "temporaries"),
+    "sdpa-attention": ("activations", "temporaries"),
+    "torch-compile": ("activations", "temporaries"),
+}
+# The optimizer the alternative measurement uses when a peak sits in AdamW's step.
+SINGLE_TENSOR = "adamw-single"
+
+
+def _memory(measure, wa, wb, basis: str, claim_expect, name: str = "") -> dict:
     for w in (wa, wb):  # the optimizer state exists from the first step on: measure a steady step
         w.step()
+    ma, mb = (_weigh(measure, w) for w in (wa, wb))
     if basis == "optimizer-state":
         a, b = (measure.state_bytes(w.optimizer.state) for w in (wa, wb))
-        return {**measure.compare_memory(a, b, claim_expect), "anatomy": None}
-    ma, mb = (measure.measure_memory(w.step, adopt=w.resident()) for w in (wa, wb))
-    return {**measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect),
-            "peak_phase_a": ma["peak_phase"], "peak_phase_b": mb["peak_phase"],
-            "anatomy_a": _anatomy(measure, wa), "anatomy_b": _anatomy(measure, wb)}
+        out = measure.compare_memory(a, b, claim_expect)
+    else:
+        out = measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect)
+    out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=_anatomy_of(ma),
+               anatomy_b=_anatomy_of(mb), **_allocator(measure, ma, mb, claim_expect, out["verdict"], basis))
+    out["peak"] = peak_story(name, ma, mb)
+    if out["verdict"] != "holds" and basis != "optimizer-state":
+        alternative = _single_tensor_alternative(measure, wa, wb, name, claim_expect, ma, mb)
+        if alternative:
+            out["alternative"] = alternative
+            out["peak"] += " " + alternative["story"]
+    return out
 
 
-ANATOMY_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "batch", "peak_bytes")
+def _weigh(measure, w) -> dict:
+    """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
+    own peak read over the same step where the device keeps one."""
+    from harness import devices
+    backend = devices.backend(w.device.split(":")[0])
+    with measure.allocator_peak(backend, w.model) as allocator:
+        m = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
+    return {**m, **allocator}
 
 
-def _anatomy(measure, w) -> dict | None:
-    """What the peak is made of (seed 003's columns), for a plain step: one micro-batch, no
-    autocast, no compile (measure.memory_anatomy runs its own forward / backward / step)."""
-    if w.setup.grad_accum != 1 or w.setup.autocast or w.setup.compile:
+ANATOMY_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "batch", "activations", "temporaries")
+
+
+def _anatomy_of(m: dict) -> dict:
+    """What the peak is made of: bytes per category live at the peak moment (seed 003's
+    columns), the phase, and the peak itself."""
+    return {**{k: m["at_peak"].get(k, 0) for k in ANATOMY_KEYS}, "peak_bytes": m["peak_bytes"],
+            "peak_phase": m["peak_phase"]}
+
+
+def _allocator(measure, ma: dict, mb: dict, claim_expect, verdict: str, basis: str) -> dict:
+    """The device allocator's peaks beside the tracked bytes, and whether they would say
+    otherwise about the claim (allocator bytes include block rounding and kernel workspaces)."""
+    a, b = ma.get("allocator_peak"), mb.get("allocator_peak")
+    out = {"allocator_method": ma.get("allocator_method") or mb.get("allocator_method"),
+           "allocator_peak_a": a, "allocator_peak_b": b}
+    if a is None or b is None:
+        out["allocator_reason"] = ma.get("allocator_reason") or mb.get("allocator_reason") or ""
+        return out
+    if ma.get("allocator_driver_peak") is not None:
+        out.update(allocator_driver_peak_a=ma["allocator_driver_peak"],
+                   allocator_driver_peak_b=mb.get("allocator_driver_peak"))
+    by_allocator = measure.compare_memory(a, b, claim_expect)
+    out["allocator_ratio"] = by_allocator["mem_ratio"]
+    if basis != "optimizer-state" and by_allocator["verdict"] != verdict:
+        out["allocator_disagrees"] = (f"by the allocator's peak ({out['allocator_method']}) the claim "
+                                      f"{by_allocator['verdict']}: ratio {by_allocator['mem_ratio']:.3f} against "
+                                      f"{verdict} by the tracked storages")
+    return out
+
+
+def _share(m: dict, categories) -> float:
+    return sum(m["at_peak"].get(c, 0) for c in categories) / m["peak_bytes"] if m["peak_bytes"] else 0.0
+
+
+def _makeup(m: dict, top: int = 3) -> str:
+    parts = sorted(((v, k) for k, v in m["at_peak"].items() if v), reverse=True)[:top]
+    return ", ".join(f"{k.replace('_', ' ')} {v / m['peak_bytes']:.0%}" for v, k in parts)
+
+
+def peak_story(name: str, ma: dict, mb: dict) -> str:
+    """Where each side's peak is and what holds it, and how much of it the technique can
+    lower, in a user's terms."""
+    mib = 2 ** 20
+    text = (f"baseline peak {ma['peak_bytes'] / mib:.1f} MiB in the {ma['peak_phase']} phase ({_makeup(ma)}); "
+            f"with the technique {mb['peak_bytes'] / mib:.1f} MiB in the {mb['peak_phase']} phase ({_makeup(mb)})")
+    lowers = LOWERS.get(name)
+    if lowers:
+        what = " and ".join(c.replace("_", " ") for c in lowers)
+        text += f"; {name} lowers {what}: {_share(ma, lowers):.0%} of the baseline's peak"
+    return text + "."
+
+
+def _single_tensor_alternative(measure, wa, wb, name: str, claim_expect, ma: dict, mb: dict) -> dict | None:
+    """A memory claim that does not hold with the peak in AdamW's step: measure both sides
+    again with AdamW one parameter at a time (``foreach=False``; CUDA's default is foreach,
+    whose temporaries span every parameter at once) and say where the peak goes."""
+    from harness.workloads import Workload
+    if "optimizer" not in (ma["peak_phase"], mb["peak_phase"]):
         return None
-    a = measure.memory_anatomy(w.model, w.batches[0], w.optimizer, warmup_steps=0)
-    return {k: a[k] for k in ANATOMY_KEYS}
+    if not (wa.setup.optimizer == wb.setup.optimizer and wa.setup.optimizer in ("adamw", "adamw-foreach")):
+        return None
+    alt = [Workload(w.setup.but(optimizer=SINGLE_TENSOR), w.device) for w in (wa, wb)]
+    for w in alt:
+        w.step()
+    aa, ab = (_weigh(measure, w) for w in alt)
+    res = measure.compare_memory(aa["peak_bytes"], ab["peak_bytes"], claim_expect)
+    return {"optimizer": SINGLE_TENSOR, "mem_ratio": res["mem_ratio"], "verdict": res["verdict"],
+            "peak_phase_a": aa["peak_phase"], "peak_phase_b": ab["peak_phase"],
+            "anatomy_a": _anatomy_of(aa), "anatomy_b": _anatomy_of(ab),
+            "story": alternative_story(name, wa.setup.optimizer, aa, res)}
+
+
+def alternative_story(name: str, optimizer: str, alt_baseline: dict, res: dict) -> str:
+    """What the single-tensor AdamW measurement says about a claim whose peak sat in the
+    optimizer's step: where the peak goes, and what the technique does to it there."""
+    head = f"The peak is in AdamW's step ({optimizer}), which {name} does not shrink; with AdamW(foreach=False) "
+    change = 1 - res["mem_ratio"]
+    effect = (f"{name} lowers it by {change:.0%}" if change > 0 else
+              f"{name} raises it by {-change:.0%}" if change < 0 else f"{name} leaves it unchanged")
+    tail = f" (ratio {res['mem_ratio']:.3f}: the claim {res['verdict']} there)."
+    if alt_baseline["peak_phase"] == "optimizer":
+        floor = _share(alt_baseline, ("parameters", "buffers", "gradients", "optimizer_state"))
+        return (head + f"the peak stays in the optimizer step, {floor:.0%} of it the weights, gradients and "
+                f"optimizer state themselves, and {effect}" + tail)
+    return head + f"the baseline's peak moves to the {alt_baseline['peak_phase']} phase and {effect}" + tail
 
 
 def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float, rounds: int) -> dict:
@@ -153,34 +273,64 @@ def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float,
 
 def seed_003_path(device: str, scale: str = "small") -> list[dict]:
     """Seed 003's cumulative path on ``device``: each row's peak memory (tracked storage
-    bytes, steady state) and median step time."""
-    from harness import measure
+    bytes, steady state, with its phase) and its step time against the baseline's, timed as
+    the claims are: interleaved rounds (harness.measure.compare_time) of the row and the
+    baseline, the ratio of medians with its bootstrap interval. Only the baseline and one
+    row are built at a time. The seed's own ratio for the row is the expectation that
+    decides whether more rounds are spent; ``vs_seed`` is that verdict."""
+    from harness import claims, measure
     from harness.workloads import Workload
-    rows = []
-    for name, setup in _seed_003_rows(SCALES[scale]):
-        w = Workload(setup, device)
-        step_s = measure.median_time(w.step, sync=_sync(device), warmup=1, repeats=3)
-        peak = measure.measure_memory(w.step, adopt=w.resident())["peak_bytes"]
-        rows.append({"row": name, "setup": repr(setup), "peak_bytes": peak, "step_s": step_s,
-                     "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq})
-        del w
+    steps = claims.SEED_003_PATH.steps
+    seed = {s.claim: s.time_s / steps[0].time_s for s in steps[1:]}  # the seed's row over its baseline
+    sync = _sync(device)
+    rows, base_durations = [], []
+    setups = _seed_003_rows(SCALES[scale])
+    base = Workload(setups[0][1], device)
+    base.step()
+    for name, setup in setups:
+        w = base if name == "baseline" else Workload(setup, device)
+        if w is not base:
+            w.step()
+        mem = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
+        row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
+               "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
+        if w is not base:
+            t = measure.compare_time(base.step, w.step, ("not higher", seed[name]), sync=sync, warmup=1, rounds=TIME_ROUNDS[scale],
+                                     budget_s=TIME_BUDGET_S[scale] / 2)
+            base_durations += t["durations_a"]
+            row.update(step_s=t["median_b_s"], time_ratio=t["time_ratio"], ci_low=t["ci_low"], ci_high=t["ci_high"],
+                       rounds=t["rounds"], vs_seed=t["verdict"])
+            del w
+        rows.append(row)
+    import statistics
+    rows[0].update(step_s=statistics.median(base_durations), time_ratio=1.0, ci_low=1.0, ci_high=1.0,
+                   rounds=len(base_durations), vs_seed="")
     return rows
 
 
 def path_table(rows: list[dict], seed_path) -> str:
     """Measured rows beside the seed's, in the seed's form: memory and time, and each row's
-    ratio to the baseline (the seed's GB and seconds are another model on another device;
-    the ratios are what compare)."""
+    ratio to the baseline with its interval (the seed's GB and seconds are another model on
+    another device; the ratios are what compare)."""
     from tabulate import tabulate
     seed_rows = seed_path.steps
     base, seed_base = rows[0], seed_rows[0]
     body = []
     for mine, theirs in zip(rows, seed_rows):
         body.append([theirs.row, f"{mine['peak_bytes'] / 2**20:.1f}", f"{mine['peak_bytes'] / base['peak_bytes']:.2f}",
-                     f"{theirs.memory_gb / seed_base.memory_gb:.2f}", f"{mine['step_s']:.2f}",
-                     f"{mine['step_s'] / base['step_s']:.2f}", f"{theirs.time_s / seed_base.time_s:.2f}"])
+                     f"{theirs.memory_gb / seed_base.memory_gb:.2f}", f"{mine['step_s']:.3f}", time_cell(mine, base),
+                     f"{theirs.time_s / seed_base.time_s:.2f}"])
     return tabulate(body, headers=("row (seed 003)", "peak MiB", "x baseline", "seed x baseline", "step s",
-                                   "x baseline", "seed x baseline"), tablefmt="simple")
+                                   "x baseline [95%]", "seed x baseline"), tablefmt="simple")
+
+
+def time_cell(row: dict, base: dict) -> str:
+    """A path row's time ratio to the baseline, with its interval where it was timed in
+    interleaved rounds (rows recorded before that carry medians only: their plain ratio)."""
+    ratio = row.get("time_ratio", row["step_s"] / base["step_s"])
+    if row.get("ci_low") is None or row is base:
+        return f"{ratio:.2f}"
+    return f"{ratio:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
 
 
 # --------------------------------------------------------------------------- same result?

@@ -13,7 +13,8 @@ Model sizes: a BERT-style sequence classifier (seed 003 trains chinese-macbert-l
 what makes the seed's ratios meaningful, activations that outweigh the weights, gradients
 and optimizer state at the baseline batch (macbert-large at batch 32, length 128: about
 10 of 15 GB), at a size a 2-core CPU steps in about a second: a small vocabulary, since a
-21128-row embedding would make the weights dominate. ``tiny`` is for self-tests.
+21128-row embedding would make the weights dominate. ``bert-base`` (BERT-base's shape with
+the seed's vocabulary) is the step between them, for a Mac. ``tiny`` is for self-tests.
 """
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ PRESETS = {
              "vocab_size": 512},
     "bert-small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
                    "intermediate_size": 1024, "vocab_size": 2000},
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                  "vocab_size": 21128},
     "macbert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
                       "intermediate_size": 4096, "vocab_size": 21128},
 }
-OPTIMIZERS = ("adamw", "adamw-fused", "adafactor", "adamw-8bit")
+OPTIMIZERS = ("adamw", "adamw-single", "adamw-foreach", "adamw-fused", "adafactor", "adamw-8bit")
 LR = 1e-4
 SEED = 0
 
@@ -43,7 +46,7 @@ class Setup:
     seq: int = 64                  # max length (padding="max_length")
     grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
     checkpointing: bool = False    # model.gradient_checkpointing_enable()
-    optimizer: str = "adamw"
+    optimizer: str = "adamw"       # torch's default AdamW for the device (foreach on CUDA); see OPTIMIZERS
     autocast: str | None = None    # "float16" | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
     tf32: bool = False             # CUDA: TF32 matmuls and convolutions
     freeze_backbone: bool = False  # train the classifier head only
@@ -92,6 +95,10 @@ def build_optimizer(setup: Setup, params):
     params = [p for p in params if p.requires_grad]
     if setup.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=LR)
+    if setup.optimizer == "adamw-single":   # one parameter at a time: no temporaries for all at once
+        return torch.optim.AdamW(params, lr=LR, foreach=False)
+    if setup.optimizer == "adamw-foreach":  # CUDA's default, forced on any device
+        return torch.optim.AdamW(params, lr=LR, foreach=True)
     if setup.optimizer == "adamw-fused":
         return torch.optim.AdamW(params, lr=LR, fused=True)
     if setup.optimizer == "adafactor":
@@ -141,35 +148,64 @@ class Workload:
         else:
             self._autocast = None
 
-    def resident(self) -> list:
-        """What lives between steps: parameters, buffers, optimizer state, the batches."""
-        return [list(self.model.parameters()), list(self.model.buffers()), self.optimizer.state, self.batches]
+    def resident(self) -> dict[str, list]:
+        """What lives between steps, by harness.measure category: the trainable parameters,
+        the rest of the weights and the buffers, the optimizer state, the batches."""
+        params = list(self.model.parameters())
+        return {"parameters": [p for p in params if p.requires_grad],
+                "buffers": [p for p in params if not p.requires_grad] + list(self.model.buffers()),
+                "optimizer_state": [self.optimizer.state], "batch": [self.batches]}
 
-    def step(self) -> Any:
-        """Forward and backward over each micro-batch, then one optimizer step."""
-        total = self.step_without_update()
+    def step(self, tracker=None) -> Any:
+        """Forward and backward over each micro-batch, then one optimizer step. A
+        harness.measure tracker, when given, is told the phase (forward, backward, optimizer)
+        and what the step creates (activations, gradients, optimizer state)."""
+        total = self.step_without_update(tracker)
+        if tracker is not None:
+            tracker.mark("optimizer")
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
+        if tracker is not None:
+            tracker.label("optimizer_state", [self.optimizer.state])
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
-    def step_without_update(self) -> float:
+    def step_without_update(self, tracker=None) -> float:
         """Forward and backward over each micro-batch: the gradients, no optimizer step."""
+        import torch
         total = 0.0
+        saved = contextlib.nullcontext
+        if tracker is not None and not self.setup.compile:  # compiled graphs save tensors their own way
+            def saved():
+                return torch.autograd.graph.saved_tensors_hooks(_labeller(tracker), lambda t: t)
         with devices.tf32(self.setup.tf32):  # process-wide switches: this setup's, for its step only
             for batch in self.batches:
-                with self._autocast or contextlib.nullcontext():
+                if tracker is not None:
+                    tracker.mark("forward")
+                with self._autocast or contextlib.nullcontext(), saved():
                     loss = self.forward(**batch).loss / self.setup.grad_accum
+                if tracker is not None:
+                    tracker.mark("backward")
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+                if tracker is not None:
+                    tracker.label("gradients", [p.grad for p in self.model.parameters() if p.grad is not None])
                 total += float(loss.detach())
         return total
 
     def trainable_fraction(self) -> float:
         params = list(self.model.parameters())
         return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
+
+
+def _labeller(tracker):
+    """A saved-tensors pack hook that files what autograd keeps for backward as activations."""
+    def pack(t):
+        tracker.label("activations", t)
+        return t
+    return pack
 
 
 def _cuda_amp():

@@ -201,6 +201,25 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
     assert list(latest.records) == [("ops/a/float32/forward", "cpu")]  # --latest: the newest run alone
 
 
+def test_a_claim_measured_at_two_workloads_is_two_results_never_one_overwriting_the_other(tmp_path):
+    small = rec("optim/tf32/time", category="does-not-hold", workload="small", time_ratio=0.99, ci_low=0.97,
+                ci_high=1.01, bound=0.9)
+    large = rec("optim/tf32/time", category="holds", workload="large", time_ratio=0.40, ci_low=0.39,
+                ci_high=0.41, bound=0.9)
+    both = compare.load_side([str(write_run(tmp_path / "both.jsonl", [small, large]))])
+    assert both.records[("optim/tf32/time", "cpu [small workload]")]["metrics"]["time_ratio"] == 0.99
+    assert both.records[("optim/tf32/time", "cpu [large workload]")]["metrics"]["time_ratio"] == 0.40
+    # a small baseline against a large candidate: not a change of one result, two different results
+    base = compare.load_side([str(write_run(tmp_path / "small.jsonl", [small]))])
+    cand = compare.load_side([str(write_run(tmp_path / "large.jsonl", [large]))])
+    result = compare.compare(base, cand)
+    assert [c for c in result.changes if c.kind in ("regression", "improvement", "warning")] == []
+    assert {(c.check, c.target) for c in result.changes if c.kind == "disappeared"} == {
+        ("optim/tf32/time", "cpu [small workload]")}
+    assert {(c.check, c.target) for c in result.changes if c.kind == "appeared"} == {
+        ("optim/tf32/time", "cpu [large workload]")}
+
+
 def test_a_ratio_without_an_interval_and_bound_is_not_judged_as_a_claim():
     # seed 003's path: a table of medians, not a measured claim
     a = rec("optim/seed_003_path_never_raises_peak_memory", time_ratio=1.66, mem_ratio=0.12)

@@ -22,6 +22,10 @@ def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
     before = {r["subject"]: r for r in before}
     assert {name: r["category"] for name, r in before.items()} == {
         "gradient-checkpointing": "holds", "adafactor": "holds", "fused-adamw": "holds"}
+    for r in before.values():  # --workload auto chose the small shape on the CPU, and says why
+        m = r["metrics"]
+        assert m["workload"] == "small" and m["workload_reason"].startswith("auto on cpu: small")
+        assert m["peak_phase_a"] in ("forward", "backward", "optimizer") and "phase" in m["peak"]
     sabotaged, after = run(tmp_path, "-k", SLICE, "-p", "tests.optim_sabotage", "--baseline", str(baseline),
                            env={"MPS_COMPAT_OPTIM_SABOTAGE": "no-checkpointing,adafactor-is-adamw"})
     # a claim that does not hold is an xfail, not a failure: only the baseline fails the session
@@ -92,13 +96,90 @@ def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():
     assert [plain.step() for _ in range(2)] == [amp.step() for _ in range(2)]
 
 
-def test_memory_records_carry_the_anatomy():
+@pytest.mark.parametrize("setup", [Setup(model="tiny", batch=2, seq=8), Setup(model="tiny", batch=2, seq=8, grad_accum=2),
+                                   Setup(model="tiny", batch=2, seq=8, checkpointing=True),
+                                   Setup(model="tiny", batch=2, seq=8, freeze_backbone=True)],
+                         ids=["plain", "accumulation", "checkpointing", "frozen"])
+def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
     from harness import measure
-    w = Workload(Setup(model="tiny", batch=2, seq=8), "cpu")
+    w = Workload(setup, "cpu")
     w.step()
-    anatomy = techniques._anatomy(measure, w)
-    assert anatomy["optimizer_state"] > anatomy["parameters"] > 0 and anatomy["peak_bytes"] > 0
-    assert techniques._anatomy(measure, Workload(Setup(model="tiny", batch=2, seq=8, grad_accum=2), "cpu")) is None
+    m = techniques._weigh(measure, w)
+    anatomy = techniques._anatomy_of(m)
+    assert anatomy["peak_phase"] in ("forward", "backward", "optimizer")
+    assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
+    assert anatomy["parameters"] > 0 and anatomy["batch"] > 0
+    if setup.freeze_backbone:  # the frozen backbone is weights that are not trained: filed as buffers
+        assert anatomy["buffers"] > anatomy["parameters"]
+    if anatomy["peak_phase"] != "forward":
+        assert anatomy["gradients"] > 0 or anatomy["optimizer_state"] > 0
+    assert m["allocator_peak"] is None and "no peak counter" in m["allocator_reason"]  # the CPU keeps none
+
+
+def test_the_labelled_step_computes_what_the_plain_step_computes():
+    from harness import measure
+    plain, labelled = (Workload(Setup(model="tiny", batch=2, seq=8, dropout=False), "cpu") for _ in range(2))
+    losses = [plain.step() for _ in range(2)]
+    assert losses == [labelled.step(), measure.measure_memory(labelled.step, resident=labelled.resident(),
+                                                              labelled=True) and losses[1]]
+    for p, q in zip(plain.model.parameters(), labelled.model.parameters()):
+        assert bool((p == q).all())
+
+
+def test_a_peak_in_adamws_step_is_explained_and_the_single_tensor_alternative_measured():
+    """The H100's gradient-checkpointing memory ratio was exactly 1.000, both sides peaking in
+    AdamW's foreach step (CUDA's default). Forced on the CPU with activations too small to
+    matter, the record names the optimizer phase, says checkpointing cannot lower it, and
+    measures AdamW(foreach=False) too, telling what it found there."""
+    from harness import measure
+    base = Setup(model="tiny", batch=2, seq=8, optimizer="adamw-foreach", dropout=False)
+    wa, wb = Workload(base, "cpu"), Workload(base.but(checkpointing=True), "cpu")
+    out = techniques._memory(measure, wa, wb, "peak", ("lower", 1 / 0.9), "gradient-checkpointing")
+    assert out["peak_phase_a"] == out["peak_phase_b"] == "optimizer"
+    assert out["verdict"] != "holds" and out["mem_ratio"] == 1.0
+    alt = out["alternative"]
+    assert alt["optimizer"] == "adamw-single" and alt["peak_phase_a"] == alt["anatomy_a"]["peak_phase"]
+    assert alt["anatomy_a"]["peak_bytes"] < out["anatomy_a"]["peak_bytes"]  # foreach's temporaries are gone
+    assert "in the optimizer phase" in out["peak"] and "gradient-checkpointing lowers activations" in out["peak"]
+    assert "AdamW's step (adamw-foreach), which gradient-checkpointing does not shrink" in out["peak"]
+    assert alt["story"] in out["peak"] and f"ratio {alt['mem_ratio']:.3f}" in alt["story"]
+
+
+def _side(phase, peak, **at_peak):
+    return {"peak_phase": phase, "peak_bytes": peak, "at_peak": at_peak}
+
+
+@pytest.mark.parametrize("alt_baseline, ratio, says", [
+    (_side("backward", 100, activations=60, parameters=40), 0.7,
+     "the baseline's peak moves to the backward phase and gradient-checkpointing lowers it by 30% (ratio 0.700"),
+    (_side("optimizer", 100, parameters=30, gradients=30, optimizer_state=35, temporaries=5), 1.0,
+     "the peak stays in the optimizer step, 95% of it the weights, gradients and optimizer state themselves, "
+     "and gradient-checkpointing leaves it unchanged"),
+    (_side("forward", 100, activations=90, parameters=10), 1.05, "gradient-checkpointing raises it by 5%"),
+])
+def test_the_alternative_is_told_by_where_its_peak_went(alt_baseline, ratio, says):
+    story = techniques.alternative_story("gradient-checkpointing", "adamw", alt_baseline,
+                                         {"mem_ratio": ratio, "verdict": "holds" if ratio < 0.9 else "does not hold"})
+    assert says in story
+
+
+def test_no_alternative_where_the_peak_is_not_in_the_optimizer_step():
+    from harness import measure
+    wa = Workload(Setup(model="tiny", batch=8, seq=64, dropout=False), "cpu")
+    ma = {**_side("backward", 100, activations=80, parameters=20), "peak_phase": "backward"}
+    assert techniques._single_tensor_alternative(measure, wa, wa, "x", ("lower", 2), ma, ma) is None
+    other = Workload(Setup(model="tiny", batch=8, seq=64, optimizer="adafactor"), "cpu")
+    opt = _side("optimizer", 100, optimizer_state=100)
+    assert techniques._single_tensor_alternative(measure, other, other, "x", ("lower", 2), opt, opt) is None
+
+
+def test_a_claim_that_holds_is_not_measured_twice():
+    from harness import measure
+    base = Setup(model="tiny", batch=8, seq=64, dropout=False, optimizer="adamw-single")
+    out = techniques._memory(measure, Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
+                             ("lower", 1 / 0.9), "shorter-max-length")
+    assert out["verdict"] == "holds" and "alternative" not in out
+    assert "shorter-max-length lowers activations and temporaries" in out["peak"]
 
 
 @pytest.mark.parametrize("trainable, changed, everything, ok, says", [
@@ -121,3 +202,40 @@ def test_the_same_result_verdict_for_gradients():
     missing = {**same, "b": [None]}
     assert "w: no gradient" in techniques.same_result_verdict(missing)["message"]
     assert not techniques.same_result_verdict({**same, "names": [], "a": [], "b": []})["ok"]
+
+
+def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):
+    """Seed 003's table was timed with 3 repeats per row, one row after another: on 2 cores
+    its gradient-accumulation row came out at 0.34x the baseline. Now each row is timed in
+    interleaved rounds against the baseline, with an interval, like the claims."""
+    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(techniques.TIME_BUDGET_S, "small", 0.5)
+    rows = techniques.seed_003_path("cpu", "small")
+    assert [r["row"] for r in rows] == [name for name, _ in techniques._seed_003_rows(techniques.SCALES["small"])]
+    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * techniques.TIME_ROUNDS["small"]
+    for r in rows[1:]:
+        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= techniques.TIME_ROUNDS["small"]
+        assert r["vs_seed"] in ("holds", "does not hold", "inconclusive")
+        assert r["peak_phase"] in ("forward", "backward", "optimizer")
+    # 4 micro-batches of one sample each cannot be faster than one batch of four
+    assert rows[1]["ci_high"] > 1.0
+    table = techniques.path_table(rows, claims.SEED_003_PATH)
+    assert f"[{rows[1]['ci_low']:.2f}, {rows[1]['ci_high']:.2f}]" in table
+
+
+def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
+    """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
+    give another verdict (a kernel's workspace, block rounding), the record says so."""
+    from harness import measure
+    tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
+    agree = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
+                                  ("lower", 1 / 0.9), "holds", "peak")
+    assert agree["allocator_ratio"] == 0.5 and "allocator_disagrees" not in agree
+    assert (agree["allocator_peak_a"], agree["allocator_peak_b"]) == (120, 60)
+    differ = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
+                                   ("lower", 1 / 0.9), "holds", "peak")
+    assert differ["allocator_disagrees"].startswith("by the allocator's peak (cuda max_memory_allocated) the claim "
+                                                    "does not hold: ratio 0.992 against holds")
+    cpu = techniques._allocator(measure, {"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
+                                {"allocator_peak": None}, ("lower", 2), "holds", "peak")
+    assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu

@@ -233,6 +233,27 @@ def test_optimization_claims_and_the_seed_003_chart(tmp_path, recorded):
     assert "data:image/png;base64," in page
 
 
+def test_a_small_and_a_large_optimization_run_on_one_machine_keep_both(tmp_path, recorded):
+    def claim(workload, ratio):
+        return rec("tf32", "pass" if ratio < 0.9 else "xfail", suite="optim", variant="time",
+                   category="holds" if ratio < 0.9 else "inconclusive",
+                   metrics={"time_ratio": ratio, "ci_low": ratio, "ci_high": ratio, "bound": 0.9, "workload": workload})
+    facts = recorded("linux_x86_64")
+    small = write_run(tmp_path / "small.jsonl", facts, [rec("python_arch", "pass"), claim("small", 0.99)], run="R1")
+    large = write_run(tmp_path / "large.jsonl", facts, [claim("large", 0.40)], run="R2")
+    out = tmp_path / "out"
+    assert report.main([str(small), str(large), "--out", str(out)]) == 0
+    data = json.loads((out / "matrix.json").read_text())
+    columns = {c["id"]: c for c in data["columns"]}
+    assert sorted(c["workload"] for c in columns.values()) == ["", "large", "small"]
+    ratios = {columns[col]["workload"]: cell["metrics"]["time_ratio"]
+              for col, cell in data["cells"]["optim/tf32"].items()}
+    assert ratios == {"small": 0.99, "large": 0.40}
+    md = (out / "matrix.md").read_text()
+    assert "cpu (small workload)" in md and "cpu (large workload)" in md
+    assert "time_ratio=0.99" in md and "time_ratio=0.4" in md, "one workload's result overwrote the other's"
+
+
 # --------------------------------------------------------------------------- bad input and output (issue 12)
 
 def markdown_html(md: str) -> str:

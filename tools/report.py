@@ -396,16 +396,18 @@ def optim_sections(m: Matrix) -> list[Section]:
 
 def _path_section(label: str, rec: dict) -> Section:
     from harness.claims import SEED_003_PATH
+    from harness.techniques import time_cell
     rows = rec["metrics"]["rows"]
     base, seed = rows[0], SEED_003_PATH.steps
     table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",
-              f"{s.memory_gb / seed[0].memory_gb:.2f}", f"{r['step_s']:.3f}", f"{r['step_s'] / base['step_s']:.2f}",
-              f"{s.time_s / seed[0].time_s:.2f}"] for r, s in zip(rows, seed)]
-    return Section(f"Seed 003's path on {label}", ["row", "peak MiB", "x baseline", "seed: x baseline", "step s",
-                                                   "x baseline", "seed: x baseline"], table,
+              f"{s.memory_gb / seed[0].memory_gb:.2f}", r.get("peak_phase", ""), f"{r['step_s']:.3f}",
+              time_cell(r, base), f"{s.time_s / seed[0].time_s:.2f}"] for r, s in zip(rows, seed)]
+    return Section(f"Seed 003's path on {label}", ["row", "peak MiB", "x baseline", "seed: x baseline", "peak phase",
+                                                   "step s", "x baseline [95% interval]", "seed: x baseline"], table,
                    level=3, image=_path_chart(label, rows), image_name=f"seed003_{_slug(label)}.png",
-                   intro=f"workload {rec['metrics'].get('workload')}; {cell_of(rec).text}. Each row adds one "
-                         "technique to the row before it, as seed 003's macbert-large table does.")
+                   intro=f"workload {rec['metrics'].get('workload')} "
+                         f"({rec['metrics'].get('shape') or 'shape not recorded'}); {cell_of(rec).text}. Each row "
+                         "adds one technique to the row before it, as seed 003's macbert-large table does.")
 
 
 def _slug(text: str) -> str:
@@ -445,7 +447,7 @@ def _path_chart(label: str, rows: list[dict]) -> bytes:
     base = rows[0]
     names = [_plain(r["row"]) for r in rows]
     mem = [r["peak_bytes"] / base["peak_bytes"] for r in rows]
-    step = [r["step_s"] / base["step_s"] for r in rows]
+    step = [r.get("time_ratio", r["step_s"] / base["step_s"]) for r in rows]
     fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], mem, width=0.4, label="peak memory")
@@ -841,7 +843,7 @@ def _matrix_head(s: Section) -> str:
         for c in members:
             target = _h(c.target)
             cols += (f"<th data-col='{_h(c.id)}' data-target='{target}' data-group='{g}' title='{_h(c.label)} "
-                     f"({_h(c.env_id)})'>torch {_h(c.torch_release)}<br>{_h(c.target + c.label_suffix)}</th>")
+                     f"({_h(c.env_id)})'>torch {_h(c.torch_release)}<br>{_h(c.target_label + c.label_suffix)}</th>")
     for c, bar in zip(s.columns, s.bars):
         bars += f"<th data-target='{_h(c.target)}'>{_bar_html(bar.counts)}</th>"
     return (f"<tr class='hosts'><th colspan='{lead}'></th>{hosts}</tr><tr class='cols'>{cols}</tr>"
@@ -915,6 +917,7 @@ def render_json(m: Matrix, sources: list[str], errors: list[str], kernel_tables:
         "sources": sources, "errors": errors,
         "legend": [{"key": k, "symbol": s, "meaning": t} for k, s, t in LEGEND],
         "columns": [{"id": c.id, "label": c.label, "host": c.host_label, "env_id": c.env_id, "target": c.target,
+                     "workload": c.workload,
                      "runs": c.runs, "complete": c.complete, "summary": dict(m.summary(c)), "facts": c.facts,
                      "targets": c.header.get("targets"), "mps_fallback": c.header.get("mps_fallback")}
                     for c in m.columns],

@@ -15,8 +15,8 @@ import pytest
 from harness import claims, techniques, trainer_runs
 
 QUANTITIES = ("memory", "time")
-# Sandbox time limit of one measurement (seconds), by workload scale.
-TIMEOUT = {"small": 600, "large": 3600}
+# Sandbox time limit of one measurement (seconds), by workload.
+TIMEOUT = {"small": 600, "medium": 1800, "large": 3600}
 
 
 class ClaimCase:
@@ -38,7 +38,7 @@ def _verdict_category(verdict: str) -> str:
 
 
 @pytest.mark.cases(CASES)
-def test_documented_optimization(case, target, backend, env_facts, sandbox, record, request):
+def test_documented_optimization(case, target, backend, env_facts, sandbox, record, workload):
     claim = claims.by_name(case.subject)
     expect = claim.expect(case.quantity)[target]
     record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind)
@@ -49,46 +49,62 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
         pytest.skip(why)
     if case.subject in techniques.NOT_MEASURED:
         pytest.skip(f"not measured by the plain-PyTorch loop: {techniques.NOT_MEASURED[case.subject]}")
-    scale = request.config.getoption("--workload")
+    scale = workload["name"]
     outcome = sandbox.call("harness.techniques:measure_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
-    _judge(outcome, case, expect, claim, record, scale)
+    _judge(outcome, case, expect, claim, record, workload)
 
 
-def _judge(outcome, case, expect, claim, record, scale) -> None:
+# What a measurement returns that the record keeps beside the ratio and its interval.
+MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
+            "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
+            "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
+            "allocator_driver_peak_a", "allocator_driver_peak_b")
+
+
+def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
     """The record and the outcome of a measured claim (a sandbox result)."""
     r = record.value_of(outcome, "the measurement")
     ratio_key = "mem_ratio" if case.quantity == "memory" else "time_ratio"
     record.category = _verdict_category(r["verdict"])
     record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
                   claimed_ratio=r["claimed_ratio"], bound=r["bound"], baseline=r["baseline"], variant=r["variant"],
-                  workload=scale, **{k: r[k] for k in ("bytes_a", "bytes_b", "median_a_s", "median_b_s",
-                                                      "trainable_fraction", "anatomy_a", "anatomy_b") if k in r})
+                  **_workload_metrics(workload), **{k: r[k] for k in MEASURED if k in r})
     summary = (f"{ratio_key} {r[ratio_key]:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] against "
                f"{'< ' if expect.kind == 'lower' else '<= '}{r['bound']:.3f} (claimed {r['claimed_ratio']:.3g}, "
                f"{expect.source or claim.source})")
+    if r.get("peak"):  # where the peak is, what holds it, and what the technique can lower of it
+        summary += f". {r['peak']}"
+    if r.get("allocator_disagrees"):
+        summary += f" Note: {r['allocator_disagrees']}."
     if r["verdict"] == "does not hold":
         pytest.xfail(f"the claim does not hold here: {summary}")
     if r["verdict"] == "inconclusive":
         pytest.xfail(f"inconclusive within the time budget: {summary}")
 
 
-def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record, request):
+def _workload_metrics(workload: dict) -> dict:
+    """The workload a record was measured at: its name (part of where the result belongs:
+    harness.journal.workload_of), the shape, and why that shape."""
+    return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
+
+
+def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record, request, workload):
     """Seed 003's table, reproduced: baseline, + gradient accumulation, + checkpointing,
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
-    scale = request.config.getoption("--workload")
+    scale = workload["name"]
     outcome = sandbox.call("harness.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
     rows = record.value_of(outcome, "the measurement")
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     record.category = "n/a"
-    record.metric(rows=rows, workload=scale, mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
+    record.metric(rows=rows, **_workload_metrics(workload), mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
                   time_ratio=rows[-1]["step_s"] / rows[0]["step_s"])
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:  # printed past pytest's output capture
         with capture.global_and_fixture_disabled():
             reporter.write_line("")
-            reporter.write_line(f"seed 003's path on {target} ({scale} workload):")
+            reporter.write_line(f"seed 003's path on {target} ({scale} workload: {workload['setup']}):")
             for line in table.splitlines():
                 reporter.write_line(line)
     rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
@@ -101,7 +117,7 @@ TRAINER_CASES = [ClaimCase(name, "memory", "trainer") for name in trainer_runs.M
 
 
 @pytest.mark.cases(TRAINER_CASES)
-def test_documented_optimization_via_trainer(case, target, backend, env_facts, sandbox, record, request):
+def test_documented_optimization_via_trainer(case, target, backend, env_facts, sandbox, record, workload):
     """The same claims through transformers' Trainer and the documented TrainingArguments flags."""
     claim = claims.by_name(case.subject)
     expect = claim.expect(case.quantity)[target]
@@ -111,10 +127,10 @@ def test_documented_optimization_via_trainer(case, target, backend, env_facts, s
     applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="trainer")
     if not applies:
         pytest.skip(why)
-    scale = request.config.getoption("--workload")
+    scale = workload["name"]
     outcome = sandbox.call("harness.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
-    _judge(outcome, case, expect, claim, record, scale)
+    _judge(outcome, case, expect, claim, record, workload)
 
 
 SAME_RESULT = ("gradient-accumulation", "gradient-checkpointing", "torch-compile", "freeze-backbone", "peft-lora")
