@@ -142,8 +142,8 @@ def _memory(measure, wa, wb, basis: str, claim_expect, name: str = "") -> dict:
         out = measure.compare_memory(a, b, claim_expect)
     else:
         out = measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect)
-    out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=_anatomy_of(ma),
-               anatomy_b=_anatomy_of(mb), **_allocator(measure, ma, mb, claim_expect, out["verdict"], basis))
+    out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=anatomy_of(ma),
+               anatomy_b=anatomy_of(mb), **_allocator(measure, ma, mb, claim_expect, out["verdict"], basis))
     out["peak"] = peak_story(name, ma, mb)
     if out["verdict"] != "holds" and basis != "optimizer-state":
         alternative = _single_tensor_alternative(measure, wa, wb, name, claim_expect, ma, mb)
@@ -166,7 +166,7 @@ def _weigh(measure, w) -> dict:
 ANATOMY_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "batch", "activations", "temporaries")
 
 
-def _anatomy_of(m: dict) -> dict:
+def anatomy_of(m: dict) -> dict:
     """What the peak is made of: bytes per category live at the peak moment (seed 003's
     columns), the phase, and the peak itself."""
     return {**{k: m["at_peak"].get(k, 0) for k in ANATOMY_KEYS}, "peak_bytes": m["peak_bytes"],
@@ -232,7 +232,7 @@ def _single_tensor_alternative(measure, wa, wb, name: str, claim_expect, ma: dic
     res = measure.compare_memory(aa["peak_bytes"], ab["peak_bytes"], claim_expect)
     return {"optimizer": SINGLE_TENSOR, "mem_ratio": res["mem_ratio"], "verdict": res["verdict"],
             "peak_phase_a": aa["peak_phase"], "peak_phase_b": ab["peak_phase"],
-            "anatomy_a": _anatomy_of(aa), "anatomy_b": _anatomy_of(ab),
+            "anatomy_a": anatomy_of(aa), "anatomy_b": anatomy_of(ab),
             "story": alternative_story(name, wa.setup.optimizer, aa, res)}
 
 

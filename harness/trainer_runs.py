@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 
-from harness.workloads import PRESETS, SEED, Setup, build_model
+from harness.workloads import PRESETS, SEED, Setup, activations_labeller, build_model
 
 STEPS = 2            # optimizer steps per train() call
 EXAMPLES = 64        # rows of the dataset
@@ -99,14 +99,14 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                "claimed_ratio": claims.expected_ratio(claim, quantity, kind), "source": expect.source,
                "baseline": _shown(arguments(name, False, setup, device, "")),
                "variant": _shown(arguments(name, True, setup, device, ""))}
-        if quantity == "memory" and expect.basis == "optimizer-state":
-            ta.train(), tb.train()
-            out.update(measure.compare_memory(measure.state_bytes(ta.optimizer.state),
-                                              measure.state_bytes(tb.optimizer.state), claim_expect))
-        elif quantity == "memory":
-            ma, mb = (measure.measure_memory(t.train, adopt=[list(t.model.parameters()), list(t.model.buffers())])
-                      for t in (ta, tb))
-            out.update(measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect))
+        if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
+            ma, mb = (measure.measure_memory(labelled_train(t), resident=_resident(t), labelled=True) for t in (ta, tb))
+            a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
+                    if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
+            out.update(measure.compare_memory(a, b, claim_expect),
+                       peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
+                       anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
+                       peak=techniques.peak_story(name, ma, mb))
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
@@ -120,6 +120,58 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
             res.pop("durations_a"), res.pop("durations_b")
             out.update(res, claim=list(claim_expect))
     return out
+
+
+def _resident(trainer) -> dict:
+    params = list(trainer.model.parameters())
+    return {"parameters": [p for p in params if p.requires_grad],
+            "buffers": [p for p in params if not p.requires_grad] + list(trainer.model.buffers())}
+
+
+def labelled_train(trainer):
+    """``trainer.train`` that tells a harness.measure tracker its phases and what it creates:
+    the model's forward (its saved tensors filed as activations), the backward (from the
+    loss's gradient on), the optimizer step (gradients, then the optimizer's state); through
+    a forward pre-hook and hook on the model and a TrainerCallback, so the Trainer's own
+    loop runs unchanged."""
+    import torch
+    from transformers import TrainerCallback
+
+    def run(tracker):
+        saving = []
+
+        def before_forward(module, args, kwargs=None):
+            tracker.mark("forward")
+            ctx = torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
+            ctx.__enter__()
+            saving.append(ctx)
+
+        def after_forward(module, args, output):
+            while saving:
+                saving.pop().__exit__(None, None, None)
+            loss = getattr(output, "loss", None)
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.register_hook(lambda grad: tracker.mark("backward") or grad)
+
+        class Phases(TrainerCallback):
+            def on_pre_optimizer_step(self, args, state, control, **kwargs):
+                tracker.label("gradients", [p.grad for p in trainer.model.parameters() if p.grad is not None])
+                tracker.mark("optimizer")
+
+            def on_optimizer_step(self, args, state, control, **kwargs):
+                tracker.label("optimizer_state", [trainer.optimizer.state])
+
+        model = trainer.model
+        hooks = [model.register_forward_pre_hook(before_forward), model.register_forward_hook(after_forward)]
+        phases = Phases()
+        trainer.add_callback(phases)
+        try:
+            return trainer.train()
+        finally:
+            for hook in hooks:
+                hook.remove()
+            trainer.remove_callback(phases)
+    return run
 
 
 def _shown(kwargs: dict) -> str:

@@ -180,7 +180,7 @@ class Workload:
         saved = contextlib.nullcontext
         if tracker is not None and not self.setup.compile:  # compiled graphs save tensors their own way
             def saved():
-                return torch.autograd.graph.saved_tensors_hooks(_labeller(tracker), lambda t: t)
+                return torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
         with devices.tf32(self.setup.tf32):  # process-wide switches: this setup's, for its step only
             for batch in self.batches:
                 if tracker is not None:
@@ -200,7 +200,7 @@ class Workload:
         return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
 
 
-def _labeller(tracker):
+def activations_labeller(tracker):
     """A saved-tensors pack hook that files what autograd keeps for backward as activations."""
     def pack(t):
         tracker.label("activations", t)

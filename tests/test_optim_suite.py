@@ -105,7 +105,7 @@ def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
     w = Workload(setup, "cpu")
     w.step()
     m = techniques._weigh(measure, w)
-    anatomy = techniques._anatomy_of(m)
+    anatomy = techniques.anatomy_of(m)
     assert anatomy["peak_phase"] in ("forward", "backward", "optimizer")
     assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
     assert anatomy["parameters"] > 0 and anatomy["batch"] > 0
@@ -239,3 +239,27 @@ def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
     cpu = techniques._allocator(measure, {"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
                                 {"allocator_peak": None}, ("lower", 2), "holds", "peak")
     assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu
+
+
+@pytest.mark.parametrize("claim", ["gradient-checkpointing", "dynamic-padding"])
+def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch, claim):
+    """The Trainer's own loop, unchanged, told its phases through a model hook and a
+    TrainerCallback: the record says where the peak is and what holds it."""
+    from harness import trainer_runs
+    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    out = trainer_runs.measure_trainer_claim(claim, "memory", "cpu", "small")
+    for side in ("a", "b"):
+        anatomy = out[f"anatomy_{side}"]
+        assert out[f"peak_phase_{side}"] == anatomy["peak_phase"] in ("forward", "backward", "optimizer")
+        assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] > 0
+        assert anatomy["parameters"] > 0
+    assert out["anatomy_a"]["activations"] > 0 or out["anatomy_a"]["peak_phase"] == "optimizer"
+    assert out["bytes_a"] == out["anatomy_a"]["peak_bytes"] and f"{claim} lowers" in out["peak"]
+
+
+def test_an_optimizer_state_claim_through_the_trainer_is_judged_by_the_state_and_still_names_the_peak(monkeypatch):
+    from harness import trainer_runs
+    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    out = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not higher" state bytes
+    assert out["bytes_b"] == out["bytes_a"] < out["anatomy_a"]["peak_bytes"]  # state bytes, not the peak
+    assert out["peak_phase_a"] in ("forward", "backward", "optimizer")
