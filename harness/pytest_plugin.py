@@ -369,18 +369,27 @@ def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
     from filelock import FileLock
     option = request.config.getoption("--workload")
     cache = request.config.stash.setdefault(WORKLOAD_CHOICES, {})
-    if target not in cache:
-        shared = tmp_path_factory.getbasetemp().parent / f"mps-compat-workload-{option}-{target}.json"
-        with FileLock(f"{shared}.lock"):
-            if shared.is_file():
-                cache[target] = json.loads(shared.read_text())
-            else:
-                outcome = sandbox.call("harness.sizing:resolve", option, target)
-                if outcome.kind != "ok":
-                    pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
-                                f"{outcome.detail}", pytrace=False)
-                cache[target] = {k: outcome.value[k] for k in ("name", "setup", "reason")}
-                shared.write_text(json.dumps(cache[target]))
+    if target in cache:
+        return cache[target]
+
+    def choose() -> dict:
+        outcome = sandbox.call("harness.sizing:resolve", option, target)
+        if outcome.kind != "ok":
+            pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
+                        f"{outcome.detail}", pytrace=False)
+        return {k: outcome.value[k] for k in ("name", "setup", "reason")}
+    worker = getattr(request.config, "workerinput", None)
+    if worker is None:  # one process: nothing to share
+        cache[target] = choose()
+        return cache[target]
+    # xdist: the workers of this session share one choice (the session's testrunuid in the name)
+    shared = tmp_path_factory.getbasetemp().parent / f"workload-{worker['testrunuid']}-{option}-{target}.json"
+    with FileLock(f"{shared}.lock"):
+        if shared.is_file():
+            cache[target] = json.loads(shared.read_text())
+        else:
+            cache[target] = choose()
+            shared.write_text(json.dumps(cache[target]))
     return cache[target]
 
 

@@ -263,3 +263,18 @@ def test_an_optimizer_state_claim_through_the_trainer_is_judged_by_the_state_and
     out = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not higher" state bytes
     assert out["bytes_b"] == out["bytes_a"] < out["anatomy_a"]["peak_bytes"]  # state bytes, not the peak
     assert out["peak_phase_a"] in ("forward", "backward", "optimizer")
+
+
+@pytest.mark.slow
+def test_xdist_workers_measure_at_one_shared_workload_choice(tmp_path):
+    """--workload auto probes the device once per run (a file locked between the workers):
+    the records carry one choice, down to the measured matmul speed in its reason, and so
+    does the end line."""
+    res, records = run(tmp_path, "-n", "2", "-k", "(dynamic-padding-memory or sdpa-attention-memory) and not trainer")
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert len(records) == 2 and len({r["nodeid"] for r in records}) == 2
+    reasons = {r["metrics"]["workload_reason"] for r in records}
+    assert len(reasons) == 1 and next(iter(reasons)).startswith("auto on cpu: small")
+    from harness import journal
+    end = journal.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].end
+    assert end["workloads"]["cpu"]["reason"] in reasons
