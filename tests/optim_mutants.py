@@ -15,7 +15,7 @@ def _sabotage() -> set[str]:
     return {s for s in os.environ.get("MPS_COMPAT_OPTIM_SABOTAGE", "").split(",") if s}
 
 
-def _ga_unscaled(self):
+def _ga_unscaled(self, tracker=None):  # the real one's signature: step() passes its tracker
     total = 0.0
     for batch in self.batches:
         loss = self.forward(**batch).loss
