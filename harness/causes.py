@@ -35,8 +35,10 @@ CAUSES = {c.name: c for c in (
     Cause("tf32", "computed in TF32 (cuDNN's default for float32 convolutions on Ampere and newer; matmuls too "
           "when torch.backends.cuda.matmul.allow_tf32 or torch.set_float32_matmul_precision('high') allows it)",
           {"*": "for full float32: torch.backends.cudnn.allow_tf32 = False and torch.backends.cuda.matmul.allow_tf32 "
-                "= False (torch >= 2.9: torch.backends.fp32_precision = 'ieee'); after OpInfo's common_utils is "
-                "imported, inside torch.backends.cudnn.flags(...)"}),
+                "= False (torch >= 2.9: torch.backends.fp32_precision = 'ieee'); where cuDNN's flags are frozen "
+                "(after torch.testing._internal.common_utils is imported) use the context "
+                "`with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, "
+                "allow_tf32=False)`, which resets every flag it is not given"}),
     Cause("reduced-precision", "accumulates or keeps intermediates in {dtype}: the same op on float32 inputs, "
           "rounded to {dtype}, meets float64",
           {"cuda": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32); for matmuls "

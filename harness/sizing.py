@@ -33,8 +33,6 @@ step: the choice errs towards the larger, more meaningful shape.
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import time
 
 from harness.workloads import PRESETS, Setup
 
@@ -123,24 +121,16 @@ def memory_of(device: str) -> tuple[int, str]:
 
 def matmul_flops(device: str, n: int | None = None, repeats: int = 5) -> tuple[float, str]:
     """float32 matmul FLOP/s on ``device``: the median of ``repeats`` timed ``n x n`` products
-    (after a warm-up), synchronized."""
+    after a warm-up, the device drained around each (harness.measure.median_time)."""
     import torch
 
-    from harness import devices
+    from harness import devices, measure
     kind = device.split(":")[0]
     n = n or (512 if kind == "cpu" else 4096)
-    sync = devices.backend(kind).synchronize
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    (a @ b).sum().item()
-    times = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        a @ b
-        sync()
-        times.append(time.perf_counter() - start)
-    return 2 * n ** 3 / statistics.median(times), f"median of {repeats} float32 {n}x{n} matmuls"
+    seconds = measure.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
+    return 2 * n ** 3 / seconds, f"median of {repeats} float32 {n}x{n} matmuls"
 
 
 def probe(device: str) -> Capacity:

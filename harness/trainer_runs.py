@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 
-from harness.workloads import PRESETS, SEED, Setup, activations_labeller, build_model
+from harness.workloads import PRESETS, SEED, Setup, activations_labeller, build_model, resident_of
 
 STEPS = 2            # optimizer steps per train() call
 EXAMPLES = 64        # rows of the dataset
@@ -100,7 +100,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                "baseline": _shown(arguments(name, False, setup, device, "")),
                "variant": _shown(arguments(name, True, setup, device, ""))}
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
-            ma, mb = (measure.measure_memory(labelled_train(t), resident=_resident(t), labelled=True) for t in (ta, tb))
+            ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True) for t in (ta, tb))
             a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
             out.update(measure.compare_memory(a, b, claim_expect),
@@ -120,12 +120,6 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
             res.pop("durations_a"), res.pop("durations_b")
             out.update(res, claim=list(claim_expect))
     return out
-
-
-def _resident(trainer) -> dict:
-    params = list(trainer.model.parameters())
-    return {"parameters": [p for p in params if p.requires_grad],
-            "buffers": [p for p in params if not p.requires_grad] + list(trainer.model.buffers())}
 
 
 def labelled_train(trainer):

@@ -149,12 +149,8 @@ class Workload:
             self._autocast = None
 
     def resident(self) -> dict[str, list]:
-        """What lives between steps, by harness.measure category: the trainable parameters,
-        the rest of the weights and the buffers, the optimizer state, the batches."""
-        params = list(self.model.parameters())
-        return {"parameters": [p for p in params if p.requires_grad],
-                "buffers": [p for p in params if not p.requires_grad] + list(self.model.buffers()),
-                "optimizer_state": [self.optimizer.state], "batch": [self.batches]}
+        """What lives between steps, by harness.measure category (``resident_of``)."""
+        return resident_of(self.model, self.optimizer, self.batches)
 
     def step(self, tracker=None) -> Any:
         """Forward and backward over each micro-batch, then one optimizer step. A
@@ -198,6 +194,19 @@ class Workload:
     def trainable_fraction(self) -> float:
         params = list(self.model.parameters())
         return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
+
+
+def resident_of(model, optimizer=None, batches=None) -> dict[str, list]:
+    """What lives between training steps, by harness.measure category: the trainable
+    parameters, the rest of the weights with the buffers, the optimizer state, the batches."""
+    params = list(model.parameters())
+    out = {"parameters": [p for p in params if p.requires_grad],
+           "buffers": [p for p in params if not p.requires_grad] + list(model.buffers())}
+    if optimizer is not None:
+        out["optimizer_state"] = [optimizer.state]
+    if batches is not None:
+        out["batch"] = [batches]
+    return out
 
 
 def activations_labeller(tracker):

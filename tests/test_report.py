@@ -5,6 +5,7 @@ import re
 import pytest
 
 from harness import journal
+from tests.conftest import ROOT
 from tools import report
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> | pipe & ünïcødé ' + "long " * 200
@@ -423,3 +424,28 @@ def test_a_reader_that_left_changes_nothing(tmp_path, two_versions):
     res = _run_module("tools.report", str(bad), "--out", str(out), stdout="closed")
     where = f"{bad}:{text.count(chr(10)) + 1}"
     assert (res.returncode, res.stderr) == (2, f"error: {where}: not valid JSON (JSONDecodeError)\n")
+
+
+RECORDED_H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+
+
+@pytest.mark.skipif(not (RECORDED_H100 / "optim-small.jsonl").is_file(),
+                    reason=f"the recorded H100 runs are absent ({RECORDED_H100}); they live beside the project in "
+                           "../shared, as in CI")
+def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
+    """On the H100 the small and the large workload ran on one machine; the old matrix let the
+    newer overwrite the older in one column (fp16 1.24x small, 0.41x large). Read as recorded."""
+    from harness import compare, matrix
+    runs = [run for name in ("optim-small.jsonl", "optim-large-partial.jsonl")
+            for run in journal.read_file(RECORDED_H100 / name).runs]
+    m = matrix.build(runs)
+    optim = {c.id: c for c in m.columns if c.target == "cuda" and c.workload}
+    assert sorted(c.workload for c in optim.values()) == ["large", "small"]
+    both = [check for check in m.suites["optim"]
+            if all((check, col) in m.cells for col in optim)]
+    assert both, "no claim measured at both workloads"
+    for check in both:
+        cells = [m.cells[(check, col)] for col in optim]
+        assert {c["metrics"]["workload"] for c in cells} == {"small", "large"}
+    side = compare.side_from_runs("recorded", runs, [])
+    assert {t for (check, t) in side.records if check in both} == {"cuda [small workload]", "cuda [large workload]"}
