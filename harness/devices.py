@@ -45,6 +45,10 @@ class Backend:
     def synchronize(self) -> None:
         pass
 
+    def empty_cache(self) -> None:
+        """Give the caching allocator's free blocks back (torch.cuda / torch.mps.empty_cache);
+        the CPU keeps no such cache."""
+
     # -- memory, in bytes; None where the device does not offer the reading
     def memory_current(self) -> int | None:
         raise NotImplementedError
@@ -127,6 +131,10 @@ class CUDABackend(Backend):
         import torch
         torch.cuda.synchronize()
 
+    def empty_cache(self) -> None:
+        import torch
+        torch.cuda.empty_cache()
+
     def memory_current(self) -> int | None:
         import torch
         return int(torch.cuda.memory_allocated())
@@ -165,6 +173,11 @@ class MPSBackend(Backend):
         mps = self._mps()
         if mps is not None and hasattr(mps, "synchronize"):
             mps.synchronize()
+
+    def empty_cache(self) -> None:
+        fn = getattr(self._mps(), "empty_cache", None)   # torch >= 2.0
+        if fn is not None:
+            fn()
 
     def memory_current(self) -> int | None:
         fn = getattr(self._mps(), "current_allocated_memory", None)
@@ -243,6 +256,11 @@ class StandIn:
 
     def finish(self, result, cpu, reference):
         return result
+
+    def churned(self, emptied: bool) -> None:
+        """The check just churned the allocator (harness.known_bugs.Target.churn) and, if
+        ``emptied``, emptied its cache: a stand-in whose results depend on that state
+        hears of it here."""
 
 
 STAND_INS: dict[str, StandIn] = {}

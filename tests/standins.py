@@ -14,6 +14,8 @@ the CPU the way a real device can (harness.devices.StandIn). Select one by name:
                   flipped along the dimension, with the indices mapped back: the same
                   values, another valid order of equal ones (an unstable sort is free to
                   do that; a stable one is left alone). Every check must pass.
+  standin-known-bugs  reproduces each known-bug case's reported wrong result at its edge
+                  (tests/reported_bugs.py): every known-bug case must fail on it.
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
                   baddbmm, addbmm, convolution and its backward) to TF32, 10 bits of
                   mantissa, as an Ampere-or-newer GPU does with TF32 allowed, unless the
@@ -168,6 +170,42 @@ class TF32(ModeStandIn):
         return RoundedToTF32()
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), TF32())
+class Reproducing(CountingMode):
+    """Each selected reproduction of tests/reported_bugs.py sees every op's result and may
+    replace it (or raise)."""
+
+    def __init__(self, state: "KnownBugs"):
+        super().__init__()
+        from tests import reported_bugs
+        self.state, self.reproductions = state, reported_bugs.selected()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        for reproduce in self.reproductions:
+            wrong = reproduce(self.state, func, args, kwargs, out)
+            if wrong is not None:
+                self.changed += 1
+                out = wrong
+        return out
+
+
+class KnownBugs(ModeStandIn):
+    name = "standin-known-bugs"
+    summary = ("reproduces the wrong results of the known-bug cases at their edges (tests/reported_bugs.py; "
+               "MPS_COMPAT_REPRODUCE picks which)")
+
+    def __init__(self):
+        self.dirty = False   # the allocator's cache holds freed garbage (Target.churn without emptying)
+        self.calls: dict = {}
+
+    def mode(self):
+        return Reproducing(self)
+
+    def churned(self, emptied: bool) -> None:
+        self.dirty = not emptied
+
+
+STAND_INS = (Oracle(), Noisy(), Ties(), TF32(), KnownBugs())
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

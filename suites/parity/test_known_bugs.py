@@ -1,0 +1,46 @@
+"""Known accelerator bugs: the wrong results users reported, run on this machine.
+
+"Is my accelerator as right as my CPU" at the sizes and in the situations where users
+found it was not: a dimension just past 2^15 or 2^16, a result that depends on what the
+allocator held before, a reduction that goes wrong in rapid succession. Each case comes
+from an issue in PyTorch's tracker (harness/known_bug_cases.py has the table: the issue,
+the shapes, the versions it names) and gives two checks per dtype:
+
+  parity/<case>/<dtype>/known-bug    the case on the target against float64 with the CPU as
+                                     the yardstick (the parity rules); raising where the CPU
+                                     computes fails too
+  parity/<case>/<dtype>/repeatable   the same op on the same inputs gives the same bits back
+                                     to back and after the allocator was churned
+
+On the CPU target the case runs against float64 (the suite works on any machine); on an
+accelerator at the largest of the case's sizes its memory allows. Each check runs in the
+sandbox child: a crash or a hang costs that check only.
+"""
+import pytest
+
+from harness import known_bugs
+
+
+def _conclude(record, verdict: known_bugs.Judgement) -> None:
+    record.category = verdict.category
+    record.metric(**verdict.metrics)
+    if verdict.status == "pass":
+        record.note = verdict.message
+    elif verdict.status == "skip":
+        pytest.skip(verdict.message)
+    else:
+        pytest.fail(verdict.message, pytrace=False)
+
+
+@pytest.mark.cases(known_bugs.checks("known-bug"))
+def test_known_bug(case, target, backend, sandbox, record):
+    outcome = sandbox.call("harness.known_bugs:run_case", case.case.name, target, case.dtype)
+    record.metric(**known_bugs.source_metrics(case.case))
+    _conclude(record, known_bugs.judge(record.value_of(outcome, "the check itself")))
+
+
+@pytest.mark.cases(known_bugs.checks("repeatable"))
+def test_repeatable(case, target, backend, sandbox, record):
+    outcome = sandbox.call("harness.known_bugs:run_repeatability", case.case.name, target, case.dtype)
+    record.metric(**known_bugs.source_metrics(case.case))
+    _conclude(record, known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))
