@@ -99,7 +99,7 @@ class BugCase:
     make: Callable[[dict], list[dict]]
     fn: Callable
     sizes: tuple[Size, ...]  # the edge first, then larger ones for accelerators
-    footprint: Callable[[dict], tuple[int, int]]   # elements of the inputs and of the output at dims
+    footprint: Callable[[dict], tuple[int, int]]   # elements of the inputs and of the output at dims (largest sample)
     dtypes: tuple[str, ...] = ("float32",)
     normwise: bool = True    # a sum of many terms: judged against the output's magnitude (harness.parity)
     repeatable: bool = True  # a deterministic op: the repeatability check applies
