@@ -226,7 +226,7 @@ CASES: tuple[BugCase, ...] = (
     BugCase(
         "conv1d-65537-channels",
         Source(134416, "PYTORCH_ENABLE_MPS_FALLBACK does not appear to work for nn.Conv1d",
-               affected="torch 2.4, macOS < 15.1 (MPS)",
+               affected="reported 2024-08 (MPS, before macOS 15.1)",
                fixed="PR #140726 allows more than 65536 output channels on macOS >= 15.1; before that a guard "
                      "(PR #129484) raises, since the silent wrong result of #129207",
                confirmed="nn.Conv1d(1, 65537, 3, padding=1) on ones(1, 1, 3) raises NotImplementedError with the "

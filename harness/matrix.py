@@ -33,7 +33,8 @@ LEGEND = (
 )
 SYMBOL = {key: sym for key, sym, _ in LEGEND}
 KEY_ORDER = [key for key, _, _ in LEGEND]
-PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable")
+PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable",
+                     "max_abs_diff", "runs")
 
 
 def cell_key(record: dict) -> str:

@@ -20,7 +20,7 @@ def write_run(path, facts, records, run="R1", complete=True, torch_v=None):
                            mps_fallback={"setting": "on"}))
     for rec in records:
         w.write({"kind": "check", "run": run, "metrics": {}, "category": "n/a", "reason": "", "duration_s": 0.1,
-                 "variant": "", **rec, "check": f"{rec['suite']}/{rec['subject']}"})
+                 "variant": "", "check": f"{rec['suite']}/{rec['subject']}", **rec})
     if complete:
         w.write({"kind": "end", "run": run, "exitstatus": 0})
     w.close()
@@ -187,6 +187,48 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
     section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
     assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section
     assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/markdown.py)
+
+
+def _known_bug_record(name, kind, target, judgement):
+    return rec(name, judgement.status, target=target, suite="parity", variant=f"float32/{kind}",
+               check=f"parity/{name}/float32/{kind}", category=judgement.category,
+               metrics=journal.json_safe(judgement.metrics),
+               reason=judgement.message)
+
+
+def test_the_known_bugs_section_says_which_column_has_which_bug_and_names_the_source(tmp_path, recorded,
+                                                                                   monkeypatch):
+    """From real judgements: the CPU without the bug, a stand-in reproducing two reports."""
+    from harness import devices, known_bugs
+    from tests import reported_bugs, standins  # noqa: F401  (registers the stand-ins)
+    monkeypatch.setenv(reported_bugs.VAR, "matmul-3x3,conv1d-65537-channels,sum-rapid")
+    monkeypatch.setattr(devices.stand_in("standin-known-bugs"), "calls", {})
+    records = []
+    for name in ("matmul-3x3", "conv1d-65537-channels", "sum-rapid", "argmax-dim1-10x2"):
+        for target in ("cpu", "standin-known-bugs"):
+            records.append(_known_bug_record(name, "known-bug", target, known_bugs.judge(
+                known_bugs.run_case(name, target, "float32"))))
+            records.append(_known_bug_record(name, "repeatable", target, known_bugs.judge_repeatability(
+                known_bugs.run_repeatability(name, target, "float32"))))
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
+    out = tmp_path / "out"
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
+    md = (out / "matrix.md").read_text()
+    section = md.split("## Known accelerator bugs: does this machine have them")[1].split("\n## ")[0]
+    rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in section.splitlines()
+            if line.startswith("| ") and "pytorch#" in line}
+    has = {key: line.split("|")[6].strip() for key, line in rows.items()}
+    cpu = next(k[2] for k in has if k[2].endswith(" cpu"))
+    stand = next(k[2] for k in has if k[2].endswith("standin-known-bugs"))
+    assert has[("matmul-3x3", "pytorch#85406", stand)] == "yes: wrong result"
+    assert has[("conv1d-65537-channels", "pytorch#134416", stand)] == "yes: raises"
+    assert has[("sum-rapid", "pytorch#178497", stand)] == "yes: wrong result (intermittent)"
+    assert has[("argmax-dim1-10x2", "pytorch#92311", stand)] == "no"
+    assert all(has[k] == "no" for k in has if k[2] == cpu)
+    sources = section.split("### Known accelerator bugs: the sources")[1]
+    assert "https://github.com/pytorch/pytorch/issues/85406" in sources and "3x3" in sources
+    assert "https://github.com/pytorch/pytorch/issues/134416" in (out / "matrix.json").read_text()
+    assert "Known accelerator bugs: does this machine have them" in (out / "matrix.html").read_text()
 
 
 def test_predicted_section_diffs_saved_kernel_tables(tmp_path, two_versions):

@@ -353,6 +353,68 @@ def cause_sections(m: Matrix) -> list[Section]:
     ]
 
 
+def _has_bug(rec: dict) -> str:
+    """Whether the column shows the reported bug, in words."""
+    status, category = rec.get("status"), rec.get("category")
+    if status == "pass":
+        return "no"
+    if status == "skip":
+        return "not run"
+    if status in ("crash", "timeout"):
+        return f"{status} (a crash or hang in the op: report it with this shape)"
+    if category == "raises":
+        return "yes: raises"
+    if category == "unrepeatable":
+        return "yes: other bits on a rerun"
+    met = rec.get("metrics") or {}
+    if met.get("cause") not in (None, "unexplained"):
+        return f"no, but differs: {met['cause']}"
+    return "yes: wrong result" + (" (intermittent)" if met.get("intermittent") else "")
+
+
+def known_bug_sections(m: Matrix) -> list[Section]:
+    """The known-bug cases (harness/known_bug_cases.py): the issue each comes from, and
+    per column whether this machine has the bug, with its result on a rerun."""
+    labels = {c.id: c.label for c in m.columns}
+    cases: dict[str, dict] = {}
+    for (check, col_id), rec in sorted(m.cells.items()):
+        met = rec.get("metrics") or {}
+        if rec.get("suite") != "parity" or not met.get("known_bug"):
+            continue
+        kind = "repeatable" if rec.get("variant", "").endswith("/repeatable") else "known-bug"
+        case = cases.setdefault(met["known_bug"], {"met": met, "columns": {}})
+        if kind == "known-bug":
+            case["met"] = met
+        case["columns"].setdefault(col_id, {})[kind] = rec
+    rows, sources = [], []
+    for name, case in cases.items():
+        met = case["met"]
+        sources.append([name, f"pytorch#{met.get('issue')}", met.get("issue_title") or "", met.get("reported") or "",
+                        met.get("affected") or "", met.get("fixed") or "", met.get("issue_url") or ""])
+        for col_id, recs in case["columns"].items():
+            label = labels.get(col_id, col_id)
+            bug, again = recs.get("known-bug"), recs.get("repeatable")
+            shape = ((bug or again or {}).get("metrics") or {}).get("shape") or ""
+            said = [_has_bug(r) for r in (bug, again) if r]
+            found = [w for w in said if w not in ("no", "not run")]
+            rows.append([name, f"pytorch#{met.get('issue')}", label, cell_of(bug, label), cell_of(again, label),
+                         found[0] if found else "no" if "no" in said else "not run", shape])
+    return [
+        Section("Known accelerator bugs: does this machine have them",
+                ["case", "source", "column", "known-bug check", "repeatable", "has the bug", "shape run"], rows,
+                empty="No known-bug case ran (suites/parity/test_known_bugs.py).",
+                intro="Wrong results users reported against an accelerator backend, confirmed in PyTorch's issue "
+                      "tracker and run here at the reported edge: against float64 with the CPU as the yardstick, "
+                      "after a dirty allocator cache and, where the report says so, in rapid succession (the "
+                      "known-bug check); and again back to back and after the cache was churned, for the same bits "
+                      "(repeatable). On the CPU column a case shows the harness works; the bugs live on "
+                      "accelerators."),
+        Section("Known accelerator bugs: the sources", ["case", "issue", "title", "reported", "affected", "fixed",
+                                                          "link"], sources, level=3,
+                empty="No known-bug case ran."),
+    ]
+
+
 PATH_CHECK = "seed_003_path_never_raises_peak_memory"
 
 
@@ -558,6 +620,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Se
     out += model_sections(m)
     out += parity_sections(m)
     out += cause_sections(m)
+    out += known_bug_sections(m)
     out += optim_sections(m)
     out += outcome_sections(m)
     out += predicted_sections(kernel_tables)
