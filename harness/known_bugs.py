@@ -200,9 +200,10 @@ def _tensors(tree) -> list:
 
 
 def _cast(sample: dict, dtype, device) -> dict:
-    """A sample's floating tensors in ``dtype`` on ``device``; integers and flags as they are."""
+    """A sample's floating tensors in ``dtype`` on ``device``; integers and flags as they are.
+    The dtype changes on the CPU, before the copy: MPS has no float64 to copy from."""
     import torch
-    return {k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device))
+    return {k: (v.to(dtype=dtype).to(device) if v.is_floating_point() else v.to(device))
             if isinstance(v, torch.Tensor) else v for k, v in sample.items()}
 
 
