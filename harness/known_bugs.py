@@ -288,9 +288,14 @@ def _runs(case: BugCase, kind: str) -> list[str]:
 def run_case(name: str, target: str, dtype: str) -> dict:
     """A case's samples on ``target``, judged: the verdict of the worst run of the worst
     sample, with the size and why, each sample's margin, and where the worst error sits."""
+    return _on_target(_run_case, name, target, dtype)
+
+
+def _on_target(work, name: str, target: str, dtype: str) -> dict:
+    """``work(case, target, dtype)``, then a clean allocator for the next check in this process."""
     tgt = Target(target)
     try:
-        return _run_case(by_name(name), tgt, dtype)
+        return work(by_name(name), tgt, dtype)
     finally:
         tgt.clean()
 
@@ -414,11 +419,7 @@ def run_repeatability(name: str, target: str, dtype: str) -> dict:
     """The case's last sample (random values) on ``target``: once, then QUICK_REPEATS
     times back to back, then after each allocator state of CHURNS; every result must have
     the first's bits. Returns the runs that differed, and by how much."""
-    tgt = Target(target)
-    try:
-        return _run_repeatability(by_name(name), tgt, dtype)
-    finally:
-        tgt.clean()
+    return _on_target(_run_repeatability, name, target, dtype)
 
 
 def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> dict:
