@@ -109,7 +109,7 @@ def _to(obj, device):
     return obj
 
 
-def _call(model, batch):
+def call_model(model, batch):
     if isinstance(batch, Mapping):
         return model(**batch)
     if isinstance(batch, (list, tuple)):
@@ -261,7 +261,7 @@ def audit_model(model, batch, device, optimizer: str = "adamw", loss_fn: Callabl
         state: dict[str, Any] = {}
 
         def forward():
-            state["loss"] = loss_of(_call(model, batch), batch, loss_fn, model)
+            state["loss"] = loss_of(call_model(model, batch), batch, loss_fn, model)
 
         steps = (("forward", forward), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step))
         for phase, step in steps:

@@ -274,6 +274,15 @@ def stand_in(name: str) -> StandIn | None:
     return STAND_INS.get(name)
 
 
+def synchronizer(device: str):
+    """The function that waits for ``device``'s queued work ("cuda:0", "mps"); a no-op for
+    a device without a queue (the CPU, ``meta``)."""
+    kind = device.split(":")[0]
+    if kind not in _BACKENDS and kind not in STAND_INS:
+        return lambda: None
+    return backend(kind).synchronize
+
+
 def kind_of(target: str) -> str:
     """"cpu", "cuda", "mps", or "stand-in": which device's rules and knobs apply to a target."""
     return "stand-in" if target in STAND_INS else target

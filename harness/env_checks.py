@@ -11,6 +11,7 @@ import functools
 from typing import Callable
 
 from harness import devices, facts as F
+from harness.verdict import Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,13 +19,13 @@ class EnvCheck:
     subject: str
     targets: tuple[str, ...]
     question: str
-    judge: Callable[[dict], F.Verdict] | None = None
+    judge: Callable[[dict], F.Fitness] | None = None
     gate: str | None = None          # a key of facts.GATES: the judge is that version gate
     autocast: str | None = None      # "float16" / "bfloat16": confirm the verdict by running autocast
     needs_trainer: bool = False      # the judge reads which device TrainingArguments picks
     variant: str = ""
 
-    def verdict(self, f: dict) -> F.Verdict:
+    def verdict(self, f: dict) -> F.Fitness:
         if self.gate:
             return F.judge_gate(self.gate)(f)
         if self.judge:
@@ -72,7 +73,7 @@ def _trainer() -> dict:
     return F.trainer_default_device()
 
 
-def evaluate(case: EnvCheck, target: str, f: dict) -> F.Verdict:
+def evaluate(case: EnvCheck, target: str, f: dict) -> F.Fitness:
     """The verdict for one row on one target: the judge, then the live probe if any."""
     if target == "mps" and not F.is_mac(f):  # every mps check concerns a Mac
         return F.na(f"not applicable: this is {f['os']['system']} {f['os']['machine']}; the mps checks concern macOS")
@@ -89,7 +90,19 @@ def evaluate(case: EnvCheck, target: str, f: dict) -> F.Verdict:
     return verdict
 
 
-def _confirm_autocast(case: EnvCheck, target: str, f: dict, verdict: F.Verdict) -> F.Verdict:
+# an environment check's outcome -> the verdict's status
+STATUS = {"ok": "pass", "na": "skip", "limit": "xfail", "fail": "fail"}
+
+
+def judge(case: EnvCheck, target: str, f: dict) -> Verdict:
+    """The check's verdict: not applicable -> skip with the reason; misconfigured -> fail
+    with the fix; a known limitation of this version or OS -> xfail with what would lift it."""
+    fit = evaluate(case, target, f)
+    message = fit.summary if fit.outcome == "na" else "" if fit.outcome == "ok" else fit.message()
+    return Verdict(STATUS[fit.outcome], "n/a", message, fit.metrics)
+
+
+def _confirm_autocast(case: EnvCheck, target: str, f: dict, verdict: F.Fitness) -> F.Fitness:
     """Run autocast for real where the target is present; the gate alone is not proof."""
     import torch
     backend = devices.backend(target, f)

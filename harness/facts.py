@@ -6,7 +6,7 @@ recorded on one machine and replayed on another: the self-tests judge recorded f
 of an Apple-silicon Mac, a Python under Rosetta, an Intel Mac, macOS 12.2, a torch built
 without MPS, and Linux.
 
-The judges take a fact set and return a ``Verdict``; they never touch the machine.
+The judges take a fact set and return a ``Fitness``; they never touch the machine.
 """
 from __future__ import annotations
 
@@ -251,7 +251,7 @@ def env_id(facts: dict) -> str:
 # --------------------------------------------------------------------------- judging
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Fitness:
     """``ok``: fit. ``fail``: misconfigured, ``fix`` says what to do. ``na``: the check does
     not apply to this machine. ``limit``: a known limitation of this version or OS
     (reported, not a misconfiguration)."""
@@ -265,19 +265,19 @@ class Verdict:
 
 
 def ok(summary, **metrics):
-    return Verdict("ok", summary, metrics=metrics)
+    return Fitness("ok", summary, metrics=metrics)
 
 
 def fail(summary, fix, **metrics):
-    return Verdict("fail", summary, fix, metrics)
+    return Fitness("fail", summary, fix, metrics)
 
 
 def na(summary):
-    return Verdict("na", summary)
+    return Fitness("na", summary)
 
 
 def limit(summary, fix="", **metrics):
-    return Verdict("limit", summary, fix, metrics)
+    return Fitness("limit", summary, fix, metrics)
 
 
 def version_of(value: str | None) -> Version | None:
@@ -405,13 +405,13 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
             "on Intel Macs MPS needs a Metal-capable AMD GPU; in a VM or over some remote sessions Metal is absent")
 
 
-def _mac_only(f: dict) -> Verdict | None:
+def _mac_only(f: dict) -> Fitness | None:
     if not is_mac(f):
         return na(f"not applicable: this is {_plat(f)}; the mps checks concern macOS")
     return None
 
 
-def judge_python_arch(f: dict) -> Verdict:
+def judge_python_arch(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     arch = f["python"]["arch"]
@@ -426,7 +426,7 @@ def judge_python_arch(f: dict) -> Verdict:
     return fail(f"Python reports {arch} on an Intel Mac", "install a native x86_64 Python", arch=arch)
 
 
-def judge_not_rosetta(f: dict) -> Verdict:
+def judge_not_rosetta(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     if under_rosetta(f):
@@ -434,7 +434,7 @@ def judge_not_rosetta(f: dict) -> Verdict:
     return ok("not translated by Rosetta")
 
 
-def judge_macos_version(f: dict) -> Verdict:
+def judge_macos_version(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     mv, need = macos_version(f), Version(GATES["mps"].macos)
@@ -451,7 +451,7 @@ def judge_macos_version(f: dict) -> Verdict:
     return ok(f"macOS {mv} >= {need}", macos=str(mv))
 
 
-def judge_torch_for_mps(f: dict) -> Verdict:
+def judge_torch_for_mps(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     tv, need = torch_version(f), Version(GATES["mps"].torch)
@@ -462,7 +462,7 @@ def judge_torch_for_mps(f: dict) -> Verdict:
     return ok(f"torch {tv} has the MPS backend (>= {need})", torch=str(tv))
 
 
-def judge_mps_built(f: dict) -> Verdict:
+def judge_mps_built(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     if f.get("torch", {}).get("mps_built"):
@@ -471,7 +471,7 @@ def judge_mps_built(f: dict) -> Verdict:
                 "install the official macOS arm64 wheel: pip install --force-reinstall torch")
 
 
-def judge_mps_available(f: dict) -> Verdict:
+def judge_mps_available(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     cause = mps_unavailable_cause(f)
@@ -480,7 +480,7 @@ def judge_mps_available(f: dict) -> Verdict:
     return fail(*cause)
 
 
-def judge_fallback_env(f: dict) -> Verdict:
+def judge_fallback_env(f: dict) -> Fitness:
     """Only 0 and 1 mean what they say on every torch version.
 
     torch < 2.8 parses the value with std::stoi when the MPS library loads (a word such as
@@ -521,7 +521,7 @@ def _watermark_default_low(f: dict) -> float:
     return 1.0 if discrete else 1.4
 
 
-def judge_watermark_env(f: dict) -> Verdict:
+def judge_watermark_env(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     env = f.get("env", {})
@@ -552,7 +552,7 @@ def judge_watermark_env(f: dict) -> Verdict:
     return ok(f"MPS watermark ratios valid: high {high}, low {low}{note}")
 
 
-def judge_tokenizers_native(f: dict) -> Verdict:
+def judge_tokenizers_native(f: dict) -> Fitness:
     tok = f.get("tokenizers", {})
     if not tok.get("installed"):
         return fail("tokenizers is not installed", "pip install tokenizers (a prebuilt wheel exists for arm64 macOS)")
@@ -570,7 +570,7 @@ def judge_tokenizers_native(f: dict) -> Verdict:
 
 def judge_trainer_device(expected: str):
     """TrainingArguments should pick the accelerator without being told (seed 001)."""
-    def judge(f: dict) -> Verdict:
+    def judge(f: dict) -> Fitness:
         if expected == "mps" and (v := _mac_only(f)):
             return v
         trainer = f.get("trainer") or {}
@@ -592,7 +592,7 @@ def judge_gate(key: str):
     """A version gate, reported as what this environment can use."""
     gate = GATES[key]
 
-    def judge(f: dict) -> Verdict:
+    def judge(f: dict) -> Fitness:
         if gate.macos and (v := _mac_only(f)):
             return v
         gaps = gate_gaps(gate, f)
@@ -606,7 +606,7 @@ def judge_gate(key: str):
 
 # -- CUDA
 
-def judge_cuda_present(f: dict) -> Verdict:
+def judge_cuda_present(f: dict) -> Fitness:
     t = f.get("torch", {})
     if t.get("cuda_available"):
         names = ", ".join(d["name"] for d in t.get("cuda_devices", []))
@@ -630,7 +630,7 @@ def _first_cuda(f: dict) -> dict | None:
     return devices[0] if devices else None
 
 
-def judge_cuda_capability(f: dict) -> Verdict:
+def judge_cuda_capability(f: dict) -> Fitness:
     dev = _first_cuda(f)
     if dev is None:
         return na("not applicable: no usable CUDA device")
@@ -645,7 +645,7 @@ def judge_cuda_capability(f: dict) -> Verdict:
     return ok(f"{dev['name']}: compute capability {major}.{minor}", capability=f"{major}.{minor}")
 
 
-def judge_cuda_bf16(f: dict) -> Verdict:
+def judge_cuda_bf16(f: dict) -> Fitness:
     dev = _first_cuda(f)
     if dev is None:
         return na("not applicable: no usable CUDA device")
@@ -656,7 +656,7 @@ def judge_cuda_bf16(f: dict) -> Verdict:
 
 # -- CPU
 
-def judge_cpu_capability(f: dict) -> Verdict:
+def judge_cpu_capability(f: dict) -> Fitness:
     cap = f.get("torch", {}).get("cpu_capability")
     if cap is None:
         return limit("torch does not report its CPU capability (torch.backends.cpu.get_cpu_capability missing)",
@@ -667,7 +667,7 @@ def judge_cpu_capability(f: dict) -> Verdict:
     return ok(f"torch dispatches CPU kernels at {cap}", capability=cap)
 
 
-def judge_cpu_threads(f: dict) -> Verdict:
+def judge_cpu_threads(f: dict) -> Fitness:
     threads = f.get("torch", {}).get("num_threads")
     usable = f["cpu"]["usable"]
     if not threads:

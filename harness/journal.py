@@ -111,6 +111,12 @@ def first_line(text: str | None) -> str:
     return line if len(line) <= REASON_MAX else line[:REASON_MAX - 1] + "…"
 
 
+def error_line(exc: BaseException, limit: int = REASON_MAX) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:limit]
+
+
 def outcome_of(phases: list[dict]) -> tuple[str, str]:
     """Status and reason of a check from its pytest phases.
 

@@ -43,7 +43,8 @@ import dataclasses
 import math
 from typing import Callable
 
-from harness import devices, tolerances
+from harness import devices, journal, tolerances
+from harness.verdict import Verdict
 
 GIB = 2**30
 MEMORY_FRACTION = 0.25      # of the device's memory reading, and of the host's, for one case's working set
@@ -213,11 +214,6 @@ def _to_cpu(tree):
     return _pytree.tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, tree)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
 class Target:
     """Runs a case's op on a target: the device, or a stand-in computing on the CPU. Each
     run copies the inputs to the device anew, so a run after ``churn`` sees its operands
@@ -315,7 +311,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
         try:
             cpu = case.fn(**_cast(sample, dt, "cpu"))
         except Exception as exc:  # the CPU cannot compute it either: nothing to hold the target to
-            out["cpu_raised"] = _first_line(exc)
+            out["cpu_raised"] = journal.error_line(exc, 300)
             return out
         out["samples"] += 1
         if target == "cpu":
@@ -338,7 +334,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
                     if not verdict["ok"]:
                         break
             except Exception as exc:
-                out["raised"] = _first_line(exc)
+                out["raised"] = journal.error_line(exc, 300)
                 out["verdict"] = {"ok": False, "sample": index, "margin": math.inf, "max_abs_err": math.inf,
                                   "run": run, "reason": f"raised on the target where the CPU computes: "
                                                         f"{out['raised']}"}
@@ -445,19 +441,11 @@ def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> dict:
                 out["differing"].append(label)
                 out["max_abs_diff"] = max(out["max_abs_diff"], diff)
     except Exception as exc:
-        out["raised"] = _first_line(exc)
+        out["raised"] = journal.error_line(exc, 300)
     return out
 
 
 # --------------------------------------------------------------------------- judging
-
-@dataclasses.dataclass(frozen=True)
-class Judgement:
-    status: str      # pass | fail | skip
-    category: str    # parity | raises | unrepeatable | repeatable
-    message: str
-    metrics: dict
-
 
 def source_metrics(case: BugCase) -> dict:
     s = case.source
@@ -465,13 +453,13 @@ def source_metrics(case: BugCase) -> dict:
             "affected": s.affected, "fixed": s.fixed, "reported": case.what}
 
 
-def judge(result: dict) -> Judgement:
+def judge(result: dict) -> Verdict:
     """A known-bug check's status from run_case's result."""
     case = by_name(result["case"])
     metrics = {**source_metrics(case), "size": result["size"], "shape": result["shape"],
                "size_reason": result["size_reason"], "samples": result["samples"], "runs": result.get("runs", 0)}
     if result.get("cpu_raised"):
-        return Judgement("skip", "n/a", f"the CPU cannot compute this case here either ({result['cpu_raised']})",
+        return Verdict("skip", "n/a", f"the CPU cannot compute this case here either ({result['cpu_raised']})",
                          metrics)
     verdict = result["verdict"]
     for key in ("max_abs_err", "max_rel_err", "margin", "cpu_max_abs_err", "rule", "worst_index",
@@ -481,10 +469,10 @@ def judge(result: dict) -> Judgement:
     metrics.update(worst_sample=verdict.get("sample"), tolerance_source=result.get("tolerance"))
     where = f"{case.source.label} ({case.source.title})"
     if result.get("raised"):
-        return Judgement("fail", "raises", f"raises where the CPU computes: {result['raised']}; the bug of {where} "
+        return Verdict("fail", "raises", f"raises where the CPU computes: {result['raised']}; the bug of {where} "
                          f"({case.what}) at {result['shape']}; report it to PyTorch with this shape", metrics)
     if verdict["ok"]:
-        return Judgement("pass", "parity", f"not affected by {where} at {result['shape']}", metrics)
+        return Verdict("pass", "parity", f"not affected by {where} at {result['shape']}", metrics)
     block = (f"; first element off at {verdict['first_off_index']}, {verdict['off_elements']} element(s) off"
              if verdict.get("first_off_index") else "")
     if verdict.get("cause") not in (None, "unexplained"):
@@ -492,24 +480,24 @@ def judge(result: dict) -> Judgement:
     else:
         cause = (f"; {'wrong in this run and right when rerun; ' if verdict.get('intermittent') else ''}this machine "
                  f"shows the bug of {where}: {case.what}; avoid the shape or report it to PyTorch with this record")
-    return Judgement("fail", "parity", f"sample {verdict.get('sample')}, {verdict.get('run')}, at {result['shape']}: off float64 by "
+    return Verdict("fail", "parity", f"sample {verdict.get('sample')}, {verdict.get('run')}, at {result['shape']}: off float64 by "
                      f"{verdict['max_abs_err']:.3g}, margin {verdict['margin']:.3g}{block}{cause}. {verdict['reason']}",
                      metrics)
 
 
-def judge_repeatability(result: dict) -> Judgement:
+def judge_repeatability(result: dict) -> Verdict:
     case = by_name(result["case"])
     metrics = {**source_metrics(case), "size": result["size"], "shape": result["shape"],
                "size_reason": result["size_reason"], "runs": result["runs"], "quick_repeats": QUICK_REPEATS,
                "churns": list(CHURNS)}
     if result.get("raised"):
-        return Judgement("skip", "n/a", f"no result to repeat: {result['raised']} (see this case's known-bug check)",
+        return Verdict("skip", "n/a", f"no result to repeat: {result['raised']} (see this case's known-bug check)",
                          metrics)
     if not result["differing"]:
-        return Judgement("pass", "repeatable", f"{result['runs']} reruns ({QUICK_REPEATS} back to back, then after "
+        return Verdict("pass", "repeatable", f"{result['runs']} reruns ({QUICK_REPEATS} back to back, then after "
                          f"{' and after '.join(CHURNS)}) gave the first run's bits", metrics)
     metrics.update(differing=result["differing"], max_abs_diff=result["max_abs_diff"])
-    return Judgement("fail", "unrepeatable",
+    return Verdict("fail", "unrepeatable",
                      f"the same op on the same inputs gave other bits in {len(result['differing'])} of "
                      f"{result['runs']} reruns ({', '.join(result['differing'][:4])}; largest difference "
                      f"{result['max_abs_diff']:.3g}) at {result['shape']}: results depend on what ran or was "

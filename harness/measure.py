@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from harness.audit import _call as call_model, loss_of
+from harness.audit import call_model, loss_of
 
 # Memory categories, in precedence order: a storage that is both a parameter and saved for
 # backward (a weight saved by linear) is a parameter; whatever carries no label is a temporary.

@@ -38,7 +38,8 @@ import hashlib
 import re
 import time
 
-from harness import opsweep, tolerances
+from harness import journal, opsweep, tolerances
+from harness.verdict import Verdict
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "complex64")
 EXACT_DTYPES = ("int64", "int32", "uint8", "bool")
@@ -290,7 +291,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
             if res["verdict"] is not None and not res["verdict"]["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
     except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
-        res["error"] = opsweep._first_line(exc)
+        res["error"] = journal.error_line(exc)
     res["seconds"] = round(time.perf_counter() - started, 4)
     return res
 
@@ -531,7 +532,7 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
         f32 = _round(_evaluate(op, convert(sample, dt, torch.float32, "cpu"), pass_, 0, dt), torch.float32, dt)
         via32 = parity.compare(f32, ref, tol, slack=slack)
     except Exception as exc:  # no float32 kernel to tell the two apart
-        via32 = {"ok": False, "margin": None, "reason": opsweep._first_line(exc)}
+        via32 = {"ok": False, "margin": None, "reason": journal.error_line(exc)}
     sensitive["precision_limit"] = "narrow-dtype" if via32["ok"] else "ill-conditioned"
     sensitive["float32_margin"] = via32["margin"]
     return sensitive
@@ -597,14 +598,7 @@ def _reference(op, sample, dt, wide, pass_: str, trial: int | None = None, like=
 
 # --------------------------------------------------------------------------- judging
 
-@dataclasses.dataclass(frozen=True)
-class Judgement:
-    status: str      # pass | fail | skip | xfail | xpass | crash | timeout
-    message: str
-    metrics: dict
-
-
-def judge(result: dict) -> Judgement:
+def judge(result: dict) -> Verdict:
     """The check's status and metrics from a run_case result (or a sandbox failure)."""
     tol = result.get("tolerance") or {}
     metrics = {"reference": result.get("reference"), "samples": result.get("samples", 0),
@@ -617,16 +611,16 @@ def judge(result: dict) -> Judgement:
             metrics[f"samples_{key}"] = result[key]
     declared = result.get("declared")
     if declared and declared[0] == "skip":
-        return Judgement("skip", f"PyTorch does not compare this op with the CPU: {declared[1]}", metrics)
+        return Verdict("skip", "parity", f"PyTorch does not compare this op with the CPU: {declared[1]}", metrics)
     if result.get("error"):
-        return Judgement("skip", f"no result to compare (see the ops suite): {result['error']}", metrics)
+        return Verdict("skip", "parity", f"no result to compare (see the ops suite): {result['error']}", metrics)
     verdict = result.get("verdict")
     if verdict is None:
         why = ("its output is drawn from the RNG" if result.get("random")
                else "no sample has a differentiable output" if result.get("no_grad")
                else "the op has no float64 kernel for a reference" if result.get("no_reference")
                else "the op has no samples")
-        return Judgement("skip", f"nothing comparable: {why}", metrics)
+        return Verdict("skip", "parity", f"nothing comparable: {why}", metrics)
     on_target = result.get("kind", "cpu") != "cpu"
     metrics.update({k: verdict[k] for k in ("max_abs_err", "max_rel_err", "margin") if k in verdict})
     if isinstance(verdict.get("sample"), int):
@@ -656,10 +650,10 @@ def judge(result: dict) -> Judgement:
             note = (f"the CPU is the inaccurate side: sample {off['sample']} is off float64 by {off['cpu_err']:.3g} "
                     f"on the CPU (margin {off['cpu_margin']:.3g}) and by {off['target_err']:.3g} on the target")
         if known:
-            return Judgement("xpass", "PyTorch's test_compare_cpu expects this op to differ from the CPU here (it "
+            return Verdict("xpass", "parity", "PyTorch's test_compare_cpu expects this op to differ from the CPU here (it "
                              "asks same-dtype agreement); judged by its accuracy against float64, it passes"
                              + (f"; {note}" if note else ""), metrics)
-        return Judgement("pass", note, metrics)
+        return Verdict("pass", "parity", note, metrics)
     against = "float64" if result.get("reference") in ("float64", "complex128") else result.get("reference")
     if verdict.get("cause"):
         cpu_err = verdict.get("cpu_max_abs_err")
@@ -671,9 +665,9 @@ def judge(result: dict) -> Judgement:
                    f"{verdict['margin']:.3g} at rtol={tol.get('rtol')} atol={tol.get('atol')} "
                    f"against {against}: {verdict['reason']}")
     if known:
-        return Judgement("xfail", f"PyTorch's test_compare_cpu expects a mismatch here; {message}", metrics)
+        return Verdict("xfail", "parity", f"PyTorch's test_compare_cpu expects a mismatch here; {message}", metrics)
     if result.get("known_limit"):
-        return Judgement("xfail", f"known float32 limit against float64 ({result['known_limit']}); {message}",
+        return Verdict("xfail", "parity", f"known float32 limit against float64 ({result['known_limit']}); {message}",
                          metrics)
     limit = verdict.get("precision_limit")
     if limit:
@@ -681,5 +675,5 @@ def judge(result: dict) -> Judgement:
         why = ("float32 on the same inputs meets the reference: the dtype is too narrow here"
                if limit == "narrow-dtype" else
                "float32 on the same inputs misses it too: the op is ill-conditioned or discontinuous here")
-        return Judgement("xfail", f"precision limit ({why}); {message}", metrics)
-    return Judgement("fail", message, metrics)
+        return Verdict("xfail", "parity", f"precision limit ({why}); {message}", metrics)
+    return Verdict("fail", "parity", message, metrics)

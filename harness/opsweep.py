@@ -22,7 +22,8 @@ import os
 import time
 from pathlib import Path
 
-from harness import fallback
+from harness import devices, fallback, journal
+from harness.verdict import Verdict
 
 OP_DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "uint8", "bool", "complex64")
 GRAD_DTYPES = ("float32", "float16")
@@ -176,15 +177,6 @@ def _backward(sample, out, device: str) -> bool:
     return True
 
 
-def _synchronize(device: str) -> None:
-    import torch
-    kind = device.split(":")[0]
-    if kind == "cuda":
-        torch.cuda.synchronize()
-    elif kind == "mps" and hasattr(torch, "mps"):
-        torch.mps.synchronize()
-
-
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
     """Run every sample of one op x dtype x pass on ``device``; return the classification.
 
@@ -205,32 +197,19 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
                 if pass_ == "backward" and not _backward(sample, out, device):
                     skipped += 1
                     continue
-                _synchronize(device)
+                devices.synchronizer(device)
                 ran += 1
         except NotImplementedError as exc:
-            category, error_type, message = "unsupported", type(exc).__name__, _first_line(exc)
+            category, error_type, message = "unsupported", type(exc).__name__, journal.error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
-            category, error_type, message = "error", type(exc).__name__, _first_line(exc)
+            category, error_type, message = "error", type(exc).__name__, journal.error_line(exc)
     if category == "native" and cap.ops:
         category = "cpu-fallback"
     return {"category": category, "samples": ran, "samples_without_grad": skipped, "fallback_ops": cap.ops,
             "error_type": error_type, "message": message, "seconds": round(time.perf_counter() - started, 4)}
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:600]
-
-
 # --------------------------------------------------------------------------- judging
-
-@dataclasses.dataclass(frozen=True)
-class Judgement:
-    status: str              # pass | fail | xfail | xpass | crash | timeout
-    category: str
-    message: str
-    disagreement: str | None  # against PyTorch's expectation, where one was read
-
 
 def result_of(outcome) -> dict:
     """Fold a sandbox outcome (harness.isolate.Outcome) into a run_case-shaped result."""
@@ -243,19 +222,27 @@ def result_of(outcome) -> dict:
     return {**base, "category": "error", "message": f"the check itself failed: {outcome.detail}"}
 
 
-def judge(result: dict, expected: str | None = None) -> Judgement:
-    """The check's status from its category and, on MPS, PyTorch's expectation."""
+def judge(result: dict, expected: str | None = None, on_mps: bool = False) -> Verdict:
+    """The check's verdict from its category and, on MPS (``on_mps``), PyTorch's
+    expectation (``expected``: pass, xfail or skip, from harness.expectations)."""
     from harness.expectations import disagreement
     cat, msg = result["category"], result.get("message") or ""
+    metrics = {"samples": result.get("samples", 0), "fallback_ops": result.get("fallback_ops") or [],
+               "seconds": result.get("seconds")}
+
+    def verdict(status: str, category: str, message: str, dis: str | None) -> Verdict:
+        if on_mps:  # PyTorch's expectations describe MPS only
+            metrics.update(pytorch_expects=expected or "pass", disagreement=dis)
+        return Verdict(status, category, message, metrics)
     if cat in ("crash", "timeout"):
-        return Judgement(cat, "n/a", msg, None)
+        return verdict(cat, "n/a", msg, None)
     dis = disagreement(expected, cat) if expected is not None or cat not in ("native", "cpu-fallback") else None
     if cat in ("native", "cpu-fallback"):
         note = f"fell back to the CPU: {', '.join(result['fallback_ops'])}" if cat == "cpu-fallback" else ""
         if expected == "xfail":
-            return Judgement("xpass", cat, "ran, although PyTorch's MPS test expects a failure here"
-                             + (f"; {note}" if note else ""), dis)
-        return Judgement("pass", cat, note, None)
+            return verdict("xpass", cat, "ran, although PyTorch's MPS test expects a failure here"
+                           + (f"; {note}" if note else ""), dis)
+        return verdict("pass", cat, note, None)
     if expected in ("xfail", "skip"):
-        return Judgement("xfail", cat, f"PyTorch expects this ({expected}): {msg}", None)
-    return Judgement("fail", cat, msg, dis if expected is not None else None)
+        return verdict("xfail", cat, f"PyTorch expects this ({expected}): {msg}", None)
+    return verdict("fail", cat, f"{cat}: {msg}", dis if expected is not None else None)

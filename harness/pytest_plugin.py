@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 from harness import hypothesis_profiles  # noqa: F401,E402
 
 from harness import devices, journal, matrix  # noqa: E402
+from harness.verdict import Verdict, conclude  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
 # The plugin's vocabulary, registered wherever it is loaded (pyproject.toml lists them too).
@@ -52,11 +53,14 @@ class Recorder:
     def value_of(self, outcome, what: str = "the check itself"):
         """A sandbox outcome's value; a crash or a hang is recorded as such and fails the check."""
         if outcome.kind in ("crash", "timeout"):
-            self.status = outcome.kind
-            pytest.fail(f"{outcome.kind}: {outcome.detail}", pytrace=False)
+            self.conclude(Verdict(outcome.kind, message=outcome.detail))
         if outcome.kind != "ok":
-            pytest.fail(f"{what} failed: {outcome.detail}", pytrace=False)
+            self.conclude(Verdict("fail", message=f"{what} failed: {outcome.detail}"))
         return outcome.value
+
+    def conclude(self, verdict: Verdict) -> None:
+        """Keep ``verdict`` on this record and end the test as its status says (harness.verdict)."""
+        conclude(self, verdict)
 
 
 class SessionState:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from harness import devices
+from harness.verdict import Verdict
 from harness.workloads import Setup
 
 SCALES = {
@@ -78,11 +80,6 @@ NOT_MEASURED = {
 def expectation(kind: str, bound: float) -> tuple[str, float]:
     """The claims table's bound (measured ratio limit) as a harness.measure claim."""
     return ("lower", 1 / bound) if kind == "lower" else ("not higher", bound)
-
-
-def _sync(device: str) -> Callable[[], None]:
-    from harness import devices
-    return devices.backend(device.split(":")[0]).synchronize
 
 
 def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -> dict:
@@ -263,7 +260,7 @@ def _time(measure, wa, wb, basis: str, claim_expect, device: str, budget: float,
     op, limit = claim_expect
     # compare_time judges raw step durations: move the per-sample bound onto them
     raw_expect = (op, limit * per) if op == "lower" else (op, limit / per)
-    res = measure.compare_time(run_a, run_b, raw_expect, sync=_sync(device), budget_s=budget, rounds=rounds)
+    res = measure.compare_time(run_a, run_b, raw_expect, sync=devices.synchronizer(device), budget_s=budget, rounds=rounds)
     for key in ("time_ratio", "ci_low", "ci_high"):
         res[key] = res[key] * per
     res["claim"] = list(claim_expect)
@@ -282,7 +279,7 @@ def seed_003_path(device: str, scale: str = "small") -> list[dict]:
     from harness.workloads import Workload
     steps = claims.SEED_003_PATH.steps
     seed = {s.claim: s.time_s / steps[0].time_s for s in steps[1:]}  # the seed's row over its baseline
-    sync = _sync(device)
+    sync = devices.synchronizer(device)
     rows, base_durations = [], []
     setups = _seed_003_rows(SCALES[scale])
     base = Workload(setups[0][1], device)
@@ -376,8 +373,8 @@ def keeps_the_result(name: str, device: str) -> dict:
     return {"kind": "trained", "trainable": trainable, "changed": changed, "all": sorted(before)}
 
 
-def same_result_verdict(r: dict) -> dict:
-    """Judge what ``keeps_the_result`` returned: ``{"ok", "metrics", "message"}``.
+def same_result_verdict(r: dict) -> Verdict:
+    """Judge what ``keeps_the_result`` returned: pass, or fail with what diverged.
 
     Gradients are compared normwise per parameter against the whole-model gradient tolerance
     (harness.tolerances, "model-grad" float32); a parameter without a gradient on the variant
@@ -404,15 +401,45 @@ def same_result_verdict(r: dict) -> dict:
         ok = bool(r["names"]) and not diverged
         message = "" if ok else ("no gradients to compare" if not r["names"] else
                                  "gradients differ: " + ", ".join(diverged))
-        return {"ok": ok, "metrics": metrics, "message": message}
+        return Verdict("pass" if ok else "fail", None, message, metrics)
     trainable, changed, everything = set(r["trainable"]), set(r["changed"]), r["all"]
     metrics = {"trainable": len(trainable), "changed": len(changed), "params": len(everything)}
     if changed != trainable:
-        return {"ok": False, "metrics": metrics, "message": (
-            f"trained {len(changed)} parameters, {len(trainable)} are trainable: "
-            f"unexpected {sorted(changed - trainable)[:5]}, untouched {sorted(trainable - changed)[:5]}")}
+        return Verdict("fail", None, f"trained {len(changed)} parameters, {len(trainable)} are trainable: "
+                       f"unexpected {sorted(changed - trainable)[:5]}, untouched {sorted(trainable - changed)[:5]}",
+                       metrics)
     if not 0 < len(trainable) < len(everything):
-        return {"ok": False, "metrics": metrics,
-                "message": f"{len(trainable)} of {len(everything)} parameters trainable: the technique froze nothing "
-                           "or everything"}
-    return {"ok": True, "metrics": metrics, "message": ""}
+        return Verdict("fail", None, f"{len(trainable)} of {len(everything)} parameters trainable: the technique "
+                       "froze nothing or everything", metrics)
+    return Verdict("pass", None, "", metrics)
+
+
+# A measured claim's verdict (harness.measure.judge) -> the record's category and status:
+# the document's promise failing is an expected failure, not a failure of the machine.
+CLAIM_STATUS = {"holds": "pass", "does not hold": "xfail", "inconclusive": "xfail"}
+# What a measurement returns that the record keeps beside the ratio and its interval.
+MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
+            "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
+            "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
+            "allocator_driver_peak_a", "allocator_driver_peak_b")
+
+
+def claim_verdict(r: dict, quantity: str, expect, source: str, metrics: dict | None = None) -> Verdict:
+    """A measured claim (``measure_claim`` / trainer_runs) as a verdict: category holds,
+    does-not-hold or inconclusive; the ratio, its interval and the bound in the message
+    and the metrics (with ``metrics``, the workload's, added)."""
+    ratio_key = "mem_ratio" if quantity == "memory" else "time_ratio"
+    kept = {ratio_key: r[ratio_key], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "rounds": r["rounds"],
+            "claimed_ratio": r["claimed_ratio"], "bound": r["bound"], "baseline": r["baseline"],
+            "variant": r["variant"], **(metrics or {}), **{k: r[k] for k in MEASURED if k in r}}
+    summary = (f"{ratio_key} {r[ratio_key]:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] against "
+               f"{'< ' if expect.kind == 'lower' else '<= '}{r['bound']:.3f} (claimed {r['claimed_ratio']:.3g}, "
+               f"{expect.source or source})")
+    if r.get("peak"):  # where the peak is, what holds it, and what the technique can lower of it
+        summary += f". {r['peak']}"
+    if r.get("allocator_disagrees"):
+        summary += f" Note: {r['allocator_disagrees']}."
+    lead = {"holds": "", "does not hold": "the claim does not hold here: ",
+            "inconclusive": "inconclusive within the time budget: "}[r["verdict"]]
+    return Verdict(CLAIM_STATUS[r["verdict"]], r["verdict"].replace(" ", "-"),
+                   "" if r["verdict"] == "holds" else lead + summary, kept)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 
+from harness import devices
 from harness.workloads import PRESETS, SEED, Setup, activations_labeller, build_model, resident_of
 
 STEPS = 2            # optimizer steps per train() call
@@ -112,7 +113,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
             op, limit = claim_expect
             raw = (op, limit * per) if op == "lower" else (op, limit / per)
-            res = measure.compare_time(ta.train, tb.train, raw, sync=techniques._sync(device),
+            res = measure.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
                                        budget_s=techniques.TIME_BUDGET_S[scale], rounds=techniques.TIME_ROUNDS[scale],
                                        warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):

@@ -122,8 +122,10 @@ def test_backward_runs_autograd_with_fixed_grad_outputs():
 ])
 def test_judgement(category, expected, status, disagree):
     result = {"category": category, "message": "m", "fallback_ops": ["aten::x"] if category == "cpu-fallback" else []}
-    j = opsweep.judge(result, expected)
-    assert (j.status, j.disagreement) == (status, disagree)
+    j = opsweep.judge(result, expected, on_mps=True)
+    assert (j.status, j.metrics["disagreement"]) == (status, disagree)
+    assert j.metrics["pytorch_expects"] == (expected or "pass")
+    assert "disagreement" not in opsweep.judge(result, expected).metrics   # PyTorch's expectations are MPS's
 
 
 def test_unexpected_failure_is_marked_where_pytorch_expects_a_pass():

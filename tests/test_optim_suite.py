@@ -196,17 +196,17 @@ def test_a_claim_that_holds_is_not_measured_twice():
 def test_the_same_result_verdict_for_trained_parameters(trainable, changed, everything, ok, says):
     verdict = techniques.same_result_verdict({"kind": "trained", "trainable": trainable, "changed": changed,
                                               "all": everything})
-    assert verdict["ok"] is ok and says in verdict["message"]
+    assert (verdict.status == "pass") is ok and says in verdict.message
 
 
 def test_the_same_result_verdict_for_gradients():
     same = {"kind": "gradients", "names": ["w"], "a": [[1.0, 2.0]], "b": [[1.0, 2.0]]}
-    assert techniques.same_result_verdict(same)["ok"]
+    assert techniques.same_result_verdict(same).status == "pass"
     off = {**same, "b": [[1.0, 2.1]]}
-    assert "gradients differ: w" in techniques.same_result_verdict(off)["message"]
+    assert "gradients differ: w" in techniques.same_result_verdict(off).message
     missing = {**same, "b": [None]}
-    assert "w: no gradient" in techniques.same_result_verdict(missing)["message"]
-    assert not techniques.same_result_verdict({**same, "names": [], "a": [], "b": []})["ok"]
+    assert "w: no gradient" in techniques.same_result_verdict(missing).message
+    assert techniques.same_result_verdict({**same, "names": [], "a": [], "b": []}).status == "fail"
 
 
 def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):

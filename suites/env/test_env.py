@@ -10,13 +10,4 @@ from harness import env_checks
 
 @pytest.mark.cases(env_checks.CHECKS)
 def test_environment_is_fit_for_target(case, target, env_facts, record):
-    verdict = env_checks.evaluate(case, target, env_facts)
-    record.category = "n/a"
-    record.metric(**verdict.metrics)
-    if verdict.outcome == "na":
-        pytest.skip(verdict.summary)
-    if verdict.outcome == "limit":
-        pytest.xfail(verdict.message())
-    if verdict.outcome == "fail":
-        pytest.fail(verdict.message(), pytrace=False)
-    assert verdict.outcome == "ok", verdict
+    record.conclude(env_checks.judge(case, target, env_facts))

@@ -22,19 +22,7 @@ def pytorch_expectations():
 @pytest.mark.cases(CASES)
 def test_op_runs_on_target(case, target, backend, sandbox, record, request):
     outcome = sandbox.call("harness.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
-    result = opsweep.result_of(outcome)
     expected = None
     if target == "mps":
         expected = request.getfixturevalue("pytorch_expectations").get(case.op_key, case.dtype, case.pass_)
-    verdict = opsweep.judge(result, expected)
-    record.category = verdict.category
-    record.metric(samples=result["samples"], fallback_ops=result["fallback_ops"], seconds=result["seconds"])
-    if target == "mps":  # PyTorch's expectations describe MPS only
-        record.metric(pytorch_expects=expected or "pass", disagreement=verdict.disagreement)
-    if verdict.status in ("crash", "timeout", "xpass"):
-        record.status = verdict.status
-    if verdict.status == "xfail":
-        pytest.xfail(verdict.message)
-    if verdict.status in ("fail", "crash", "timeout"):
-        pytest.fail(f"{verdict.category if verdict.status == 'fail' else verdict.status}: {verdict.message}",
-                    pytrace=False)
+    record.conclude(opsweep.judge(opsweep.result_of(outcome), expected, on_mps=target == "mps"))

@@ -33,10 +33,6 @@ class ClaimCase:
 CASES = [ClaimCase(c.name, q) for c in claims.CLAIMS for q in QUANTITIES]
 
 
-def _verdict_category(verdict: str) -> str:
-    return verdict.replace(" ", "-")
-
-
 @pytest.mark.cases(CASES)
 def test_documented_optimization(case, target, backend, env_facts, sandbox, record, workload):
     claim = claims.by_name(case.subject)
@@ -55,32 +51,10 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     _judge(outcome, case, expect, claim, record, workload)
 
 
-# What a measurement returns that the record keeps beside the ratio and its interval.
-MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
-            "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
-            "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
-            "allocator_driver_peak_a", "allocator_driver_peak_b")
-
-
 def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
     """The record and the outcome of a measured claim (a sandbox result)."""
     r = record.value_of(outcome, "the measurement")
-    ratio_key = "mem_ratio" if case.quantity == "memory" else "time_ratio"
-    record.category = _verdict_category(r["verdict"])
-    record.metric(**{ratio_key: r[ratio_key]}, ci_low=r["ci_low"], ci_high=r["ci_high"], rounds=r["rounds"],
-                  claimed_ratio=r["claimed_ratio"], bound=r["bound"], baseline=r["baseline"], variant=r["variant"],
-                  **_workload_metrics(workload), **{k: r[k] for k in MEASURED if k in r})
-    summary = (f"{ratio_key} {r[ratio_key]:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] against "
-               f"{'< ' if expect.kind == 'lower' else '<= '}{r['bound']:.3f} (claimed {r['claimed_ratio']:.3g}, "
-               f"{expect.source or claim.source})")
-    if r.get("peak"):  # where the peak is, what holds it, and what the technique can lower of it
-        summary += f". {r['peak']}"
-    if r.get("allocator_disagrees"):
-        summary += f" Note: {r['allocator_disagrees']}."
-    if r["verdict"] == "does not hold":
-        pytest.xfail(f"the claim does not hold here: {summary}")
-    if r["verdict"] == "inconclusive":
-        pytest.xfail(f"inconclusive within the time budget: {summary}")
+    record.conclude(techniques.claim_verdict(r, case.quantity, expect, claim.source, _workload_metrics(workload)))
 
 
 def _workload_metrics(workload: dict) -> dict:
@@ -144,6 +118,4 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     if not applies:
         pytest.skip(why)
     outcome = sandbox.call("harness.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
-    verdict = techniques.same_result_verdict(record.value_of(outcome, "the measurement"))
-    record.metric(**verdict["metrics"])
-    assert verdict["ok"], verdict["message"]
+    record.conclude(techniques.same_result_verdict(record.value_of(outcome, "the measurement")))

@@ -21,26 +21,15 @@ import pytest
 from harness import known_bugs
 
 
-def _conclude(record, verdict: known_bugs.Judgement) -> None:
-    record.category = verdict.category
-    record.metric(**verdict.metrics)
-    if verdict.status == "pass":
-        record.note = verdict.message
-    elif verdict.status == "skip":
-        pytest.skip(verdict.message)
-    else:
-        pytest.fail(verdict.message, pytrace=False)
-
-
 @pytest.mark.cases(known_bugs.checks("known-bug"))
 def test_known_bug(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.known_bugs:run_case", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case))
-    _conclude(record, known_bugs.judge(record.value_of(outcome, "the check itself")))
+    record.conclude(known_bugs.judge(record.value_of(outcome, "the check itself")))
 
 
 @pytest.mark.cases(known_bugs.checks("repeatable"))
 def test_repeatable(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.known_bugs:run_repeatability", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case))
-    _conclude(record, known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))
+    record.conclude(known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))

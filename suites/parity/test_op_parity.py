@@ -19,16 +19,4 @@ CASES = opparity.cases()
 @pytest.mark.cases(CASES)
 def test_op_parity(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.opparity:run_case", case.op_key, target, case.dtype, case.pass_)
-    record.value_of(outcome, "the check itself")
-    verdict = opparity.judge(outcome.value)
-    record.category = "parity"
-    record.metric(**verdict.metrics)
-    record.note = verdict.message if verdict.status in ("pass", "xpass") else ""
-    if verdict.status == "xpass":
-        record.status = "xpass"
-    elif verdict.status == "skip":
-        pytest.skip(verdict.message)
-    elif verdict.status == "xfail":
-        pytest.xfail(verdict.message)
-    elif verdict.status == "fail":
-        pytest.fail(verdict.message, pytrace=False)
+    record.conclude(opparity.judge(record.value_of(outcome, "the check itself")))

@@ -1,0 +1,47 @@
+"""One verdict, one mapping to pytest's outcomes (harness.verdict), used by every suite."""
+import re
+
+import pytest
+
+from harness.pytest_plugin import Recorder
+from harness.verdict import STATUSES, Verdict
+from tests.conftest import ROOT
+
+OUTCOME = {"skip": pytest.skip.Exception, "xfail": pytest.xfail.Exception, "fail": pytest.fail.Exception,
+           "crash": pytest.fail.Exception, "timeout": pytest.fail.Exception}
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_each_status_ends_the_test_its_way_and_keeps_the_verdict_on_the_record(status):
+    record = Recorder()
+    verdict = Verdict(status, "parity", f"why {status}", {"margin": 0.5})
+    if status in OUTCOME:
+        with pytest.raises(OUTCOME[status]) as info:
+            record.conclude(verdict)
+        assert f"why {status}" in str(info.value)
+    else:
+        record.conclude(verdict)
+        assert record.note == f"why {status}"
+    assert record.category == "parity" and record.metrics == {"margin": 0.5}
+    assert record.status == (status if status in ("xpass", "crash", "timeout") else None)
+
+
+def test_an_unknown_status_is_refused():
+    with pytest.raises(ValueError, match="unknown verdict status"):
+        Verdict("passed")
+
+
+def test_a_category_of_none_leaves_the_records_own():
+    record = Recorder()
+    record.category = "parity"
+    record.conclude(Verdict("pass", None, ""))
+    assert record.category == "parity"
+
+
+def test_no_suite_maps_a_verdict_to_an_outcome_by_hand():
+    """The suites hand their judges' verdicts to record.conclude: none sets the record's
+    status (the old xpass side channel) or turns a status into skip / xfail / fail itself."""
+    for path in (ROOT / "suites").rglob("test_*.py"):
+        text = path.read_text()
+        assert not re.search(r"record\.status\s*=", text), path
+        assert not re.search(r"verdict\.(status|outcome)\s*==", text), path
