@@ -20,15 +20,11 @@ import re
 import uuid
 from pathlib import Path
 
-SCHEMA = 1
+from harness import records
 
-STATUSES = ("pass", "fail", "skip", "xfail", "xpass", "error", "crash", "timeout")
-CATEGORIES = ("native", "cpu-fallback", "unsupported", "mismatch", "n/a")
+SCHEMA = records.SCHEMA      # the record contract, its statuses and fields: harness/records.py
+STATUSES = records.STATUSES
 KINDS = ("header", "check", "end")
-
-RECORD_FIELDS = {"check": str, "suite": str, "subject": str, "variant": str, "target": (str, type(None)),
-                 "status": str, "category": (str, type(None)), "metrics": dict, "reason": str,
-                 "duration_s": (int, float)}
 REASON_MAX = 600
 
 
@@ -347,17 +343,6 @@ class RunFile:
     errors: list[str]
 
 
-def _validate_record(obj: dict) -> str | None:
-    for name, types in RECORD_FIELDS.items():
-        if name not in obj:
-            return f"record lacks field {name!r}"
-        if not isinstance(obj[name], types):
-            return f"field {name!r} has type {type(obj[name]).__name__}"
-    if obj["status"] not in STATUSES:
-        return f"unknown status {obj['status']!r}"
-    return None
-
-
 # A lone surrogate ("\ud800" in JSON) is valid JSON but no character: no UTF-8 text, file or
 # terminal, can hold it. The reader makes each one U+FFFD, as a UTF-8 decoder does with a bad byte.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -385,7 +370,8 @@ def read_file(path: str | os.PathLike) -> RunFile:
     """Every readable run and record of one file, and one line per problem found.
 
     A bad line does not hide the good ones around it: the caller reports the problems and
-    still uses what could be read. A lone surrogate in a string (valid JSON) is read as
+    still uses what could be read. A record of an older schema comes back as one of today's
+    (harness.records.migrate); the header keeps the schema it was written with. A lone surrogate in a string (valid JSON) is read as
     U+FFFD, and the record kept.
     """
     path = str(path)
@@ -418,8 +404,8 @@ def read_file(path: str | os.PathLike) -> RunFile:
             errors.append(f"{where}: line has no run id")
             continue
         if kind == "header":
-            if obj.get("schema") != SCHEMA:
-                errors.append(f"{where}: schema version {obj.get('schema')!r}, this reader understands {SCHEMA}")
+            if not records.readable(obj.get("schema")):
+                errors.append(f"{where}: schema version {obj.get('schema')!r}, this reader understands 1 to {SCHEMA}")
                 continue
             if not isinstance(obj.get("facts"), dict):
                 errors.append(f"{where}: header has no facts")
@@ -433,11 +419,11 @@ def read_file(path: str | os.PathLike) -> RunFile:
         if kind == "end":
             run.end = obj
             continue
-        problem = _validate_record(obj)
+        problem = records.validate(obj)
         if problem:
             errors.append(f"{where}: {problem}")
             continue
-        run.records.append(obj)
+        run.records.append(records.migrate(obj, run.header["schema"]))
     return RunFile(path, list(runs.values()), errors)
 
 

@@ -447,9 +447,11 @@ def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> dict:
 
 # --------------------------------------------------------------------------- judging
 
-def source_metrics(case: BugCase) -> dict:
+def source_metrics(case: BugCase, kind: str = "known-bug") -> dict:
+    """Where a case comes from, as metrics of its ``kind`` of record (harness.records:
+    "known-bug" or "repeatable")."""
     s = case.source
-    return {"known_bug": case.name, "issue": s.issue, "issue_url": s.url, "issue_title": s.title,
+    return {"record_kind": kind, "known_bug": case.name, "issue": s.issue, "issue_url": s.url, "issue_title": s.title,
             "affected": s.affected, "fixed": s.fixed, "reported": case.what}
 
 
@@ -487,7 +489,7 @@ def judge(result: dict) -> Verdict:
 
 def judge_repeatability(result: dict) -> Verdict:
     case = by_name(result["case"])
-    metrics = {**source_metrics(case), "size": result["size"], "shape": result["shape"],
+    metrics = {**source_metrics(case, "repeatable"), "size": result["size"], "shape": result["shape"],
                "size_reason": result["size_reason"], "runs": result["runs"], "quick_repeats": QUICK_REPEATS,
                "churns": list(CHURNS)}
     if result.get("raised"):

@@ -246,7 +246,7 @@ def _bad_inputs(tmp_path):
     cases["empty"][0].write_text("")
     cases["malformed"][0].write_text(text.replace('"status": "pass"', '"status": pass', 1))
     cases["truncated"][0].write_text(text[: len(text) - 40])
-    cases["wrong schema"][0].write_text(text.replace('"schema": 1', '"schema": 99', 1))
+    cases["wrong schema"][0].write_text(text.replace(f'"schema": {journal.SCHEMA}', '"schema": 99', 1))
     cases["not a run file"][0].write_text('["a", "list"]\n')
     write_run(cases["no checks"][0], [])
     cases["two environments"][0].mkdir()

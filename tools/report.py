@@ -37,7 +37,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 from tabulate import tabulate
 
-from harness import journal, markdown
+from harness import journal, markdown, records
 from harness.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, TARGET_ORDER, WORKS, History,
                             Matrix, build, cell_key, format_counts, host_groups, key_metric, version_history)
 from tools import cli
@@ -46,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 REPORT_SCHEMA = 1
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
 LIST_AT_MOST = 300        # rows of one listing in md/html; matrix.json has everything
-CATEGORIES = ("native", "cpu-fallback", "unsupported", "mismatch", "n/a")
 PROBLEMS = ("fail", "error", "crash", "timeout", "xpass", "unsupported")
 TITLE_METRICS = 5         # scalar metrics in a cell's hover text; the click panel shows all
 METRIC_CHARS = 400        # a metric longer than this is cut in the HTML panel (matrix.json has it whole)
@@ -153,7 +152,7 @@ def suite_sections(m: Matrix) -> list[Section]:
                   for c in m.columns}
         out.append(Section(f"{suite}: {len(checks)} checks, by category", ["category"] + heads[1:],
                            [[cat] + [str(counts[c.id].get(cat, 0)) for c in m.columns] for cat in
-                            (*CATEGORIES, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
+                            (*records.OP_CATEGORIES, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
                            intro="native: ran, no fallback; cpu-fallback: ran with ops on the CPU; unsupported: "
                                  "NotImplementedError; n/a: errors, crashes and timeouts (see below); other "
                                  "suites are counted by result (pass, fail, xfail ...); skipped: target absent "
@@ -185,7 +184,7 @@ def _count_key(rec: dict) -> str:
     """What a large suite's summary counts a record as: its op category, else its result."""
     if rec["status"] == "skip":
         return "skipped"
-    return rec["category"] if rec.get("category") in CATEGORIES else cell_key(rec)
+    return rec["category"] if rec.get("category") in records.OP_CATEGORIES else cell_key(rec)
 
 
 def outcome_sections(m: Matrix) -> list[Section]:
@@ -379,9 +378,9 @@ def known_bug_sections(m: Matrix) -> list[Section]:
     cases: dict[str, dict] = {}
     for (check, col_id), rec in sorted(m.cells.items()):
         met = rec.get("metrics") or {}
-        if rec.get("suite") != "parity" or not met.get("known_bug"):
+        kind = records.kind_of(rec)
+        if kind not in ("known-bug", "repeatable") or not met.get("known_bug"):
             continue
-        kind = "repeatable" if rec.get("variant", "").endswith("/repeatable") else "known-bug"
         case = cases.setdefault(met["known_bug"], {"met": met, "columns": {}})
         if kind == "known-bug":
             case["met"] = met
@@ -415,7 +414,6 @@ def known_bug_sections(m: Matrix) -> list[Section]:
     ]
 
 
-PATH_CHECK = "seed_003_path_never_raises_peak_memory"
 
 
 def optim_sections(m: Matrix) -> list[Section]:
@@ -427,7 +425,7 @@ def optim_sections(m: Matrix) -> list[Section]:
         if rec.get("suite") != "optim" or rec["status"] == "skip":
             continue
         met = rec.get("metrics") or {}
-        if rec.get("subject") == PATH_CHECK and met.get("rows"):
+        if records.kind_of(rec) == "seed-003-path" and met.get("rows"):
             paths.append((labels.get(col_id, col_id), rec))
             continue
         ratio = met.get("mem_ratio", met.get("time_ratio"))

@@ -71,7 +71,8 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     rows = record.value_of(outcome, "the measurement")
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     record.category = "n/a"
-    record.metric(rows=rows, **_workload_metrics(workload), mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
+    record.metric(record_kind="seed-003-path", rows=rows, **_workload_metrics(workload),
+                  mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
                   time_ratio=rows[-1]["step_s"] / rows[0]["step_s"])
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")

@@ -31,5 +31,5 @@ def test_known_bug(case, target, backend, sandbox, record):
 @pytest.mark.cases(known_bugs.checks("repeatable"))
 def test_repeatable(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.known_bugs:run_repeatability", case.case.name, target, case.dtype)
-    record.metric(**known_bugs.source_metrics(case.case))
+    record.metric(**known_bugs.source_metrics(case.case, "repeatable"))
     record.conclude(known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))

@@ -1,0 +1,97 @@
+"""The record contract (harness/records.py): files written before a schema change are still
+read and compared, the special records are found by their kind, and every category the
+judges write is in the contract."""
+import json
+import re
+import shutil
+
+import pytest
+
+from harness import journal, records
+from tests.conftest import ROOT
+from tools import compare as compare_cli, report
+
+# Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
+SCHEMA_1 = ROOT / "tests" / "fixtures" / "runs" / "schema1-main-c4eeb0c.jsonl"
+H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+
+
+def _header(path) -> dict:
+    return json.loads(path.read_text().splitlines()[0])
+
+
+def test_a_run_file_written_before_the_change_is_read_as_todays_schema():
+    assert _header(SCHEMA_1)["schema"] == 1
+    run_file = journal.read_file(SCHEMA_1)
+    assert not run_file.errors
+    recs = [r for run in run_file.runs for r in run.records]
+    kinds = {r["variant"].split("/")[-1]: records.kind_of(r) for r in recs if r["suite"] == "parity"}
+    assert kinds == {"known-bug": "known-bug", "repeatable": "repeatable"}
+    assert all(records.kind_of(r) is None for r in recs if r["suite"] == "env")
+
+
+def test_a_baseline_written_before_the_change_compares_clean_with_a_run_of_today(tmp_path, capsys):
+    """The same checks and results, one side schema 1 and the other schema 2: no regression,
+    nothing appeared or disappeared."""
+    lines = SCHEMA_1.read_text().splitlines()
+    today = [json.dumps({**json.loads(lines[0]), "schema": records.SCHEMA})]
+    for line in lines[1:]:
+        obj = json.loads(line)
+        if obj.get("kind") == "check":
+            obj = records.update_to_2(obj)
+        today.append(json.dumps(obj))
+    candidate = tmp_path / "today.jsonl"
+    candidate.write_text("\n".join(today) + "\n")
+    baseline = tmp_path / "baseline.jsonl"
+    shutil.copy(SCHEMA_1, baseline)
+    assert compare_cli.main([str(baseline), str(candidate), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["changes"] == [] and result["baseline"]["checks"] == result["candidate"]["checks"] == 29, result
+
+
+def test_seed_003_path_of_a_schema_1_run_is_found_by_its_derived_kind(tmp_path):
+    """The recorded H100 run (schema 1) names seed 003's path only by the test that wrote it;
+    the migration names its kind, and the report draws the path from that."""
+    out = tmp_path / "out"
+    assert report.main([str(H100 / "optim-small.jsonl"), "--out", str(out)]) == 0
+    assert "Seed 003's path on" in (out / "matrix.md").read_text()
+    assert list(out.glob("seed003_*.png"))
+
+
+def test_update_to_2_names_only_the_special_records():
+    path = {"suite": "optim", "subject": records.PATH_SUBJECT, "variant": "", "metrics": {"rows": []}}
+    assert records.update_to_2(path)["metrics"]["record_kind"] == "seed-003-path"
+    claim = {"suite": "optim", "subject": "adafactor", "variant": "memory", "metrics": {"mem_ratio": 0.5}}
+    assert "record_kind" not in records.update_to_2(claim)["metrics"]
+    known = {"suite": "parity", "subject": "matmul-3x3", "variant": "float32/repeatable",
+             "metrics": {"known_bug": "matmul-3x3"}}
+    assert records.update_to_2(known)["metrics"]["record_kind"] == "repeatable"
+    assert claim["metrics"] == {"mem_ratio": 0.5}, "a migration returns a new record"
+
+
+@pytest.mark.parametrize("schema", [0, records.SCHEMA + 1, "2", True, None])
+def test_a_schema_the_reader_does_not_know_is_one_line(tmp_path, schema):
+    lines = SCHEMA_1.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([json.dumps({**json.loads(lines[0]), "schema": schema}), *lines[1:]]) + "\n")
+    run_file = journal.read_file(bad)
+    assert not run_file.runs and any(f"this reader understands 1 to {records.SCHEMA}" in e for e in run_file.errors)
+
+
+def test_every_migration_step_is_there():
+    assert sorted(records.MIGRATIONS) == list(range(2, records.SCHEMA + 1))
+
+
+def test_every_category_a_judge_writes_is_in_the_contract():
+    """Categories named in the judges' Verdicts and in the suites' records are each in
+    CATEGORIES, so a reader (the report, compare) knows every one it can meet."""
+    known = {c for cats in records.CATEGORIES.values() for c in cats}
+    written = set()
+    for path in [*(ROOT / "harness").glob("*.py"), *(ROOT / "suites").rglob("test_*.py")]:
+        text = path.read_text()
+        written |= set(re.findall(r'Verdict\("\w+", "([\w/-]+)"', text))
+        written |= set(re.findall(r'record\.category = "([\w/-]+)"', text))
+    assert written and written <= known, written - known
+    for run in journal.read_file(SCHEMA_1).runs:
+        for r in run.records:
+            assert r["category"] in records.CATEGORIES[r["suite"]], r["check"]
