@@ -1,5 +1,7 @@
 """The property-parity suite: what its strategies draw, that it catches a layout bug with
-a reproducer, and that its default (ci) profile gives the same records on every run."""
+a reproducer, that its default (ci) profile gives the same records on every run, and that
+size edges are drawn under the deep profile only, within their element budget."""
+import contextlib
 import math
 import os
 import subprocess
@@ -7,7 +9,9 @@ import sys
 
 import pytest
 import torch
-from hypothesis import find, given, settings, strategies as st
+import torch.nn.functional as F
+from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
+from hypothesis.errors import NoSuchExample
 
 from harness import hypothesis_profiles, journal, strategies as S
 from harness.pytest_plugin import Recorder
@@ -181,3 +185,215 @@ def test_the_ci_profile_is_the_default_and_gives_the_same_records_on_every_run(t
 def test_the_deep_profile_draws_more_examples(tmp_path):
     _, deep = run(tmp_path, "-k", "silu and float32", "--hypothesis-profile=deep")
     assert [r["metrics"]["examples"] for r in deep] == [hypothesis_profiles.DEEP_EXAMPLES]
+
+
+# --------------------------------------------------------------------------- size edges, under the deep profile only
+
+@contextlib.contextmanager
+def profile(name: str):
+    """``name`` loaded for the block and the profile before it restored after: the
+    strategies ask which profile is loaded when they draw (hypothesis_profiles.deep_loaded)."""
+    before = settings.get_current_profile_name()
+    settings.load_profile(name)
+    try:
+        yield
+    finally:
+        settings.load_profile(before)
+
+
+def _shape(e: S.Example, name: str) -> tuple:
+    return dict(e.inputs)[name].shape
+
+
+def _reduced(e: S.Example) -> list[int]:
+    """The sides a reductions() example reduces."""
+    shape, dim = _shape(e, "x"), dict(e.options)["dim"]
+    dims = range(len(shape)) if dim is None else (dim,) if isinstance(dim, int) else dim
+    return [shape[d] for d in dims]
+
+
+def _meta(ex: S.Example) -> dict:
+    """The op's arguments as meta tensors (shapes and strides, no memory), integers as zeros."""
+    args = dict(ex.options)
+    for name, spec in ex.inputs:
+        if isinstance(spec, S.Floats):
+            args[name] = spec.view(torch.empty(S.LAYOUTS[spec.layout].storage(spec.shape), device="meta"))
+        else:
+            args[name] = torch.zeros(spec.shape, dtype=torch.long, device="meta")
+    return args
+
+
+def _linear(x, w, b=None):
+    return F.linear(x, w, b)
+
+
+def _matmul(a, b):
+    return torch.matmul(a, b)
+
+
+def _baddbmm(input, b1, b2, **kw):
+    return torch.baddbmm(input, b1, b2, **kw)
+
+
+# (strategy, whether side n is where the case wants it, the op (on meta tensors: the
+# output's shape)). The cases of the bug reports strategies.EDGES names are looked for at
+# every edge, the others at 2^16 + 1.
+EDGE_CASES = {
+    "linear-out-features": (S.linear(), lambda e, n: _shape(e, "w")[0] == n, _linear),
+    "linear-3d-batch-with-bias": (S.linear(), lambda e, n: len(_shape(e, "x")) == 3 and _shape(e, "x")[0] == n
+                                  and "b" in dict(e.inputs), _linear),
+    "matmul-m-or-n": (S.matmuls(), lambda e, n: n in (_shape(e, "a")[-2], _shape(e, "b")[-1]), _matmul),
+    "bmm-k": (S.matmuls(batch_dims=(1, 1), broadcast=False), lambda e, n: _shape(e, "a")[-1] == n, _matmul),
+    "softmax-dim": (S.along_a_dim(), lambda e, n: _shape(e, "x")[dict(e.options)["dim"]] == n,
+                    lambda x, dim: torch.softmax(x, dim)),
+    "sum-reduced-dim": (S.reductions(), lambda e, n: n in _reduced(e),
+                        lambda x, dim, keepdim: torch.sum(x, dim=dim, keepdim=keepdim)),
+    "conv1d-out-channels": (S.conv1d(), lambda e, n: _shape(e, "weight")[0] == n,
+                            lambda x, weight, bias=None, **kw: F.conv1d(x, weight, bias, **kw)),
+    "baddbmm-k": (S.baddbmm(), lambda e, n: _shape(e, "b1")[-1] == n, _baddbmm),
+    "layer_norm-normalized": (S.layer_norm(), lambda e, n: n in dict(e.options)["normalized_shape"],
+                              lambda x, **kw: F.layer_norm(x, **kw)),
+    "cross_entropy-classes": (S.cross_entropy(), lambda e, n: _shape(e, "logits")[1] == n,
+                              lambda logits, target, **kw: F.cross_entropy(logits, target, **kw)),
+    "embedding-vocabulary": (S.embedding(), lambda e, n: _shape(e, "weight")[0] == n,
+                             lambda weight, indices, grad, padding_idx: F.embedding(indices, weight, padding_idx)),
+}
+EVERY_EDGE = ("linear-out-features", "linear-3d-batch-with-bias", "matmul-m-or-n", "bmm-k", "softmax-dim",
+              "sum-reduced-dim", "conv1d-out-channels")
+ONE_PER_STRATEGY = [case for case in EDGE_CASES if case != "linear-3d-batch-with-bias"]
+
+# Size edges are looked for, not shrunk (a found example is proof enough); under ci they
+# are looked for over more examples than a property's 20 (a leak would show in about one
+# in five); the budget is checked over many deep examples, about one in five at an edge.
+FIND_EDGE = settings(FIND, max_examples=5000, phases=(Phase.generate,))
+CI_SCAN = settings(max_examples=300, derandomize=True, database=None)
+DEEP_SCAN = settings(max_examples=200, derandomize=True, database=None, deadline=None)
+
+
+def at_an_edge(e: S.Example) -> bool:
+    return any(set(spec.shape) & set(S.EDGES) for _, spec in e.inputs)
+
+
+def test_deep_loaded_follows_the_loaded_profile_even_inside_a_test_with_its_own_settings():
+    seen = []
+
+    @settings(max_examples=1, database=None)
+    @given(st.just(None))
+    def inside(_):
+        seen.append(hypothesis_profiles.deep_loaded())
+
+    assert not hypothesis_profiles.deep_loaded()
+    inside()
+    with profile("deep"):
+        assert hypothesis_profiles.deep_loaded()
+        inside()
+    assert not hypothesis_profiles.deep_loaded()
+    inside()
+    assert seen == [False, True, False]
+
+
+def test_a_copy_of_deep_with_another_verbosity_is_deep_too():
+    """What hypothesis's pytest plugin loads for ``--hypothesis-profile=deep
+    --hypothesis-verbosity=verbose``: a profile registered over deep under another name."""
+    with profile("deep"):
+        settings.register_profile("deep-with-verbose-verbosity", verbosity=Verbosity.verbose)
+        with profile("deep-with-verbose-verbosity"):
+            assert hypothesis_profiles.deep_loaded()
+            assert at_an_edge(find(S.linear(), at_an_edge, settings=FIND_EDGE))
+    settings.register_profile("ci-with-verbose-verbosity", verbosity=Verbosity.verbose)
+    with profile("ci-with-verbose-verbosity"):
+        assert not hypothesis_profiles.deep_loaded()
+
+
+@pytest.mark.parametrize("case, size", [(case, size) for case in EDGE_CASES
+                                        for size in (S.EDGES if case in EVERY_EDGE else (2**16 + 1,))])
+def test_under_the_deep_profile_the_strategies_draw_each_size_edge(case, size):
+    strategy, where, _ = EDGE_CASES[case]
+    with profile("deep"):
+        ex = find(strategy, lambda e: where(e, size), settings=FIND_EDGE)
+    assert where(ex, size)
+
+
+def test_conv1d_edges_come_from_one_input_channel_and_depthwise():
+    with profile("deep"):
+        for wanted in (lambda e: _shape(e, "x")[1] == 1, lambda e: dict(e.options)["groups"] == _shape(e, "x")[1]):
+            ex = find(S.conv1d(), lambda e: _shape(e, "weight")[0] == 2**16 + 1 and wanted(e), settings=FIND_EDGE)
+            assert wanted(ex)
+
+
+@pytest.mark.parametrize("case", ONE_PER_STRATEGY)
+def test_under_the_ci_profile_no_size_edge_is_ever_drawn(case):
+    assert settings.get_current_profile_name() == "ci"
+    strategy, _, _ = EDGE_CASES[case]
+    with pytest.raises(NoSuchExample):
+        find(strategy, at_an_edge, settings=CI_SCAN)
+
+
+@pytest.mark.parametrize("case", ONE_PER_STRATEGY)
+def test_size_edge_examples_stay_within_the_element_budget(case):
+    """Every input as the op sees it, its storage (twice its elements for a strided view),
+    and the op's output (its shape from meta tensors) hold at most EDGE_ELEMENTS."""
+    strategy, _, op = EDGE_CASES[case]
+    edges = []
+
+    @DEEP_SCAN
+    @given(ex=strategy)
+    def within(ex):
+        args = _meta(ex)
+        for name, spec in ex.inputs:
+            assert args[name].numel() <= S.EDGE_ELEMENTS, (name, spec)
+            if isinstance(spec, S.Floats):
+                assert math.prod(S.LAYOUTS[spec.layout].storage(spec.shape)) <= 2 * S.EDGE_ELEMENTS, (name, spec)
+        assert op(**args).numel() <= S.EDGE_ELEMENTS
+        edges.append(at_an_edge(ex))
+
+    with profile("deep"):
+        within()
+    assert any(edges)
+
+
+@pytest.mark.parametrize("case, k, summed", [
+    pytest.param("linear-out-features", lambda e: _shape(e, "w")[-1], ("x", "w"), id="linear"),
+    pytest.param("matmul-m-or-n", lambda e: _shape(e, "a")[-1], ("a", "b"), id="matmul"),
+    pytest.param("bmm-k", lambda e: _shape(e, "a")[-1], ("a", "b"), id="bmm"),
+    pytest.param("baddbmm-k", lambda e: _shape(e, "b1")[-1], ("b1", "b2"), id="baddbmm"),
+    pytest.param("sum-reduced-dim", lambda e: max(_reduced(e), key=lambda n: n in S.EDGES), ("x",), id="sum"),
+])
+def test_a_sum_over_an_edge_ends_in_nine_distinct_outputs_or_more(case, k, summed):
+    """strategies.UNEXPANDED: the normwise rule scales by the largest output, and where
+    every sum of 2^15 terms happens to cancel to near 0 a correct CPU misses float64; 9
+    outputs or more, from operands that are not expanded (whose rows repeat)."""
+    strategy, _, op = EDGE_CASES[case]
+    ks = []
+
+    @settings(DEEP_SCAN, max_examples=600)
+    @given(ex=strategy)
+    def many(ex):
+        if k(ex) in S.EDGES:
+            ks.append(k(ex))
+            assert op(**_meta(ex)).numel() >= 9, ex
+            assert all(dict(ex.inputs)[name].layout != "expanded" for name in summed), ex
+
+    with profile("deep"):
+        many()
+    assert ks
+
+
+@pytest.mark.parametrize("case", ["softmax-dim", "sum-reduced-dim"])
+def test_a_summed_input_is_never_expanded_along_an_edge(case):
+    """strategies._summable: 2^16 equal terms overflow float16 and pile up float32's
+    rounding errors, so a correct CPU would miss float64."""
+    strategy, _, _ = EDGE_CASES[case]
+    rows = []
+
+    @DEEP_SCAN
+    @given(ex=strategy)
+    def summable(ex):
+        x = dict(ex.inputs)["x"]
+        if x.shape and x.shape[0] in S.EDGES:
+            rows.append(x.layout)
+            assert x.layout != "expanded", ex
+
+    with profile("deep"):
+        summable()
+    assert rows

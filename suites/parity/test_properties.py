@@ -10,7 +10,11 @@ per op x dtype x target (``parity/<op>/<dtype>``); its record holds the worst ex
 
 A failure prints hypothesis's smallest failing example ("Failing test case"; "Falsifying
 example" in older hypothesis): seed, shapes, layouts, options, and the strides the op saw.
-``--hypothesis-profile=deep`` draws many more examples.
+``--hypothesis-profile=deep`` draws many more examples, and for the matmul-like ops,
+conv1d, softmax, log_softmax, cumsum, the reductions, layer_norm, cross_entropy and
+embedding also sides at size edges (2^15 and 2^16, give or take one: strategies.EDGES),
+where MPS has given wrong numbers, the other sides shrunk so that each tensor stays within
+strategies.EDGE_ELEMENTS; the default ci profile never draws them.
 
 ``normwise=True`` marks the ops that sum many terms (matmul-like, sums, means, scans, an
 embedding's gradient): against float64 their error follows the output's magnitude, not
