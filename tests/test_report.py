@@ -492,3 +492,24 @@ def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
         assert {c["metrics"]["workload"] for c in cells} == {"small", "large"}
     side = compare.side_from_runs("recorded", runs, [])
     assert {t for (check, t) in side.records if check in both} == {"cuda [small workload]", "cuda [large workload]"}
+
+
+def test_the_page_opens_on_what_to_act_on(tmp_path, recorded):
+    """Findings first: per column, the failures, crashes, known bugs, unexpected passes and
+    claims that do not hold, before the environments and the matrix."""
+    records = [rec("threads", "fail", reason="oversubscribed"),
+               rec("softmax", "crash", suite="ops", category="crash", reason="SIGSEGV"),
+               rec("erf", "xpass", suite="ops", category="native"),
+               rec("ok", "pass")]
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
+    out = tmp_path / "out"
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out)])
+    md = (out / "matrix.md").read_text()
+    headings = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert headings[0] == "What to act on" and headings.index("Environments") > headings.index("What to act on")
+    first = md.split("## What to act on")[1].split("\n## ")[0]
+    assert "| fails " in first and "env/threads" in first
+    assert "| crash / timeout " in first and "ops/softmax" in first
+    assert "| unexpected passes " in first and "ops/erf" in first and "env/ok" not in first
+    html = (out / "matrix.html").read_text()
+    assert html.index("What to act on") < html.index("Environments")

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import load_facts
 from tests.test_report import rec, write_run
+from harness.report import sections as report_sections
 from tools import render_check, report
 
 CHROMIUM = render_check.find_chromium()
@@ -133,7 +134,7 @@ def test_version_history_gives_first_and_last_working_versions(many_hosts):
 ])
 def test_the_history_note_says_what_happened(statuses, note):
     from tests.test_matrix_history import history_of
-    assert report._history_note(history_of(statuses)) == note
+    assert report_sections.history_note(history_of(statuses)) == note
 
 
 def test_charts_of_ratios_and_worst_margins_are_embedded(many_hosts):

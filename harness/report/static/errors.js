@@ -1,0 +1,1 @@
+(function(){function note(m){var r=document.documentElement;r.setAttribute('data-js-errors',(r.getAttribute('data-js-errors')||'')+m+'\n');}window.addEventListener('error',function(e){note(e.message||'error');});window.addEventListener('unhandledrejection',function(e){note('unhandled rejection: '+((e.reason&&e.reason.message)||e.reason));});})();
