@@ -48,3 +48,21 @@ def deep_loaded() -> bool:
     loaded = settings.get_profile(current_name()) if current_name is not None else settings.default
     deep = settings.get_profile("deep")
     return (loaded.max_examples, loaded.derandomize) == (deep.max_examples, deep.derandomize)
+
+
+# Importing torch.testing._internal.common_utils (OpInfo does) loads PyTorch's own
+# hypothesis profile ("dev", or "pytorch_ci" where the CI variable is set), replacing the
+# one this session chose. The pytest plugin remembers the session's profile once the
+# options are read and loads it again after collection and before each test.
+_SESSION_PROFILE: list[str] = []
+
+
+def remember_session_profile() -> None:
+    current = getattr(settings, "get_current_profile_name", None)
+    _SESSION_PROFILE[:] = [current()] if current is not None else []
+
+
+def restore_session_profile() -> None:
+    current = getattr(settings, "get_current_profile_name", None)
+    if _SESSION_PROFILE and current is not None and current() != _SESSION_PROFILE[0]:
+        settings.load_profile(_SESSION_PROFILE[0])

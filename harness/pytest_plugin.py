@@ -409,6 +409,18 @@ def record(request) -> Recorder:
 
 # --------------------------------------------------------------------------- journal
 
+def pytest_sessionstart(session):
+    hypothesis_profiles.remember_session_profile()   # hypothesis's plugin has loaded --hypothesis-profile
+
+
+def pytest_collection_finish(session):
+    hypothesis_profiles.restore_session_profile()    # collecting may have imported common_utils
+
+
+def pytest_runtest_setup(item):
+    hypothesis_profiles.restore_session_profile()    # so may an earlier test
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
