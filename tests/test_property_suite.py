@@ -402,8 +402,8 @@ def test_a_summed_input_is_never_expanded_along_an_edge(case):
 def test_the_session_profile_comes_back_after_pytorch_loads_its_own():
     """Importing torch.testing._internal.common_utils loads PyTorch's hypothesis profile
     ("dev", or "pytorch_ci" under CI); the plugin loads the session's again before each test."""
-    import torch.testing._internal.common_utils  # noqa: F401
     session = settings.get_current_profile_name()
+    import torch.testing._internal.common_utils  # noqa: F401  (on first import: loads its own profile)
     settings.load_profile("deep")   # as common_utils does with its own
     try:
         assert settings.get_current_profile_name() != session
