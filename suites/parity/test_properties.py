@@ -99,6 +99,11 @@ def test_softmax(case, target, tally, ex):
     tally.check("softmax", lambda x, dim: torch.softmax(x, dim), ex)
 
 
+# Under the deep profile the CPU's own float32 kernel can miss here: along a dim of 2^16
+# other than the last, at scale 4, it is off by up to 1.7e-4 where the table allows
+# 1e-4 + 3e-5 x |value| (x (65535, 7) along dim 0, seed 4: off by 1.33e-4, margin 1.03;
+# along the last dim 2.1e-5). On an accelerator the CPU is the yardstick, so only the CPU
+# target's deep run shows it; ci never draws that size.
 @pytest.mark.cases(S.dtype_cases("log_softmax"))
 @S.PROPERTY_SETTINGS
 @given(ex=S.along_a_dim())
