@@ -226,15 +226,19 @@ class Target:
         self.backend = devices.backend(target)
         self.device = self.backend.device()
 
-    def run(self, case: BugCase, sample: dict, dtype, cpu=None, reference=None):
+    def run(self, case: BugCase, sample: dict, dtype, cpu=None, reference=None, times: int = 1):
         """The op in full float32: TF32 off (devices.tf32(False)). TF32 is a precision
         setting the op parity suite judges (its cause "tf32"); here a difference must be
-        the bug."""
+        the bug. With ``times`` > 1 the inputs are copied once and the op is launched that
+        many times back to back, nothing read back in between ("in rapid succession");
+        the results come back as a list, brought to the host after the last launch."""
         args = _cast(sample, dtype, self.device)
         with devices.tf32(False):
             if self.stand_in is not None:
-                return self.stand_in.run(lambda: case.fn(**args), cpu, reference)
-            return case.fn(**args)
+                results = [self.stand_in.run(lambda: case.fn(**args), cpu, reference) for _ in range(times)]
+            else:
+                results = [case.fn(**args) for _ in range(times)]
+        return results[0] if times == 1 else [_to_cpu(r) for r in results]
 
     def sync(self) -> None:
         self.backend.synchronize()
@@ -274,7 +278,8 @@ def _reference(case: BugCase, sample: dict, dtype) -> object:
 def _runs(case: BugCase, kind: str) -> list[str]:
     """The runs a known-bug check judges on a target: the first; one after a dirty cache
     (the allocator's free blocks hold NaN); and for a case reported wrong in rapid
-    succession, RAPID_RUNS back to back."""
+    succession, RAPID_RUNS launched back to back on inputs copied once (Target.run
+    with ``times``)."""
     runs = ["first run", f"after {CHURNS[0]}"]
     if case.rapid:
         runs += [f"rapid run {i + 1}" for i in range(RAPID_RUNS.get(kind, RAPID_RUNS["cpu"]))]
@@ -321,10 +326,17 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
                 lambda x: x.to(dt) if isinstance(x, torch.Tensor) and x.dtype == torch.float64 else x, ref)
             verdicts = []
             try:
-                for run in _runs(case, tgt.kind):
+                runs = _runs(case, tgt.kind)
+                rapid = [r for r in runs if r.startswith("rapid run")]
+                results = {}
+                for run in runs:
                     if run == f"after {CHURNS[0]}":
                         tgt.churn(_tensors(sample) + _tensors(cpu), empty=False)
-                    result = _to_cpu(tgt.run(case, sample, dt, cpu, rounded))
+                    if rapid and run == rapid[0]:  # every rapid run launched back to back, then judged
+                        results = dict(zip(rapid, tgt.run(case, sample, dt, cpu, rounded, times=len(rapid))))
+                    result = results.pop(run, None)
+                    if result is None:
+                        result = _to_cpu(tgt.run(case, sample, dt, cpu, rounded))
                     verdict = parity.compare_accuracy(result, cpu, ref, tol, dt, tolerances.ACCURACY_FACTOR,
                                                       tolerances.ACCURACY_ULPS, normwise=case.normwise)
                     if not verdict["ok"]:

@@ -159,11 +159,13 @@ def pytorch_tolerance(op, device_type: str, dtype, pass_: str) -> tolerances.Tol
 
 
 # Checks whose float32 gradient misses the float64 reference on a correct CPU (measured on
-# torch 2.15): long computations whose rounding adds up beyond the elementwise float32
+# torch 2.15) or on a real accelerator where the CPU is near its own limit (linalg.eig: an
+# H100 with torch 2.11, 3x the CPU's 6.4e-6 on 2 of 50 elements): long computations whose rounding adds up beyond the elementwise float32
 # tolerance and beyond the reference's sensitivity to the inputs. On the cpu target a miss
 # here is recorded as a known limit (xfail, margin kept); a pass stays a pass.
 KNOWN_LIMITS = {
     ("grid_sampler_3d", "float32", "backward"): "3-D interpolation weights summed over many voxels",
+    ("linalg.eig", "float32", "backward"): "the eigendecomposition's gradient divides by differences of eigenvalues",
     ("linalg.householder_product", "float32", "backward"): "a product of Householder reflections",
     ("linalg.svd", "float32", "backward"): "the SVD's gradient divides by differences of singular values",
     ("svd", "float32", "backward"): "the SVD's gradient divides by differences of singular values",

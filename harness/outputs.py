@@ -8,6 +8,11 @@
   exactly equal only for a stable sort. Their gradients scatter to the positions those
   indices chose, so a gradient is compared after sorting it within each group of equal
   input values along the op's dimension (``canonical_grad``).
+- **Several modes.** ``torch.mode`` returns "a value which appears most often" in each
+  row (its docstring): where two values appear equally often, either is right, and CUDA's
+  kernel picks another than the CPU's. A mode that appears as often in its row as the
+  CPU's, at an index that holds it, is settled to the CPU's value and index
+  (``settle_modes``); a value that appears less often stays wrong.
 - **Results defined up to a choice.** An LU factorization depends on the pivots chosen,
   which differ between libraries for equal candidates; what is defined is P @ L @ U, the
   matrix it factors (``defined``). The forward outputs of these ops are compared as
@@ -78,6 +83,10 @@ def settle_ties(op_name: str, sample, target, cpu) -> tuple[object, int]:
     """``target`` with each index output that selects the same values as the CPU's replaced
     by the CPU's (so an exact comparison passes), and how many elements were ties.
     A stable sort's indices, and indices that select other values, stay as they are."""
+    if op_name == "mode":
+        target, modes = settle_modes(sample, target, cpu)
+        if modes:
+            return target, modes
     spec = tie_spec(op_name, sample)
     t_leaves, spec_t = _pytree.tree_flatten(target)
     c_leaves, _ = _pytree.tree_flatten(cpu)
@@ -100,6 +109,33 @@ def settle_ties(op_name: str, sample, target, cpu) -> tuple[object, int]:
     t_leaves = list(t_leaves)
     t_leaves[at] = c_idx
     return _pytree.tree_unflatten(t_leaves, spec_t), int((t_idx != c_idx).sum())
+
+
+def settle_modes(sample, target, cpu) -> tuple[object, int]:
+    """``target``'s (values, indices) from ``torch.mode`` with each row whose mode differs
+    from the CPU's but appears as often in that row (and sits at the returned index)
+    replaced by the CPU's; and how many rows were settled. Anything else stays as it is."""
+    t_leaves, spec_t = _pytree.tree_flatten(target)
+    c_leaves, _ = _pytree.tree_flatten(cpu)
+    if len(t_leaves) != 2 or len(c_leaves) != 2 or not isinstance(sample.input, torch.Tensor):
+        return target, 0
+    (t_val, t_idx), (c_val, c_idx) = [x.cpu() for x in t_leaves], c_leaves
+    if t_val.shape != c_val.shape or t_idx.shape != c_idx.shape or torch.equal(t_val, c_val):
+        return target, 0
+    x = sample.input.detach().cpu()
+    if x.dim() == 0:
+        return target, 0
+    dim = _arg(sample, 0, "dim", -1) % x.dim()
+    rows = x.movedim(dim, -1)                               # (..., n)
+    t_v, c_v = t_val.reshape(rows.shape[:-1]), c_val.reshape(rows.shape[:-1])
+    t_i = t_idx.reshape(rows.shape[:-1]).clamp(0, rows.shape[-1] - 1)
+    count = lambda v: (rows == v.unsqueeze(-1)).sum(-1)    # noqa: E731 - how often each row holds v
+    held = rows.gather(-1, t_i.unsqueeze(-1)).squeeze(-1) == t_v
+    in_range = (t_idx.reshape(t_i.shape) == t_i)
+    several = (t_v != c_v) & (count(t_v) == count(c_v)) & held & in_range
+    if not bool(((t_v == c_v) | several).all()):
+        return target, 0                                    # a value that is not a mode: wrong
+    return _pytree.tree_unflatten([c_val, c_idx], spec_t), int(several.sum())
 
 
 def canonical_grad(op_name: str, sample, grads):

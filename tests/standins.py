@@ -125,6 +125,16 @@ class FlippedTies(CountingMode):
         x = args[0]
         if dim is None or x.dim() == 0:
             return func(*args, **kwargs)
+        if func is torch.ops.aten.mode.default and x.numel() and x.dtype != torch.bool:
+            # another of several modes (CUDA's kernel does this, the H100 showed): the mode
+            # of a reversed order of values is the largest of the tied ones, not the smallest
+            self.changed += 1
+            if x.is_floating_point():                       # exact: -(-x) is x
+                values, indices = func(-x, *args[1:], **kwargs)
+                return -values, indices
+            top = x.max()                                   # exact in integers, unsigned too
+            values, indices = func(top - x, *args[1:], **kwargs)
+            return top - values, indices
         self.changed += 1
         values, indices = func(x.flip(dim), *args[1:], **kwargs)
         return values, (x.size(dim) - 1) - indices
@@ -132,7 +142,7 @@ class FlippedTies(CountingMode):
 
 class Ties(ModeStandIn):
     name = "standin-ties"
-    summary = "breaks ties in sort, topk, kthvalue, mode and median the other way round"
+    summary = "breaks ties in sort, topk, kthvalue, mode and median the other way round; picks another of several modes"
 
     def mode(self):
         return FlippedTies()

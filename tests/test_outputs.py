@@ -42,6 +42,29 @@ def test_reductions_with_an_index_and_no_kept_dim_are_settled_too():
                                                          == cpu.values).all())
 
 
+SEVERAL = torch.tensor([[4, 4, 1, 1, 7], [2, 9, 9, 2, 3], [5, 5, 5, 0, 0]])   # rows 0, 1: two modes each
+
+
+def test_another_of_several_modes_is_settled_to_the_cpus_but_a_value_seen_less_often_is_not():
+    s = sample(SEVERAL, -1)
+    cpu = tuple(torch.mode(SEVERAL, -1))
+    other_vals = torch.where(cpu[0] == 1, 4, torch.where(cpu[0] == 4, 1, torch.where(cpu[0] == 2, 9,
+                             torch.where(cpu[0] == 9, 2, cpu[0]))))
+    other_idx = torch.stack([(row == v).nonzero()[0, 0] for row, v in zip(SEVERAL, other_vals)])
+    settled, rows = outputs.settle_ties("mode", s, (other_vals, other_idx), cpu)
+    assert torch.equal(settled[0], cpu[0]) and torch.equal(settled[1], cpu[1]) and rows == 2
+    not_a_mode = other_vals.clone()
+    not_a_mode[2] = 0                                       # 0 appears twice, 5 three times
+    idx = other_idx.clone()
+    idx[2] = 3
+    settled, rows = outputs.settle_ties("mode", s, (not_a_mode, idx), cpu)
+    assert torch.equal(settled[0], not_a_mode) and rows == 0
+    wrong_index = other_idx.clone()
+    wrong_index[0] = 4                                      # holds 7, not the mode it names
+    settled, rows = outputs.settle_ties("mode", s, (other_vals, wrong_index), cpu)
+    assert torch.equal(settled[0], other_vals) and rows == 0
+
+
 def test_a_gradient_among_ties_is_compared_within_each_group_of_equal_inputs():
     s = sample(TIED, -1)
     one = [torch.tensor([[1.0, 0.5, 2.0, 0.0], [7.0, 8.0, 9.0, 1.0]])]
