@@ -1,4 +1,4 @@
-"""How stable harness.measure is on this machine: each built-in model's training-step
+"""How stable harness.optim.measure is on this machine: each built-in model's training-step
 memory measured twice (it must repeat to the byte), gradient checkpointing's effect on
 tiny BERT's memory, and one interleaved time comparison of the two.
 
@@ -14,7 +14,8 @@ import time
 
 import torch
 
-from harness import measure, models
+from harness.core import models
+from harness.optim import measure
 
 
 def anatomy(name: str, checkpointing: bool = False) -> dict:

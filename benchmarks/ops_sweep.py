@@ -5,7 +5,7 @@
 Prints three wall times and their ratios, each measured in a fresh process so every figure
 pays the same imports (torch, OpInfo's op_db):
 
-  bare loop   harness.opsweep.run_case over every cpu case, in one process, no pytest,
+  bare loop   harness.ops.opsweep.run_case over every cpu case, in one process, no pytest,
               no sandbox: the floor for the same samples and classification
   pytest -n 0 `pytest suites/ops/test_ops.py -m "ops and cpu"` (the op sweep; the model
               checks are not part of the bare loop): collection, the sandbox child, the journal
@@ -30,7 +30,7 @@ BARE = f"""
 import collections, json, sys, time
 sys.path.insert(0, {str(ROOT)!r})
 t0 = time.perf_counter()
-from harness import opsweep
+from harness.ops import opsweep
 cases = [c for c in opsweep.cases() if "cpu" in c.targets]
 t1 = time.perf_counter()
 cats = collections.Counter(opsweep.run_case(c.op_key, "cpu", c.dtype, c.pass_)["category"] for c in cases)

@@ -23,7 +23,7 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import journal  # noqa: E402
+from harness.core import journal  # noqa: E402
 
 FIRM = ("holds", "does-not-hold")
 

@@ -11,15 +11,16 @@ import math
 import os
 from pathlib import Path
 
-from harness import process_env
+from harness.core import process_env
 
 process_env.force_offline()  # before anything can import huggingface_hub
 
 import pytest  # noqa: E402
-from harness import hypothesis_profiles  # noqa: F401,E402
+from harness.parity import hypothesis_profiles  # noqa: F401,E402
 
-from harness import devices, journal, matrix  # noqa: E402
-from harness.verdict import Verdict, conclude  # noqa: E402
+from harness.core import cases, devices, journal  # noqa: E402
+from harness.report import matrix  # noqa: E402
+from harness.core.verdict import Verdict, conclude  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
 # The plugin's vocabulary, registered wherever it is loaded (pyproject.toml lists them too).
@@ -59,7 +60,7 @@ class Recorder:
         return outcome.value
 
     def conclude(self, verdict: Verdict) -> None:
-        """Keep ``verdict`` on this record and end the test as its status says (harness.verdict)."""
+        """Keep ``verdict`` on this record and end the test as its status says (harness.core.verdict)."""
         conclude(self, verdict)
 
 
@@ -74,8 +75,8 @@ class SessionState:
         self.pending: dict[str, dict] = {}   # nodeid -> {"ident", "phases", "extra"}
         self.records: list[dict] = []
         self.header: dict | None = None
-        self.baseline = None       # harness.compare.Side, read at configure time (--baseline)
-        self.comparison = None     # harness.compare.Comparison, made at session end
+        self.baseline = None       # harness.report.compare.Side, read at configure time (--baseline)
+        self.comparison = None     # harness.report.compare.Comparison, made at session end
         self.saved: str | None = None
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
         self.check_timeout = DEFAULT_CHECK_TIMEOUT
@@ -83,7 +84,7 @@ class SessionState:
     # -- the run file, opened at the first record so a run with no checks leaves none
     def _writer(self) -> journal.Writer:
         if self.writer is None:
-            from harness import facts
+            from harness.env import facts
             f = facts.current()
             path = self.config.getoption("--run-file") or Path(self.config.rootpath, "reports", "runs",
                                                                  facts.env_id(f) + ".jsonl")
@@ -144,7 +145,7 @@ class SessionState:
             except OSError as exc:  # the run file is written already; only the copy failed
                 self.write_errors.append(f"--save-baseline {keep}: cannot write: {exc.strerror or exc}")
         if self.baseline is not None:
-            from harness import compare
+            from harness.report import compare
             this_run = journal.Run(self.run_id, self.header, "this run", list(self.records), end)
             self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
             out = self.config.getoption("--compare-out")
@@ -203,7 +204,7 @@ def pytest_addoption(parser):
     group.addoption("--workload", default="auto", choices=WORKLOADS,
                     help="the optimization suite's training shape: auto (default: per target, the smallest "
                          "shape whose step is long enough to measure the technique rather than launch overhead, "
-                         "within the device's memory; harness/sizing.py), small (a BERT small enough for a "
+                         "within the device's memory; harness/core/sizing.py), small (a BERT small enough for a "
                          "2-core CPU), medium (BERT-base, batch 32, length 128) or large (seed 003's "
                          "macbert-large shape, batch 32, length 128)")
     group.addoption("--run-file", default=None, metavar="PATH",
@@ -282,7 +283,7 @@ def pytest_configure(config):
             raise pytest.UsageError(problem)
     baseline = config.getoption("--baseline")
     if baseline and state.controller:  # read before anything runs: a bad baseline costs no run
-        from harness import compare
+        from harness.report import compare
         try:
             state.baseline = compare.load_side([baseline], f"--baseline {baseline}")
         except compare.CompareError as exc:
@@ -314,8 +315,9 @@ def pytest_generate_tests(metafunc):
     targets = [t for t in metafunc.config.stash[STATE].targets if _serves(t, metafunc.definition.path)]
     cases_mark = metafunc.definition.get_closest_marker("cases")
     if cases_mark is not None:
+        table = cases.check_table(cases_mark.args[0], metafunc.definition.nodeid)
         params = [_target_param(t, case, t, case_id=case.id)
-                  for case in cases_mark.args[0] for t in targets if t in case.targets]
+                  for case in table for t in targets if t in case.targets]
         metafunc.parametrize(("case", "target"), params)
     else:
         metafunc.parametrize("target", [_target_param(t, t) for t in targets])
@@ -338,7 +340,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def env_facts() -> dict:
     """This machine's facts (gathered once per process)."""
-    from harness import facts
+    from harness.env import facts
     return facts.current()
 
 
@@ -354,8 +356,8 @@ def backend(target):
 
 @pytest.fixture(scope="session")
 def sandbox(request):
-    """A child process for checks that may crash or hang (see harness.isolate)."""
-    from harness.isolate import Sandbox, threads_per_worker
+    """A child process for checks that may crash or hang (see harness.core.isolate)."""
+    from harness.core.isolate import Sandbox, threads_per_worker
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     box = Sandbox(timeout=request.config.stash[STATE].check_timeout, threads=threads_per_worker(workers))
     yield box
@@ -365,7 +367,7 @@ def sandbox(request):
 @pytest.fixture
 def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
     """What ``--workload`` means on this target: ``{"name", "setup", "reason"}``, decided
-    once per run and target (harness.sizing, in the sandbox, where the device is) and
+    once per run and target (harness.core.sizing, in the sandbox, where the device is) and
     shared by the xdist workers through a locked file, so every check of a run measures the
     same shape."""
     import json
@@ -377,7 +379,7 @@ def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
         return cache[target]
 
     def choose() -> dict:
-        outcome = sandbox.call("harness.sizing:resolve", option, target)
+        outcome = sandbox.call("harness.core.sizing:resolve", option, target)
         if outcome.kind != "ok":
             pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
                         f"{outcome.detail}", pytrace=False)
@@ -449,7 +451,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     rows = [(suite, target, matrix.format_counts(c)) for suite, target, c in matrix.suite_counts(state.records)]
     tr.write_line(tabulate(rows, headers=("suite", "target", "results"), tablefmt="simple"))
     tr.write_line("legend: " + "  ".join(f"{sym} {key}" for key, sym, _ in matrix.LEGEND))
-    from harness import facts
+    from harness.env import facts
     for name, info in target_table(state.targets, facts.current()).items():
         if info["selected"] and not info["available"]:
             tr.write_line(f"{name}: skipped: {info['reason']}")
@@ -460,7 +462,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for problem in state.write_errors:
         tr.write_line(f"ERROR: {problem}", red=True)
     if state.comparison is not None:
-        from harness import compare
+        from harness.report import compare
         cmp = state.comparison
         tr.section("mps-compat: against the baseline", red=bool(cmp.regressions), green=not cmp.regressions)
         tr.write_line(compare.render(cmp, "table").rstrip())

@@ -67,7 +67,7 @@ def run_suite(tmp_path, suite_file: str, marker: str, *args, env=None, timeout=1
     import subprocess
     import sys
 
-    from harness import journal
+    from harness.core import journal
     run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
     res = subprocess.run([sys.executable, "-m", "pytest", suite_file, "-m", marker, "-q", "-p", "no:cacheprovider",
                           "--run-file", str(run_file), *args],

@@ -1,6 +1,6 @@
 """Wrong kernels, for self-tests only: the parity suite must catch them.
 
-``run_case_with_wrong_softmax`` is ``harness.opparity.run_case`` with aten's float32
+``run_case_with_wrong_softmax`` is ``harness.parity.opparity.run_case`` with aten's float32
 softmax kernel off by 1e-3 (every op that reaches ``aten._softmax`` in float32 sees it;
 float16, bfloat16 and float64, the reference, are left alone). It runs in the sandbox
 child, where tests/mutate.py sends the parity suite's calls.
@@ -8,7 +8,7 @@ child, where tests/mutate.py sends the parity suite's calls.
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import opparity
+from harness.parity import opparity
 
 OFFSET = 1e-3
 

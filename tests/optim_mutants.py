@@ -8,7 +8,7 @@ then the claim is measured (or the result compared) as usual. tests/optim_sabota
 """
 import os
 
-from harness import techniques, workloads
+from harness.optim import techniques, workloads
 
 
 def _sabotage() -> set[str]:

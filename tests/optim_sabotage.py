@@ -1,14 +1,14 @@
 """A test-only pytest plugin (-p tests.optim_sabotage): the optimization suite measures
 sabotaged techniques (see tests/optim_mutants.py)."""
-from harness import isolate
+from harness.core import isolate
 
 _real_call = isolate.Sandbox.call
 
 
 def _sabotaged_call(self, target, *args, timeout=None):
-    if target == "harness.techniques:measure_claim":
+    if target == "harness.optim.techniques:measure_claim":
         target = "tests.optim_mutants:measure_claim_sabotaged"
-    elif target == "harness.techniques:keeps_the_result":
+    elif target == "harness.optim.techniques:keeps_the_result":
         target = "tests.optim_mutants:keeps_the_result_sabotaged"
     return _real_call(self, target, *args, timeout=timeout)
 

@@ -1,4 +1,4 @@
-"""The wrong results of harness/known_bug_cases.py, reproduced on the CPU: a stand-in
+"""The wrong results of harness/parity/known_bug_cases.py, reproduced on the CPU: a stand-in
 accelerator for the known-bug suite's self-tests (registered by tests/standins.py as
 ``standin-known-bugs``).
 
@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from harness import devices
+from harness.core import devices
 
 VAR = "MPS_COMPAT_REPRODUCE"
 aten = torch.ops.aten

@@ -6,7 +6,7 @@ and carry on with their neighbours.
 """
 import os
 
-from harness import isolate
+from harness.core import isolate
 
 _real_call = isolate.Sandbox.call
 
@@ -16,7 +16,7 @@ def _names(var):
 
 
 def _sabotaged_call(self, target, *args, timeout=None):
-    if target == "harness.opsweep:run_case":
+    if target == "harness.ops.opsweep:run_case":
         if args[0] in _names("MPS_COMPAT_SABOTAGE_CRASH"):
             return _real_call(self, "tests.sandbox_targets:aborts")
         if args[0] in _names("MPS_COMPAT_SABOTAGE_HANG"):

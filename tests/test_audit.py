@@ -1,4 +1,4 @@
-"""harness.audit (op recorder, fallback capture per phase, static prediction), harness.models
+"""harness.ops.audit (op recorder, fallback capture per phase, static prediction), harness.core.models
 (the built-in tiny models) and the tools.audit command line."""
 import json
 import math
@@ -12,7 +12,8 @@ import warnings
 import pytest
 import torch
 
-from harness import audit, devices, fallback, models, process_env
+from harness.core import devices, models, process_env
+from harness.ops import audit, fallback
 from tests.conftest import ROOT
 from tools import audit as audit_cli
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import claims as C
-from harness import devices
+from harness.optim import claims as C
+from harness.core import devices
 from tests.conftest import ROOT, load_facts
 
 SEEDS = ROOT.parent / "shared" / "seeds"

@@ -1,4 +1,4 @@
-"""The regression check (harness/compare.py, tools/compare.py): planted changes of each kind are
+"""The regression check (harness/report/compare.py, tools/compare.py): planted changes of each kind are
 found exactly, identical runs give none, and bad input is one line and exit 2."""
 import json
 import subprocess
@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from harness import compare, journal
+from harness.core import journal
+from harness.report import compare
 from tests.conftest import ROOT
 from tools import compare as cli
 

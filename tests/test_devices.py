@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from harness import devices
+from harness.core import devices
 from tests.conftest import load_facts
 
 
@@ -79,7 +79,7 @@ def test_an_optimization_step_on_cuda_sets_its_tf32_switch_after_opinfo(monkeypa
     optimization checks run there next. The step is taken on the CPU, with CUDA claimed
     present, so the CUDA code path runs here too."""
     import torch.testing._internal.common_utils  # noqa: F401
-    from harness.workloads import Setup, Workload
+    from harness.optim.workloads import Setup, Workload
     before, seen = _switches(), []
     for tf32 in (True, False):
         w = Workload(Setup(model="tiny", batch=2, seq=8, tf32=tf32), "cpu")

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from harness import env_checks, facts as F
+from harness.env import env_checks, facts as F
 from tests.conftest import load_facts
 
 MPS_SUBJECTS = [c.subject for c in env_checks.CHECKS if "mps" in c.targets]
@@ -127,7 +127,7 @@ def test_torch_2_12_and_newer_need_macos_14():
 def test_autocast_probe_decides_after_the_gate(monkeypatch):
     """A gate that says usable but an autocast that does not work is a failure; without a
     gate, a dtype autocast refuses is a limitation of this version."""
-    from harness import devices
+    from harness.core import devices
     f = load_facts("linux_x86_64")
     monkeypatch.setattr(devices.CPUBackend, "autocast_probe", lambda self, dtype: (False, "autocast produced float32"))
     gated = env_checks.EnvCheck("x", ("cpu",), "?", gate="mps-fp16-autocast", autocast="float16")

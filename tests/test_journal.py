@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from harness import journal
+from harness.core import journal
 
 
 class Case:

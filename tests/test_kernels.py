@@ -1,4 +1,4 @@
-"""harness.kernels and tools.kernels: the static MPS kernel table, on tiny yaml fixtures,
+"""harness.ops.kernels and tools.kernels: the static MPS kernel table, on tiny yaml fixtures,
 fake wheels and the installed torch's real native_functions.yaml. No network: pip is
 never run for real here (scripts/kernels_diff_check.sh does that)."""
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import kernels
-from harness.kernels import KernelsError
+from harness.ops import kernels
+from harness.ops.kernels import KernelsError
 from tests.conftest import ROOT
 from tools import kernels as cli
 

@@ -4,8 +4,9 @@ differently, and its sizes follow the device's memory."""
 import pytest
 import torch
 
-from harness import devices, known_bugs
-from harness.known_bug_cases import CASES
+from harness.core import devices
+from harness.parity import known_bugs
+from harness.parity.known_bug_cases import CASES
 from tests import reported_bugs, standins
 from tests.conftest import run_suite
 

@@ -1,8 +1,8 @@
-"""harness.matrix.version_history on small hand-built matrices: where a check starts to
+"""harness.report.matrix.version_history on small hand-built matrices: where a check starts to
 work, where it last worked, and a fix that follows an earlier breakage."""
 import pytest
 
-from harness.matrix import Column, Matrix, version_history
+from harness.report.matrix import Column, Matrix, version_history
 
 CHECK = "ops/softmax/float16/forward"
 

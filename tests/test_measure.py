@@ -1,4 +1,4 @@
-"""Self-tests of harness/measure.py: exact bytes for known allocations, the anatomy of a
+"""Self-tests of harness/optim/measure.py: exact bytes for known allocations, the anatomy of a
 tiny MLP + AdamW step, verdicts on synthetic timed workloads, a seeded bootstrap."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.utils.checkpoint
 
-from harness import measure
+from harness.optim import measure
 
 MiB = 1 << 20
 FLOAT = 4
@@ -136,7 +136,7 @@ def test_checkpointing_shrinks_saved_activations():
 
 
 def test_tiny_bert_step_is_deterministic():
-    from harness import models
+    from harness.core import models
     results = []
     for _ in range(2):
         ex = models.example("bert")

@@ -8,8 +8,9 @@ import sys
 import pytest
 import torch
 
-from harness import journal, model_parity as mp, models
-from harness.tolerances import TABLE, Tolerance
+from harness.core import journal, models
+from harness.parity import model_parity as mp
+from harness.parity.tolerances import TABLE, Tolerance
 from tests import perturb
 from tests.conftest import ROOT
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from harness import opparity, parity, tolerances as T
+from harness.parity import accuracy, opparity, tolerances as T
 from tests.conftest import run_suite
 
 SOFTMAX_SLICE = "softmax or log_softmax or softmin or (layer_norm and float32) or add-float32-forward"
@@ -60,20 +60,20 @@ def test_cancellation_in_low_precision_passes_normwise_but_a_wrong_value_does_no
     tol = T.tolerance("sub", "float16")
     exact = torch.tensor([0.49, 100.0], dtype=torch.float64)   # 1000.49 - 1000: float16 holds 1000.5
     got = torch.tensor([0.5, 100.0], dtype=torch.float16)
-    assert not parity.compare(got, exact, tol)["ok"]               # 2% off on the small element
-    assert parity.compare(got, exact, tol, normwise=True)["ok"]    # against the tensor's magnitude: fine
+    assert not accuracy.compare(got, exact, tol)["ok"]               # 2% off on the small element
+    assert accuracy.compare(got, exact, tol, normwise=True)["ok"]    # against the tensor's magnitude: fine
     wrong = torch.tensor([0.5, 101.0], dtype=torch.float16)
-    assert not parity.compare(wrong, exact, tol, normwise=True)["ok"]
+    assert not accuracy.compare(wrong, exact, tol, normwise=True)["ok"]
 
 
 def test_slack_is_the_references_own_movement_and_infinite_where_finiteness_flips():
     ref = torch.tensor([1.0, 2.0, 3.0])
     moved = [torch.tensor([1.0, 2.5, float("inf")]), torch.tensor([0.9, 2.0, 3.0])]
-    slack = parity.slack_of(ref, moved)
+    slack = accuracy.slack_of(ref, moved)
     assert torch.allclose(slack, torch.tensor([0.1, 0.5, float("inf")], dtype=torch.float64))
     tol = T.Tolerance(0.0, 0.0, "test")
-    assert parity.compare(torch.tensor([1.05, 2.4, float("nan")]), ref, tol, slack=slack)["ok"]
-    assert not parity.compare(torch.tensor([1.2, 2.0, 3.0]), ref, tol, slack=slack)["ok"]
+    assert accuracy.compare(torch.tensor([1.05, 2.4, float("nan")]), ref, tol, slack=slack)["ok"]
+    assert not accuracy.compare(torch.tensor([1.2, 2.0, 3.0]), ref, tol, slack=slack)["ok"]
 
 
 def test_pytorch_declarations_are_read_with_their_reasons():
@@ -149,7 +149,7 @@ def test_another_of_several_modes_is_found_and_settled(standins, dtype):
 def test_a_judge_blind_to_ties_fails_the_tie_stand_in(standins, monkeypatch, op_key, dtype, pass_):
     """Without the tie rules, another valid order of equal values is a failure: the
     stand-in breaks ties where the samples have them."""
-    from harness import outputs
+    from harness.parity import outputs
     monkeypatch.setattr(outputs, "settle_ties", lambda op, sample, target, cpu: (target, 0))
     monkeypatch.setattr(outputs, "settle_modes", lambda sample, target, cpu: (target, 0))
     monkeypatch.setattr(outputs, "canonical_grad", lambda op, sample, grads: grads)
@@ -228,7 +228,7 @@ def stand_in_run(tmp_path_factory):
     import subprocess
     import sys
 
-    from harness import journal
+    from harness.core import journal
     from tests.conftest import ROOT
     run_file = tmp_path_factory.mktemp("stand-ins") / "run.jsonl"
     res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity", "-p", "tests.standins", "--device",

@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from harness import expectations, fallback, opsweep
-from harness.isolate import Sandbox
+from harness.ops import expectations, fallback, opsweep
+from harness.core.isolate import Sandbox
 
 FALLBACK_TEXT = ("The operator '{}' is not currently supported on the MPS backend and will fall back to run on "
                  "the CPU. This may have performance implications.")
@@ -71,7 +71,7 @@ def test_an_injected_fallback_warning_is_cpu_fallback_naming_that_op(monkeypatch
 
 WARN_ONCE_SCRIPT = """
 import warnings, torch
-from harness import fallback
+from harness.ops import fallback
 boundaries, values = torch.arange(10.0), torch.rand(4, 3).t()  # non-contiguous values
 def warned(run):
     with warnings.catch_warnings(record=True) as w:
@@ -190,7 +190,7 @@ def test_case_table_cache_is_rebuilt_when_corrupt(tmp_path, monkeypatch):
 
 
 def test_threads_are_split_between_xdist_workers(monkeypatch):
-    from harness.isolate import threads_per_worker
+    from harness.core.isolate import threads_per_worker
     assert threads_per_worker(1, cores=8) is None and threads_per_worker(2, cores=2) == 1
     assert threads_per_worker(3, cores=8) == 2 and threads_per_worker(4, cores=2) == 1
     box = Sandbox(threads=1)

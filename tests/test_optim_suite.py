@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness import claims, techniques
-from harness.workloads import Setup, Workload
+from harness.optim import claims, techniques
+from harness.optim.workloads import Setup, Workload
 from tests.conftest import run_suite
 
 SLICE = "(gradient-checkpointing-memory or adafactor-memory or fused-adamw-memory) and not trainer"
@@ -61,7 +61,7 @@ def test_the_seed_003_rows_add_one_technique_each():
                                                       ("not-higher", 1.2, 1.2, "holds"),
                                                       ("not-higher", 1.2, 1.3, "does not hold")])
 def test_bounds_become_measure_claims(kind, bound, ratio, verdict):
-    from harness import measure
+    from harness.optim import measure
     assert measure.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
 
 
@@ -101,7 +101,7 @@ def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():
                                    Setup(model="tiny", batch=2, seq=8, freeze_backbone=True)],
                          ids=["plain", "accumulation", "checkpointing", "frozen"])
 def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
-    from harness import measure
+    from harness.optim import measure
     w = Workload(setup, "cpu")
     w.step()
     m = techniques._weigh(measure, w)
@@ -117,7 +117,7 @@ def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
 
 
 def test_the_labelled_step_computes_what_the_plain_step_computes():
-    from harness import measure
+    from harness.optim import measure
     plain, labelled = (Workload(Setup(model="tiny", batch=2, seq=8, dropout=False), "cpu") for _ in range(2))
     losses = [plain.step() for _ in range(2)]
     seen = [labelled.step()]
@@ -136,7 +136,7 @@ def test_a_peak_in_adamws_step_is_explained_and_the_single_tensor_alternative_me
     AdamW's foreach step (CUDA's default). Forced on the CPU with activations too small to
     matter, the record names the optimizer phase, says checkpointing cannot lower it, and
     measures AdamW(foreach=False) too, telling what it found there."""
-    from harness import measure
+    from harness.optim import measure
     base = Setup(model="tiny", batch=2, seq=8, optimizer="adamw-foreach", dropout=False)
     wa, wb = Workload(base, "cpu"), Workload(base.but(checkpointing=True), "cpu")
     out = techniques._memory(measure, wa, wb, "peak", ("lower", 1 / 0.9), "gradient-checkpointing")
@@ -169,7 +169,7 @@ def test_the_alternative_is_told_by_where_its_peak_went(alt_baseline, ratio, say
 
 
 def test_no_alternative_where_the_peak_is_not_in_the_optimizer_step():
-    from harness import measure
+    from harness.optim import measure
     wa = Workload(Setup(model="tiny", batch=8, seq=64, dropout=False), "cpu")
     ma = {**_side("backward", 100, activations=80, parameters=20), "peak_phase": "backward"}
     assert techniques._single_tensor_alternative(measure, wa, wa, "x", ("lower", 2), ma, ma) is None
@@ -179,7 +179,7 @@ def test_no_alternative_where_the_peak_is_not_in_the_optimizer_step():
 
 
 def test_a_claim_that_holds_is_not_measured_twice():
-    from harness import measure
+    from harness.optim import measure
     base = Setup(model="tiny", batch=8, seq=64, dropout=False, optimizer="adamw-single")
     out = techniques._memory(measure, Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
                              ("lower", 1 / 0.9), "shorter-max-length")
@@ -231,7 +231,7 @@ def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline
 def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
     """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
     give another verdict (a kernel's workspace, block rounding), the record says so."""
-    from harness import measure
+    from harness.optim import measure
     tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
     agree = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
                                   ("lower", 1 / 0.9), "holds", "peak")
@@ -250,7 +250,7 @@ def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
 def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch, claim):
     """The Trainer's own loop, unchanged, told its phases through a model hook and a
     TrainerCallback: the record says where the peak is and what holds it."""
-    from harness import trainer_runs
+    from harness.optim import trainer_runs
     monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
     out = trainer_runs.measure_trainer_claim(claim, "memory", "cpu", "small")
     for side in ("a", "b"):
@@ -263,7 +263,7 @@ def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch
 
 
 def test_an_optimizer_state_claim_through_the_trainer_is_judged_by_the_state_and_still_names_the_peak(monkeypatch):
-    from harness import trainer_runs
+    from harness.optim import trainer_runs
     monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
     out = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not higher" state bytes
     assert out["bytes_b"] == out["bytes_a"] < out["anatomy_a"]["peak_bytes"]  # state bytes, not the peak
@@ -280,6 +280,6 @@ def test_xdist_workers_measure_at_one_shared_workload_choice(tmp_path):
     assert len(records) == 2 and len({r["nodeid"] for r in records}) == 2
     reasons = {r["metrics"]["workload_reason"] for r in records}
     assert len(reasons) == 1 and next(iter(reasons)).startswith("auto on cpu: small")
-    from harness import journal
+    from harness.core import journal
     end = journal.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].end
     assert end["workloads"]["cpu"]["reason"] in reasons

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from harness import parity, tolerances as T
+from harness.parity import accuracy, tolerances as T
 
 
 @pytest.mark.parametrize("op,cls", [
@@ -35,59 +35,59 @@ def test_integers_are_exact_and_low_precision_is_looser():
 
 def test_identical_results_pass_with_zero_margin():
     x = torch.randn(16, 16)
-    r = parity.compare(x, x.clone(), T.tolerance("add", "float32"))
+    r = accuracy.compare(x, x.clone(), T.tolerance("add", "float32"))
     assert r["ok"] and r["max_abs_err"] == 0 and r["margin"] == 0 and r["elements"] == 256
 
 
 def test_an_error_of_1e_3_fails_float32_softmax_and_the_margin_says_by_how_much():
     x = torch.softmax(torch.randn(8, 32), dim=-1)
     tol = T.tolerance("softmax", "float32")
-    r = parity.compare(x + 1e-3, x, tol)
+    r = accuracy.compare(x + 1e-3, x, tol)
     assert not r["ok"] and r["margin"] > 1 and math.isclose(r["max_abs_err"], 1e-3, rel_tol=1e-3)
     assert "Tensor-likes are not close" in r["reason"]
-    inside = parity.compare(x + 0.5 * tol.atol, x, tol)
+    inside = accuracy.compare(x + 0.5 * tol.atol, x, tol)
     assert inside["ok"] and 0.3 < inside["margin"] <= 1
 
 
 def test_nan_and_inf_positions_must_agree():
     e = torch.tensor([1.0, float("nan"), float("inf"), 2.0])
     tol = T.tolerance("add", "float32")
-    assert parity.compare(e.clone(), e, tol)["ok"]
+    assert accuracy.compare(e.clone(), e, tol)["ok"]
     moved = torch.tensor([float("nan"), 1.0, float("inf"), 2.0])
-    assert not parity.compare(moved, e, tol)["ok"]
+    assert not accuracy.compare(moved, e, tol)["ok"]
     flipped = torch.tensor([1.0, float("nan"), -float("inf"), 2.0])
-    assert not parity.compare(flipped, e, tol)["ok"]
+    assert not accuracy.compare(flipped, e, tol)["ok"]
 
 
 def test_integer_results_must_match_exactly():
     e = torch.arange(10)
-    assert parity.compare(e.clone(), e, T.tolerance("argmax", "int64"))["ok"]
+    assert accuracy.compare(e.clone(), e, T.tolerance("argmax", "int64"))["ok"]
     off = e.clone()
     off[3] += 1
-    r = parity.compare(off, e, T.tolerance("argmax", "int64"))
+    r = accuracy.compare(off, e, T.tolerance("argmax", "int64"))
     assert not r["ok"] and r["max_abs_err"] == 1
 
 
 def test_nested_outputs_and_shape_mismatch():
     tol = T.tolerance("var_mean", "float32")
     v, m = torch.var_mean(torch.randn(5, 7), dim=1)
-    assert parity.compare((v, m), (v.clone(), m.clone()), tol)["ok"]
-    assert not parity.compare((v,), (v, m), tol)["ok"]
-    assert not parity.compare(v[:3], v, tol)["ok"]
+    assert accuracy.compare((v, m), (v.clone(), m.clone()), tol)["ok"]
+    assert not accuracy.compare((v,), (v, m), tol)["ok"]
+    assert not accuracy.compare(v[:3], v, tol)["ok"]
 
 
 def test_low_precision_result_against_a_float64_reference():
     x = torch.randn(64, 64, dtype=torch.float64)
     ref = torch.softmax(x, -1)
     half = torch.softmax(x.half(), -1)
-    r = parity.compare(half, ref, T.tolerance("softmax", "float16"))
+    r = accuracy.compare(half, ref, T.tolerance("softmax", "float16"))
     assert r["ok"] and 0 < r["max_abs_err"] < 1e-2
 
 
 def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
     from types import SimpleNamespace
 
-    from harness import opparity
+    from harness.parity import opparity
 
     def sample(t, *args, **kwargs):
         return SimpleNamespace(input=t, args=args, kwargs=kwargs)
@@ -107,15 +107,15 @@ def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
 # --------------------------------------------------------------------------- accuracy on an accelerator
 
 def _accuracy(target, cpu, ref, dtype=torch.float16, **kw):
-    from harness import tolerances as T
+    from harness.parity import tolerances as T
     tol = T.tolerance("add", str(dtype).removeprefix("torch."))
-    return parity.compare_accuracy(target, cpu, ref, tol, dtype, T.ACCURACY_FACTOR, T.ACCURACY_ULPS, **kw)
+    return accuracy.compare_accuracy(target, cpu, ref, tol, dtype, T.ACCURACY_FACTOR, T.ACCURACY_ULPS, **kw)
 
 
 def test_one_unit_in_the_last_place_is_the_spacing_of_the_dtype_there():
     x = torch.tensor([0.0, 1.0, 1.5, 2.0, 65504.0, 1e-6], dtype=torch.float64)
-    assert parity.ulp(x, torch.float16).tolist() == [2 ** -24, 2 ** -10, 2 ** -10, 2 ** -9, 32.0, 2 ** -24]
-    assert parity.ulp(x, torch.float32)[1] == 2 ** -23 and parity.ulp(x, torch.bfloat16)[1] == 2 ** -7
+    assert accuracy.ulp(x, torch.float16).tolist() == [2 ** -24, 2 ** -10, 2 ** -10, 2 ** -9, 32.0, 2 ** -24]
+    assert accuracy.ulp(x, torch.float32)[1] == 2 ** -23 and accuracy.ulp(x, torch.bfloat16)[1] == 2 ** -7
 
 
 def test_a_target_no_less_accurate_than_the_cpu_passes_where_same_dtype_agreement_fails():
@@ -124,7 +124,7 @@ def test_a_target_no_less_accurate_than_the_cpu_passes_where_same_dtype_agreemen
     ref = torch.linspace(-2, 2, 101, dtype=torch.float64)
     exact = ref.to(torch.float16)
     cpu_off = (ref + 0.013).to(torch.float16)
-    assert not parity.compare(exact, cpu_off, T.tolerance("add", "float16"))["ok"]  # what the old judge saw
+    assert not accuracy.compare(exact, cpu_off, T.tolerance("add", "float16"))["ok"]  # what the old judge saw
     got = _accuracy(exact, cpu_off, exact)
     assert got["ok"] and got["max_abs_err"] == 0 and got["cpu_max_abs_err"] > 0.01
 
@@ -159,8 +159,8 @@ def test_integer_outputs_of_the_accuracy_judge_must_equal_the_cpus():
 
 def test_a_tolerance_per_output_dtype_judges_floats_of_integer_inputs_at_their_own_precision():
     """atan2 of int32 is a float32: an exact rule for it failed 226 checks on the H100."""
-    got = parity.compare((torch.tensor([0.5880026]), torch.tensor([3])),
+    got = accuracy.compare((torch.tensor([0.5880026]), torch.tensor([3])),
                          (torch.tensor([0.5880026]) * (1 + 1e-7), torch.tensor([3])),
                          lambda dtype: T.tolerance("atan2", dtype))
     assert got["ok"] and got["rtol"] == T.tolerance("atan2", "float32").rtol
-    assert not parity.compare(torch.tensor([3]), torch.tensor([4]), lambda dtype: T.tolerance("atan2", dtype))["ok"]
+    assert not accuracy.compare(torch.tensor([3]), torch.tensor([4]), lambda dtype: T.tolerance("atan2", dtype))["ok"]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import journal
+from harness.core import journal
 from tests.conftest import ROOT
 
 SYNTHETIC = '''

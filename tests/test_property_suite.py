@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
-from harness import hypothesis_profiles, journal, strategies as S
+from harness.core import journal
+from harness.parity import hypothesis_profiles, strategies as S
 from harness.pytest_plugin import Recorder
 from tests.conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""The record contract (harness/records.py): files written before a schema change are still
+"""The record contract (harness/core/records.py): files written before a schema change are still
 read and compared, the special records are found by their kind, and every category the
 judges write is in the contract."""
 import json
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness import journal, records
+from harness.core import journal, records
 from tests.conftest import ROOT
 from tools import compare as compare_cli, report
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness import journal
+from harness.core import journal
 from tests.conftest import ROOT
 from tools import report
 
@@ -15,7 +15,7 @@ def write_run(path, facts, records, run="R1", complete=True, torch_v=None):
     if torch_v:
         facts = {**facts, "torch": {**facts["torch"], "version": torch_v}}
     w = journal.Writer(path)
-    from harness.facts import env_id
+    from harness.env.facts import env_id
     w.write(journal.header(run, env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},
                            mps_fallback={"setting": "on"}))
     for rec in records:
@@ -186,7 +186,7 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
     section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
     assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section
-    assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/markdown.py)
+    assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/core/markdown.py)
 
 
 def _known_bug_record(name, kind, target, judgement):
@@ -199,7 +199,8 @@ def _known_bug_record(name, kind, target, judgement):
 def test_the_known_bugs_section_says_which_column_has_which_bug_and_names_the_source(tmp_path, recorded,
                                                                                    monkeypatch):
     """From real judgements: the CPU without the bug, a stand-in reproducing two reports."""
-    from harness import devices, known_bugs
+    from harness.core import devices
+    from harness.parity import known_bugs
     from tests import reported_bugs, standins  # noqa: F401  (registers the stand-ins)
     monkeypatch.setenv(reported_bugs.VAR, "matmul-3x3,conv1d-65537-channels,sum-rapid")
     monkeypatch.setattr(devices.stand_in("standin-known-bugs"), "calls", {})
@@ -328,7 +329,7 @@ def test_markdown_escapes_cells_and_headers_so_the_text_stays_text(tmp_path, rec
 
 
 def test_markdown_escape_itself():
-    from harness.markdown import escape
+    from harness.core.markdown import escape
     assert escape('a|b\nc\r\nd') == "a\\|b c d"
     assert escape("<img onerror=x> & 1 -> 2") == "&lt;img onerror=x> &amp; 1 -> 2"
     assert escape("> quote") == "&gt; quote"
@@ -478,7 +479,7 @@ RECORDED_H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
 def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
     """On the H100 the small and the large workload ran on one machine; the old matrix let the
     newer overwrite the older in one column (fp16 1.24x small, 0.41x large). Read as recorded."""
-    from harness import compare, matrix
+    from harness.report import compare, matrix
     runs = [run for name in ("optim-small.jsonl", "optim-large-partial.jsonl")
             for run in journal.read_file(RECORDED_H100 / name).runs]
     m = matrix.build(runs)

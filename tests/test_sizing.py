@@ -1,11 +1,12 @@
-"""--workload auto (harness/sizing.py): the estimates against the real models, and the choice
+"""--workload auto (harness/core/sizing.py): the estimates against the real models, and the choice
 for devices reported by stand-ins (an H100, a 16 GB Mac, a small GPU, this CPU)."""
 import warnings
 
 import pytest
 
-from harness import sizing, techniques
-from harness.workloads import Setup, build_model
+from harness.core import sizing
+from harness.optim import techniques
+from harness.optim.workloads import Setup, build_model
 
 GIB = 2 ** 30
 
@@ -19,8 +20,8 @@ def test_the_parameter_estimate_is_the_models_own_count(model):
 
 
 def test_the_memory_estimate_is_near_the_tracked_peak_of_the_small_workload():
-    from harness import measure
-    from harness.workloads import Workload
+    from harness.optim import measure
+    from harness.optim.workloads import Workload
     w = Workload(techniques.SCALES["small"].but(dropout=False), "cpu")
     w.step()
     peak = measure.measure_memory(w.step, resident=w.resident())["peak_bytes"]

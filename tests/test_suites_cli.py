@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from harness import journal
+from harness.core import journal
 from tests.conftest import ROOT
 
 

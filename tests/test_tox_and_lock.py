@@ -79,8 +79,8 @@ def tox_ini() -> configparser.ConfigParser:
 
 def write_small_run(path: Path) -> Path:
     """A run file with an env check and an optimization claim (the report draws a chart for it)."""
-    from harness import journal
-    from harness.facts import env_id
+    from harness.core import journal
+    from harness.env.facts import env_id
     facts = json.loads((ROOT / "tests" / "fixtures" / "facts" / "linux_x86_64.json").read_text())
     w = journal.Writer(path)
     w.write(journal.header("R1", env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},

@@ -1,10 +1,10 @@
-"""One verdict, one mapping to pytest's outcomes (harness.verdict), used by every suite."""
+"""One verdict, one mapping to pytest's outcomes (harness.core.verdict), used by every suite."""
 import re
 
 import pytest
 
 from harness.pytest_plugin import Recorder
-from harness.verdict import STATUSES, Verdict
+from harness.core.verdict import STATUSES, Verdict
 from tests.conftest import ROOT
 
 OUTCOME = {"skip": pytest.skip.Exception, "xfail": pytest.xfail.Exception, "fail": pytest.fail.Exception,

@@ -3,20 +3,20 @@
     python -m tools.audit MODEL [--device cpu] [--format text|json] [--optimizer adamw]
                                 [--attn sdpa|eager] [--kernels FILE]
 
-MODEL is a built-in (bert, gpt2, t5, llama, minilm: harness/models.py) or
+MODEL is a built-in (bert, gpt2, t5, llama, minilm: harness/core/models.py) or
 ``module:factory``, a callable importable from the current directory (or sys.path)
 called with no arguments. The factory returns one of:
 
 * a model: it must be a transformers ``PreTrainedModel``, and a seeded batch is built
   from its config (``input_ids`` from the vocabulary, ``attention_mask``, ``labels``
-  shaped for its head: ``harness.models.batch_for``);
+  shaped for its head: ``harness.core.models.batch_for``);
 * ``(model, batch)``: ``batch`` is a dict (``model(**batch)``), a tuple (``model(*batch)``)
   or a tensor (``model(batch)``); the loss is ``output.loss``, or the first floating
   tensor of the output summed;
 * ``(model, batch, loss_fn)``: the loss is ``loss_fn(output, batch)``.
 
 The step is forward (with the loss), ``loss.backward()`` and one optimizer step, each
-recorded separately (harness/audit.py). Op names are ``aten::name[.overload]``, as MPS
+recorded separately (harness/ops/audit.py). Op names are ``aten::name[.overload]``, as MPS
 fallback warnings name them. With ``--kernels FILE``, a JSON object with ``mps_ops`` (the
 native_functions.yaml names with an MPS kernel) and optionally ``structured_delegates``
 (name -> its out form) and ``composite_ops``, the ops are split into those with an MPS
@@ -41,11 +41,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness import process_env
-from harness.devices import TARGETS
+from harness.core import process_env
+from harness.core.devices import TARGETS
 
-BUILTINS = ("bert", "gpt2", "t5", "llama", "minilm")  # = harness.models.MODELS, without importing it
-OPTIMIZERS = ("adamw", "adamw-loop", "adamw-foreach", "adamw-fused", "sgd")  # = harness.audit.OPTIMIZERS
+BUILTINS = ("bert", "gpt2", "t5", "llama", "minilm")  # = harness.core.models.MODELS, without importing it
+OPTIMIZERS = ("adamw", "adamw-loop", "adamw-foreach", "adamw-fused", "sgd")  # = harness.ops.audit.OPTIMIZERS
 ATTN = ("sdpa", "eager")
 
 
@@ -79,7 +79,7 @@ def check_device(value: str) -> str:
     if kind not in TARGETS:
         raise UsageError(f"--device: unknown target {value!r}; choose from {', '.join(TARGETS)}")
     if kind != "cpu":
-        from harness import devices
+        from harness.core import devices
         avail = devices.backend(kind).availability()
         if not avail.available:
             raise UsageError(f"--device {value}: {avail.reason}")
@@ -139,7 +139,7 @@ def load_factory(spec: str):
 def from_factory(factory, spec: str):
     """Call the factory and read its result as (model, batch, loss_fn) by the protocol above."""
     import torch
-    from harness import models
+    from harness.core import models
     try:
         made = factory()
     except Exception as exc:
@@ -172,7 +172,7 @@ def from_factory(factory, spec: str):
 # --------------------------------------------------------------------------- output
 
 def render_text(target: str, result: dict, prediction: dict | None, kernels_file: str | None) -> str:
-    from harness.audit import PHASES
+    from harness.ops.audit import PHASES
     opt = result["optimizer"]
     attn = f", attention {result['attn_implementation']}" if result.get("attn_implementation") else ""
     lines = [f"{target}: {result['model']}{attn} on {result['device']}; optimizer {opt['name']}"
@@ -220,7 +220,8 @@ def run(argv: list[str] | None) -> int:
     if args.attn and not is_builtin:
         raise UsageError("--attn applies to the built-in models; a factory chooses its own attention")
     factory = None if is_builtin else load_factory(args.model)
-    from harness import audit, models
+    from harness.core import models
+    from harness.ops import audit
     if is_builtin:
         try:
             ex = models.example(args.model, args.attn or "sdpa")

@@ -21,7 +21,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from harness import compare
+from harness.report import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BASELINE = ROOT / "reports" / "baseline.jsonl"

@@ -6,7 +6,7 @@
 BASELINE and CANDIDATE are run files (``reports/runs/*.jsonl``, or a file kept with
 ``pytest --save-baseline``) or directories holding one environment's run files. Lists
 regressions, warnings, improvements, and checks that appeared or disappeared (the rules are
-in harness/compare.py). Exit status: 0 no regressions, 1 regressions, 2 anything else:
+in harness/report/compare.py). Exit status: 0 no regressions, 1 regressions, 2 anything else:
 bad input (missing, empty, malformed or truncated file, another schema version, several
 environments on one side), an --out that cannot be written, or an internal error, each
 with a one-line message (tools/cli.py).
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from harness import compare, journal
+from harness.core import journal
+from harness.report import compare
 from tools import cli
 
 

@@ -14,7 +14,7 @@ Downloaded wheels are kept in ``~/.cache/mps-compat/wheels`` (``$MPS_COMPAT_CACH
 Bad input (missing file, not a wheel, a wheel without the yaml, a failed download) gives one
 line on stderr and exit status 2.
 
-The table is static: see ``harness.kernels.CAVEAT`` for what it cannot see.
+The table is static: see ``harness.ops.kernels.CAVEAT`` for what it cannot see.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ import os
 import sys
 from pathlib import Path
 
-from harness import journal, kernels
-from harness.kernels import KernelsError, Snapshot
+from harness.core import journal
+from harness.ops import kernels
+from harness.ops.kernels import KernelsError, Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 SAVE_DIR = ROOT / "reports" / "kernels"

@@ -1,4 +1,4 @@
-"""Parity failures of a recorded run, judged again by accuracy (harness/rejudge.py).
+"""Parity failures of a recorded run, judged again by accuracy (harness/parity/rejudge.py).
 
     python -m tools.rejudge ../shared/recorded/h100-torch2.11 [--target cuda] [--all]
 
@@ -14,7 +14,8 @@ import collections
 
 from tabulate import tabulate
 
-from harness import journal, rejudge
+from harness.core import journal
+from harness.parity import rejudge
 from tools import cli
 
 ORDER = ("passes", "rerun", "remains", "not a parity result")

@@ -26,8 +26,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import journal
-from harness.matrix import build
+from harness.core import journal
+from harness.report.matrix import build
 from harness.report.data import render_json
 from harness.report.html import render_html
 from harness.report.md import render_md

@@ -4,7 +4,7 @@ device described by its figures.
     python -m tools.workload [--device cpu,cuda,mps]
     python -m tools.workload --memory-gib 80 --tflops 50     # e.g. an H100, without one
 
-Prints, per device, the ladder of named workloads (harness/sizing.py) with each one's
+Prints, per device, the ladder of named workloads (harness/core/sizing.py) with each one's
 estimated step time and training memory, whether it fits, and the choice with its reason.
 Probing a device runs float32 matmuls on it for about a second. Exit 0, or 2 with one line
 on bad input (an absent device, a figure that is not a positive number).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from harness import devices, sizing
+from harness.core import devices, sizing
 from tools import cli
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from harness import journal
-from harness.matrix import LEGEND, SYMBOL, Matrix, cell_key, version_history
+from harness.core import journal
+from harness.report.matrix import LEGEND, SYMBOL, Matrix, cell_key, version_history
 
 
 REPORT_SCHEMA = 1

@@ -8,8 +8,8 @@ import html
 import json
 from pathlib import Path
 
-from harness import journal
-from harness.matrix import KEY_ORDER, SYMBOL, TARGET_ORDER, cell_key, host_groups
+from harness.core import journal
+from harness.report.matrix import KEY_ORDER, SYMBOL, TARGET_ORDER, cell_key, host_groups
 from harness.report.model import Bar, Cell, KEY_COLOURS, Section
 
 STATIC = Path(__file__).resolve().parent / "static"

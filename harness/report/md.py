@@ -1,12 +1,12 @@
-"""matrix.md: the sections as Markdown tables, every cell escaped (harness.markdown)."""
+"""matrix.md: the sections as Markdown tables, every cell escaped (harness.core.markdown)."""
 from __future__ import annotations
 
 from collections import Counter
 
 from tabulate import tabulate
 
-from harness import journal, markdown
-from harness.matrix import format_counts, host_groups
+from harness.core import journal, markdown
+from harness.report.matrix import format_counts, host_groups
 from harness.report.model import Bar, Cell, Section
 
 

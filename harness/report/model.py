@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from harness.matrix import NOT_SHOWN, PREFERRED_METRICS, SYMBOL, cell_key, key_metric
+from harness.report.matrix import NOT_SHOWN, PREFERRED_METRICS, SYMBOL, cell_key, key_metric
 
 
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows

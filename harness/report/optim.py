@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 
-from harness import records
-from harness.matrix import Matrix, cell_key
+from harness.core import records
+from harness.report.matrix import Matrix, cell_key
 from harness.report.charts import CHART_ROWS, path_chart, ratio_chart
 from harness.report.model import Section, cell_of, finite, num, slug
 
@@ -47,8 +47,8 @@ def optim_sections(m: Matrix) -> list[Section]:
 
 
 def _path_section(label: str, rec: dict) -> Section:
-    from harness.claims import SEED_003_PATH
-    from harness.techniques import time_cell
+    from harness.optim.claims import SEED_003_PATH
+    from harness.optim.techniques import time_cell
     rows = rec["metrics"]["rows"]
     base, seed = rows[0], SEED_003_PATH.steps
     table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",

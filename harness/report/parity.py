@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness import records
-from harness.matrix import Matrix, cell_key
+from harness.core import records
+from harness.report.matrix import Matrix, cell_key
 from harness.report.charts import WORST_CHARTED, margin_chart
 from harness.report.model import Cell, DTYPES, LIST_AT_MOST, PROBLEMS, Section, cell_of, dtype_of, more, num
 
@@ -60,9 +60,9 @@ CAUSE_EXAMPLES = 4
 
 def cause_sections(m: Matrix) -> list[Section]:
     """Parity on accelerators: the failures grouped by the cause their reruns found
-    (harness.causes), with the switch that changes each; then the checks where the CPU,
+    (harness.parity.causes), with the switch that changes each; then the checks where the CPU,
     not the target, was the inaccurate side."""
-    from harness import causes
+    from harness.parity import causes
     labels = {c.id: c.label for c in m.columns}
     groups: dict[tuple[str, str], list[str]] = {}
     found, cpu_off = {}, []
@@ -118,7 +118,7 @@ def _has_bug(rec: dict) -> str:
 
 
 def known_bug_sections(m: Matrix) -> list[Section]:
-    """The known-bug cases (harness/known_bug_cases.py): the issue each comes from, and
+    """The known-bug cases (harness/parity/known_bug_cases.py): the issue each comes from, and
     per column whether this machine has the bug, with its result on a rerun."""
     labels = {c.id: c.label for c in m.columns}
     cases: dict[str, dict] = {}

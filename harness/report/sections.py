@@ -7,8 +7,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness import journal, records
-from harness.matrix import KEY_ORDER, LEGEND, SYMBOL, WORKS, History, Matrix, cell_key, version_history
+from harness.core import journal, records
+from harness.report.matrix import KEY_ORDER, LEGEND, SYMBOL, WORKS, History, Matrix, cell_key, version_history
 from harness.report.model import Bar, Cell, LIST_AT_MOST, PROBLEMS, SUMMARIZE_OVER, Section, cell_of, more
 from harness.report.optim import optim_sections
 from harness.report.parity import cause_sections, known_bug_sections, parity_sections

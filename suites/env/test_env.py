@@ -1,11 +1,11 @@
-"""Is this environment fit for each target? One row of harness.env_checks per test.
+"""Is this environment fit for each target? One row of harness.env.env_checks per test.
 
 not applicable -> skipped with the reason; misconfigured -> fails with the fix;
 a known limitation of this version or OS -> xfail with what would lift it.
 """
 import pytest
 
-from harness import env_checks
+from harness.env import env_checks
 
 
 @pytest.mark.cases(env_checks.CHECKS)

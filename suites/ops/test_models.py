@@ -1,21 +1,21 @@
 """Does this model run natively? One training step of each built-in model on each target.
 
 The aten ops a forward, a backward and an AdamW step dispatch are recorded (a
-TorchDispatchMode, harness/audit.py); on MPS the ops that fell back to the CPU are named by
+TorchDispatchMode, harness/ops/audit.py); on MPS the ops that fell back to the CPU are named by
 their warnings. Every target also gets the static prediction for MPS from the installed
 torch's kernel table: the audited ops that have no MPS kernel and are not composites.
 The step runs in the sandbox child, so a crashing kernel costs this check only.
 """
 import pytest
 
-from harness import models  # cheap: transformers and torch load inside the sandbox child
+from harness.core import models  # cheap: transformers and torch load inside the sandbox child
 
 MODEL_NAMES = list(models.MODELS)
 
 
 @pytest.fixture(scope="session")
 def kernel_table():
-    from harness import kernels
+    from harness.ops import kernels
     try:
         table = kernels.load_installed().table
     except kernels.KernelsError as exc:
@@ -25,9 +25,9 @@ def kernel_table():
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_model_step_runs_natively(model, target, backend, sandbox, record, kernel_table):
-    outcome = sandbox.call("harness.audit:audit_builtin", model, target)
+    outcome = sandbox.call("harness.ops.audit:audit_builtin", model, target)
     record.value_of(outcome, "the audit itself")
-    from harness import audit
+    from harness.ops import audit
     result = outcome.value
     predicted = audit.predict_native(result["ops"], kernel_table["mps_ops"],
                                      composite_ops=kernel_table["composite_ops"])

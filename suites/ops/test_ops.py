@@ -8,20 +8,20 @@ check that disagrees is marked "unexpected pass" or "unexpected failure".
 """
 import pytest
 
-from harness import opsweep
+from harness.ops import opsweep
 
 CASES = opsweep.cases()
 
 
 @pytest.fixture(scope="session")
 def pytorch_expectations():
-    from harness import expectations
+    from harness.ops import expectations
     return expectations.load(opsweep.op_table(), opsweep.OP_DTYPES)
 
 
 @pytest.mark.cases(CASES)
 def test_op_runs_on_target(case, target, backend, sandbox, record, request):
-    outcome = sandbox.call("harness.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
+    outcome = sandbox.call("harness.ops.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
     expected = None
     if target == "mps":
         expected = request.getfixturevalue("pytorch_expectations").get(case.op_key, case.dtype, case.pass_)

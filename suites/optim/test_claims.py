@@ -1,8 +1,8 @@
 """Every documented optimization, measured on the target against the document's claim.
 
 One check per claim and quantity (``optim/<claim>/<memory|time>``), driven by the claims
-table (harness/claims.py: the source, the claimed ratio, its tolerance, the gates) and
-measured in the sandbox child by harness/techniques.py with harness/measure.py: peak
+table (harness/optim/claims.py: the source, the claimed ratio, its tolerance, the gates) and
+measured in the sandbox child by harness/optim/techniques.py with harness/optim/measure.py: peak
 memory by counting storages (deterministic), time by interleaved rounds with a bootstrap
 interval. The record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or
 ``inconclusive`` (recorded as expected failures, with the measured ratio and interval: the
@@ -12,7 +12,7 @@ device capability), the check is skipped with the reason.
 """
 import pytest
 
-from harness import claims, techniques, trainer_runs
+from harness.optim import claims, techniques, trainer_runs
 
 QUANTITIES = ("memory", "time")
 # Sandbox time limit of one measurement (seconds), by workload.
@@ -46,7 +46,7 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     if case.subject in techniques.NOT_MEASURED:
         pytest.skip(f"not measured by the plain-PyTorch loop: {techniques.NOT_MEASURED[case.subject]}")
     scale = workload["name"]
-    outcome = sandbox.call("harness.techniques:measure_claim", case.subject, case.quantity, target, scale,
+    outcome = sandbox.call("harness.optim.techniques:measure_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
     _judge(outcome, case, expect, claim, record, workload)
 
@@ -59,7 +59,7 @@ def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
 
 def _workload_metrics(workload: dict) -> dict:
     """The workload a record was measured at: its name (part of where the result belongs:
-    harness.journal.workload_of), the shape, and why that shape."""
+    harness.core.journal.workload_of), the shape, and why that shape."""
     return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
 
 
@@ -67,7 +67,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     """Seed 003's table, reproduced: baseline, + gradient accumulation, + checkpointing,
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
     scale = workload["name"]
-    outcome = sandbox.call("harness.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
+    outcome = sandbox.call("harness.optim.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
     rows = record.value_of(outcome, "the measurement")
     table = techniques.path_table(rows, claims.SEED_003_PATH)
     record.category = "n/a"
@@ -103,7 +103,7 @@ def test_documented_optimization_via_trainer(case, target, backend, env_facts, s
     if not applies:
         pytest.skip(why)
     scale = workload["name"]
-    outcome = sandbox.call("harness.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
+    outcome = sandbox.call("harness.optim.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
     _judge(outcome, case, expect, claim, record, workload)
 
@@ -118,5 +118,5 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     applies, why = claims.applies(technique, target, claims.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
-    outcome = sandbox.call("harness.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
+    outcome = sandbox.call("harness.optim.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
     record.conclude(techniques.same_result_verdict(record.value_of(outcome, "the measurement")))

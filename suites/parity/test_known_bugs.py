@@ -3,7 +3,7 @@
 "Is my accelerator as right as my CPU" at the sizes and in the situations where users
 found it was not: a dimension just past 2^15 or 2^16, a result that depends on what the
 allocator held before, a reduction that goes wrong in rapid succession. Each case comes
-from an issue in PyTorch's tracker (harness/known_bug_cases.py has the table: the issue,
+from an issue in PyTorch's tracker (harness/parity/known_bug_cases.py has the table: the issue,
 the shapes, the versions it names) and gives two checks per dtype:
 
   parity/<case>/<dtype>/known-bug    the case on the target against float64 with the CPU as
@@ -18,18 +18,18 @@ sandbox child: a crash or a hang costs that check only.
 """
 import pytest
 
-from harness import known_bugs
+from harness.parity import known_bugs
 
 
 @pytest.mark.cases(known_bugs.checks("known-bug"))
 def test_known_bug(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.known_bugs:run_case", case.case.name, target, case.dtype)
+    outcome = sandbox.call("harness.parity.known_bugs:run_case", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case))
     record.conclude(known_bugs.judge(record.value_of(outcome, "the check itself")))
 
 
 @pytest.mark.cases(known_bugs.checks("repeatable"))
 def test_repeatable(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.known_bugs:run_repeatability", case.case.name, target, case.dtype)
+    outcome = sandbox.call("harness.parity.known_bugs:run_repeatability", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case, "repeatable"))
     record.conclude(known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))

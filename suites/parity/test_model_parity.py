@@ -1,10 +1,10 @@
 """Whole-model parity: moving training from the CPU to the target gives the same numbers.
 
-For each built-in model (harness.models.MODELS): the outputs, loss and every parameter's
+For each built-in model (harness.core.models.MODELS): the outputs, loss and every parameter's
 gradient of one step; the loss curve of 10 AdamW steps; greedy generation for the
 decoders. The target runs float32 and is judged against the same model in float64 on the
 CPU; on an accelerator, the CPU's float32 run is the yardstick (no less accurate than the
-CPU also passes) and a failure names its cause (harness/model_parity.py says why). Greedy
+CPU also passes) and a failure names its cause (harness/parity/model_parity.py says why). Greedy
 tokens are compared with the CPU's. Each run happens in the sandbox child, so a crash or a
 hang on the device costs that check only; the verdict is taken here, from the tolerance
 table.
@@ -13,9 +13,9 @@ import math
 
 import pytest
 
-from harness import model_parity as mp
-from harness import models
-from harness.tolerances import TABLE
+from harness.parity import model_parity as mp
+from harness.core import models
+from harness.parity.tolerances import TABLE
 
 MODEL_NAMES = list(models.MODELS)
 OUTPUTS = TABLE[("model", "float32")]
@@ -28,7 +28,7 @@ def _pair(tol) -> tuple[float, float]:
 
 def _run(sandbox, record, function: str, *args):
     """The child's result, or the check fails here (crash / timeout recorded as such)."""
-    outcome = sandbox.call(f"harness.model_parity:{function}", *args)
+    outcome = sandbox.call(f"harness.parity.model_parity:{function}", *args)
     record.value_of(outcome, "the run itself")
     return outcome.value
 
@@ -71,7 +71,7 @@ def test_model_forward_backward(model, target, backend, sandbox, record):
 
 
 def _cause(record, r: dict) -> str:
-    """A failing accelerator run's cause (harness.causes), recorded; the message's lead."""
+    """A failing accelerator run's cause (harness.parity.causes), recorded; the message's lead."""
     if not r.get("cause"):
         return ""
     record.metric(cause=r["cause"], cause_what=r["cause_what"], switch=r["switch"])

@@ -1,7 +1,7 @@
 """Property parity: the ops transformer training lives on, over many drawn inputs.
 
 "If I move training from the CPU to MPS (or upgrade torch), do I get the same numbers?"
-Each test draws inputs with hypothesis (harness.strategies: sides of 1, primes and a few
+Each test draws inputs with hypothesis (harness.parity.strategies: sides of 1, primes and a few
 thousand, zero-size tensors, broadcasting, transposed / permuted / sliced / expanded
 views) and judges every example: on an accelerator the op in the dtype against the CPU in
 the same dtype, elementwise at the tolerance table's (rtol, atol), with both sides' errors
@@ -19,7 +19,7 @@ strategies.EDGE_ELEMENTS; the default ci profile never draws them.
 ``normwise=True`` marks the ops that sum many terms (matmul-like, sums, means, scans, an
 embedding's gradient): against float64 their error follows the output's magnitude, not
 each element's, so an element that cancels to near 0 keeps the absolute error of the
-whole sum (see harness.parity). Device against CPU is always elementwise.
+whole sum (see harness.parity.accuracy). Device against CPU is always elementwise.
 
 float32 runs on every target, float16 and bfloat16 on accelerators and, where the CPU's
 own kernel stays inside the table's tolerance against float64, on the CPU too (the two
@@ -30,7 +30,7 @@ import warnings
 import pytest
 from hypothesis import given, strategies as st
 
-from harness import strategies as S
+from harness.parity import strategies as S
 
 # Bound by the first check, not at import: `pytest suites/ -m env` and the ops sweep
 # collect this file without loading torch.

@@ -1,0 +1,249 @@
+"""Op coverage: every OpInfo op x dtype x pass, run on a target and classified.
+
+PyTorch's OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``)
+is the op table: each entry knows its dtypes per device type, whether it supports
+autograd, and how to make sample inputs. ``cases()`` turns it into one check per
+op x dtype x pass, naming the targets each applies to; ``run_case()`` runs one check's
+samples on a device (in the sandbox child, see harness.core.isolate) and classifies it:
+
+  native        every sample ran, no fallback warning
+  cpu-fallback  every sample ran, and MPS fallback warnings named these aten ops
+  unsupported   a sample raised NotImplementedError (no kernel, fallback off or impossible)
+  error         a sample raised anything else (its first line is kept)
+  crash/timeout the child process died or ran out of time (set by the caller)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from harness.core import devices, journal
+from harness.ops import fallback
+from harness.core.verdict import Verdict
+
+OP_DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "uint8", "bool", "complex64")
+GRAD_DTYPES = ("float32", "float16")
+PASSES = ("forward", "backward")
+GRAD_SEED = 1234
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCase:
+    name: str            # OpInfo name, e.g. "nn.functional.conv2d"
+    variant_name: str    # OpInfo variant_test_name, often ""
+    dtype: str
+    pass_: str           # "forward" or "backward"
+    targets: tuple[str, ...]
+
+    @property
+    def op_key(self) -> str:
+        return f"{self.name}.{self.variant_name}" if self.variant_name else self.name
+
+    # identity in the journal: ops/<op_key>/<dtype>/<pass>
+    @property
+    def subject(self) -> str:
+        return self.op_key
+
+    @property
+    def variant(self) -> str:
+        return f"{self.dtype}/{self.pass_}"
+
+    @property
+    def id(self) -> str:
+        return f"{self.op_key}-{self.dtype}-{self.pass_}"
+
+
+@functools.lru_cache(maxsize=1)
+def op_table() -> dict:
+    """op_key -> OpInfo, from the installed torch (imported once per process)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+    table = {}
+    for op in op_db:
+        key = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+        table[key] = op
+    return table
+
+
+def _device_only(op) -> str | None:
+    """OpInfo entries decorated onlyCUDA / onlyCPU run on that device type only (e.g. jiterator)."""
+    from torch.testing._internal import common_device_type as cdt
+    for dec in op.decorators:
+        if dec is getattr(cdt, "onlyCUDA", None):
+            return "cuda"
+        if dec is getattr(cdt, "onlyCPU", None):
+            return "cpu"
+    return None
+
+
+def _dtype_names(dtypes) -> set[str]:
+    return {str(d).removeprefix("torch.") for d in dtypes}
+
+
+# Bump when the way cases are derived changes: it keys the cache below.
+CASES_FORMAT = 1
+
+
+def _torch_build_id() -> str:
+    """torch's version.py (release and git revision of the build), read without importing torch."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return "no-torch"
+    try:
+        return (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return spec.origin
+
+
+def _cache_path(targets) -> Path:
+    from harness.ops.kernels import cache_root
+    build = f"{_torch_build_id()}|{CASES_FORMAT}|{OP_DTYPES}|{targets}"
+    return cache_root() / "opcases" / f"{hashlib.sha256(build.encode()).hexdigest()[:20]}.json"
+
+
+def cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
+    """The case table, from a cache keyed by the torch build (else built and cached).
+
+    Building it means importing op_db (several seconds, mostly torch._inductor); the table
+    depends only on the torch build, so collection reads it back instead, and only the
+    sandbox child, which runs the ops, imports op_db.
+    """
+    path = _cache_path(tuple(targets))
+    try:
+        rows = json.loads(path.read_text())
+        return [OpCase(r[0], r[1], r[2], r[3], tuple(r[4])) for r in rows]
+    except (OSError, ValueError, IndexError, TypeError):
+        pass
+    built = build_cases(targets)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps([[c.name, c.variant_name, c.dtype, c.pass_, list(c.targets)] for c in built]))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs time
+    return built
+
+
+def build_cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
+    """One case per op x dtype x pass, each naming the targets whose dtype support covers it.
+
+    MPS dtypes come from the OpInfo's MPS entry where torch has one, else from its generic
+    dtypes: the sweep then finds out what MPS lacks instead of assuming it.
+    """
+    out = []
+    for key, op in sorted(op_table().items()):
+        only = _device_only(op)
+        fwd = {t: _dtype_names(op.supported_dtypes(t)) for t in targets if only in (None, t)}
+        bwd = {t: _dtype_names(op.supported_backward_dtypes(t)) if op.supports_autograd else set()
+               for t in fwd}
+        for dtype in OP_DTYPES:
+            ts = tuple(t for t in fwd if dtype in fwd[t])
+            if ts:
+                out.append(OpCase(op.name, op.variant_test_name, dtype, "forward", ts))
+            if dtype in GRAD_DTYPES:
+                ts = tuple(t for t in fwd if dtype in fwd[t] and dtype in bwd[t])
+                if ts:
+                    out.append(OpCase(op.name, op.variant_test_name, dtype, "backward", ts))
+    return out
+
+
+# --------------------------------------------------------------------------- running
+
+def _tensors(tree):
+    import torch
+    from torch.utils import _pytree
+    return [t for t in _pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _backward(sample, out, device: str) -> bool:
+    """autograd.grad of the (processed) outputs with fixed random grad_outputs.
+
+    Returns False when the sample has nothing differentiable (then it does not count).
+    """
+    import torch
+    out = sample.output_process_fn_grad(out)
+    outs = [t for t in _tensors(out) if t.requires_grad]
+    ins = [t for t in _tensors((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
+    if not outs or not ins:
+        return False
+    gen = torch.Generator().manual_seed(GRAD_SEED)
+    grads = [torch.randn(o.shape, generator=gen, dtype=o.dtype).to(device) for o in outs]
+    torch.autograd.grad(outs, ins, grads, allow_unused=True)
+    return True
+
+
+def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
+    """Run every sample of one op x dtype x pass on ``device``; return the classification.
+
+    Seeded, and warn-always on during the run, so the result does not depend on which
+    checks ran before it in the same process.
+    """
+    import torch
+    op = op_table()[op_key]
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    started = time.perf_counter()
+    ran = skipped = 0
+    category, message, error_type = "native", "", None
+    with fallback.capture() as cap:
+        try:
+            for sample in op.sample_inputs(device, dt, requires_grad=pass_ == "backward"):
+                out = op(sample.input, *sample.args, **sample.kwargs)
+                if pass_ == "backward" and not _backward(sample, out, device):
+                    skipped += 1
+                    continue
+                devices.synchronizer(device)
+                ran += 1
+        except NotImplementedError as exc:
+            category, error_type, message = "unsupported", type(exc).__name__, journal.error_line(exc)
+        except Exception as exc:  # any other failure of the op on this device
+            category, error_type, message = "error", type(exc).__name__, journal.error_line(exc)
+    if category == "native" and cap.ops:
+        category = "cpu-fallback"
+    return {"category": category, "samples": ran, "samples_without_grad": skipped, "fallback_ops": cap.ops,
+            "error_type": error_type, "message": message, "seconds": round(time.perf_counter() - started, 4)}
+
+
+# --------------------------------------------------------------------------- judging
+
+def result_of(outcome) -> dict:
+    """Fold a sandbox outcome (harness.core.isolate.Outcome) into a run_case-shaped result."""
+    if outcome.kind == "ok":
+        return outcome.value
+    base = {"samples": 0, "samples_without_grad": 0, "fallback_ops": [], "error_type": None,
+            "seconds": round(outcome.seconds, 4)}
+    if outcome.kind in ("crash", "timeout"):
+        return {**base, "category": outcome.kind, "message": outcome.detail}
+    return {**base, "category": "error", "message": f"the check itself failed: {outcome.detail}"}
+
+
+def judge(result: dict, expected: str | None = None, on_mps: bool = False) -> Verdict:
+    """The check's verdict from its category and, on MPS (``on_mps``), PyTorch's
+    expectation (``expected``: pass, xfail or skip, from harness.ops.expectations)."""
+    from harness.ops.expectations import disagreement
+    cat, msg = result["category"], result.get("message") or ""
+    metrics = {"samples": result.get("samples", 0), "fallback_ops": result.get("fallback_ops") or [],
+               "seconds": result.get("seconds")}
+
+    def verdict(status: str, category: str, message: str, dis: str | None) -> Verdict:
+        if on_mps:  # PyTorch's expectations describe MPS only
+            metrics.update(pytorch_expects=expected or "pass", disagreement=dis)
+        return Verdict(status, category, message, metrics)
+    if cat in ("crash", "timeout"):
+        return verdict(cat, "n/a", msg, None)
+    dis = disagreement(expected, cat) if expected is not None or cat not in ("native", "cpu-fallback") else None
+    if cat in ("native", "cpu-fallback"):
+        note = f"fell back to the CPU: {', '.join(result['fallback_ops'])}" if cat == "cpu-fallback" else ""
+        if expected == "xfail":
+            return verdict("xpass", cat, "ran, although PyTorch's MPS test expects a failure here"
+                           + (f"; {note}" if note else ""), dis)
+        return verdict("pass", cat, note, None)
+    if expected in ("xfail", "skip"):
+        return verdict("xfail", cat, f"PyTorch expects this ({expected}): {msg}", None)
+    return verdict("fail", cat, f"{cat}: {msg}", dis if expected is not None else None)

@@ -1,0 +1,174 @@
+"""The claims through the ``transformers.Trainer``: the documented TrainingArguments flags.
+
+The second entry point of the optimization suite (the first is the plain-PyTorch loop of
+harness/optim/techniques.py). A claim whose knob is a ``TrainingArguments`` field (claims.py
+``knob_trainer``) is measured by training the same model on the same small ``datasets``
+dataset twice, once with the baseline arguments and once with the claim's flags, as a
+user's script would. Memory: the tracked storage peak over ``trainer.train()`` (model,
+optimizer state, batches, everything the run allocates). Time: ``train()`` calls of the
+two trainers interleaved by harness.optim.measure.compare_time.
+"""
+from __future__ import annotations
+
+import tempfile
+
+from harness.core import devices
+from harness.optim.workloads import PRESETS, SEED, Setup, activations_labeller, build_model, resident_of
+
+STEPS = 2            # optimizer steps per train() call
+EXAMPLES = 64        # rows of the dataset
+# What goes through the Trainer: every memory claim whose knob is a TrainingArguments flag,
+# and the time claim only the Trainer can turn (DataLoader workers). The other time claims
+# are the loop's (harness/optim/techniques.py): a train() call is seconds of setup around two
+# steps, so interleaved rounds of it would cost minutes per claim on a 2-core CPU.
+MEMORY = ("gradient-accumulation", "gradient-checkpointing", "adafactor", "adamw-8bit", "fused-adamw",
+          "fp16-autocast", "bf16-autocast", "dynamic-padding")
+TIME = ("dataloader-workers", "pin-memory")
+
+
+def dataset(setup: Setup):
+    """``EXAMPLES`` rows of token ids of varying length (a quarter to all of ``seq``), labels
+    0/1: a ``datasets.Dataset`` built in memory, as a training script builds one."""
+    import torch
+    from datasets import Dataset
+    gen = torch.Generator().manual_seed(SEED + 2)
+    lengths = torch.randint(max(1, setup.seq // 4), setup.seq + 1, (EXAMPLES,), generator=gen).tolist()
+    vocab = PRESETS[setup.model]["vocab_size"]
+    rows = {"input_ids": [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in lengths],
+            "labels": torch.randint(0, 2, (EXAMPLES,), generator=gen).tolist()}
+    return Dataset.from_dict(rows)
+
+
+def collator(max_length: int | None):
+    """Pads a batch to ``max_length`` (padding="max_length") or, with None, to its longest row."""
+    import torch
+
+    def collate(rows):
+        width = max_length or max(len(r["input_ids"]) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = min(len(r["input_ids"]), width)
+            ids[i, :n] = torch.tensor(r["input_ids"][:n])
+            mask[i, :n] = 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in rows])}
+    return collate
+
+
+def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str) -> dict:
+    """The TrainingArguments kwargs of one side of a claim."""
+    from harness.optim import claims
+    base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch, "max_steps": STEPS,
+            "learning_rate": 1e-4, "seed": SEED, "report_to": [], "save_strategy": "no", "logging_strategy": "no",
+            "disable_tqdm": True, "use_cpu": device.split(":")[0] == "cpu", "dataloader_num_workers": 0}
+    ga = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": setup.batch}
+    if name in ("gradient-checkpointing",):  # seed 003's previous row: batch 1, accumulation
+        base.update(ga)
+    if name == "pin-memory":  # the Trainer's default is already True: the baseline turns it off
+        base["dataloader_pin_memory"] = False
+    if not variant:
+        return base
+    flags = claims.trainer_kwargs(name)
+    if name == "gradient-accumulation":
+        flags = ga
+    return {**base, **flags}
+
+
+def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
+    from transformers import PrinterCallback, Trainer, TrainingArguments
+    kwargs = arguments(name, variant, setup, device, out_dir)
+    dynamic = variant and name == "dynamic-padding"
+    model = build_model(setup)
+    trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),
+                      data_collator=collator(None if dynamic else setup.seq))
+    trainer.remove_callback(PrinterCallback)  # its metrics print would land in the suite's output
+    return trainer
+
+
+def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "small") -> dict:
+    """One claim's quantity through the Trainer: ratio, verdict, and the arguments used."""
+    from harness.optim import claims, measure, techniques
+    claim = claims.by_name(name)
+    kind = device.split(":")[0]
+    expect = claim.expect(quantity)[kind]
+    setup = techniques.SCALES[scale].but(dropout=True)
+    bound = claims.holds_bound(claim, quantity, kind)
+    claim_expect = techniques.expectation(expect.kind, bound)
+    with tempfile.TemporaryDirectory(prefix="mps-compat-trainer-") as tmp:
+        ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
+        out = {"claim": name, "quantity": quantity, "entry": "trainer", "bound": bound, "kind": expect.kind,
+               "claimed_ratio": claims.expected_ratio(claim, quantity, kind), "source": expect.source,
+               "baseline": _shown(arguments(name, False, setup, device, "")),
+               "variant": _shown(arguments(name, True, setup, device, ""))}
+        if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
+            ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True) for t in (ta, tb))
+            a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
+                    if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
+            out.update(measure.compare_memory(a, b, claim_expect),
+                       peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
+                       anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
+                       peak=techniques.peak_story(name, ma, mb))
+        else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
+            per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
+                tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
+            op, limit = claim_expect
+            raw = (op, limit * per) if op == "lower" else (op, limit / per)
+            res = measure.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
+                                       budget_s=techniques.TIME_BUDGET_S[scale], rounds=techniques.TIME_ROUNDS[scale],
+                                       warmup=1)
+            for key in ("time_ratio", "ci_low", "ci_high"):
+                res[key] *= per
+            res.pop("durations_a"), res.pop("durations_b")
+            out.update(res, claim=list(claim_expect))
+    return out
+
+
+def labelled_train(trainer):
+    """``trainer.train`` that tells a harness.optim.measure tracker its phases and what it creates:
+    the model's forward (its saved tensors filed as activations), the backward (from the
+    loss's gradient on), the optimizer step (gradients, then the optimizer's state); through
+    a forward pre-hook and hook on the model and a TrainerCallback, so the Trainer's own
+    loop runs unchanged."""
+    import torch
+    from transformers import TrainerCallback
+
+    def run(tracker):
+        saving = []
+
+        def before_forward(module, args, kwargs=None):
+            tracker.mark("forward")
+            ctx = torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
+            ctx.__enter__()
+            saving.append(ctx)
+
+        def after_forward(module, args, output):
+            while saving:
+                saving.pop().__exit__(None, None, None)
+            loss = getattr(output, "loss", None)
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.register_hook(lambda grad: tracker.mark("backward") or grad)
+
+        class Phases(TrainerCallback):
+            def on_pre_optimizer_step(self, args, state, control, **kwargs):
+                tracker.label("gradients", [p.grad for p in trainer.model.parameters() if p.grad is not None])
+                tracker.mark("optimizer")
+
+            def on_optimizer_step(self, args, state, control, **kwargs):
+                tracker.label("optimizer_state", [trainer.optimizer.state])
+
+        model = trainer.model
+        hooks = [model.register_forward_pre_hook(before_forward), model.register_forward_hook(after_forward)]
+        phases = Phases()
+        trainer.add_callback(phases)
+        try:
+            return trainer.train()
+        finally:
+            for hook in hooks:
+                hook.remove()
+            trainer.remove_callback(phases)
+    return run
+
+
+def _shown(kwargs: dict) -> str:
+    skip = {"output_dir", "report_to", "save_strategy", "logging_strategy", "disable_tqdm", "seed", "learning_rate"}
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k not in skip)

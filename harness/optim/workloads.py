@@ -1,0 +1,231 @@
+"""Training workloads for the optimization claims: one setup, built and stepped on a device.
+
+A ``Setup`` is the plain-PyTorch form of a training configuration: the model size, the
+batch, the sequence length, and the knobs the documents talk about (gradient accumulation,
+checkpointing, the optimizer, autocast, freezing the backbone, the attention kernel,
+LoRA, torch.compile, dynamic padding). ``Workload(setup, device)`` builds it, seeded, and
+``step()`` runs one optimizer step over ``setup.batch`` samples (in ``grad_accum``
+micro-batches). harness.optim.measure weighs and times it; nothing here measures.
+
+Model sizes: a BERT-style sequence classifier (seed 003 trains chinese-macbert-large).
+``macbert-large`` is that model's shape (hfl/chinese-macbert-large's config: hidden 1024,
+24 layers, 16 heads, intermediate 4096, vocabulary 21128), for a Mac. ``bert-small`` keeps
+what makes the seed's ratios meaningful, activations that outweigh the weights, gradients
+and optimizer state at the baseline batch (macbert-large at batch 32, length 128: about
+10 of 15 GB), at a size a 2-core CPU steps in about a second: a small vocabulary, since a
+21128-row embedding would make the weights dominate. ``bert-base`` (BERT-base's shape with
+the seed's vocabulary) is the step between them, for a Mac. ``tiny`` is for self-tests.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+from harness.core import devices
+
+PRESETS = {
+    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+             "vocab_size": 512},
+    "bert-small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "intermediate_size": 1024, "vocab_size": 2000},
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                  "vocab_size": 21128},
+    "macbert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                      "intermediate_size": 4096, "vocab_size": 21128},
+}
+OPTIMIZERS = ("adamw", "adamw-single", "adamw-foreach", "adamw-fused", "adafactor", "adamw-8bit")
+LR = 1e-4
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    model: str = "bert-small"
+    batch: int = 8                 # samples per optimizer step
+    seq: int = 64                  # max length (padding="max_length")
+    grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
+    checkpointing: bool = False    # model.gradient_checkpointing_enable()
+    optimizer: str = "adamw"       # torch's default AdamW for the device (foreach on CUDA); see OPTIMIZERS
+    autocast: str | None = None    # "float16" | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
+    tf32: bool = False             # CUDA: TF32 matmuls and convolutions
+    freeze_backbone: bool = False  # train the classifier head only
+    attn: str = "sdpa"             # "sdpa" | "eager"
+    lora: bool = False             # peft LoRA on query/value, rank 8
+    compile: bool = False          # torch.compile(model)
+    dynamic_padding: bool = False  # pad each micro-batch to its longest sequence, not to seq
+    dropout: bool = True           # BERT's dropout (off when two setups' numbers are compared)
+
+    def but(self, **changes) -> "Setup":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def micro_batch(self) -> int:
+        if self.batch % self.grad_accum:
+            raise ValueError(f"batch {self.batch} is not a multiple of grad_accum {self.grad_accum}")
+        return self.batch // self.grad_accum
+
+
+def build_model(setup: Setup):
+    """The classifier for ``setup``, weights seeded (the caller's RNG state is kept)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+    if setup.model not in PRESETS:
+        raise ValueError(f"unknown model size {setup.model!r}; known: {', '.join(PRESETS)}")
+    no_dropout = {} if setup.dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    config = BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
+                        attn_implementation=setup.attn, **no_dropout)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        model = BertForSequenceClassification(config)
+    if setup.checkpointing:
+        model.gradient_checkpointing_enable()
+    if setup.freeze_backbone:
+        for p in model.bert.parameters():
+            p.requires_grad_(False)
+    if setup.lora:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["query", "value"],
+                                                 task_type="SEQ_CLS"))
+    return model
+
+
+def build_optimizer(setup: Setup, params):
+    import torch
+    params = [p for p in params if p.requires_grad]
+    if setup.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=LR)
+    if setup.optimizer == "adamw-single":   # one parameter at a time: no temporaries for all at once
+        return torch.optim.AdamW(params, lr=LR, foreach=False)
+    if setup.optimizer == "adamw-foreach":  # CUDA's default, forced on any device
+        return torch.optim.AdamW(params, lr=LR, foreach=True)
+    if setup.optimizer == "adamw-fused":
+        return torch.optim.AdamW(params, lr=LR, fused=True)
+    if setup.optimizer == "adafactor":
+        from transformers.optimization import Adafactor
+        return Adafactor(params, lr=LR, scale_parameter=False, relative_step=False, warmup_init=False)
+    if setup.optimizer == "adamw-8bit":
+        import bitsandbytes as bnb
+        return bnb.optim.AdamW8bit(params, lr=LR)
+    raise ValueError(f"unknown optimizer {setup.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+
+
+def make_batches(setup: Setup, count: int, device) -> list[dict]:
+    """``count`` micro-batches of token ids, seeded. Sentence lengths vary (a quarter to all
+    of ``seq``) so that dynamic padding has something to cut; with it, each micro-batch is
+    padded to its longest sentence instead of to ``seq``."""
+    import torch
+    vocab = PRESETS[setup.model]["vocab_size"]
+    gen = torch.Generator().manual_seed(SEED + 1)
+    out = []
+    for _ in range(count):
+        lengths = torch.randint(max(1, setup.seq // 4), setup.seq + 1, (setup.micro_batch,), generator=gen)
+        width = int(lengths.max()) if setup.dynamic_padding else setup.seq
+        ids = torch.randint(3, vocab, (setup.micro_batch, width), generator=gen)
+        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        labels = torch.randint(0, 2, (setup.micro_batch,), generator=gen)
+        out.append({k: v.to(device) for k, v in
+                    {"input_ids": ids * mask, "attention_mask": mask, "labels": labels}.items()})
+    return out
+
+
+class Workload:
+    """A built setup on a device: ``step()`` is one optimizer step."""
+
+    def __init__(self, setup: Setup, device: str):
+        import torch
+        self.setup, self.device = setup, device
+        self.model = build_model(setup).to(device)
+        self.model.train()
+        self.optimizer = build_optimizer(setup, self.model.parameters())
+        self.forward = torch.compile(self.model) if setup.compile else self.model
+        self.batches = make_batches(setup, setup.grad_accum, device)
+        self.scaler = None
+        if setup.autocast == "cuda-amp":  # the seed's code, verbatim in spirit: CUDA's AMP on any device
+            self._autocast, self.scaler = _cuda_amp()
+        elif setup.autocast:
+            self._autocast = torch.autocast(device.split(":")[0], dtype=getattr(torch, setup.autocast))
+        else:
+            self._autocast = None
+
+    def resident(self) -> dict[str, list]:
+        """What lives between steps, by harness.optim.measure category (``resident_of``)."""
+        return resident_of(self.model, self.optimizer, self.batches)
+
+    def step(self, tracker=None) -> Any:
+        """Forward and backward over each micro-batch, then one optimizer step. A
+        harness.optim.measure tracker, when given, is told the phase (forward, backward, optimizer)
+        and what the step creates (activations, gradients, optimizer state)."""
+        total = self.step_without_update(tracker)
+        if tracker is not None:
+            tracker.mark("optimizer")
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        if tracker is not None:
+            tracker.label("optimizer_state", [self.optimizer.state])
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    def step_without_update(self, tracker=None) -> float:
+        """Forward and backward over each micro-batch: the gradients, no optimizer step."""
+        import torch
+        total = 0.0
+        saved = contextlib.nullcontext
+        if tracker is not None and not self.setup.compile:  # compiled graphs save tensors their own way
+            def saved():
+                return torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
+        with devices.tf32(self.setup.tf32):  # process-wide switches: this setup's, for its step only
+            for batch in self.batches:
+                if tracker is not None:
+                    tracker.mark("forward")
+                with self._autocast or contextlib.nullcontext(), saved():
+                    loss = self.forward(**batch).loss / self.setup.grad_accum
+                if tracker is not None:
+                    tracker.mark("backward")
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+                if tracker is not None:
+                    tracker.label("gradients", [p.grad for p in self.model.parameters() if p.grad is not None])
+                total += float(loss.detach())
+        return total
+
+    def trainable_fraction(self) -> float:
+        params = list(self.model.parameters())
+        return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
+
+
+def resident_of(model, optimizer=None, batches=None) -> dict[str, list]:
+    """What lives between training steps, by harness.optim.measure category: the trainable
+    parameters, the rest of the weights with the buffers, the optimizer state, the batches."""
+    params = list(model.parameters())
+    out = {"parameters": [p for p in params if p.requires_grad],
+           "buffers": [p for p in params if not p.requires_grad] + list(model.buffers())}
+    if optimizer is not None:
+        out["optimizer_state"] = [optimizer.state]
+    if batches is not None:
+        out["batch"] = [batches]
+    return out
+
+
+def activations_labeller(tracker):
+    """A saved-tensors pack hook that files what autograd keeps for backward as activations."""
+    def pack(t):
+        tracker.label("activations", t)
+        return t
+    return pack
+
+
+def _cuda_amp():
+    """Seed 000's mixed precision: ``torch.cuda.amp.autocast()`` and ``GradScaler()``. Without
+    CUDA (on a Mac) torch warns and disables both: the loop runs in float32 as before."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the deprecation and "CUDA is not available" warnings
+        amp = getattr(torch.cuda, "amp", None)
+        if amp is not None and hasattr(amp, "autocast") and hasattr(amp, "GradScaler"):
+            return amp.autocast(), amp.GradScaler()
+        return torch.autocast("cuda"), torch.amp.GradScaler("cuda")

@@ -1,0 +1,357 @@
+"""The pre-upgrade regression check: a baseline set of runs against a candidate, check by check.
+
+Each side is the run files of one environment (a host with its Python and package versions):
+the newest record of each (check, target) stands for it. Checks present on both sides are
+compared by the rules below; checks on one side only are listed as appeared / disappeared.
+
+  rule            kind         when
+  status          regression   it ran without failing, and now fails / errors / crashes / times out
+                  improvement  it failed, and now runs without failing
+  limitation      regression   it passed, and now is a known limitation (xfail) outside optim
+                  improvement  it was a known limitation, and now passes
+  fallback        regression   native -> cpu-fallback -> unsupported, one step or more
+                  improvement  the other way
+  claim           regression   an optimization claim held, and now does not hold
+                  improvement  it did not hold, and now holds
+                  warning      it held, and now has no verdict (inconclusive)
+  claim-ratio     regression   the claim's ratio worsened by more than the claim's own tolerance
+                               (intervals compared, so noise within them does not count)
+  parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
+                               ``factor`` (default 2x) while still passing; margins below
+                               ``floor`` are ignored
+  coverage        warning      it ran, and now is skipped (the reason says why)
+
+Only regressions make the check fail (exit 1 in tools.compare, a failed session with
+``pytest --baseline``). Bad input raises ``CompareError`` with one line naming the problem.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable
+
+from harness.core import journal, markdown
+
+COMPARE_SCHEMA = 1
+KINDS = ("regression", "warning", "improvement", "appeared", "disappeared")
+BAD = ("fail", "error", "crash", "timeout")
+WORKS = ("pass", "xpass")
+FALLBACK_ORDER = {"native": 0, "cpu-fallback": 1, "unsupported": 2}
+DEFAULT_FACTOR = 2.0
+DEFAULT_FLOOR = 0.01         # margin (error / allowed): below 1% of the tolerance, growth is rounding
+CLAIM_SLACK_UNKNOWN = 0.10   # a claim no longer in harness.optim.claims: SLACK_DEFAULT's memory figure
+
+
+class CompareError(Exception):
+    """Input that cannot be compared; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    kind: str
+    rule: str
+    check: str
+    target: str
+    before: str
+    after: str
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Side:
+    label: str                          # what the user passed, for messages
+    env_id: str
+    header: dict
+    records: dict[tuple[str, str], dict]
+    complete: bool                      # every run wrote its end line
+    sources: list[str]
+
+    @property
+    def packages(self) -> dict:
+        return (self.header.get("facts") or {}).get("packages") or {}
+
+    def describe(self) -> str:
+        p = self.packages
+        versions = ", ".join(f"{k} {p[k]}" for k in ("torch", "transformers", "datasets") if p.get(k))
+        host = (self.header.get("facts") or {}).get("host", "?")
+        cut = "" if self.complete else ", cut off before its end"
+        return f"{self.env_id} (host {host}; {versions}; {len(self.records)} checks{cut})"
+
+
+# --------------------------------------------------------------------------- loading
+
+def side_from_runs(label: str, runs: list[journal.Run], sources: list[str], latest: bool = False) -> Side:
+    """One side from runs already read: the newest record of each check over the runs, or
+    with ``latest`` the newest run alone. Raises CompareError when they hold no check or
+    more than one environment."""
+    runs = [r for r in runs if r.records]
+    if not runs:
+        raise CompareError(f"{label}: no check records")
+    envs = sorted({r.env_id for r in runs})
+    if len(envs) > 1:
+        raise CompareError(f"{label}: runs of {len(envs)} environments ({', '.join(envs[:4])}); compare one "
+                           "environment with one: pass that environment's run file")
+    runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
+    if latest:
+        runs = runs[-1:]
+    records: dict[tuple[str, str], dict] = {}
+    for run in runs:
+        for rec in run.records:
+            records[(rec["check"], journal.target_of(rec))] = rec
+    return Side(label, envs[0], runs[-1].header, records, all(r.complete for r in runs), sources)
+
+
+def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
+    """Read run files (or directories of them) as one side. Every problem is fatal here:
+    a comparison over half a file would report checks as disappeared that were only unread."""
+    label = label or " ".join(paths)
+    files, problems = journal.find_run_files(paths)
+    if problems:
+        raise CompareError(problems[0])
+    runs: list[journal.Run] = []
+    for path in files:
+        rf = journal.read_file(path)
+        if rf.errors:
+            more = f" (and {len(rf.errors) - 1} more problem line(s))" if len(rf.errors) > 1 else ""
+            raise CompareError(rf.errors[0] + more)
+        runs.extend(rf.runs)
+    return side_from_runs(label, runs, files, latest)
+
+
+# --------------------------------------------------------------------------- rules
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _state(rec: dict) -> str:
+    """What a cell said, for the before / after columns."""
+    cat = rec.get("category") or "n/a"
+    return rec["status"] if cat in ("n/a", "parity") else f"{rec['status']} ({cat})"
+
+
+def _claim_slack(rec: dict) -> float:
+    quantity = (rec.get("variant") or "").split("/")[0]
+    try:
+        from harness.optim import claims
+        return claims.slack(rec["subject"], quantity)
+    except (KeyError, AttributeError, AssertionError):
+        return CLAIM_SLACK_UNKNOWN
+
+
+def _claim_changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    ca, cb = a.get("category"), b.get("category")
+    out = []
+    if ca == "holds" and cb == "does-not-hold":
+        out.append(("regression", "claim", "the claim held and no longer holds"))
+    elif ca == "does-not-hold" and cb == "holds":
+        out.append(("improvement", "claim", "the claim now holds"))
+    elif ca == "holds" and cb == "inconclusive":
+        out.append(("warning", "claim", "the claim held; now no verdict within the time budget"))
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    if not all(_number(m.get(k)) is not None for m in (ma, mb) for k in ("ci_low", "ci_high", "bound")):
+        return out  # not a measured claim (seed 003's path table has ratios, no interval, no bound)
+    for key in ("mem_ratio", "time_ratio"):
+        ra, rb = _number(ma.get(key)), _number(mb.get(key))
+        if ra is None or rb is None or cb == "does-not-hold":
+            continue
+        slack = _claim_slack(a)
+        high_a, low_b = _number(ma["ci_high"]), _number(mb["ci_low"])
+        if low_b > high_a * (1 + slack):
+            out.append(("regression", "claim-ratio", f"{key} {ra:.3g} -> {rb:.3g}: worse by more than the claim's "
+                                                     f"tolerance ({slack:.0%}), intervals apart"))
+    return out
+
+
+def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, str, str] | None:
+    """A passing parity check whose margin (error / allowed error) grew by more than
+    ``factor``. The margin, not the raw error, is compared: it is scaled by the tolerance,
+    which grows with the values, so larger sample inputs alone do not look like a regression."""
+    if a["status"] != "pass" or b["status"] != "pass":
+        return None
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    ga, gb = _number(ma.get("margin")), _number(mb.get("margin"))
+    if ga is None or gb is None or gb < floor or gb <= factor * ga:
+        return None
+    grown = "from 0" if ga == 0 else f"{gb / ga:.3g}x"
+    detail = f"margin {ga:.3g} -> {gb:.3g} ({grown}), still within tolerance"
+    ea, eb = _number(ma.get("max_abs_err")), _number(mb.get("max_abs_err"))
+    if ea is not None and eb is not None:
+        detail += f"; max_abs_err {ea:.3g} -> {eb:.3g}"
+    note = _inputs_note(a, b)
+    return ("warning", "parity-growth", detail + (f"; {note}" if note else ""))
+
+
+def _inputs_note(a: dict, b: dict) -> str:
+    """Did the result change on the same inputs? OpInfo generates the sample inputs anew in
+    each torch release; the op-parity records carry a digest per sample (``inputs``) and the
+    sample that decided (``worst_sample``). A check that stopped at a failing sample is judged
+    by that sample; two passing ones by all their samples. Empty when the records cannot say."""
+    fa, fb = ((r.get("metrics") or {}).get("inputs") for r in (a, b))
+    if not isinstance(fa, str) or not isinstance(fb, str):
+        return ""
+    fa, fb = fa.split(), fb.split()
+    failed = b if b["status"] not in WORKS else a if a["status"] not in WORKS else None
+    if failed is not None:
+        i = (failed.get("metrics") or {}).get("worst_sample")
+        if not isinstance(i, int) or i >= len(fa) or i >= len(fb):
+            return f"sample {i} exists in one version only" if isinstance(i, int) else ""
+        return (f"sample {i} has the same inputs in both versions: the kernel's result changed" if fa[i] == fb[i]
+                else f"sample {i} has other inputs in the other version: OpInfo's samples changed")
+    if fa == fb:
+        return f"the same {len(fa)} sample inputs in both versions"
+    shared = len(set(fa) & set(fb))
+    return f"the sample inputs differ ({len(fa)} -> {len(fb)} samples, {shared} identical)"
+
+
+def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
+                    floor: float = DEFAULT_FLOOR) -> list[tuple[str, str, str]]:
+    """(kind, rule, detail) for one check seen on both sides; empty when nothing changed
+    that matters."""
+    sa, sb = a["status"], b["status"]
+    optim = a.get("suite") == "optim"
+    out: list[tuple[str, str, str]] = []
+    if sb in BAD and sa not in BAD and sa != "skip":
+        out.append(("regression", "status", b.get("reason") or sb))
+    elif sb in BAD and sa == "skip":
+        out.append(("regression", "status", f"ran for the first time and {sb}: {b.get('reason') or ''}".rstrip(": ")))
+    elif sa in BAD and sb not in BAD and sb != "skip":
+        out.append(("improvement", "status", f"was {sa}: {a.get('reason') or ''}".rstrip(": ")))
+    elif sa != "skip" and sb == "skip":
+        out.append(("warning", "coverage", f"now skipped: {b.get('reason') or ''}".rstrip(": ")))
+    elif not optim and sa in WORKS and sb == "xfail":
+        note = _inputs_note(a, b)
+        out.append(("regression", "limitation", (f"({note}) " if note else "") + (b.get("reason") or
+                                                                                 "now a known limitation")))
+    elif not optim and sa == "xfail" and sb in WORKS:
+        note = _inputs_note(a, b)
+        out.append(("improvement", "limitation", (f"({note}) " if note else "") +
+                    f"was a known limitation: {a.get('reason') or ''}".rstrip(": ")))
+    fa, fb = FALLBACK_ORDER.get(a.get("category")), FALLBACK_ORDER.get(b.get("category"))
+    if fa is not None and fb is not None and fa != fb:
+        ops = ", ".join((b.get("metrics") or {}).get("fallback_ops") or [])
+        detail = f"{a['category']} -> {b['category']}" + (f" ({ops})" if ops else "")
+        out.append(("regression" if fb > fa else "improvement", "fallback", detail))
+    if optim:
+        out += _claim_changes(a, b)
+    growth = _parity_growth(a, b, factor, floor)
+    if growth:
+        out.append(growth)
+    return out
+
+
+# --------------------------------------------------------------------------- the comparison
+
+@dataclasses.dataclass
+class Comparison:
+    baseline: Side
+    candidate: Side
+    changes: list[Change]
+    unchanged: int
+    factor: float
+    floor: float
+
+    def of(self, kind: str) -> list[Change]:
+        return [c for c in self.changes if c.kind == kind]
+
+    @property
+    def regressions(self) -> list[Change]:
+        return self.of("regression")
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(self.of(k)) for k in KINDS} | {"unchanged": self.unchanged}
+
+    def version_changes(self) -> list[tuple[str, str | None, str | None]]:
+        pa, pb = self.baseline.packages, self.candidate.packages
+        return [(k, pa.get(k), pb.get(k)) for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]
+
+    def as_dict(self) -> dict:
+        def side(s: Side) -> dict:
+            return {"env_id": s.env_id, "sources": s.sources, "checks": len(s.records), "complete": s.complete,
+                    "packages": s.packages, "host": (s.header.get("facts") or {}).get("host")}
+        return {"compare_schema": COMPARE_SCHEMA, "record_schema": journal.SCHEMA,
+                "baseline": side(self.baseline), "candidate": side(self.candidate),
+                "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
+                "factor": self.factor, "floor": self.floor, "counts": self.counts(),
+                "changes": [c.as_dict() for c in self.changes]}
+
+
+def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
+            floor: float = DEFAULT_FLOOR) -> Comparison:
+    if not factor > 1:
+        raise CompareError(f"--factor must be greater than 1, got {factor:g}")
+    changes: list[Change] = []
+    unchanged = 0
+    keys = sorted(set(baseline.records) | set(candidate.records))
+    for key in keys:
+        a, b = baseline.records.get(key), candidate.records.get(key)
+        if a is None or b is None:
+            rec = a or b
+            changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
+                                  _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
+            continue
+        found = compare_records(a, b, factor, floor)
+        changes += [Change(kind, rule, key[0], key[1], _state(a), _state(b), detail) for kind, rule, detail in found]
+        unchanged += not found
+    return Comparison(baseline, candidate, changes, unchanged, factor, floor)
+
+
+# --------------------------------------------------------------------------- rendering
+
+SHOW_AT_MOST = 40   # appeared / disappeared rows in table and md output (json has every one)
+
+
+DETAIL_WIDTH = 160  # table output only; md and json keep the whole text
+
+
+def _rows(changes: Iterable[Change], width: int | None = None) -> list[list[str]]:
+    def cut(text: str) -> str:
+        return text if width is None or len(text) <= width else text[:width - 1] + "…"
+    return [[c.check, c.target, c.rule, c.before, c.after, cut(c.detail)] for c in changes]
+
+
+def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
+    """The comparison as a readable table (``table``), Markdown (``md``) or JSON (``json``)."""
+    import json
+    if fmt == "json":
+        return json.dumps(cmp.as_dict(), indent=1, ensure_ascii=False)
+    from tabulate import tabulate
+    md = fmt == "md"
+    tablefmt = "github" if md else "simple"
+
+    esc = markdown.escape if md else str
+
+    heading = (lambda t: f"## {t}") if md else (lambda t: f"{t}\n{'-' * len(t)}")
+    lines = ["# Upgrade check: baseline against candidate" if md else "mps-compat: upgrade check", "",
+             f"- baseline:  {esc(cmp.baseline.describe())}", f"- candidate: {esc(cmp.candidate.describe())}"]
+    versions = cmp.version_changes()
+    if versions:
+        lines.append("- versions:  " + esc(", ".join(f"{k} {a or '-'} -> {b or '-'}" for k, a, b in versions)))
+    lines.append("")
+    titles = {"regression": "Regressions", "warning": "Warnings", "improvement": "Improvements",
+              "appeared": "Checks only in the candidate", "disappeared": "Checks only in the baseline"}
+    for kind in KINDS:
+        changes = cmp.of(kind)
+        if not changes:
+            continue
+        if kind in ("appeared", "disappeared"):  # the ones that did not pass first: those are news
+            changes = sorted(changes, key=lambda c: (not (c.after or c.before).startswith(BAD), c.check, c.target))
+        shown = changes if show_all or kind in ("regression", "warning", "improvement") else changes[:SHOW_AT_MOST]
+        rows = [[esc(v) for v in row] for row in _rows(shown, None if md else DETAIL_WIDTH)]
+        lines += [heading(f"{titles[kind]} ({len(changes)})"), "",
+                  tabulate(rows, headers=["check", "target", "rule", "baseline", "candidate", "detail"],
+                           tablefmt=tablefmt, disable_numparse=True), ""]
+        if len(shown) < len(changes):
+            lines += [f"... and {len(changes) - len(shown)} more (--all, or --format json, lists every one)", ""]
+    c = cmp.counts()
+    lines.append(f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
+                 f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
+    if not cmp.candidate.complete:
+        lines.append("note: the candidate run was cut off before its end; checks it did not reach are listed as "
+                     "disappeared")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""One case shape (harness.core.cases): every suite's table yields it, the ``cases`` marker
+refuses anything else with one clear line, and what is known beside a case has one form."""
+import pytest
+
+from harness.core import cases
+from harness.core.cases import Known
+
+
+def tables():
+    from harness.ops import opsweep
+    from harness.parity import known_bugs, opparity, strategies
+    return {"ops sweep": opsweep.cases(("cpu",)), "op parity": opparity.cases(("cpu",)),
+            "properties": strategies.dtype_cases("softmax"), "known bugs": known_bugs.checks("known-bug")}
+
+
+@pytest.mark.parametrize("name", ["ops sweep", "op parity", "properties", "known bugs"])
+def test_every_suites_table_yields_the_one_case_shape(name):
+    table = cases.check_table(tables()[name], name)
+    assert table and all(isinstance(c, cases.Case) and c.targets for c in table)
+
+
+def test_a_row_that_is_not_a_case_or_a_repeated_id_is_refused_by_name():
+    good = tables()["properties"]
+    with pytest.raises(TypeError, match=r"t\.py: case 1 \(dict\) is not a Case: it lacks subject, variant, id, targets"):
+        cases.check_table([good[0], {"name": "x"}], "t.py")
+    with pytest.raises(ValueError, match="share the id"):
+        cases.check_table([good[0], good[0]], "t.py")
+
+
+def test_known_has_one_form_and_needs_its_reason():
+    assert Known("limit", "a long float32 reduction").outcome == "limit"
+    with pytest.raises(ValueError, match="outcome"):
+        Known("maybe", "why")
+    with pytest.raises(ValueError, match="reason"):
+        Known("skip", "")
+
+
+def test_the_cases_marker_refuses_a_table_that_is_not_cases(pytester):
+    pytester.makeconftest('pytest_plugins = ["harness.pytest_plugin"]')
+    pytester.makepyfile(test_bad="""
+        import pytest
+        @pytest.mark.cases([object()])
+        def test_x(case, target):
+            pass
+        """)
+    result = pytester.runpytest("--device", "cpu", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*is not a Case: it lacks subject, variant, id, targets*"])
+    assert result.ret != 0
