@@ -73,7 +73,7 @@ def estimate(setup: Setup) -> dict:
 def choose(capacity: Capacity, scales: dict[str, Setup] | None = None, ladder=LADDER) -> dict:
     """The named workload for ``capacity``: ``{"name", "setup", "reason", "candidates"}``."""
     if scales is None:
-        from harness.optim.techniques import SCALES as scales
+        from harness.optim.workloads import SCALES as scales
     budget = MEMORY_FRACTION * capacity.memory_bytes
     rows = []
     for name in ladder:
@@ -142,7 +142,7 @@ def probe(device: str) -> Capacity:
 
 def resolve(option: str, device: str) -> dict:
     """What ``--workload OPTION`` means on ``device`` (run where the device is: the sandbox)."""
-    from harness.optim.techniques import SCALES
+    from harness.optim.workloads import SCALES
     if option != "auto":
         if option not in SCALES:
             raise ValueError(f"unknown workload {option!r}; known: auto, {', '.join(SCALES)}")

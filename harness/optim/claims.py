@@ -33,6 +33,7 @@ from typing import Mapping
 
 from packaging.version import Version
 
+from harness.core.cases import Known
 from harness.env import facts as F
 
 TARGET_CLASSES = ("cpu", "cuda", "mps")
@@ -732,6 +733,36 @@ CLAIMS: tuple[Claim, ...] = (
               "torch.autocast('mps', dtype=torch.float16) (fp16-autocast).",
     ),
 )
+
+
+# --------------------------------------------------------------------------- where each is measured
+
+LOOP, TRAINER = "loop", "trainer"
+# Every check of the optimization suite: (claim, quantity, entry) -> None, measured there, or
+# a Known: the check exists and is skipped for its reason. Entry LOOP is the plain-PyTorch
+# loop (harness/optim/techniques.py), one check per claim x quantity, optim/<claim>/<quantity>.
+# Entry TRAINER is transformers' Trainer with the documented TrainingArguments flags
+# (harness/optim/trainer_runs.py), optim/<claim>/<quantity>/trainer: every memory claim whose
+# knob is a TrainingArguments flag, and the time claims only the Trainer can turn (DataLoader
+# workers, pinned memory). The other time claims are the loop's: a train() call is seconds
+# of setup around two steps, so interleaved rounds of it would cost minutes per claim on a
+# 2-core CPU. harness/optim/checks.py builds the suite's cases from this table.
+_LOOP_FEEDS = "harness/optim/workloads.py: the loop steps over batches it built, with no DataLoader"
+_NOT_IN_LOOP = {
+    "dataloader-workers": Known("skip", "not measured by the plain-PyTorch loop: a DataLoader claim: measured through "
+                                "the Trainer (optim/dataloader-workers/time/trainer)", _LOOP_FEEDS),
+    "pin-memory": Known("skip", "not measured by the plain-PyTorch loop: a DataLoader claim: measured through the "
+                        "Trainer (optim/pin-memory/time/trainer)", _LOOP_FEEDS),
+    "deepspeed-zero": Known("skip", "not measured by the plain-PyTorch loop: applicability only (the claims table "
+                            "says so)", "claims table: deepspeed-zero makes no memory or time claim"),
+}
+WHERE_MEASURED: Mapping[tuple[str, str, str], Known | None] = MappingProxyType({
+    **{(c.name, q, LOOP): _NOT_IN_LOOP.get(c.name) for c in CLAIMS for q in QUANTITIES},
+    **{(name, "memory", TRAINER): None for name in (
+        "gradient-accumulation", "gradient-checkpointing", "adafactor", "adamw-8bit", "fused-adamw",
+        "fp16-autocast", "bf16-autocast", "dynamic-padding")},
+    **{(name, "time", TRAINER): None for name in ("dataloader-workers", "pin-memory")},
+})
 
 
 # --------------------------------------------------------------------------- lookups
