@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.optim import claims, peaks, same_result, seedpath, techniques, workloads
+from harness.optim import allocator, claims, peaks, ratios, same_result, seedpath, techniques, workloads
 from harness.core.cases import Known
 from harness.optim.workloads import Setup, Workload
 from tests.conftest import run_suite
@@ -94,8 +94,7 @@ def test_the_seed_003_rows_add_one_technique_each():
                                                       ("not-higher", 1.2, 1.2, "holds"),
                                                       ("not-higher", 1.2, 1.3, "does not hold")])
 def test_bounds_become_measure_claims(kind, bound, ratio, verdict):
-    from harness.optim import measure
-    assert measure.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
+    assert ratios.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
 
 
 def test_gradient_accumulation_keeps_the_samples_per_step():
@@ -264,19 +263,18 @@ def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline
 def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
     """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
     give another verdict (a kernel's workspace, block rounding), the record says so."""
-    from harness.optim import measure
     tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
-    agree = peaks.allocator_view(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
+    agree = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
                                   ("lower", 1 / 0.9), "holds", "peak")
     assert agree["allocator_ratio"] == 0.5 and "allocator_disagrees" not in agree
     assert (agree["allocator_peak_a"], agree["allocator_peak_b"]) == (120, 60)
-    differ = peaks.allocator_view(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
+    differ = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
                                    ("lower", 1 / 0.9), "holds", "peak")
     assert differ["allocator_disagrees"].startswith("by the allocator's peak (cuda max_memory_allocated) the claim "
                                                     "does not hold: ratio 0.992 against holds")
-    cpu = peaks.allocator_view(measure, {"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
+    cpu = peaks.allocator_view({"allocator_peak": None, "allocator_reason": allocator.CPU_NO_PEAK},
                                 {"allocator_peak": None}, ("lower", 2), "holds", "peak")
-    assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu
+    assert cpu["allocator_reason"] == allocator.CPU_NO_PEAK and "allocator_ratio" not in cpu
 
 
 @pytest.mark.parametrize("claim", ["gradient-checkpointing", "dynamic-padding"])

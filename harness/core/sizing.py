@@ -121,16 +121,16 @@ def memory_of(device: str) -> tuple[int, str]:
 
 def matmul_flops(device: str, n: int | None = None, repeats: int = 5) -> tuple[float, str]:
     """float32 matmul FLOP/s on ``device``: the median of ``repeats`` timed ``n x n`` products
-    after a warm-up, the device drained around each (harness.optim.measure.median_time)."""
+    after a warm-up, the device drained around each (harness.optim.ratios.median_time)."""
     import torch
 
     from harness.core import devices
-    from harness.optim import measure
+    from harness.optim import ratios
     kind = device.split(":")[0]
     n = n or (512 if kind == "cpu" else 4096)
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    seconds = measure.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
+    seconds = ratios.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
     return 2 * n ** 3 / seconds, f"median of {repeats} float32 {n}x{n} matmuls"
 
 

@@ -8,6 +8,8 @@ Used by the claim measurements of harness/optim/techniques.py and trainer_runs.p
 """
 from __future__ import annotations
 
+from harness.optim import allocator, ratios
+
 # What each memory claim's technique makes smaller (harness.optim.measure categories): the part of
 # the peak it can lower. A peak made of something else is one the technique cannot move.
 LOWERS = {
@@ -37,9 +39,9 @@ def weigh(measure, w) -> dict:
     own peak read over the same step where the device keeps one."""
     from harness.core import devices
     backend = devices.backend(w.device.split(":")[0])
-    with measure.allocator_peak(backend, w.model) as allocator:
+    with allocator.allocator_peak(backend, w.model) as reading:
         m = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
-    return {**m, **allocator}
+    return {**m, **reading}
 
 
 ANATOMY_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "batch", "activations", "temporaries")
@@ -52,7 +54,7 @@ def anatomy_of(m: dict) -> dict:
             "peak_phase": m["peak_phase"]}
 
 
-def allocator_view(measure, ma: dict, mb: dict, claim_expect, verdict: str, basis: str) -> dict:
+def allocator_view(ma: dict, mb: dict, claim_expect, verdict: str, basis: str) -> dict:
     """The device allocator's peaks beside the tracked bytes, and whether they would say
     otherwise about the claim (allocator bytes include block rounding and kernel workspaces)."""
     a, b = ma.get("allocator_peak"), mb.get("allocator_peak")
@@ -64,7 +66,7 @@ def allocator_view(measure, ma: dict, mb: dict, claim_expect, verdict: str, basi
     if ma.get("allocator_driver_peak") is not None:
         out.update(allocator_driver_peak_a=ma["allocator_driver_peak"],
                    allocator_driver_peak_b=mb.get("allocator_driver_peak"))
-    by_allocator = measure.compare_memory(a, b, claim_expect)
+    by_allocator = ratios.compare_memory(a, b, claim_expect)
     out["allocator_ratio"] = by_allocator["mem_ratio"]
     if basis != "optimizer-state" and by_allocator["verdict"] != verdict:
         out["allocator_disagrees"] = (f"by the allocator's peak ({out['allocator_method']}) the claim "
@@ -110,7 +112,7 @@ def single_tensor_alternative(measure, wa, wb, name: str, claim_expect, ma: dict
     for w in alt:
         w.step()
     aa, ab = (weigh(measure, w) for w in alt)
-    res = measure.compare_memory(aa["peak_bytes"], ab["peak_bytes"], claim_expect)
+    res = ratios.compare_memory(aa["peak_bytes"], ab["peak_bytes"], claim_expect)
     return {"optimizer": SINGLE_TENSOR, "mem_ratio": res["mem_ratio"], "verdict": res["verdict"],
             "peak_phase_a": aa["peak_phase"], "peak_phase_b": ab["peak_phase"],
             "anatomy_a": anatomy_of(aa), "anatomy_b": anatomy_of(ab),

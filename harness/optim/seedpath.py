@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from harness.core import devices
 from harness.core.verdict import Verdict
+from harness.optim import ratios
 from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup
 
 
@@ -26,7 +27,7 @@ def seed_003_rows(base: Setup) -> list[tuple[str, Setup]]:
 def seed_003_path(device: str, scale: str = "small") -> list[dict]:
     """Seed 003's cumulative path on ``device``: each row's peak memory (tracked storage
     bytes, steady state, with its phase) and its step time against the baseline's, timed as
-    the claims are: interleaved rounds (harness.optim.measure.compare_time) of the row and the
+    the claims are: interleaved rounds (harness.optim.ratios.compare_time) of the row and the
     baseline, the ratio of medians with its bootstrap interval. Only the baseline and one
     row are built at a time. The seed's own ratio for the row is the expectation that
     decides whether more rounds are spent; ``vs_seed`` is that verdict."""
@@ -47,7 +48,7 @@ def seed_003_path(device: str, scale: str = "small") -> list[dict]:
         row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
                "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
         if w is not base:
-            t = measure.compare_time(base.step, w.step, ("not higher", seed[name]), sync=sync, warmup=1, rounds=TIME_ROUNDS[scale],
+            t = ratios.compare_time(base.step, w.step, ("not higher", seed[name]), sync=sync, warmup=1, rounds=TIME_ROUNDS[scale],
                                      budget_s=TIME_BUDGET_S[scale] / 2)
             base_durations += t["durations_a"]
             row.update(step_s=t["median_b_s"], time_ratio=t["time_ratio"], ci_low=t["ci_low"], ci_high=t["ci_high"],

@@ -18,6 +18,7 @@ from typing import Callable
 
 from harness.core import devices
 from harness.core.verdict import Verdict
+from harness.optim import ratios
 from harness.optim.peaks import allocator_view, anatomy_of, peak_story, single_tensor_alternative, weigh
 from harness.optim.seedpath import seed_003_rows
 from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup
@@ -95,11 +96,11 @@ def claim_memory(measure, wa, wb, basis: str, claim_expect, name: str = "") -> d
     ma, mb = (weigh(measure, w) for w in (wa, wb))
     if basis == "optimizer-state":
         a, b = (measure.state_bytes(w.optimizer.state) for w in (wa, wb))
-        out = measure.compare_memory(a, b, claim_expect)
+        out = ratios.compare_memory(a, b, claim_expect)
     else:
-        out = measure.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect)
+        out = ratios.compare_memory(ma["peak_bytes"], mb["peak_bytes"], claim_expect)
     out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=anatomy_of(ma),
-               anatomy_b=anatomy_of(mb), **allocator_view(measure, ma, mb, claim_expect, out["verdict"], basis))
+               anatomy_b=anatomy_of(mb), **allocator_view(ma, mb, claim_expect, out["verdict"], basis))
     out["peak"] = peak_story(name, ma, mb)
     if out["verdict"] != "holds" and basis != "optimizer-state":
         alternative = single_tensor_alternative(measure, wa, wb, name, claim_expect, ma, mb)
@@ -123,7 +124,7 @@ def claim_time(measure, wa, wb, basis: str, claim_expect, device: str, budget: f
     op, limit = claim_expect
     # compare_time judges raw step durations: move the per-sample bound onto them
     raw_expect = (op, limit * per) if op == "lower" else (op, limit / per)
-    res = measure.compare_time(run_a, run_b, raw_expect, sync=devices.synchronizer(device), budget_s=budget, rounds=rounds)
+    res = ratios.compare_time(run_a, run_b, raw_expect, sync=devices.synchronizer(device), budget_s=budget, rounds=rounds)
     for key in ("time_ratio", "ci_low", "ci_high"):
         res[key] = res[key] * per
     res["claim"] = list(claim_expect)
@@ -131,7 +132,7 @@ def claim_time(measure, wa, wb, basis: str, claim_expect, device: str, budget: f
     return res
 
 
-# A measured claim's verdict (harness.optim.measure.judge) -> the record's category and status:
+# A measured claim's verdict (harness.optim.ratios.judge) -> the record's category and status:
 # the document's promise failing is an expected failure, not a failure of the machine.
 CLAIM_STATUS = {"holds": "pass", "does not hold": "xfail", "inconclusive": "xfail"}
 # What a measurement returns that the record keeps beside the ratio and its interval.

@@ -6,13 +6,14 @@ harness/optim/techniques.py). A claim whose knob is a ``TrainingArguments`` fiel
 dataset twice, once with the baseline arguments and once with the claim's flags, as a
 user's script would. Memory: the tracked storage peak over ``trainer.train()`` (model,
 optimizer state, batches, everything the run allocates). Time: ``train()`` calls of the
-two trainers interleaved by harness.optim.measure.compare_time.
+two trainers interleaved by harness.optim.ratios.compare_time.
 """
 from __future__ import annotations
 
 import tempfile
 
 from harness.core import devices
+from harness.optim import ratios
 from harness.optim.workloads import (PRESETS, SCALES, SEED, TIME_BUDGET_S, TIME_ROUNDS, Setup, activations_labeller,
                                      build_model, resident_of)
 
@@ -99,7 +100,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
             ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True) for t in (ta, tb))
             a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
-            out.update(measure.compare_memory(a, b, claim_expect),
+            out.update(ratios.compare_memory(a, b, claim_expect),
                        peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
                        anatomy_a=peaks.anatomy_of(ma), anatomy_b=peaks.anatomy_of(mb),
                        peak=peaks.peak_story(name, ma, mb))
@@ -108,7 +109,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
             op, limit = claim_expect
             raw = (op, limit * per) if op == "lower" else (op, limit / per)
-            res = measure.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
+            res = ratios.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
                                        budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale],
                                        warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):
