@@ -6,8 +6,9 @@ the source, the claimed ratio, its tolerance, the gates, where each is measured;
 harness/optim/checks.py) and measured in the sandbox child by harness/optim/techniques.py
 and trainer_runs.py with harness/optim/measure.py and ratios.py: peak memory by counting
 storages (deterministic), time by interleaved rounds with a bootstrap interval. The
-record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or ``inconclusive`` (recorded as expected failures, with the measured ratio and interval: the
-document's promise is what failed, not the run). Where the document makes no claim for
+record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or ``inconclusive``
+(recorded as expected failures, with the measured ratio and interval: the document's promise
+is what failed, not the run). Where the document makes no claim for
 the target, or a gate keeps the technique away (a package, a torch or macOS version, a
 device capability), the check is skipped with the reason.
 """
