@@ -15,7 +15,7 @@ import time
 import torch
 
 from harness.core import models
-from harness.optim import measure
+from harness.optim import measure, ratios
 
 
 def anatomy(name: str, checkpointing: bool = False) -> dict:
@@ -56,9 +56,9 @@ def main(argv=None) -> None:
         print(json.dumps({"model": name, "repeatable": same, **first}))
     plain, ckpt = anatomy("bert"), anatomy("bert", checkpointing=True)
     print(json.dumps({"claim": "gradient checkpointing lowers peak memory (bert)",
-                      **measure.compare_memory(plain["peak_bytes"], ckpt["peak_bytes"], ("lower", 1.0)),
+                      **ratios.compare_memory(plain["peak_bytes"], ckpt["peak_bytes"], ("lower", 1.0)),
                       "activations": [plain["activations"], ckpt["activations"]]}))
-    result = measure.compare_time(stepper("bert", False), stepper("bert", True), ("not higher", 1.2),
+    result = ratios.compare_time(stepper("bert", False), stepper("bert", True), ("not higher", 1.2),
                                   budget_s=args.budget)
     result.pop("durations_a")
     result.pop("durations_b")

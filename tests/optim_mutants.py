@@ -8,7 +8,7 @@ then the claim is measured (or the result compared) as usual. tests/optim_sabota
 """
 import os
 
-from harness.optim import techniques, workloads
+from harness.optim import same_result, techniques, workloads
 
 
 def _sabotage() -> set[str]:
@@ -27,7 +27,7 @@ def _ga_unscaled(self, tracker=None):  # the real one's signature: step() passes
 def keeps_the_result_sabotaged(name, device):
     if "ga-unscaled" in _sabotage():
         workloads.Workload.step_without_update = _ga_unscaled
-    return techniques.keeps_the_result(name, device)
+    return same_result.keeps_the_result(name, device)
 
 
 def measure_claim_sabotaged(name, quantity, device, scale="small"):

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from harness.env import env_checks, facts as F
+from harness.env import env_checks, facts, judges, reading
 from tests.conftest import load_facts
 
 MPS_SUBJECTS = [c.subject for c in env_checks.CHECKS if "mps" in c.targets]
@@ -36,7 +36,7 @@ def _mps_cases():
 def test_mps_judges_give_the_expected_verdict(machine, case):
     f = {**load_facts(machine), "trainer": {"device": TRAINER[machine], "error": None}}
     # evaluate() adds the live autocast probe, which needs the device itself: judge those purely.
-    verdict = case.verdict(f) if case.autocast and F.is_mac(f) else env_checks.evaluate(case, "mps", f)
+    verdict = case.verdict(f) if case.autocast and reading.is_mac(f) else env_checks.evaluate(case, "mps", f)
     assert verdict.outcome == EXPECTED[machine][case.subject], verdict
     if verdict.outcome in ("fail", "limit"):
         assert verdict.fix, f"{case.subject} on {machine} gives no fix: {verdict}"
@@ -55,33 +55,33 @@ def test_every_mps_check_is_na_off_a_mac_and_judged_on_one(machine):
 
 def test_rosetta_is_named_as_the_cause_with_the_arm64_fix():
     f = load_facts("rosetta")
-    cause, fix = F.mps_unavailable_cause(f)
+    cause, fix = reading.mps_unavailable_cause(f)
     assert "Rosetta" in cause and "arm64 Python" in fix
-    assert "Rosetta" in F.judge_python_arch(f).summary
+    assert "Rosetta" in judges.judge_python_arch(f).summary
 
 
 def test_intel_mac_is_not_judged_by_its_cpu():
     f = load_facts("intel_mac")
-    assert F.judge_python_arch(f).outcome == "ok"
-    assert F.mps_unavailable_cause(f) is None
+    assert judges.judge_python_arch(f).outcome == "ok"
+    assert reading.mps_unavailable_cause(f) is None
     # The same Intel Mac without a Metal GPU: unavailable, and the reason says so.
     f["torch"]["mps_available"] = False
-    cause, fix = F.mps_unavailable_cause(f)
+    cause, fix = reading.mps_unavailable_cause(f)
     assert "Intel Mac" in cause and "AMD GPU" in fix
 
 
 def test_old_macos_cause_and_fix():
-    cause, fix = F.mps_unavailable_cause(load_facts("macos_12_2"))
+    cause, fix = reading.mps_unavailable_cause(load_facts("macos_12_2"))
     assert "12.2" in cause and "12.3" in fix
 
 
 def test_torch_without_mps_cause_and_fix():
-    cause, fix = F.mps_unavailable_cause(load_facts("torch_no_mps"))
+    cause, fix = reading.mps_unavailable_cause(load_facts("torch_no_mps"))
     assert "no MPS backend" in cause and "pip install" in fix
 
 
 def test_linux_cause_names_the_platform():
-    cause, _ = F.mps_unavailable_cause(load_facts("linux_x86_64"))
+    cause, _ = reading.mps_unavailable_cause(load_facts("linux_x86_64"))
     assert cause.startswith("MPS unavailable: this is Linux x86_64")
 
 
@@ -94,7 +94,7 @@ def test_fallback_variable_values(value, torch_v, outcome, says):
     f = load_facts("apple_silicon_native")
     f["env"]["PYTORCH_ENABLE_MPS_FALLBACK"] = value
     f["torch"]["version"] = torch_v
-    v = F.judge_fallback_env(f)
+    v = judges.judge_fallback_env(f)
     assert v.outcome == outcome and says in v.summary
 
 
@@ -112,16 +112,16 @@ def test_watermark_ratios(machine, high, low, outcome):
     f = load_facts(machine)
     f["env"]["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = high
     f["env"]["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = low
-    assert F.judge_watermark_env(f).outcome == outcome
+    assert judges.judge_watermark_env(f).outcome == outcome
 
 
 def test_torch_2_12_and_newer_need_macos_14():
     f = load_facts("apple_silicon_native")
     f["mac"]["version"] = "13.6"
-    v = F.judge_macos_version(f)
+    v = judges.judge_macos_version(f)
     assert v.outcome == "fail" and "macOS 14" in v.summary
     f["torch"]["version"] = "2.11.0"
-    assert F.judge_macos_version(f).outcome == "ok"
+    assert judges.judge_macos_version(f).outcome == "ok"
 
 
 def test_autocast_probe_decides_after_the_gate(monkeypatch):
@@ -154,13 +154,13 @@ def test_mixed_precision_gates_at_their_boundaries(torch_v, macos, accel, expect
     f["torch"]["version"] = f["packages"]["torch"] = torch_v
     f["mac"]["version"] = macos
     f["packages"]["accelerate"] = accel
-    got = {key: F.judge_gate(key)(f).outcome for key in expect}
+    got = {key: judges.judge_gate(key)(f).outcome for key in expect}
     assert got == expect
 
 
 def test_gate_reports_what_is_missing_and_how_to_get_it():
     f = load_facts("intel_mac")
-    v = F.judge_gate("mps-bf16-autocast")(f)
+    v = judges.judge_gate("mps-bf16-autocast")(f)
     assert "torch >= 2.6" in v.summary and "macOS >= 14" in v.summary
     assert "pip install -U 'torch>=2.6'" in v.fix and "macOS" in v.fix
 
@@ -168,29 +168,29 @@ def test_gate_reports_what_is_missing_and_how_to_get_it():
 def test_tokenizers_built_for_another_arch_fails():
     f = load_facts("apple_silicon_native")
     f["tokenizers"]["binary_archs"] = ["x86_64"]
-    v = F.judge_tokenizers_native(f)
+    v = judges.judge_tokenizers_native(f)
     assert v.outcome == "fail" and "x86_64" in v.summary and "reinstall" in v.fix
     f["tokenizers"]["binary_archs"] = ["x86_64", "arm64"]  # universal2 is fine
-    assert F.judge_tokenizers_native(f).outcome == "ok"
+    assert judges.judge_tokenizers_native(f).outcome == "ok"
     f["tokenizers"].update(importable=False, error="ImportError: dlopen failed")
-    assert F.judge_tokenizers_native(f).outcome == "fail"
+    assert judges.judge_tokenizers_native(f).outcome == "fail"
 
 
 def test_cpu_threads_oversubscribed():
     f = load_facts("linux_x86_64")
     f["torch"]["num_threads"], f["cpu"]["usable"] = 16, 2
     f["env"]["OMP_NUM_THREADS"] = "16"
-    v = F.judge_cpu_threads(f)
+    v = judges.judge_cpu_threads(f)
     assert v.outcome == "fail" and "OMP_NUM_THREADS=2" in v.fix
     f["torch"]["num_threads"] = 2
-    assert F.judge_cpu_threads(f).outcome == "ok"
+    assert judges.judge_cpu_threads(f).outcome == "ok"
 
 
 def test_cpu_without_avx2_is_a_limit():
     f = load_facts("linux_x86_64")
     f["torch"]["cpu_capability"] = "DEFAULT"
-    assert F.judge_cpu_capability(f).outcome == "limit"
-    assert F.judge_cpu_capability(load_facts("apple_silicon_native")).outcome == "ok"  # arm64 reports DEFAULT
+    assert judges.judge_cpu_capability(f).outcome == "limit"
+    assert judges.judge_cpu_capability(load_facts("apple_silicon_native")).outcome == "ok"  # arm64 reports DEFAULT
 
 
 def _with_gpu(f, **torch_facts):
@@ -202,29 +202,29 @@ def _with_gpu(f, **torch_facts):
 
 def test_cuda_not_applicable_without_a_gpu_but_misconfigured_with_one():
     linux = load_facts("linux_x86_64")
-    assert F.judge_cuda_present(linux).outcome == "na"
+    assert judges.judge_cuda_present(linux).outcome == "na"
     cpu_only = _with_gpu(linux, cuda_build=None)
-    assert "CPU-only" in F.judge_cuda_present(cpu_only).summary
+    assert "CPU-only" in judges.judge_cuda_present(cpu_only).summary
     old_driver = _with_gpu(linux)
-    v = F.judge_cuda_present(old_driver)
+    v = judges.judge_cuda_present(old_driver)
     assert v.outcome == "fail" and "driver" in v.fix
     hidden = _with_gpu(linux)
     hidden["env"]["CUDA_VISIBLE_DEVICES"] = ""
-    assert "hides every GPU" in F.judge_cuda_present(hidden).summary
+    assert "hides every GPU" in judges.judge_cuda_present(hidden).summary
 
 
 def test_cuda_capability_and_bf16():
     f = _with_gpu(load_facts("linux_x86_64"), cuda_available=True, cuda_bf16=False,
                   cuda_devices=[{"name": "Tesla T4", "capability": [7, 5], "total_memory": 1}])
-    assert F.judge_cuda_capability(f).outcome == "ok"
-    assert F.judge_cuda_bf16(f).outcome == "limit"
+    assert judges.judge_cuda_capability(f).outcome == "ok"
+    assert judges.judge_cuda_bf16(f).outcome == "limit"
     f["torch"]["cuda_devices"][0]["capability"] = [6, 0]  # Pascal: not in this build's sm_75+ list
-    v = F.judge_cuda_capability(f)
+    v = judges.judge_cuda_capability(f)
     assert v.outcome == "fail" and "sm_60" in v.summary
 
 
 def test_env_id_names_host_python_and_torch():
-    assert F.env_id(load_facts("apple_silicon_native")) == "mac-py3.11.7-torch2.15.0"
+    assert facts.env_id(load_facts("apple_silicon_native")) == "mac-py3.11.7-torch2.15.0"
 
 
 @pytest.mark.parametrize("text,version", [
@@ -237,4 +237,4 @@ def test_env_id_names_host_python_and_torch():
     ("something else entirely\n", "something else entirely"),  # still says a driver is there
 ])
 def test_the_nvidia_driver_version_is_read_from_either_kernel_module(text, version):
-    assert F.parse_nvidia_driver(text) == version
+    assert facts.parse_nvidia_driver(text) == version

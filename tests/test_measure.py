@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.utils.checkpoint
 
-from harness.optim import measure
+from harness.optim import allocator, measure, ratios
 
 MiB = 1 << 20
 FLOAT = 4
@@ -173,7 +173,7 @@ class _SampledBackend:
 def test_without_a_peak_counter_the_allocator_is_sampled_at_module_boundaries():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     backend = _SampledBackend()
-    with measure.allocator_peak(backend, model) as cross:
+    with allocator.allocator_peak(backend, model) as cross:
         model(torch.randn(2, 4))
     # one reading before, one per module forward (Sequential + 2 children), one after
     assert "at 5 module boundaries" in cross["allocator_method"]
@@ -196,8 +196,8 @@ def test_without_a_peak_counter_the_allocator_is_sampled_at_module_boundaries():
     (1.0, 1.0, ("higher", 1.0), "does not hold"),
 ])
 def test_judge_needs_the_whole_interval_on_one_side(low, high, expect, verdict):
-    assert measure.judge(low, high, expect) == verdict
-    assert verdict in measure.VERDICTS
+    assert ratios.judge(low, high, expect) == verdict
+    assert verdict in ratios.VERDICTS
 
 
 @pytest.mark.parametrize("low, high, expect, verdict", [
@@ -210,33 +210,33 @@ def test_judge_needs_the_whole_interval_on_one_side(low, high, expect, verdict):
     (1.00, 1.14, ("higher", 1.2), "does not hold"),       # below 1.2 / 1.05 = 1.143
 ])
 def test_the_zone_withholds_a_verdict_near_the_bound(low, high, expect, verdict):
-    assert measure.judge(low, high, expect, zone=0.05) == verdict
+    assert ratios.judge(low, high, expect, zone=0.05) == verdict
 
 
 def test_drift_within_the_zone_never_flips_a_verdict():
     # torch.compile on the VM: three reruns, each interval on its own side of the bound 1.0
     runs = [(0.94, 0.99), (0.97, 1.04), (1.03, 1.07)]
-    without = {measure.judge(lo, hi, ("not higher", 1.0)) for lo, hi in runs}
+    without = {ratios.judge(lo, hi, ("not higher", 1.0)) for lo, hi in runs}
     assert without == {"holds", "inconclusive", "does not hold"}     # the flip the zone exists for
-    with_zone = {measure.judge(lo, hi, ("not higher", 1.0), zone=measure.TIME_ZONE) for lo, hi in runs}
+    with_zone = {ratios.judge(lo, hi, ("not higher", 1.0), zone=ratios.TIME_ZONE) for lo, hi in runs}
     assert with_zone == {"inconclusive"}
     with pytest.raises(ValueError):
-        measure.judge(1.0, 1.0, ("not higher", 1.0), zone=-0.1)
+        ratios.judge(1.0, 1.0, ("not higher", 1.0), zone=-0.1)
 
 
 def test_memory_claims_are_judged_directly():
-    assert measure.compare_memory(1000, 500, ("lower", 1.5))["verdict"] == "holds"
-    assert measure.compare_memory(1000, 900, ("lower", 1.5))["verdict"] == "does not hold"
-    assert measure.compare_memory(1000, 1040, ("not higher", 1.05))["verdict"] == "holds"
-    assert measure.compare_memory(1000, 1000, ("not higher", 1.0))["verdict"] == "holds"
-    assert measure.compare_memory(1000, 1000, ("lower", 1.0))["verdict"] == "does not hold"  # strict
+    assert ratios.compare_memory(1000, 500, ("lower", 1.5))["verdict"] == "holds"
+    assert ratios.compare_memory(1000, 900, ("lower", 1.5))["verdict"] == "does not hold"
+    assert ratios.compare_memory(1000, 1040, ("not higher", 1.05))["verdict"] == "holds"
+    assert ratios.compare_memory(1000, 1000, ("not higher", 1.0))["verdict"] == "holds"
+    assert ratios.compare_memory(1000, 1000, ("lower", 1.0))["verdict"] == "does not hold"  # strict
 
 
 def test_the_bootstrap_is_seeded():
     a = [1.0, 1.2, 0.9, 1.1, 1.05, 0.95]
     b = [0.5, 0.7, 0.6, 0.55, 0.65, 0.52]
-    first = measure.bootstrap_ratio_ci(a, b, seed=3)
-    assert measure.bootstrap_ratio_ci(a, b, seed=3) == first
+    first = ratios.bootstrap_ratio_ci(a, b, seed=3)
+    assert ratios.bootstrap_ratio_ci(a, b, seed=3) == first
     assert first[0] < 0.6 < first[1]
 
 
@@ -253,13 +253,13 @@ def _matmuls(n):
 
 
 def test_a_clearly_faster_variant_holds():
-    result = measure.compare_time(_matmuls(8), _matmuls(2), ("lower", 1.3), rounds=10, budget_s=5)
+    result = ratios.compare_time(_matmuls(8), _matmuls(2), ("lower", 1.3), rounds=10, budget_s=5)
     assert result["verdict"] == "holds", result["reason"]
     assert result["ci_high"] < 1 / 1.3 and result["rounds"] >= 10
 
 
 def test_a_clearly_slower_variant_does_not_hold():
-    result = measure.compare_time(_matmuls(2), _matmuls(8), ("lower", 1.3), rounds=10, budget_s=5)
+    result = ratios.compare_time(_matmuls(2), _matmuls(8), ("lower", 1.3), rounds=10, budget_s=5)
     assert result["verdict"] == "does not hold", result["reason"]
     assert result["time_ratio"] > 1
 
@@ -273,7 +273,7 @@ def _uneven(counts):
 def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusive():
     run_a = _uneven([1, 12, 2, 10])
     run_b = _uneven([12, 1, 10, 2])
-    result = measure.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=0)
+    result = ratios.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=0)
     assert result["verdict"] == "inconclusive", result["reason"]
     assert result["rounds"] == 4 and "budget" in result["reason"]
     assert result["ci_low"] < 1.0 < result["ci_high"]
@@ -283,7 +283,7 @@ def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusi
 def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive():
     run_a = _uneven([1, 12, 2, 10])
     run_b = _uneven([12, 1, 10, 2])
-    result = measure.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=30,
+    result = ratios.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=30,
                                   max_rounds=16)
     assert result["rounds"] == 16
     assert result["verdict"] == "inconclusive" and "16 rounds reached" in result["reason"]
@@ -291,6 +291,6 @@ def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive():
 
 def test_sync_is_called_around_every_timed_call():
     calls = []
-    measure.compare_time(lambda: None, lambda: None, ("not higher", 2.0), sync=lambda: calls.append(1),
+    ratios.compare_time(lambda: None, lambda: None, ("not higher", 2.0), sync=lambda: calls.append(1),
                          warmup=1, rounds=4, budget_s=0)
     assert len(calls) == 4 * 2 * 2

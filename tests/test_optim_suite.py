@@ -2,7 +2,8 @@
 
 import pytest
 
-from harness.optim import claims, techniques
+from harness.optim import allocator, claims, peaks, ratios, same_result, seedpath, techniques, workloads
+from harness.core.cases import Known
 from harness.optim.workloads import Setup, Workload
 from tests.conftest import run_suite
 
@@ -46,11 +47,43 @@ def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
 
 def test_every_claim_has_a_runnable_pair_or_a_reason():
     for claim in claims.CLAIMS:
-        assert (claim.name in techniques.PAIRS) != (claim.name in techniques.NOT_MEASURED), claim.name
+        skipped = [claims.WHERE_MEASURED[claim.name, q, claims.LOOP] for q in claims.QUANTITIES]
+        assert all(k is None for k in skipped) or all(k is not None and k.outcome == "skip" for k in skipped)
+        assert (claim.name in techniques.PAIRS) != (skipped[0] is not None), claim.name
+
+
+def _path_row(name, peak, step_s=1.0):
+    return {"row": name, "peak_bytes": peak, "step_s": step_s}
+
+
+def test_path_verdict_fails_where_peak_memory_rises():
+    workload = {"workload": "small", "shape": "s", "workload_reason": "r"}
+    rising = [_path_row("baseline", 100), _path_row("gradient-accumulation", 80), _path_row("adafactor", 90, 2.0)]
+    verdict = seedpath.path_verdict(rising, workload)
+    assert (verdict.status, verdict.category) == ("fail", "n/a")
+    assert verdict.message == "peak memory rose along the path: adafactor 90 B > gradient-accumulation 80 B"
+    assert verdict.metrics == {"record_kind": "seed-003-path", "rows": rising, **workload, "mem_ratio": 0.9,
+                               "time_ratio": 2.0}
+    falling = [_path_row("baseline", 100), _path_row("gradient-accumulation", 80), _path_row("adafactor", 80, 0.5)]
+    verdict = seedpath.path_verdict(falling, workload)
+    assert (verdict.status, verdict.category, verdict.message) == ("pass", "n/a", "")
+    assert list(verdict.metrics) == ["record_kind", "rows", "workload", "shape", "workload_reason", "mem_ratio",
+                                     "time_ratio"] and verdict.metrics["mem_ratio"] == 0.8
+
+
+def test_the_cases_come_from_the_claims_table():
+    from harness.optim import checks
+    assert [c.id for c in checks.CASES] == [f"{c.name}-{q}" for c in claims.CLAIMS for q in claims.QUANTITIES]
+    trainer = {(c.subject, c.variant) for c in checks.TRAINER_CASES}
+    assert ("dataloader-workers", "time/trainer") in trainer and ("adafactor", "memory/trainer") in trainer
+    skipped = {c.subject for c in checks.CASES if c.known is not None}
+    assert skipped == {"dataloader-workers", "pin-memory", "deepspeed-zero"}
+    with pytest.raises(ValueError, match="only a skip"):
+        checks.ClaimCase("x", "memory", claims.LOOP, Known("limit", "why"))
 
 
 def test_the_seed_003_rows_add_one_technique_each():
-    rows = techniques._seed_003_rows(techniques.SCALES["small"])
+    rows = seedpath.seed_003_rows(workloads.SCALES["small"])
     assert [name for name, _ in rows][1:] == [s.claim for s in claims.SEED_003_PATH.steps][1:]
     ga = rows[1][1]
     assert ga.micro_batch == 1 and ga.grad_accum == rows[0][1].batch
@@ -61,8 +94,7 @@ def test_the_seed_003_rows_add_one_technique_each():
                                                       ("not-higher", 1.2, 1.2, "holds"),
                                                       ("not-higher", 1.2, 1.3, "does not hold")])
 def test_bounds_become_measure_claims(kind, bound, ratio, verdict):
-    from harness.optim import measure
-    assert measure.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
+    assert ratios.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
 
 
 def test_gradient_accumulation_keeps_the_samples_per_step():
@@ -104,10 +136,10 @@ def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
     from harness.optim import measure
     w = Workload(setup, "cpu")
     w.step()
-    m = techniques._weigh(measure, w)
-    anatomy = techniques.anatomy_of(m)
+    m = peaks.weigh(measure, w)
+    anatomy = peaks.anatomy_of(m)
     assert anatomy["peak_phase"] in ("forward", "backward", "optimizer")
-    assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
+    assert sum(anatomy[k] for k in peaks.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
     assert anatomy["parameters"] > 0 and anatomy["batch"] > 0
     if setup.freeze_backbone:  # the frozen backbone is weights that are not trained: filed as buffers
         assert anatomy["buffers"] > anatomy["parameters"]
@@ -139,7 +171,7 @@ def test_a_peak_in_adamws_step_is_explained_and_the_single_tensor_alternative_me
     from harness.optim import measure
     base = Setup(model="tiny", batch=2, seq=8, optimizer="adamw-foreach", dropout=False)
     wa, wb = Workload(base, "cpu"), Workload(base.but(checkpointing=True), "cpu")
-    out = techniques._memory(measure, wa, wb, "peak", ("lower", 1 / 0.9), "gradient-checkpointing")
+    out = techniques.claim_memory(measure, wa, wb, "peak", ("lower", 1 / 0.9), "gradient-checkpointing")
     assert out["peak_phase_a"] == out["peak_phase_b"] == "optimizer"
     assert out["verdict"] != "holds" and out["mem_ratio"] == 1.0
     alt = out["alternative"]
@@ -163,7 +195,7 @@ def _side(phase, peak, **at_peak):
     (_side("forward", 100, activations=90, parameters=10), 1.05, "gradient-checkpointing raises it by 5%"),
 ])
 def test_the_alternative_is_told_by_where_its_peak_went(alt_baseline, ratio, says):
-    story = techniques.alternative_story("gradient-checkpointing", "adamw", alt_baseline,
+    story = peaks.alternative_story("gradient-checkpointing", "adamw", alt_baseline,
                                          {"mem_ratio": ratio, "verdict": "holds" if ratio < 0.9 else "does not hold"})
     assert says in story
 
@@ -172,16 +204,16 @@ def test_no_alternative_where_the_peak_is_not_in_the_optimizer_step():
     from harness.optim import measure
     wa = Workload(Setup(model="tiny", batch=8, seq=64, dropout=False), "cpu")
     ma = {**_side("backward", 100, activations=80, parameters=20), "peak_phase": "backward"}
-    assert techniques._single_tensor_alternative(measure, wa, wa, "x", ("lower", 2), ma, ma) is None
+    assert peaks.single_tensor_alternative(measure, wa, wa, "x", ("lower", 2), ma, ma) is None
     other = Workload(Setup(model="tiny", batch=8, seq=64, optimizer="adafactor"), "cpu")
     opt = _side("optimizer", 100, optimizer_state=100)
-    assert techniques._single_tensor_alternative(measure, other, other, "x", ("lower", 2), opt, opt) is None
+    assert peaks.single_tensor_alternative(measure, other, other, "x", ("lower", 2), opt, opt) is None
 
 
 def test_a_claim_that_holds_is_not_measured_twice():
     from harness.optim import measure
     base = Setup(model="tiny", batch=8, seq=64, dropout=False, optimizer="adamw-single")
-    out = techniques._memory(measure, Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
+    out = techniques.claim_memory(measure, Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
                              ("lower", 1 / 0.9), "shorter-max-length")
     assert out["verdict"] == "holds" and "alternative" not in out
     assert "shorter-max-length lowers activations and temporaries" in out["peak"]
@@ -194,56 +226,55 @@ def test_a_claim_that_holds_is_not_measured_twice():
     (["lora_A", "emb"], ["lora_A", "emb"], ["emb", "lora_A"], False, "froze nothing"),
 ])
 def test_the_same_result_verdict_for_trained_parameters(trainable, changed, everything, ok, says):
-    verdict = techniques.same_result_verdict({"kind": "trained", "trainable": trainable, "changed": changed,
+    verdict = same_result.same_result_verdict({"kind": "trained", "trainable": trainable, "changed": changed,
                                               "all": everything})
     assert (verdict.status == "pass") is ok and says in verdict.message
 
 
 def test_the_same_result_verdict_for_gradients():
     same = {"kind": "gradients", "names": ["w"], "a": [[1.0, 2.0]], "b": [[1.0, 2.0]]}
-    assert techniques.same_result_verdict(same).status == "pass"
+    assert same_result.same_result_verdict(same).status == "pass"
     off = {**same, "b": [[1.0, 2.1]]}
-    assert "gradients differ: w" in techniques.same_result_verdict(off).message
+    assert "gradients differ: w" in same_result.same_result_verdict(off).message
     missing = {**same, "b": [None]}
-    assert "w: no gradient" in techniques.same_result_verdict(missing).message
-    assert techniques.same_result_verdict({**same, "names": [], "a": [], "b": []}).status == "fail"
+    assert "w: no gradient" in same_result.same_result_verdict(missing).message
+    assert same_result.same_result_verdict({**same, "names": [], "a": [], "b": []}).status == "fail"
 
 
 def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):
     """Seed 003's table was timed with 3 repeats per row, one row after another: on 2 cores
     its gradient-accumulation row came out at 0.34x the baseline. Now each row is timed in
     interleaved rounds against the baseline, with an interval, like the claims."""
-    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
-    monkeypatch.setitem(techniques.TIME_BUDGET_S, "small", 0.5)
-    rows = techniques.seed_003_path("cpu", "small")
-    assert [r["row"] for r in rows] == [name for name, _ in techniques._seed_003_rows(techniques.SCALES["small"])]
-    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * techniques.TIME_ROUNDS["small"]
+    monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(workloads.TIME_BUDGET_S, "small", 0.5)
+    rows = seedpath.seed_003_path("cpu", "small")
+    assert [r["row"] for r in rows] == [name for name, _ in seedpath.seed_003_rows(workloads.SCALES["small"])]
+    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * workloads.TIME_ROUNDS["small"]
     for r in rows[1:]:
-        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= techniques.TIME_ROUNDS["small"]
+        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= workloads.TIME_ROUNDS["small"]
         assert r["vs_seed"] in ("holds", "does not hold", "inconclusive")
         assert r["peak_phase"] in ("forward", "backward", "optimizer")
     # 4 micro-batches of one sample each cannot be faster than one batch of four
     assert rows[1]["ci_high"] > 1.0
-    table = techniques.path_table(rows, claims.SEED_003_PATH)
+    table = seedpath.path_table(rows, claims.SEED_003_PATH)
     assert f"[{rows[1]['ci_low']:.2f}, {rows[1]['ci_high']:.2f}]" in table
 
 
 def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
     """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
     give another verdict (a kernel's workspace, block rounding), the record says so."""
-    from harness.optim import measure
     tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
-    agree = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
+    agree = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
                                   ("lower", 1 / 0.9), "holds", "peak")
     assert agree["allocator_ratio"] == 0.5 and "allocator_disagrees" not in agree
     assert (agree["allocator_peak_a"], agree["allocator_peak_b"]) == (120, 60)
-    differ = techniques._allocator(measure, {**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
+    differ = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
                                    ("lower", 1 / 0.9), "holds", "peak")
     assert differ["allocator_disagrees"].startswith("by the allocator's peak (cuda max_memory_allocated) the claim "
                                                     "does not hold: ratio 0.992 against holds")
-    cpu = techniques._allocator(measure, {"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
+    cpu = peaks.allocator_view({"allocator_peak": None, "allocator_reason": allocator.CPU_NO_PEAK},
                                 {"allocator_peak": None}, ("lower", 2), "holds", "peak")
-    assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu
+    assert cpu["allocator_reason"] == allocator.CPU_NO_PEAK and "allocator_ratio" not in cpu
 
 
 @pytest.mark.parametrize("claim", ["gradient-checkpointing", "dynamic-padding"])
@@ -251,12 +282,12 @@ def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch
     """The Trainer's own loop, unchanged, told its phases through a model hook and a
     TrainerCallback: the record says where the peak is and what holds it."""
     from harness.optim import trainer_runs
-    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
     out = trainer_runs.measure_trainer_claim(claim, "memory", "cpu", "small")
     for side in ("a", "b"):
         anatomy = out[f"anatomy_{side}"]
         assert out[f"peak_phase_{side}"] == anatomy["peak_phase"] in ("forward", "backward", "optimizer")
-        assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] > 0
+        assert sum(anatomy[k] for k in peaks.ANATOMY_KEYS) == anatomy["peak_bytes"] > 0
         assert anatomy["parameters"] > 0
     assert out["anatomy_a"]["activations"] > 0 or out["anatomy_a"]["peak_phase"] == "optimizer"
     assert out["bytes_a"] == out["anatomy_a"]["peak_bytes"] and f"{claim} lowers" in out["peak"]
@@ -264,7 +295,7 @@ def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch
 
 def test_an_optimizer_state_claim_through_the_trainer_is_judged_by_the_state_and_still_names_the_peak(monkeypatch):
     from harness.optim import trainer_runs
-    monkeypatch.setitem(techniques.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
     out = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not higher" state bytes
     assert out["bytes_b"] == out["bytes_a"] < out["anatomy_a"]["peak_bytes"]  # state bytes, not the peak
     assert out["peak_phase_a"] in ("forward", "backward", "optimizer")

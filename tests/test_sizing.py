@@ -5,8 +5,7 @@ import warnings
 import pytest
 
 from harness.core import sizing
-from harness.optim import techniques
-from harness.optim.workloads import Setup, build_model
+from harness.optim.workloads import SCALES, Setup, build_model
 
 GIB = 2 ** 30
 
@@ -22,7 +21,7 @@ def test_the_parameter_estimate_is_the_models_own_count(model):
 def test_the_memory_estimate_is_near_the_tracked_peak_of_the_small_workload():
     from harness.optim import measure
     from harness.optim.workloads import Workload
-    w = Workload(techniques.SCALES["small"].but(dropout=False), "cpu")
+    w = Workload(SCALES["small"].but(dropout=False), "cpu")
     w.step()
     peak = measure.measure_memory(w.step, resident=w.resident())["peak_bytes"]
     assert 0.8 < sizing.estimate(w.setup)["memory_bytes"] / peak < 1.25
@@ -50,7 +49,7 @@ def standin(memory_gib: float, tflops: float, device="stand-in") -> sizing.Capac
 def test_auto_chooses_by_the_devices_memory_and_speed(capacity, name, says):
     choice = sizing.choose(capacity)
     assert choice["name"] == name and says in choice["reason"]
-    assert choice["setup"] == sizing.describe(techniques.SCALES[name])
+    assert choice["setup"] == sizing.describe(SCALES[name])
     assert f"{capacity.memory_bytes / GIB:.3g} GiB" in choice["reason"]
 
 

@@ -9,7 +9,9 @@ import contextlib
 import dataclasses
 import warnings
 
-from harness.env import facts as facts_mod
+from packaging.version import Version
+
+from harness.env import facts as facts_mod, judges, reading
 
 TARGETS = ("cpu", "cuda", "mps")
 
@@ -122,7 +124,7 @@ class CUDABackend(Backend):
     name = "cuda"
 
     def availability(self) -> Availability:
-        verdict = facts_mod.judge_cuda_present(self.facts)
+        verdict = judges.judge_cuda_present(self.facts)
         if verdict.outcome == "ok":
             return Availability(True, verdict.summary)
         return Availability(False, "CUDA unavailable: " + verdict.message().removeprefix("not applicable: "))
@@ -160,7 +162,7 @@ class MPSBackend(Backend):
     name = "mps"
 
     def availability(self) -> Availability:
-        cause = facts_mod.mps_unavailable_cause(self.facts)
+        cause = reading.mps_unavailable_cause(self.facts)
         if cause is None:
             return Availability(True, "torch.backends.mps.is_available() is True")
         return Availability(False, f"{cause[0]}; to fix: {cause[1]}")
@@ -194,9 +196,9 @@ class MPSBackend(Backend):
     def _accelerator_stats(self):
         """torch.accelerator peak counters serve MPS from torch 2.13 (earlier they raise for mps)."""
         import torch
-        tv = facts_mod.torch_version(self.facts)
+        tv = reading.torch_version(self.facts)
         acc = getattr(torch, "accelerator", None)
-        if tv is None or tv < facts_mod.Version("2.13") or acc is None:
+        if tv is None or tv < Version("2.13") or acc is None:
             return None
         return acc if hasattr(acc, "max_memory_allocated") and hasattr(acc, "reset_peak_memory_stats") else None
 
@@ -220,7 +222,7 @@ class MPSBackend(Backend):
         import torch
         # No float64 on MPS; bf16 and complex need macOS 14.
         types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
-        mv = facts_mod.macos_version(self.facts)
+        mv = reading.macos_version(self.facts)
         if mv is not None and mv.major >= 14:
             types += [torch.bfloat16, torch.complex64]
         return types

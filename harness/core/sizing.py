@@ -73,7 +73,7 @@ def estimate(setup: Setup) -> dict:
 def choose(capacity: Capacity, scales: dict[str, Setup] | None = None, ladder=LADDER) -> dict:
     """The named workload for ``capacity``: ``{"name", "setup", "reason", "candidates"}``."""
     if scales is None:
-        from harness.optim.techniques import SCALES as scales
+        from harness.optim.workloads import SCALES as scales
     budget = MEMORY_FRACTION * capacity.memory_bytes
     rows = []
     for name in ladder:
@@ -121,16 +121,16 @@ def memory_of(device: str) -> tuple[int, str]:
 
 def matmul_flops(device: str, n: int | None = None, repeats: int = 5) -> tuple[float, str]:
     """float32 matmul FLOP/s on ``device``: the median of ``repeats`` timed ``n x n`` products
-    after a warm-up, the device drained around each (harness.optim.measure.median_time)."""
+    after a warm-up, the device drained around each (harness.optim.ratios.median_time)."""
     import torch
 
     from harness.core import devices
-    from harness.optim import measure
+    from harness.optim import ratios
     kind = device.split(":")[0]
     n = n or (512 if kind == "cpu" else 4096)
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    seconds = measure.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
+    seconds = ratios.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
     return 2 * n ** 3 / seconds, f"median of {repeats} float32 {n}x{n} matmuls"
 
 
@@ -142,7 +142,7 @@ def probe(device: str) -> Capacity:
 
 def resolve(option: str, device: str) -> dict:
     """What ``--workload OPTION`` means on ``device`` (run where the device is: the sandbox)."""
-    from harness.optim.techniques import SCALES
+    from harness.optim.workloads import SCALES
     if option != "auto":
         if option not in SCALES:
             raise ValueError(f"unknown workload {option!r}; known: auto, {', '.join(SCALES)}")

@@ -1,7 +1,7 @@
 """The environment checks as a table: which judge answers which question, per target.
 
 One generic test (``suites/env``) runs every row. A row names its subject (the check id),
-the targets it concerns, the judge from ``harness.env.facts``, and optionally a live probe
+the targets it concerns, the judge from ``harness.env.judges``, and optionally a live probe
 that must agree with the judge where the target is present.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import functools
 from typing import Callable
 
 from harness.core import devices
-from harness.env import facts as F
+from harness.env import facts, judges, reading
 from harness.core.verdict import Verdict
 
 
@@ -20,18 +20,18 @@ class EnvCheck:
     subject: str
     targets: tuple[str, ...]
     question: str
-    judge: Callable[[dict], F.Fitness] | None = None
-    gate: str | None = None          # a key of facts.GATES: the judge is that version gate
+    judge: Callable[[dict], reading.Fitness] | None = None
+    gate: str | None = None          # a key of reading.GATES: the judge is that version gate
     autocast: str | None = None      # "float16" / "bfloat16": confirm the verdict by running autocast
     needs_trainer: bool = False      # the judge reads which device TrainingArguments picks
     variant: str = ""
 
-    def verdict(self, f: dict) -> F.Fitness:
+    def verdict(self, f: dict) -> reading.Fitness:
         if self.gate:
-            return F.judge_gate(self.gate)(f)
+            return judges.judge_gate(self.gate)(f)
         if self.judge:
             return self.judge(f)
-        return F.ok("no version gate")
+        return reading.ok("no version gate")
 
     @property
     def id(self) -> str:
@@ -41,29 +41,29 @@ class EnvCheck:
 ALL = ("cpu", "cuda", "mps")
 
 CHECKS: tuple[EnvCheck, ...] = (
-    EnvCheck("python-arch", ("mps",), "Is Python native to this Mac (arm64 on Apple silicon)?", F.judge_python_arch),
-    EnvCheck("not-rosetta", ("mps",), "Does Python run outside Rosetta 2?", F.judge_not_rosetta),
-    EnvCheck("macos-version", ("mps",), "Is macOS 12.3 or newer?", F.judge_macos_version),
-    EnvCheck("torch-version", ("mps",), "Is torch new enough for MPS?", F.judge_torch_for_mps),
-    EnvCheck("backend-built", ("mps",), "Was torch built with MPS?", F.judge_mps_built),
-    EnvCheck("device-available", ("mps",), "Is the MPS device available, and if not, why?", F.judge_mps_available),
-    EnvCheck("device-available", ("cuda",), "Is a CUDA device present and usable?", F.judge_cuda_present),
-    EnvCheck("fallback-env", ("mps",), "Is PYTORCH_ENABLE_MPS_FALLBACK valid if set?", F.judge_fallback_env),
-    EnvCheck("watermark-env", ("mps",), "Are the MPS watermark ratios valid if set?", F.judge_watermark_env),
-    EnvCheck("tokenizers-native", ALL, "Does tokenizers import as a native build?", F.judge_tokenizers_native),
+    EnvCheck("python-arch", ("mps",), "Is Python native to this Mac (arm64 on Apple silicon)?", judges.judge_python_arch),
+    EnvCheck("not-rosetta", ("mps",), "Does Python run outside Rosetta 2?", judges.judge_not_rosetta),
+    EnvCheck("macos-version", ("mps",), "Is macOS 12.3 or newer?", judges.judge_macos_version),
+    EnvCheck("torch-version", ("mps",), "Is torch new enough for MPS?", judges.judge_torch_for_mps),
+    EnvCheck("backend-built", ("mps",), "Was torch built with MPS?", judges.judge_mps_built),
+    EnvCheck("device-available", ("mps",), "Is the MPS device available, and if not, why?", judges.judge_mps_available),
+    EnvCheck("device-available", ("cuda",), "Is a CUDA device present and usable?", judges.judge_cuda_present),
+    EnvCheck("fallback-env", ("mps",), "Is PYTORCH_ENABLE_MPS_FALLBACK valid if set?", judges.judge_fallback_env),
+    EnvCheck("watermark-env", ("mps",), "Are the MPS watermark ratios valid if set?", judges.judge_watermark_env),
+    EnvCheck("tokenizers-native", ALL, "Does tokenizers import as a native build?", judges.judge_tokenizers_native),
     EnvCheck("trainer-default-device", ("mps",), "Does TrainingArguments pick mps by default?",
-             F.judge_trainer_device("mps"), needs_trainer=True),
+             judges.judge_trainer_device("mps"), needs_trainer=True),
     EnvCheck("trainer-default-device", ("cuda",), "Does TrainingArguments pick cuda by default?",
-             F.judge_trainer_device("cuda"), needs_trainer=True),
+             judges.judge_trainer_device("cuda"), needs_trainer=True),
     EnvCheck("fp16-autocast", ("mps",), "Can this setup use fp16 autocast on MPS?", gate="mps-fp16-autocast",
              autocast="float16"),
     EnvCheck("bf16-autocast", ("mps",), "Can this setup use bf16 autocast on MPS?", gate="mps-bf16-autocast",
              autocast="bfloat16"),
     EnvCheck("trainer-fp16", ("mps",), "Can the Trainer use fp16 mixed precision on MPS?", gate="mps-trainer-fp16"),
-    EnvCheck("capability", ("cuda",), "Does this torch have kernels for the GPU?", F.judge_cuda_capability),
-    EnvCheck("bf16-support", ("cuda",), "Does the GPU support bf16?", F.judge_cuda_bf16),
-    EnvCheck("capability", ("cpu",), "Which vector ISA do torch's CPU kernels use?", F.judge_cpu_capability),
-    EnvCheck("threads", ("cpu",), "Is the intra-op thread count sane for the cores?", F.judge_cpu_threads),
+    EnvCheck("capability", ("cuda",), "Does this torch have kernels for the GPU?", judges.judge_cuda_capability),
+    EnvCheck("bf16-support", ("cuda",), "Does the GPU support bf16?", judges.judge_cuda_bf16),
+    EnvCheck("capability", ("cpu",), "Which vector ISA do torch's CPU kernels use?", judges.judge_cpu_capability),
+    EnvCheck("threads", ("cpu",), "Is the intra-op thread count sane for the cores?", judges.judge_cpu_threads),
     EnvCheck("fp16-autocast", ("cpu", "cuda"), "Does fp16 autocast run here?", autocast="float16"),
     EnvCheck("bf16-autocast", ("cpu", "cuda"), "Does bf16 autocast run here?", autocast="bfloat16"),
 )
@@ -71,17 +71,17 @@ CHECKS: tuple[EnvCheck, ...] = (
 
 @functools.lru_cache(maxsize=1)
 def _trainer() -> dict:
-    return F.trainer_default_device()
+    return facts.trainer_default_device()
 
 
-def evaluate(case: EnvCheck, target: str, f: dict) -> F.Fitness:
+def evaluate(case: EnvCheck, target: str, f: dict) -> reading.Fitness:
     """The verdict for one row on one target: the judge, then the live probe if any."""
-    if target == "mps" and not F.is_mac(f):  # every mps check concerns a Mac
-        return F.na(f"not applicable: this is {f['os']['system']} {f['os']['machine']}; the mps checks concern macOS")
+    if target == "mps" and not reading.is_mac(f):  # every mps check concerns a Mac
+        return reading.na(f"not applicable: this is {f['os']['system']} {f['os']['machine']}; the mps checks concern macOS")
     if target == "cuda" and case.subject != "device-available":
-        present = F.judge_cuda_present(f)
+        present = judges.judge_cuda_present(f)
         if present.outcome != "ok":  # every other cuda check stands behind this one
-            return F.na(present.summary if present.outcome == "na"
+            return reading.na(present.summary if present.outcome == "na"
                         else f"CUDA device not usable (see env/device-available): {present.summary}")
     verdict = case.verdict(f)
     if case.needs_trainer and verdict.outcome != "na" and "trainer" not in f:
@@ -103,7 +103,7 @@ def judge(case: EnvCheck, target: str, f: dict) -> Verdict:
     return Verdict(STATUS[fit.outcome], "n/a", message, fit.metrics)
 
 
-def _confirm_autocast(case: EnvCheck, target: str, f: dict, verdict: F.Fitness) -> F.Fitness:
+def _confirm_autocast(case: EnvCheck, target: str, f: dict, verdict: reading.Fitness) -> reading.Fitness:
     """Run autocast for real where the target is present; the gate alone is not proof."""
     import torch
     backend = devices.backend(target, f)
@@ -111,9 +111,9 @@ def _confirm_autocast(case: EnvCheck, target: str, f: dict, verdict: F.Fitness) 
         return verdict  # only the version gate could be judged (mps-available says why)
     works, detail = backend.autocast_probe(getattr(torch, case.autocast))
     if works:
-        return F.ok(f"{verdict.summary}; {detail}", **{**verdict.metrics, "usable": True})
+        return reading.ok(f"{verdict.summary}; {detail}", **{**verdict.metrics, "usable": True})
     if case.gate:
-        return F.fail(f"{case.autocast} autocast should work with these versions but does not: {detail}",
+        return reading.fail(f"{case.autocast} autocast should work with these versions but does not: {detail}",
                       "report it to PyTorch with this run's environment facts", usable=False)
-    return F.limit(f"{case.autocast} autocast is not supported on {target} with torch "
+    return reading.limit(f"{case.autocast} autocast is not supported on {target} with torch "
                    f"{f.get('torch', {}).get('version')}: {detail}", usable=False)

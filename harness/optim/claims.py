@@ -33,7 +33,8 @@ from typing import Mapping
 
 from packaging.version import Version
 
-from harness.env import facts as F
+from harness.core.cases import Known
+from harness.env import facts as F, reading
 
 TARGET_CLASSES = ("cpu", "cuda", "mps")
 QUANTITIES = ("memory", "time")
@@ -121,7 +122,7 @@ class Gate:
     torch: str | None = None            # minimum torch
     when_python: str | None = None      # the torch minimum applies only from this Python up
     macos: str | None = None            # minimum macOS
-    facts_gate: str | None = None       # a key of harness.env.facts.GATES
+    facts_gate: str | None = None       # a key of harness.env.reading.GATES
     package: str | None = None          # must be installed ...
     package_min: str | None = None      # ... at least this version
     cuda_capability: str | None = None  # minimum compute capability of the first CUDA device
@@ -370,10 +371,10 @@ CLAIMS: tuple[Claim, ...] = (
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(("mps",), "fp16 autocast on MPS needs torch >= 2.5", "pip install -U 'torch>=2.5'",
-                 F.GATES["mps-fp16-autocast"].source, facts_gate="mps-fp16-autocast"),
+                 reading.GATES["mps-fp16-autocast"].source, facts_gate="mps-fp16-autocast"),
             Gate(("mps",), "Trainer(fp16=True) on MPS needs torch >= 2.8 and accelerate >= 1.11",
                  "pip install -U 'torch>=2.8' 'accelerate>=1.11', or use plain torch.autocast('mps')",
-                 F.GATES["mps-trainer-fp16"].source, facts_gate="mps-trainer-fp16", via="trainer"),
+                 reading.GATES["mps-trainer-fp16"].source, facts_gate="mps-trainer-fp16", via="trainer"),
         ),
     ),
     Claim(
@@ -396,7 +397,7 @@ CLAIMS: tuple[Claim, ...] = (
                  "use fp16=True instead", "seed 002: 如果您可以访问Ampere或更新的硬件; transformers TrainingArguments "
                  "raises 'Your setup doesn't support bf16/gpu' otherwise", cuda_capability="8.0"),
             Gate(("mps",), "bf16 autocast on MPS needs torch >= 2.6 and macOS 14",
-                 "pip install -U 'torch>=2.6'; update macOS to 14", F.GATES["mps-bf16-autocast"].source,
+                 "pip install -U 'torch>=2.6'; update macOS to 14", reading.GATES["mps-bf16-autocast"].source,
                  facts_gate="mps-bf16-autocast"),
         ),
     ),
@@ -734,6 +735,36 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# --------------------------------------------------------------------------- where each is measured
+
+LOOP, TRAINER = "loop", "trainer"
+# Every check of the optimization suite: (claim, quantity, entry) -> None, measured there, or
+# a Known: the check exists and is skipped for its reason. Entry LOOP is the plain-PyTorch
+# loop (harness/optim/techniques.py), one check per claim x quantity, optim/<claim>/<quantity>.
+# Entry TRAINER is transformers' Trainer with the documented TrainingArguments flags
+# (harness/optim/trainer_runs.py), optim/<claim>/<quantity>/trainer: every memory claim whose
+# knob is a TrainingArguments flag, and the time claims only the Trainer can turn (DataLoader
+# workers, pinned memory). The other time claims are the loop's: a train() call is seconds
+# of setup around two steps, so interleaved rounds of it would cost minutes per claim on a
+# 2-core CPU. harness/optim/checks.py builds the suite's cases from this table.
+_LOOP_FEEDS = "harness/optim/workloads.py: the loop steps over batches it built, with no DataLoader"
+_NOT_IN_LOOP = {
+    "dataloader-workers": Known("skip", "not measured by the plain-PyTorch loop: a DataLoader claim: measured through "
+                                "the Trainer (optim/dataloader-workers/time/trainer)", _LOOP_FEEDS),
+    "pin-memory": Known("skip", "not measured by the plain-PyTorch loop: a DataLoader claim: measured through the "
+                        "Trainer (optim/pin-memory/time/trainer)", _LOOP_FEEDS),
+    "deepspeed-zero": Known("skip", "not measured by the plain-PyTorch loop: applicability only (the claims table "
+                            "says so)", "claims table: deepspeed-zero makes no memory or time claim"),
+}
+WHERE_MEASURED: Mapping[tuple[str, str, str], Known | None] = MappingProxyType({
+    **{(c.name, q, LOOP): _NOT_IN_LOOP.get(c.name) for c in CLAIMS for q in QUANTITIES},
+    **{(name, "memory", TRAINER): None for name in (
+        "gradient-accumulation", "gradient-checkpointing", "adafactor", "adamw-8bit", "fused-adamw",
+        "fp16-autocast", "bf16-autocast", "dynamic-padding")},
+    **{(name, "time", TRAINER): None for name in ("dataloader-workers", "pin-memory")},
+})
+
+
 # --------------------------------------------------------------------------- lookups
 
 _BY_NAME = {c.name: c for c in CLAIMS}
@@ -819,19 +850,19 @@ def _gap(gate: Gate, facts: dict) -> str | None:
     """What the fact set lacks for this gate, or None when it passes."""
     if gate.never:
         return "not applicable"
-    tv = F.torch_version(facts)
+    tv = reading.torch_version(facts)
     if gate.torch:
-        pv = F.version_of((facts.get("python") or {}).get("version"))
+        pv = reading.version_of((facts.get("python") or {}).get("version"))
         concerned = gate.when_python is None or (pv is not None and pv >= Version(gate.when_python))
         if concerned and (tv is None or tv < Version(gate.torch)):
             py = f" on Python {pv}" if gate.when_python else ""
             return f"this is torch {tv or 'not installed'}{py}"
     if gate.macos:
-        mv = F.macos_version(facts)
+        mv = reading.macos_version(facts)
         if mv is None or mv < Version(gate.macos):
             return f"this is macOS {mv or 'not available'}"
     if gate.facts_gate:
-        gaps = F.gate_gaps(F.GATES[gate.facts_gate], facts)
+        gaps = reading.gate_gaps(reading.GATES[gate.facts_gate], facts)
         if gaps:
             return "needs " + " and ".join(gaps)
     if gate.package:
@@ -839,7 +870,7 @@ def _gap(gate: Gate, facts: dict) -> str | None:
         if gate.package not in packages:
             return (f"{gate.package} is not recorded in these facts (harness/env/facts.py PACKAGES); "
                     "pass live facts through claims.with_extra_packages()")
-        pv = F.version_of(packages[gate.package])
+        pv = reading.version_of(packages[gate.package])
         if pv is None:
             return f"{gate.package} is not installed"
         if gate.package_min and pv < Version(gate.package_min):

@@ -6,24 +6,20 @@ harness/optim/techniques.py). A claim whose knob is a ``TrainingArguments`` fiel
 dataset twice, once with the baseline arguments and once with the claim's flags, as a
 user's script would. Memory: the tracked storage peak over ``trainer.train()`` (model,
 optimizer state, batches, everything the run allocates). Time: ``train()`` calls of the
-two trainers interleaved by harness.optim.measure.compare_time.
+two trainers interleaved by harness.optim.ratios.compare_time.
 """
 from __future__ import annotations
 
 import tempfile
 
 from harness.core import devices
-from harness.optim.workloads import PRESETS, SEED, Setup, activations_labeller, build_model, resident_of
+from harness.optim import ratios
+from harness.optim.workloads import (PRESETS, SCALES, SEED, TIME_BUDGET_S, TIME_ROUNDS, Setup, activations_labeller,
+                                     build_model, resident_of)
 
 STEPS = 2            # optimizer steps per train() call
 EXAMPLES = 64        # rows of the dataset
-# What goes through the Trainer: every memory claim whose knob is a TrainingArguments flag,
-# and the time claim only the Trainer can turn (DataLoader workers). The other time claims
-# are the loop's (harness/optim/techniques.py): a train() call is seconds of setup around two
-# steps, so interleaved rounds of it would cost minutes per claim on a 2-core CPU.
-MEMORY = ("gradient-accumulation", "gradient-checkpointing", "adafactor", "adamw-8bit", "fused-adamw",
-          "fp16-autocast", "bf16-autocast", "dynamic-padding")
-TIME = ("dataloader-workers", "pin-memory")
+# What goes through the Trainer: claims.WHERE_MEASURED's rows of entry claims.TRAINER.
 
 
 def dataset(setup: Setup):
@@ -87,11 +83,11 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
 
 def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "small") -> dict:
     """One claim's quantity through the Trainer: ratio, verdict, and the arguments used."""
-    from harness.optim import claims, measure, techniques
+    from harness.optim import claims, measure, peaks, techniques
     claim = claims.by_name(name)
     kind = device.split(":")[0]
     expect = claim.expect(quantity)[kind]
-    setup = techniques.SCALES[scale].but(dropout=True)
+    setup = SCALES[scale].but(dropout=True)
     bound = claims.holds_bound(claim, quantity, kind)
     claim_expect = techniques.expectation(expect.kind, bound)
     with tempfile.TemporaryDirectory(prefix="mps-compat-trainer-") as tmp:
@@ -104,17 +100,17 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
             ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True) for t in (ta, tb))
             a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
-            out.update(measure.compare_memory(a, b, claim_expect),
+            out.update(ratios.compare_memory(a, b, claim_expect),
                        peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
-                       anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
-                       peak=techniques.peak_story(name, ma, mb))
+                       anatomy_a=peaks.anatomy_of(ma), anatomy_b=peaks.anatomy_of(mb),
+                       peak=peaks.peak_story(name, ma, mb))
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
             op, limit = claim_expect
             raw = (op, limit * per) if op == "lower" else (op, limit / per)
-            res = measure.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
-                                       budget_s=techniques.TIME_BUDGET_S[scale], rounds=techniques.TIME_ROUNDS[scale],
+            res = ratios.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
+                                       budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale],
                                        warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):
                 res[key] *= per

@@ -66,6 +66,19 @@ class Setup:
         return self.batch // self.grad_accum
 
 
+# Workload scales: ``small`` (``bert-small``, batch 16, length 64, sized for a 2-core CPU),
+# ``medium`` (``bert-base``, batch 32, length 128) and ``large`` (seed 003's shape: the
+# macbert-large model at batch 32, length 128). ``--workload auto`` (the default) picks one
+# per device: harness/core/sizing.py.
+SCALES = {
+    "small": Setup(model="bert-small", batch=16, seq=64),
+    "medium": Setup(model="bert-base", batch=32, seq=128),
+    "large": Setup(model="macbert-large", batch=32, seq=128),
+}
+TIME_BUDGET_S = {"small": 20.0, "medium": 60.0, "large": 120.0}   # extra rounds while a time verdict is undecided
+TIME_ROUNDS = {"small": 6, "medium": 8, "large": 10}             # interleaved rounds before the first verdict
+
+
 def build_model(setup: Setup):
     """The classifier for ``setup``, weights seeded (the caller's RNG state is kept)."""
     import torch

@@ -48,7 +48,7 @@ def optim_sections(m: Matrix) -> list[Section]:
 
 def _path_section(label: str, rec: dict) -> Section:
     from harness.optim.claims import SEED_003_PATH
-    from harness.optim.techniques import time_cell
+    from harness.optim.seedpath import time_cell
     rows = rec["metrics"]["rows"]
     base, seed = rows[0], SEED_003_PATH.steps
     table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",

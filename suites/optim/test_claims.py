@@ -1,36 +1,24 @@
 """Every documented optimization, measured on the target against the document's claim.
 
-One check per claim and quantity (``optim/<claim>/<memory|time>``), driven by the claims
-table (harness/optim/claims.py: the source, the claimed ratio, its tolerance, the gates) and
-measured in the sandbox child by harness/optim/techniques.py with harness/optim/measure.py: peak
-memory by counting storages (deterministic), time by interleaved rounds with a bootstrap
-interval. The record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or
-``inconclusive`` (recorded as expected failures, with the measured ratio and interval: the
-document's promise is what failed, not the run). Where the document makes no claim for
+One check per claim and quantity (``optim/<claim>/<memory|time>``, and ``.../trainer`` where
+the claim also goes through the Trainer), driven by the claims table (harness/optim/claims.py:
+the source, the claimed ratio, its tolerance, the gates, where each is measured; the cases:
+harness/optim/checks.py) and measured in the sandbox child by harness/optim/techniques.py
+and trainer_runs.py with harness/optim/measure.py and ratios.py: peak memory by counting
+storages (deterministic), time by interleaved rounds with a bootstrap interval. The
+record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or ``inconclusive``
+(recorded as expected failures, with the measured ratio and interval: the document's promise
+is what failed, not the run). Where the document makes no claim for
 the target, or a gate keeps the technique away (a package, a torch or macOS version, a
 device capability), the check is skipped with the reason.
 """
 import pytest
 
-from harness.optim import claims, techniques, trainer_runs
+from harness.optim import claims, same_result, seedpath, techniques
+from harness.optim.checks import CASES, TRAINER_CASES
 
-QUANTITIES = ("memory", "time")
 # Sandbox time limit of one measurement (seconds), by workload.
 TIMEOUT = {"small": 600, "medium": 1800, "large": 3600}
-
-
-class ClaimCase:
-    """One claim x quantity: the journal names it optim/<claim>/<quantity> (the loop) or
-    optim/<claim>/<quantity>/trainer (through the Trainer)."""
-
-    def __init__(self, claim: str, quantity: str, entry: str = ""):
-        self.subject, self.variant = claim, f"{quantity}/{entry}" if entry else quantity
-        self.quantity = quantity
-        self.targets = claims.TARGET_CLASSES
-        self.id = f"{claim}-{quantity}" + (f"-{entry}" if entry else "")
-
-
-CASES = [ClaimCase(c.name, q) for c in claims.CLAIMS for q in QUANTITIES]
 
 
 @pytest.mark.cases(CASES)
@@ -43,8 +31,8 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
-    if case.subject in techniques.NOT_MEASURED:
-        pytest.skip(f"not measured by the plain-PyTorch loop: {techniques.NOT_MEASURED[case.subject]}")
+    if case.known is not None:  # claims.WHERE_MEASURED: only skips
+        pytest.skip(case.known.reason)
     scale = workload["name"]
     outcome = sandbox.call("harness.optim.techniques:measure_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
@@ -67,13 +55,9 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     """Seed 003's table, reproduced: baseline, + gradient accumulation, + checkpointing,
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
     scale = workload["name"]
-    outcome = sandbox.call("harness.optim.techniques:seed_003_path", target, scale, timeout=TIMEOUT[scale])
+    outcome = sandbox.call("harness.optim.seedpath:seed_003_path", target, scale, timeout=TIMEOUT[scale])
     rows = record.value_of(outcome, "the measurement")
-    table = techniques.path_table(rows, claims.SEED_003_PATH)
-    record.category = "n/a"
-    record.metric(record_kind="seed-003-path", rows=rows, **_workload_metrics(workload),
-                  mem_ratio=rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
-                  time_ratio=rows[-1]["step_s"] / rows[0]["step_s"])
+    table = seedpath.path_table(rows, claims.SEED_003_PATH)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:  # printed past pytest's output capture
@@ -82,13 +66,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
             reporter.write_line(f"seed 003's path on {target} ({scale} workload: {workload['setup']}):")
             for line in table.splitlines():
                 reporter.write_line(line)
-    rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
-             for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
-    assert not rises, "peak memory rose along the path: " + "; ".join(rises)
-
-
-TRAINER_CASES = [ClaimCase(name, "memory", "trainer") for name in trainer_runs.MEMORY] + [
-    ClaimCase(name, "time", "trainer") for name in trainer_runs.TIME]
+    record.conclude(seedpath.path_verdict(rows, _workload_metrics(workload)))
 
 
 @pytest.mark.cases(TRAINER_CASES)
@@ -102,6 +80,8 @@ def test_documented_optimization_via_trainer(case, target, backend, env_facts, s
     applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="trainer")
     if not applies:
         pytest.skip(why)
+    if case.known is not None:
+        pytest.skip(case.known.reason)
     scale = workload["name"]
     outcome = sandbox.call("harness.optim.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
                            timeout=TIMEOUT[scale])
@@ -118,5 +98,5 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     applies, why = claims.applies(technique, target, claims.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
-    outcome = sandbox.call("harness.optim.techniques:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
-    record.conclude(techniques.same_result_verdict(record.value_of(outcome, "the measurement")))
+    outcome = sandbox.call("harness.optim.same_result:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
+    record.conclude(same_result.same_result_verdict(record.value_of(outcome, "the measurement")))
