@@ -8,9 +8,9 @@ from harness.core.cases import Known
 
 def tables():
     from harness.ops import opsweep
-    from harness.parity import known_bugs, opparity, strategies
+    from harness.parity import known_bugs, opparity, property_cases
     return {"ops sweep": opsweep.cases(("cpu",)), "op parity": opparity.cases(("cpu",)),
-            "properties": strategies.dtype_cases("softmax"), "known bugs": known_bugs.checks("known-bug")}
+            "properties": property_cases.dtype_cases("softmax"), "known bugs": known_bugs.checks("known-bug")}
 
 
 @pytest.mark.parametrize("name", ["ops sweep", "op parity", "properties", "known bugs"])
