@@ -8,9 +8,9 @@ from harness.core.cases import Known
 
 def tables():
     from harness.ops import opsweep
-    from harness.parity import known_bugs, opparity, strategies
+    from harness.parity import known_bugs, opparity, property_cases
     return {"ops sweep": opsweep.cases(("cpu",)), "op parity": opparity.cases(("cpu",)),
-            "properties": strategies.dtype_cases("softmax"), "known bugs": known_bugs.checks("known-bug")}
+            "properties": property_cases.dtype_cases("softmax"), "known bugs": known_bugs.checks("known-bug")}
 
 
 @pytest.mark.parametrize("name", ["ops sweep", "op parity", "properties", "known bugs"])
@@ -33,6 +33,23 @@ def test_known_has_one_form_and_needs_its_reason():
         Known("maybe", "why")
     with pytest.raises(ValueError, match="reason"):
         Known("skip", "")
+
+
+def test_op_paritys_known_limits_are_known_limits_with_their_source():
+    from harness.parity import op_judge
+    assert op_judge.KNOWN_LIMITS
+    for key, known in op_judge.KNOWN_LIMITS.items():
+        assert isinstance(known, Known) and known.outcome == "limit" and known.source, key
+
+
+def test_the_cpu_checks_the_half_precision_dtypes_its_table_names():
+    from harness.parity import property_cases
+    def on_cpu(subject):
+        return [c.dtype for c in property_cases.dtype_cases(subject) if "cpu" in c.targets]
+    assert on_cpu("softmax") == ["float32", "float16", "bfloat16"]
+    assert on_cpu("cross_entropy") == ["float32", "bfloat16"]
+    assert on_cpu("embedding") == ["float32"]
+    assert all(halves.reason for halves in property_cases.CPU_HALF_PRECISION.values())
 
 
 def test_the_cases_marker_refuses_a_table_that_is_not_cases(pytester):

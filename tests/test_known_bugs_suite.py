@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from harness.core import devices
-from harness.parity import known_bugs
+from harness.parity import bug_check, bug_repeat, bug_sizes, known_bugs
 from harness.parity.known_bug_cases import CASES
 from tests import reported_bugs, standins
 from tests.conftest import run_suite
@@ -79,7 +79,7 @@ def _reading(device_gib: float, host_gib: float):
 def test_the_cpu_and_stand_ins_run_the_first_size_whatever_the_memory():
     case = known_bugs.by_name("batched-matmul-n32769")
     for target in ("cpu", "standin-oracle"):
-        size, why = known_bugs.choose_size(case, target, "float32", _reading(1000, 1000))
+        size, why = bug_sizes.choose_size(case, target, "float32", _reading(1000, 1000))
         assert size.name == "edge" and "edge" in why
 
 
@@ -91,14 +91,14 @@ def test_the_cpu_and_stand_ins_run_the_first_size_whatever_the_memory():
 ])
 def test_an_accelerator_runs_the_largest_size_its_memory_allows(device_gib, host_gib, expected):
     case = known_bugs.by_name("batched-matmul-n32769")
-    size, why = known_bugs.choose_size(case, "cuda", "float32", _reading(device_gib, host_gib))
+    size, why = bug_sizes.choose_size(case, "cuda", "float32", _reading(device_gib, host_gib))
     assert size.name == expected, why
-    assert case.footprint(size.dims)[1] <= known_bugs.JUDGED_MAX
+    assert case.footprint(size.dims)[1] <= bug_sizes.JUDGED_MAX
 
 
 def test_the_reported_size_runs_where_its_output_is_small_enough_to_judge():
     case = known_bugs.by_name("gram-matmul-k50000")
-    size, why = known_bugs.choose_size(case, "mps", "float32", _reading(10.7, 16))
+    size, why = bug_sizes.choose_size(case, "mps", "float32", _reading(10.7, 16))
     assert size.name == "reported" and "device" in why and "host" in why
 
 
@@ -107,14 +107,14 @@ def test_the_reported_size_runs_where_its_output_is_small_enough_to_judge():
 @pytest.mark.parametrize("name", NAMES)
 def test_each_case_fails_on_a_stand_in_that_reproduces_its_report(name, reproduce):
     reproduce(name)
-    verdict = known_bugs.judge(known_bugs.run_case(name, "standin-known-bugs", "float32"))
+    verdict = bug_check.judge(bug_check.run_case(name, "standin-known-bugs", "float32"))
     assert verdict.status == "fail", verdict.message
     assert verdict.metrics["issue"] == known_bugs.by_name(name).source.issue
     if verdict.category == "raises":
         assert "raises where the CPU computes" in verdict.message
     else:
         assert verdict.category == "parity" and "shows the bug of pytorch#" in verdict.message
-    again = known_bugs.judge_repeatability(known_bugs.run_repeatability(name, "standin-known-bugs", "float32"))
+    again = bug_repeat.judge_repeatability(bug_repeat.run_repeatability(name, "standin-known-bugs", "float32"))
     if name in UNREPEATABLE:
         assert (again.status, again.category) == ("fail", "unrepeatable"), again.message
         assert again.metrics["differing"]
@@ -125,9 +125,9 @@ def test_each_case_passes_on_the_stand_in_with_nothing_reproduced(name, reproduc
     """The stand-in's own path (a dispatch mode, re-uploads, churn, rapid runs) is clean:
     the failures above are the reproductions'."""
     reproduce("none")
-    verdict = known_bugs.judge(known_bugs.run_case(name, "standin-known-bugs", "float32"))
+    verdict = bug_check.judge(bug_check.run_case(name, "standin-known-bugs", "float32"))
     assert verdict.status == "pass", verdict.message
-    again = known_bugs.judge_repeatability(known_bugs.run_repeatability(name, "standin-known-bugs", "float32"))
+    again = bug_repeat.judge_repeatability(bug_repeat.run_repeatability(name, "standin-known-bugs", "float32"))
     assert again.status == "pass", again.message
 
 
@@ -136,9 +136,9 @@ def test_the_allocator_case_is_wrong_after_a_dirty_cache_and_right_after_an_empt
     torch.mps.empty_cache(). The known-bug check provokes it; the repeatability check names
     the run that differed."""
     reproduce("gram-matmul-k50000")
-    verdict = known_bugs.judge(known_bugs.run_case("gram-matmul-k50000", "standin-known-bugs", "float32"))
+    verdict = bug_check.judge(bug_check.run_case("gram-matmul-k50000", "standin-known-bugs", "float32"))
     assert verdict.metrics["run"] == "after a dirty cache"
-    again = known_bugs.run_repeatability("gram-matmul-k50000", "standin-known-bugs", "float32")
+    again = bug_repeat.run_repeatability("gram-matmul-k50000", "standin-known-bugs", "float32")
     assert again["differing"] == ["run after a dirty cache"]
 
 
@@ -146,7 +146,7 @@ def test_an_intermittent_failure_is_not_put_down_to_a_switch(reproduce):
     """A reduction wrong on one call in five passes when rerun: no cause (TF32, precision)
     may explain it away, and the message says it came and went."""
     reproduce("sum-rapid")
-    verdict = known_bugs.judge(known_bugs.run_case("sum-rapid", "standin-known-bugs", "float32"))
+    verdict = bug_check.judge(bug_check.run_case("sum-rapid", "standin-known-bugs", "float32"))
     assert verdict.status == "fail" and verdict.metrics.get("intermittent") is True
     assert "cause" not in verdict.metrics and "right when rerun" in verdict.message
 

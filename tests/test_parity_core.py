@@ -87,21 +87,21 @@ def test_low_precision_result_against_a_float64_reference():
 def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
     from types import SimpleNamespace
 
-    from harness.parity import opparity
+    from harness.parity import samples
 
     def sample(t, *args, **kwargs):
         return SimpleNamespace(input=t, args=args, kwargs=kwargs)
     x = torch.arange(6.0).reshape(2, 3)
-    base = opparity.fingerprint(sample(x, 1, dim=0))
-    assert opparity.fingerprint(sample(x.clone(), 1, dim=0)) == base             # same values, new storage
-    assert opparity.fingerprint(sample(x.clone().requires_grad_(), 1, dim=0)) == base
-    assert opparity.fingerprint(sample(x + 1e-6, 1, dim=0)) != base              # one value moved
-    assert opparity.fingerprint(sample(x.t().contiguous().t(), 1, dim=0)) != base  # same values, other strides
-    assert opparity.fingerprint(sample(x, 2, dim=0)) != base
-    assert opparity.fingerprint(sample(x, 1, dim=1)) != base
-    assert opparity.fingerprint(sample(x.to(torch.bfloat16), 1, dim=0)) != base  # bfloat16 has no numpy dtype
+    base = samples.fingerprint(sample(x, 1, dim=0))
+    assert samples.fingerprint(sample(x.clone(), 1, dim=0)) == base             # same values, new storage
+    assert samples.fingerprint(sample(x.clone().requires_grad_(), 1, dim=0)) == base
+    assert samples.fingerprint(sample(x + 1e-6, 1, dim=0)) != base              # one value moved
+    assert samples.fingerprint(sample(x.t().contiguous().t(), 1, dim=0)) != base  # same values, other strides
+    assert samples.fingerprint(sample(x, 2, dim=0)) != base
+    assert samples.fingerprint(sample(x, 1, dim=1)) != base
+    assert samples.fingerprint(sample(x.to(torch.bfloat16), 1, dim=0)) != base  # bfloat16 has no numpy dtype
     f = lambda v: v  # noqa: E731: a callable argument counts by name, not by its address
-    assert opparity.fingerprint(sample(x, f)) == opparity.fingerprint(sample(x, f))
+    assert samples.fingerprint(sample(x, f)) == samples.fingerprint(sample(x, f))
 
 
 # --------------------------------------------------------------------------- accuracy on an accelerator

@@ -14,7 +14,8 @@ from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.core import journal
-from harness.parity import hypothesis_profiles, strategies as S
+from harness.parity import draws as D, examples as E, hypothesis_profiles, op_examples as S
+from harness.parity.tally import Tally
 from harness.pytest_plugin import Recorder
 from tests.conftest import ROOT
 
@@ -23,15 +24,15 @@ MANY = settings(max_examples=200)
 NON_CONTIGUOUS = ("transposed", "permuted", "strided", "expanded")
 
 
-def realized(ex: S.Example) -> dict:
+def realized(ex: E.Example) -> dict:
     """The example's tensors as the CPU float32 check sees them."""
     return {name: t for name, t in ex.arguments(ex.make(), torch.float32, "cpu").items()
             if isinstance(t, torch.Tensor)}
 
 
-def floats_of(ex: S.Example) -> list[tuple[S.Floats, torch.Tensor]]:
+def floats_of(ex: E.Example) -> list[tuple[E.Floats, torch.Tensor]]:
     args = realized(ex)
-    return [(spec, args[name]) for name, spec in ex.inputs if isinstance(spec, S.Floats)]
+    return [(spec, args[name]) for name, spec in ex.inputs if isinstance(spec, E.Floats)]
 
 
 # --------------------------------------------------------------------------- what the strategies draw
@@ -56,13 +57,13 @@ def test_every_layout_reaches_the_op_as_a_non_contiguous_view(layout):
     pytest.param(lambda s: 2048 in s and len(s) > 1, id="few-thousand-with-batch"),
 ])
 def test_shapes_reach_the_edges(wanted):
-    assert wanted(find(S.shapes(), wanted, settings=FIND))
+    assert wanted(find(D.shapes(), wanted, settings=FIND))
 
 
 @MANY
-@given(shape=S.shapes())
+@given(shape=D.shapes())
 def test_shapes_stay_within_the_element_budget(shape):
-    assert torch.Size(shape).numel() <= S.MAX_ELEMENTS
+    assert torch.Size(shape).numel() <= D.MAX_ELEMENTS
 
 
 def test_matmul_batches_broadcast_and_baddbmm_input_broadcasts():
@@ -121,8 +122,8 @@ def test_embedding_indices_include_the_padding_row():
 def _softmax_on_a_stand_in_accelerator(fn):
     """A Tally for target "mps" whose device is the CPU: the accelerator branch, run here."""
     record = Recorder()
-    tally = S.Tally(record, "float16", "mps", torch.device("cpu"))
-    ex = S.Example(seed=3, scale=4.0, inputs=(("x", S.Floats((7, 13), "transposed")),), options=(("dim", -1),))
+    tally = Tally(record, "float16", "mps", torch.device("cpu"))
+    ex = E.Example(seed=3, scale=4.0, inputs=(("x", E.Floats((7, 13), "transposed")),), options=(("dim", -1),))
 
     @settings(max_examples=1, database=None)
     @given(st.just(ex))
@@ -202,23 +203,23 @@ def profile(name: str):
         settings.load_profile(before)
 
 
-def _shape(e: S.Example, name: str) -> tuple:
+def _shape(e: E.Example, name: str) -> tuple:
     return dict(e.inputs)[name].shape
 
 
-def _reduced(e: S.Example) -> list[int]:
+def _reduced(e: E.Example) -> list[int]:
     """The sides a reductions() example reduces."""
     shape, dim = _shape(e, "x"), dict(e.options)["dim"]
     dims = range(len(shape)) if dim is None else (dim,) if isinstance(dim, int) else dim
     return [shape[d] for d in dims]
 
 
-def _meta(ex: S.Example) -> dict:
+def _meta(ex: E.Example) -> dict:
     """The op's arguments as meta tensors (shapes and strides, no memory), integers as zeros."""
     args = dict(ex.options)
     for name, spec in ex.inputs:
-        if isinstance(spec, S.Floats):
-            args[name] = spec.view(torch.empty(S.LAYOUTS[spec.layout].storage(spec.shape), device="meta"))
+        if isinstance(spec, E.Floats):
+            args[name] = spec.view(torch.empty(E.LAYOUTS[spec.layout].storage(spec.shape), device="meta"))
         else:
             args[name] = torch.zeros(spec.shape, dtype=torch.long, device="meta")
     return args
@@ -237,7 +238,7 @@ def _baddbmm(input, b1, b2, **kw):
 
 
 # (strategy, whether side n is where the case wants it, the op (on meta tensors: the
-# output's shape)). The cases of the bug reports strategies.EDGES names are looked for at
+# output's shape)). The cases of the bug reports draws.EDGES names are looked for at
 # every edge, the others at 2^16 + 1.
 EDGE_CASES = {
     "linear-out-features": (S.linear(), lambda e, n: _shape(e, "w")[0] == n, _linear),
@@ -271,8 +272,8 @@ CI_SCAN = settings(max_examples=300, derandomize=True, database=None)
 DEEP_SCAN = settings(max_examples=200, derandomize=True, database=None, deadline=None)
 
 
-def at_an_edge(e: S.Example) -> bool:
-    return any(set(spec.shape) & set(S.EDGES) for _, spec in e.inputs)
+def at_an_edge(e: E.Example) -> bool:
+    return any(set(spec.shape) & set(D.EDGES) for _, spec in e.inputs)
 
 
 def test_deep_loaded_follows_the_loaded_profile_even_inside_a_test_with_its_own_settings():
@@ -307,7 +308,7 @@ def test_a_copy_of_deep_with_another_verbosity_is_deep_too():
 
 
 @pytest.mark.parametrize("case, size", [(case, size) for case in EDGE_CASES
-                                        for size in (S.EDGES if case in EVERY_EDGE else (2**16 + 1,))])
+                                        for size in (D.EDGES if case in EVERY_EDGE else (2**16 + 1,))])
 def test_under_the_deep_profile_the_strategies_draw_each_size_edge(case, size):
     strategy, where, _ = EDGE_CASES[case]
     with profile("deep"):
@@ -324,14 +325,14 @@ def test_conv1d_edges_come_from_one_to_three_input_channels(c_in):
 
 
 def test_conv1d_edges_are_never_depthwise():
-    """strategies._conv1d_at_an_edge: the CPU's kernels loop over 65537 groups, a parallel
+    """op_examples.conv1d at an edge: the CPU's kernels loop over 65537 groups, a parallel
     region each, which takes minutes on busy cores."""
     groups = []
 
     @DEEP_SCAN
     @given(ex=S.conv1d())
     def scan(ex):
-        if _shape(ex, "weight")[0] in S.EDGES:
+        if _shape(ex, "weight")[0] in D.EDGES:
             groups.append(dict(ex.options)["groups"])
 
     with profile("deep"):
@@ -359,10 +360,10 @@ def test_size_edge_examples_stay_within_the_element_budget(case):
     def within(ex):
         args = _meta(ex)
         for name, spec in ex.inputs:
-            assert args[name].numel() <= S.EDGE_ELEMENTS, (name, spec)
-            if isinstance(spec, S.Floats):
-                assert math.prod(S.LAYOUTS[spec.layout].storage(spec.shape)) <= 2 * S.EDGE_ELEMENTS, (name, spec)
-        assert op(**args).numel() <= S.EDGE_ELEMENTS
+            assert args[name].numel() <= D.EDGE_ELEMENTS, (name, spec)
+            if isinstance(spec, E.Floats):
+                assert math.prod(E.LAYOUTS[spec.layout].storage(spec.shape)) <= 2 * D.EDGE_ELEMENTS, (name, spec)
+        assert op(**args).numel() <= D.EDGE_ELEMENTS
         edges.append(at_an_edge(ex))
 
     with profile("deep"):
@@ -375,10 +376,10 @@ def test_size_edge_examples_stay_within_the_element_budget(case):
     pytest.param("matmul-m-or-n", lambda e: _shape(e, "a")[-1], ("a", "b"), id="matmul"),
     pytest.param("bmm-k", lambda e: _shape(e, "a")[-1], ("a", "b"), id="bmm"),
     pytest.param("baddbmm-k", lambda e: _shape(e, "b1")[-1], ("b1", "b2"), id="baddbmm"),
-    pytest.param("sum-reduced-dim", lambda e: max(_reduced(e), key=lambda n: n in S.EDGES), ("x",), id="sum"),
+    pytest.param("sum-reduced-dim", lambda e: max(_reduced(e), key=lambda n: n in D.EDGES), ("x",), id="sum"),
 ])
 def test_a_sum_over_an_edge_ends_in_nine_distinct_outputs_or_more(case, k, summed):
-    """strategies.UNEXPANDED: the normwise rule scales by the largest output, and where
+    """draws.UNEXPANDED: the normwise rule scales by the largest output, and where
     every sum of 2^15 terms happens to cancel to near 0 a correct CPU misses float64; 9
     outputs or more, from operands that are not expanded (whose rows repeat)."""
     strategy, _, op = EDGE_CASES[case]
@@ -387,7 +388,7 @@ def test_a_sum_over_an_edge_ends_in_nine_distinct_outputs_or_more(case, k, summe
     @settings(DEEP_SCAN, max_examples=600)
     @given(ex=strategy)
     def many(ex):
-        if k(ex) in S.EDGES:
+        if k(ex) in D.EDGES:
             ks.append(k(ex))
             assert op(**_meta(ex)).numel() >= 9, ex
             assert all(dict(ex.inputs)[name].layout != "expanded" for name in summed), ex
@@ -399,7 +400,7 @@ def test_a_sum_over_an_edge_ends_in_nine_distinct_outputs_or_more(case, k, summe
 
 @pytest.mark.parametrize("case", ["softmax-dim", "sum-reduced-dim"])
 def test_a_summed_input_is_never_expanded_along_an_edge(case):
-    """strategies._summable: 2^16 equal terms overflow float16 and pile up float32's
+    """draws.summable_layouts: 2^16 equal terms overflow float16 and pile up float32's
     rounding errors, so a correct CPU would miss float64."""
     strategy, _, _ = EDGE_CASES[case]
     rows = []
@@ -408,7 +409,7 @@ def test_a_summed_input_is_never_expanded_along_an_edge(case):
     @given(ex=strategy)
     def summable(ex):
         x = dict(ex.inputs)["x"]
-        if x.shape and x.shape[0] in S.EDGES:
+        if x.shape and x.shape[0] in D.EDGES:
             rows.append(x.layout)
             assert x.layout != "expanded", ex
 

@@ -200,17 +200,17 @@ def test_the_known_bugs_section_says_which_column_has_which_bug_and_names_the_so
                                                                                    monkeypatch):
     """From real judgements: the CPU without the bug, a stand-in reproducing two reports."""
     from harness.core import devices
-    from harness.parity import known_bugs
+    from harness.parity import bug_check, bug_repeat
     from tests import reported_bugs, standins  # noqa: F401  (registers the stand-ins)
     monkeypatch.setenv(reported_bugs.VAR, "matmul-3x3,conv1d-65537-channels,sum-rapid")
     monkeypatch.setattr(devices.stand_in("standin-known-bugs"), "calls", {})
     records = []
     for name in ("matmul-3x3", "conv1d-65537-channels", "sum-rapid", "argmax-dim1-10x2"):
         for target in ("cpu", "standin-known-bugs"):
-            records.append(_known_bug_record(name, "known-bug", target, known_bugs.judge(
-                known_bugs.run_case(name, target, "float32"))))
-            records.append(_known_bug_record(name, "repeatable", target, known_bugs.judge_repeatability(
-                known_bugs.run_repeatability(name, target, "float32"))))
+            records.append(_known_bug_record(name, "known-bug", target, bug_check.judge(
+                bug_check.run_case(name, target, "float32"))))
+            records.append(_known_bug_record(name, "repeatable", target, bug_repeat.judge_repeatability(
+                bug_repeat.run_repeatability(name, target, "float32"))))
     write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
     out = tmp_path / "out"
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])

@@ -260,7 +260,7 @@ class StandIn:
         return result
 
     def churned(self, emptied: bool) -> None:
-        """The check just churned the allocator (harness.parity.known_bugs.Target.churn) and, if
+        """The check just churned the allocator (harness.parity.bug_target.Target.churn) and, if
         ``emptied``, emptied its cache: a stand-in whose results depend on that state
         hears of it here."""
 

@@ -65,7 +65,7 @@ class ParityMetrics(TypedDict, total=False):
     cause: str               # harness.parity.causes: why an accelerator is off
     cause_what: str
     switch: str              # what changes it, in the user's terms
-    inputs: str              # a digest per sample (harness.parity.opparity.fingerprint)
+    inputs: str              # a digest per sample (harness.parity.samples.fingerprint)
     worst_sample: int
     record_kind: str
 

@@ -1,6 +1,6 @@
 """One verdict for every check, and the one place that turns it into a pytest outcome.
 
-Each suite's judge (harness.env.env_checks, opsweep, opparity, known_bugs, techniques) returns
+Each suite's judge (harness.env.env_checks, opsweep, op_judge, bug_check, bug_repeat, techniques) returns
 a ``Verdict``; a test body hands it to ``record.conclude(verdict)`` (harness.pytest_plugin.
 Recorder), which keeps its category, metrics and message on the record and ends the test
 the way its status says. So the statuses mean the same in every suite:

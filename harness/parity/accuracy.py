@@ -13,7 +13,7 @@ Two rules, both ``|actual - expected| <= atol + rtol * scale``:
 A third term serves a result judged against an exact (float64) reference: ``slack``,
 an allowed extra error per element, is how far the reference itself moves when the
 inputs move by a few units in the last place of the low-precision dtype (see
-harness.parity.opparity). An element whose slack is infinite may differ in anything, even NaN
+harness.parity.samples). An element whose slack is infinite may differ in anything, even NaN
 or inf, because a rounding-sized change of the inputs changes it that much.
 
 Under every rule, NaN positions must agree, inf positions and signs too, and integer and bool

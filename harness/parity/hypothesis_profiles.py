@@ -6,7 +6,7 @@
   deep  random and many examples, for hunting: ``pytest suites/parity --hypothesis-profile=deep``
         (failures are kept in .hypothesis/ and replayed first on the next run). The
         strategies of the training ops then also draw sides at size edges (2^15 and 2^16,
-        give or take one: harness.parity.strategies.EDGES), where real MPS bugs live and which ci's
+        give or take one: harness.parity.draws.EDGES), where real MPS bugs live and which ci's
         minute cannot afford; see ``deep_loaded``.
 
 Both print the reproduction blob of a failure and do not time examples (a kernel's first

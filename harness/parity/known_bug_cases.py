@@ -4,7 +4,7 @@ Each was read in PyTorch's issue tracker (the number, the title as the tracker h
 versions the report names, and the fix where the thread shows one). The shapes are the
 report's; ``edge`` is the smallest size that still crosses the reported edge, which the
 CPU and the stand-ins run (seconds on a 2-core CPU); the report's full shape runs on an
-accelerator whose memory allows it (harness.parity.known_bugs.choose_size).
+accelerator whose memory allows it (harness.parity.bug_sizes.choose_size).
 
 Leads read and left out, and why (the closing note of the issue that built this has more):
   #123151  llama-fast's stories15M gives gibberish on MPS: the thread names no op, shape or

@@ -18,18 +18,18 @@ sandbox child: a crash or a hang costs that check only.
 """
 import pytest
 
-from harness.parity import known_bugs
+from harness.parity import bug_check, bug_repeat, known_bugs
 
 
 @pytest.mark.cases(known_bugs.checks("known-bug"))
 def test_known_bug(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.parity.known_bugs:run_case", case.case.name, target, case.dtype)
+    outcome = sandbox.call("harness.parity.bug_check:run_case", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case))
-    record.conclude(known_bugs.judge(record.value_of(outcome, "the check itself")))
+    record.conclude(bug_check.judge(record.value_of(outcome, "the check itself")))
 
 
 @pytest.mark.cases(known_bugs.checks("repeatable"))
 def test_repeatable(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.parity.known_bugs:run_repeatability", case.case.name, target, case.dtype)
+    outcome = sandbox.call("harness.parity.bug_repeat:run_repeatability", case.case.name, target, case.dtype)
     record.metric(**known_bugs.source_metrics(case.case, "repeatable"))
-    record.conclude(known_bugs.judge_repeatability(record.value_of(outcome, "the check itself")))
+    record.conclude(bug_repeat.judge_repeatability(record.value_of(outcome, "the check itself")))

@@ -1,7 +1,7 @@
 """Op parity: every OpInfo op x dtype x pass, the target's numbers against the CPU's.
 
 One check per ``parity/<op>/<dtype>/<forward|backward>``; see harness/parity/opparity.py for
-what is compared with what. On the ``cpu`` target the comparison is the CPU in the case's
+what is compared with what (harness/parity/op_judge.py for the verdict). On the ``cpu`` target the comparison is the CPU in the case's
 dtype against a float64 reference on the same values, so the suite means something on a
 machine without an accelerator. On an accelerator the target is judged by its accuracy
 against that reference, with the CPU's own error as the yardstick (harness.parity.accuracy.
@@ -11,7 +11,7 @@ tolerance (with its source) it was judged against.
 """
 import pytest
 
-from harness.parity import opparity
+from harness.parity import op_judge, opparity
 
 CASES = opparity.cases()
 
@@ -19,4 +19,4 @@ CASES = opparity.cases()
 @pytest.mark.cases(CASES)
 def test_op_parity(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.parity.opparity:run_case", case.op_key, target, case.dtype, case.pass_)
-    record.conclude(opparity.judge(record.value_of(outcome, "the check itself")))
+    record.conclude(op_judge.judge(record.value_of(outcome, "the check itself")))
