@@ -225,6 +225,38 @@ def test_predict_native_exact_names_by_default_op_family_on_request():
                                                                                                    "aten::gelu"]
 
 
+# --------------------------------------------------------------------------- the verdict
+
+STEP_METRICS = ["model", "attn", "ops", "fallback_ops", "optimizer_path", "predicted_without_mps_kernel",
+                "predicted_notes"]
+
+
+def _step_result(**changes) -> dict:
+    """audit_builtin's result, as plain data, for a step that ran natively on MPS."""
+    ops = {"forward": ["aten::addmm", "aten::relu"], "backward": ["aten::mm"], "optimizer": ["aten::add_.Tensor"]}
+    return {"ops": ops, "fallback_ops": [], "error": None, "device": "mps:0", "attn_implementation": "sdpa",
+            "optimizer": {"path": "single-tensor"}, **changes}
+
+
+def test_the_step_verdict_is_native_a_fallback_or_an_unsupported_op_naming_the_switch():
+    mps_ops = {"addmm", "relu", "mm", "add_.Tensor"}  # a table with delegates resolved
+    native = audit.judge_builtin("bert", _step_result(), mps_ops, set())
+    assert (native.status, native.category, native.message) == ("pass", "native", "")
+    assert list(native.metrics) == STEP_METRICS and native.metrics["ops"] == {"forward": 2, "backward": 1,
+                                                                           "optimizer": 1}
+    fell_back = audit.judge_builtin("bert", _step_result(fallback_ops=["aten::relu"]), mps_ops - {"relu"}, set())
+    assert (fell_back.status, fell_back.category) == ("pass", "cpu-fallback")
+    assert fell_back.metrics["predicted_without_mps_kernel"] == ["aten::relu"]
+    error = "backward: NotImplementedError: The operator 'aten::mm' is not currently implemented for the MPS device"
+    unsupported = audit.judge_builtin("bert", _step_result(error=error), mps_ops, set())
+    assert (unsupported.status, unsupported.category) == ("fail", "unsupported")
+    assert unsupported.message.startswith(error) and "PYTORCH_ENABLE_MPS_FALLBACK=1" in unsupported.message
+    broken = audit.judge_builtin("bert", _step_result(error="forward: RuntimeError: boom"), mps_ops, set())
+    assert (broken.status, broken.category, broken.message) == ("fail", "n/a", "forward: RuntimeError: boom")
+    silent = audit.judge_builtin("bert", _step_result(ops={**_step_result()["ops"], "backward": []}), mps_ops, set())
+    assert (silent.status, silent.category) == ("fail", "native") and "backward phase" in silent.message
+
+
 # --------------------------------------------------------------------------- command line
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from harness.core import journal, models
+from harness.parity import model_batches, model_judge
 from harness.parity import model_parity as mp
 from harness.parity.tolerances import TABLE, Tolerance
 from tests import perturb
@@ -102,7 +103,7 @@ def test_rounding_noise_passes_even_on_a_gradient_that_is_exactly_zero():
     exp = _grads(big=1.0, small=1e-3, zero=1e-20)  # "zero": what float64 leaves of an exactly zero gradient
     act = {name: (g * (1 + 1e-7)).float() for name, g in exp.items()}
     act["zero"] = torch.full((8, 8), 3e-8)  # float32's rounding noise where the exact value is 0
-    got = mp.compare_gradients(act, exp, GRADIENTS)
+    got = model_judge.compare_gradients(act, exp, GRADIENTS)
     assert [g["ok"] for g in got["grads"]] == [True, True, True] and got["without_grad"] == []
     assert got["scale"] == pytest.approx(float(exp["big"].abs().max()))
 
@@ -111,8 +112,8 @@ def test_rounding_noise_passes_even_on_a_gradient_that_is_exactly_zero():
 def test_a_relative_error_in_one_gradient_fails_that_gradient_only(name, error):
     exp = _grads(big=1.0, small=1e-3, other=0.5)
     act = {n: g * (1 + error) if n == name else g.clone() for n, g in exp.items()}
-    got = mp.compare_gradients(act, exp, GRADIENTS)
-    diverged = mp.diverged_gradients(got["grads"])
+    got = model_judge.compare_gradients(act, exp, GRADIENTS)
+    diverged = model_judge.diverged_gradients(got["grads"])
     assert [g["name"] for g in diverged] == [name] and diverged[0]["margin"] > 1
     assert diverged[0]["rel_err"] == pytest.approx(error, rel=1e-6)
 
@@ -120,9 +121,9 @@ def test_a_relative_error_in_one_gradient_fails_that_gradient_only(name, error):
 def test_a_gradient_on_one_side_only_fails_and_none_on_both_is_listed():
     exp = _grads(a=1.0, lost=1.0, pooler=None)
     act = {"a": exp["a"].clone(), "lost": None, "pooler": None}
-    got = mp.compare_gradients(act, exp, GRADIENTS)
+    got = model_judge.compare_gradients(act, exp, GRADIENTS)
     assert got["without_grad"] == ["pooler"]
-    assert [(g["name"], g["reason"]) for g in mp.diverged_gradients(got["grads"])] == [
+    assert [(g["name"], g["reason"]) for g in model_judge.diverged_gradients(got["grads"])] == [
         ("lost", "no gradient on the target side")]
 
 
@@ -138,8 +139,8 @@ REF = [[5.0, 1.0, 0.0], [2.0, 2.00001, 0.0], [0.0, 3.0, 1.0]]
 
 def test_tokens_that_part_where_the_reference_was_tied_are_a_tie():
     target = [[5.0, 1.0, 0.0], [2.00002, 2.00001, 0.0], [9.0, 0.0, 0.0]]  # picks 0 where ref picks 1 by 1e-5
-    verdict = mp.judge_generation(mp.generation_record(_side(target), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol)),
-                                  OUTPUTS)
+    record = model_judge.generation_record(_side(target), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol))
+    verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "tie" and (verdict["row"], verdict["step"]) == (0, 1)
     assert verdict["gap"] == pytest.approx(1e-5, rel=0.1) and verdict["gap"] <= verdict["allowed_gap"]
 
@@ -147,16 +148,16 @@ def test_tokens_that_part_where_the_reference_was_tied_are_a_tie():
 def test_tokens_that_part_where_the_reference_had_a_clear_lead_diverge():
     ref = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0], [0.0, 3.0, 1.0]]
     target = [[5.0, 1.0, 0.0], [2.6, 2.5, 0.0], [0.0, 3.0, 1.0]]
-    record = mp.generation_record(_side(target), _side(ref), (OUTPUTS.rtol, OUTPUTS.atol))
-    verdict = mp.judge_generation(record, OUTPUTS)
+    record = model_judge.generation_record(_side(target), _side(ref), (OUTPUTS.rtol, OUTPUTS.atol))
+    verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "diverged" and verdict["step"] == 1 and verdict["gap"] == pytest.approx(0.5)
     # the scores are compared only where both sides had the same prefix: steps 0 and 1
     assert verdict["comparable_steps"] == 2 and not record["scores"]["ok"]
 
 
 def test_identical_tokens_are_the_same_and_near_ties_are_counted():
-    verdict = mp.judge_generation(mp.generation_record(_side(REF), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol)),
-                                  OUTPUTS)
+    record = model_judge.generation_record(_side(REF), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol))
+    verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "same" and verdict["step"] is None
     assert verdict["near_ties"] == 1 and verdict["closest"] == pytest.approx(1e-5, rel=0.1)
 
@@ -169,7 +170,7 @@ TOL = Tolerance(1e-4, 1e-4, "test")
 def test_a_loss_curve_within_the_linear_bound_passes():
     ref = [6.0 - 0.1 * k for k in range(10)]
     losses = [x * (1 + 0.5 * (k + 1) * TOL.rtol) for k, x in enumerate(ref)]  # half the allowance, every step
-    verdict = mp.judge_training(losses, ref, TOL)
+    verdict = model_judge.judge_training(losses, ref, TOL)
     assert verdict["ok"] and verdict["margin"] == pytest.approx(0.5)
     assert verdict["bound"] == pytest.approx([(k + 1) * 1e-4 for k in range(10)])
 
@@ -177,27 +178,101 @@ def test_a_loss_curve_within_the_linear_bound_passes():
 def test_a_loss_curve_that_drifts_geometrically_fails_where_it_crosses_the_bound():
     ref = [6.0] * 10
     losses = [6.0 * (1 + 1e-5 * 2 ** k) for k in range(10)]  # doubles each step: 1e-5 ... 5.1e-3
-    verdict = mp.judge_training(losses, ref, TOL)
+    verdict = model_judge.judge_training(losses, ref, TOL)
     assert not verdict["ok"] and verdict["over_steps"] == [7, 8, 9] and verdict["worst_step"] == 9
     assert verdict["max_divergence"] == pytest.approx(5.12e-3, rel=1e-6)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+FORWARD_BACKWARD_METRICS = {
+    "max_abs_err", "max_rel_err", "margin", "reference", "output", "output_margin", "loss", "loss_reference",
+    "loss_abs_err", "loss_margin", "grad_worst", "grad_worst_max_abs_err", "grad_worst_rel_err", "grad_worst_scale",
+    "grad_margin", "grad_scale", "params_compared", "params_without_grad", "grads_diverged", "rtol", "atol",
+    "tolerance_source", "grad_rtol", "grad_atol", "grad_tolerance_source"}
+
+
+def _forward_backward_result(error: float = 0.0, **extra) -> dict:
+    """A CPU target's forward_backward result: float32 against float64, with one gradient
+    ("layer.weight") off by ``error`` relative."""
+    exp_grads = _grads(**{"head.weight": 1.0, "layer.weight": 0.5})
+    expected = {"output": torch.linspace(-1, 1, 16, dtype=torch.float64),
+                "loss": torch.tensor(2.0, dtype=torch.float64), "grads": exp_grads}
+    actual = {"output": expected["output"].float(), "loss": expected["loss"].float(),
+              "grads": {n: (g * (1 + error) if n == "layer.weight" else g).float() for n, g in exp_grads.items()}}
+    return {"reference": "float64", "output_name": "logits",
+            **model_judge.measure(actual, expected, OUTPUTS, GRADIENTS), **extra}
+
+
+def test_the_forward_backward_verdict_passes_within_tolerance_and_names_the_diverged_gradient():
+    passed = model_judge.judge_forward_backward(_forward_backward_result(), OUTPUTS, GRADIENTS)
+    assert (passed.status, passed.category, passed.message) == ("pass", "parity", "")
+    assert set(passed.metrics) == FORWARD_BACKWARD_METRICS and passed.metrics["grads_diverged"] == []
+    failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2), OUTPUTS, GRADIENTS)
+    assert (failed.status, failed.category, failed.cause) == ("fail", "parity", None)
+    assert failed.message.startswith("gradients diverged (worst first): layer.weight (margin ")
+    assert "relative error 0.01" in failed.message and "harness/parity/tolerances.py" in failed.message
+    assert failed.metrics["grads_diverged"] == ["layer.weight"] and set(failed.metrics) == FORWARD_BACKWARD_METRICS
+
+
+def test_a_failing_verdict_leads_with_the_diagnosed_cause_and_its_switch():
+    from harness.parity import causes
+    diagnosed = causes.describe("tf32", "cuda", "float32")
+    failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2, **diagnosed), OUTPUTS, GRADIENTS)
+    assert failed.status == "fail" and failed.cause == "tf32"
+    assert failed.message.startswith(f"{diagnosed['cause_what']}; {diagnosed['switch']}: gradients diverged")
+    assert {k: failed.metrics[k] for k in diagnosed} == diagnosed
+
+
+def test_the_training_verdict_passes_a_linear_drift_and_fails_a_geometric_one():
+    ref = [6.0] * 10
+    run = {"lr": 1e-3, "steps": 10, "losses": {"float64": ref, "target": [x * (1 + 1e-5) for x in ref]}}
+    passed = model_judge.judge_training_run(run, TOL)
+    assert (passed.status, passed.category) == ("pass", "parity") and passed.metrics["steps"] == 10
+    drifting = {**run, "losses": {"float64": ref, "target": [6.0 * (1 + 1e-5 * 2 ** k) for k in range(10)]}}
+    failed = model_judge.judge_training_run(drifting, TOL)
+    assert (failed.status, failed.category) == ("fail", "parity")
+    assert failed.message.startswith("loss curves diverged past the bound at steps [7, 8, 9]: divergence 0.00512")
+    assert set(failed.metrics) == set(passed.metrics) == {
+        "max_divergence", "margin", "divergence", "bound", "worst_step", "losses", "reference_losses", "lr",
+        "steps", "rtol", "atol", "tolerance_source"}
+
+
+def test_the_generation_verdict_passes_a_tie_with_a_note_and_fails_a_clear_divergence():
+    pair = (OUTPUTS.rtol, OUTPUTS.atol)
+    tied = [[5.0, 1.0, 0.0], [2.00002, 2.00001, 0.0], [9.0, 0.0, 0.0]]
+    run = {"new_tokens": 3, **model_judge.generation_record(_side(tied), _side(REF), pair)}
+    passed = model_judge.judge_generation_run(run, OUTPUTS)
+    assert (passed.status, passed.metrics["verdict"]) == ("pass", "tie") and "a tie" in passed.metrics["note"]
+    ref, target = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0]], [[5.0, 1.0, 0.0], [2.5, 2.5001, 0.0]]
+    run = {"new_tokens": 2, **model_judge.generation_record(_side(target), _side(ref), pair)}
+    failed = model_judge.judge_generation_run(run, OUTPUTS)
+    assert (failed.status, failed.category, failed.metrics["verdict"]) == ("fail", "parity", "same")
+    assert failed.message.startswith("scores out of tolerance before the tokens parted")
+    lead = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0], [0.0, 3.0, 1.0]]
+    target = [[5.0, 1.0, 0.0], [2.6, 2.5, 0.0], [0.0, 3.0, 1.0]]
+    run = {"new_tokens": 3, **model_judge.generation_record(_side(target), _side(lead), pair)}
+    run["scores"] = {**run["scores"], "ok": True}  # the token rule alone
+    diverged = model_judge.judge_generation_run(run, OUTPUTS)
+    assert diverged.status == "fail" and diverged.message.startswith("tokens diverged at step 1 (row 0)")
 
 
 # --------------------------------------------------------------------------- inputs
 
 def test_the_dataset_is_tokenised_in_memory_like_minilms_own_batch():
-    data = mp.dataset()
-    assert data.cache_files == [] and len(data) == len(mp.SENTENCES)
-    first = data[:mp.BATCH]
+    data = model_batches.dataset()
+    assert data.cache_files == [] and len(data) == len(model_batches.SENTENCES)
+    first = data[:model_batches.BATCH]
     assert torch.equal(first["input_ids"], models.minilm_batch()["input_ids"])
-    assert first["input_ids"].shape == (mp.BATCH, mp.MAX_LENGTH)
+    assert first["input_ids"].shape == (model_batches.BATCH, model_batches.MAX_LENGTH)
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "t5", "minilm"])
 def test_model_batches_fold_ids_into_the_tiny_vocabularies_and_label_each_head(name):
-    data = mp.dataset()
+    data = model_batches.dataset()
     model = models.MODELS[name].make()
-    rows = data[:mp.BATCH]
-    batch = mp.model_batch(name, model, rows)
+    rows = data[:model_batches.BATCH]
+    batch = model_batches.model_batch(name, model, rows)
     ids, mask = batch["input_ids"], batch["attention_mask"]
     assert int(ids.max()) < model.config.vocab_size
     assert torch.equal(ids == 0, rows["input_ids"] == 0) and torch.equal(ids[:, 0], rows["input_ids"][:, 0])
@@ -207,13 +282,14 @@ def test_model_batches_fold_ids_into_the_tiny_vocabularies_and_label_each_head(n
     elif name == "gpt2":
         assert torch.equal(labels == -100, mask == 0)
     elif name == "t5":
-        assert labels.shape == (mp.BATCH, models.TARGET_SEQ)
+        assert labels.shape == (model_batches.BATCH, models.TARGET_SEQ)
     else:  # the pretrained model keeps the tokenizer's ids; its loss comes from models.minilm_loss
         assert labels is None and torch.equal(ids, rows["input_ids"])
 
 
 def test_training_batches_are_seeded_and_every_side_runs_float32_against_its_reference():
-    assert mp.training_rows() == mp.training_rows() and len(mp.training_rows()) == mp.STEPS
+    rows = model_batches.training_rows(mp.STEPS)
+    assert rows == model_batches.training_rows(mp.STEPS) and len(rows) == mp.STEPS
     assert [s.name for s in mp.sides("cpu")] == ["target", "float64"] and mp.reference_of("cpu") == "float64"
     assert [(s.name, s.device, s.dtype) for s in mp.sides("mps")] == [
         ("target", "mps", "float32"), ("cpu", "cpu", "float32"), ("float64", "cpu", "float64")]

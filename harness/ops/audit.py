@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.core.verdict import Verdict
 from harness.ops import fallback
 
 PHASES = ("forward", "backward", "optimizer")
@@ -413,3 +414,37 @@ def audit_builtin(name: str, device: str, attn_implementation: str = "sdpa") -> 
     result = audit_model(ex.model, ex.batch, device, loss_fn=ex.loss_fn)
     result["attn_implementation"] = ex.attn_implementation
     return result
+
+
+def judge_builtin(name: str, result: dict, mps_kernel_ops: Iterable[str], composite_ops: Iterable[str]) -> Verdict:
+    """The verdict on built-in model ``name``'s audited training step (``audit_builtin``'s
+    result), with the static prediction for MPS from the kernel table (``predict_native``).
+
+    Category: "cpu-fallback" when MPS fallback warnings named ops, else "native"; a step that
+    raised fails as "unsupported" (NotImplementedError: an op without a kernel here) or
+    "n/a" (anything else); a phase that recorded no op at all fails, since the audit then
+    says nothing about it.
+    """
+    predicted = predict_native(result["ops"], mps_kernel_ops, composite_ops=composite_ops)
+    metrics = {"model": name, "attn": result.get("attn_implementation"),
+               "ops": {phase: len(names) for phase, names in result["ops"].items()},
+               "fallback_ops": result["fallback_ops"],
+               "optimizer_path": (result.get("optimizer") or {}).get("path"),
+               # ops another device chose for itself (its own SDPA kernel...) carry a note instead
+               "predicted_without_mps_kernel": [op for op in predicted["without_kernel"]
+                                                if op not in predicted["notes"]],
+               "predicted_notes": predicted["notes"]}
+    category = "cpu-fallback" if result["fallback_ops"] else "native"
+    error = result["error"]
+    if error and "NotImplementedError" in error:
+        switch = ("; PYTORCH_ENABLE_MPS_FALLBACK=1 runs the ops MPS lacks on the CPU"
+                  if str(result.get("device", "")).startswith("mps") else "")
+        return Verdict("fail", "unsupported", f"{error} (an op has no kernel on {result.get('device')}{switch})",
+                       metrics)
+    if error:
+        return Verdict("fail", "n/a", error, metrics)
+    silent = [phase for phase in PHASES if not result["ops"][phase]]
+    if silent:
+        return Verdict("fail", category, f"no op was recorded in the {', '.join(silent)} phase of the step, so the "
+                                         f"audit says nothing about it (ops per phase: {metrics['ops']})", metrics)
+    return Verdict("pass", category, "", metrics)

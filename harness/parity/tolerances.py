@@ -47,7 +47,7 @@ TABLE: dict[tuple[str, str], Tolerance] = {
     # 1.5e-6 off float64 relative to its result (suites/parity/test_properties.py, deep profile)
     ("matmul", "float32"): Tolerance(3e-5, 1e-4, "the accumulating ops' float32 numbers, " + MPS_CONSISTENCY
                                      + ": FP32_LOW_PRECISION_LIST (1e-4, 3e-5)"),
-    # whole models (harness/parity/model_parity.py): outputs and loss elementwise; each parameter's
+    # whole models (harness/parity/model_judge.py): outputs and loss elementwise; each parameter's
     # gradient normwise, its atol in units of the model's largest gradient element
     ("model", "float32"): Tolerance(1e-4, 1e-4, TRANSFORMERS_MODELS),
     ("model-grad", "float32"): Tolerance(1e-4, 1e-6, TRANSFORMERS_MODELS + ": rtol 1e-4, per gradient tensor against "

@@ -4,7 +4,8 @@ The aten ops a forward, a backward and an AdamW step dispatch are recorded (a
 TorchDispatchMode, harness/ops/audit.py); on MPS the ops that fell back to the CPU are named by
 their warnings. Every target also gets the static prediction for MPS from the installed
 torch's kernel table: the audited ops that have no MPS kernel and are not composites.
-The step runs in the sandbox child, so a crashing kernel costs this check only.
+The step runs in the sandbox child, so a crashing kernel costs this check only; the
+verdict is harness.ops.audit.judge_builtin's.
 """
 import pytest
 
@@ -26,19 +27,6 @@ def kernel_table():
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_model_step_runs_natively(model, target, backend, sandbox, record, kernel_table):
     outcome = sandbox.call("harness.ops.audit:audit_builtin", model, target)
-    record.value_of(outcome, "the audit itself")
+    result = record.value_of(outcome, "the audit itself")
     from harness.ops import audit
-    result = outcome.value
-    predicted = audit.predict_native(result["ops"], kernel_table["mps_ops"],
-                                     composite_ops=kernel_table["composite_ops"])
-    record.category = "cpu-fallback" if result["fallback_ops"] else "native"
-    record.metric(model=model, attn=result.get("attn_implementation"),
-                  ops={phase: len(names) for phase, names in result["ops"].items()},
-                  fallback_ops=result["fallback_ops"], optimizer_path=(result.get("optimizer") or {}).get("path"),
-                  # ops another device chose for itself (its own SDPA kernel...) carry a note instead
-                  predicted_without_mps_kernel=[op for op in predicted["without_kernel"] if op not in predicted["notes"]],
-                  predicted_notes=predicted["notes"])
-    if result["error"]:
-        record.category = "unsupported" if "NotImplementedError" in result["error"] else "n/a"
-        pytest.fail(result["error"], pytrace=False)
-    assert all(result["ops"][phase] for phase in audit.PHASES), result["ops"]
+    record.conclude(audit.judge_builtin(model, result, kernel_table["mps_ops"], kernel_table["composite_ops"]))
