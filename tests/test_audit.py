@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness.core import devices, models, process_env
-from harness.ops import audit, fallback
+from harness.ops import audit, fallback, predict
 from tests.conftest import ROOT
 from tools import audit as audit_cli
 
@@ -196,16 +196,16 @@ def test_a_narrower_loss_without_the_model_to_recompute_it_is_one_clear_error():
 
 def test_normalize_op_accepts_each_spelling():
     for spelling in ("aten::add.Tensor", "aten.add.Tensor", "add.Tensor"):
-        assert audit.normalize_op(spelling) == "add.Tensor"
+        assert predict.normalize_op(spelling) == "add.Tensor"
     for spelling in ("aten::addmm", "aten.addmm.default", "addmm.default", "addmm"):
-        assert audit.normalize_op(spelling) == "addmm"
-    assert audit.normalize_op("custom::op.x") == "custom::op.x"
+        assert predict.normalize_op(spelling) == "addmm"
+    assert predict.normalize_op("custom::op.x") == "custom::op.x"
 
 
 def test_predict_native_splits_on_a_fake_kernel_table():
     ops = {"forward": ["aten::addmm", "aten::t", "aten::add.Tensor", "aten::_scaled_dot_product_flash_attention_for_cpu"],
            "backward": ["aten::mm", "aten::foo.bar", "custom::op"], "optimizer": ["aten::add_.Tensor"]}
-    p = audit.predict_native(ops, KERNELS, DELEGATES, composite_ops={"t"})
+    p = predict.predict_native(ops, KERNELS, DELEGATES, composite_ops={"t"})
     assert p["with_kernel"] == ["aten::add.Tensor", "aten::add_.Tensor", "aten::addmm", "aten::mm"]
     assert p["composite"] == ["aten::t"]
     assert p["without_kernel"] == ["aten::_scaled_dot_product_flash_attention_for_cpu", "aten::foo.bar", "custom::op"]
@@ -216,11 +216,11 @@ def test_predict_native_splits_on_a_fake_kernel_table():
 
 def test_predict_native_exact_names_by_default_op_family_on_request():
     ops = ["aten::add.Tensor", "aten::sum.dim_IntList", "aten::mm", "aten::gelu", "aten::col2im"]
-    exact = audit.predict_native(ops, KERNELS | {"add.Tensor", "col2im"})  # a table with delegates resolved
+    exact = predict.predict_native(ops, KERNELS | {"add.Tensor", "col2im"})  # a table with delegates resolved
     assert exact["with_kernel"] == ["aten::add.Tensor", "aten::col2im", "aten::mm"]
     assert exact["without_kernel"] == ["aten::gelu", "aten::sum.dim_IntList"] and exact["composite"] == []
     assert "CPU fallback" in exact["notes"]["aten::col2im"]
-    loose = audit.predict_native(ops, KERNELS, by_name=True)
+    loose = predict.predict_native(ops, KERNELS, by_name=True)
     assert loose["matched"]["aten::sum.dim_IntList"] == "same-name" and loose["without_kernel"] == ["aten::col2im",
                                                                                                    "aten::gelu"]
 

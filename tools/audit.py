@@ -16,7 +16,7 @@ called with no arguments. The factory returns one of:
 * ``(model, batch, loss_fn)``: the loss is ``loss_fn(output, batch)``.
 
 The step is forward (with the loss), ``loss.backward()`` and one optimizer step, each
-recorded separately (harness/ops/audit.py). Op names are ``aten::name[.overload]``, as MPS
+recorded separately (harness/ops/audit.py; the prediction: harness/ops/predict.py). Op names are ``aten::name[.overload]``, as MPS
 fallback warnings name them. With ``--kernels FILE``, a JSON object with ``mps_ops`` (the
 native_functions.yaml names with an MPS kernel) and optionally ``structured_delegates``
 (name -> its out form) and ``composite_ops``, the ops are split into those with an MPS
@@ -221,7 +221,7 @@ def run(argv: list[str] | None) -> int:
         raise UsageError("--attn applies to the built-in models; a factory chooses its own attention")
     factory = None if is_builtin else load_factory(args.model)
     from harness.core import models
-    from harness.ops import audit
+    from harness.ops import audit, predict
     if is_builtin:
         try:
             ex = models.example(args.model, args.attn or "sdpa")
@@ -236,8 +236,8 @@ def run(argv: list[str] | None) -> int:
     result["seconds"]["total"] = round(time.perf_counter() - t0, 4)
     prediction = None
     if kernels is not None:
-        prediction = audit.predict_native(result["ops"], kernels["mps_ops"], kernels["structured_delegates"],
-                                          kernels["composite_ops"])
+        prediction = predict.predict_native(result["ops"], kernels["mps_ops"], kernels["structured_delegates"],
+                                            kernels["composite_ops"])
         result["prediction"] = prediction
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1, sort_keys=False) + "\n")
