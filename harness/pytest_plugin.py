@@ -18,7 +18,7 @@ process_env.force_offline()  # before anything can import huggingface_hub
 import pytest  # noqa: E402
 from harness.parity import hypothesis_profiles  # noqa: F401,E402
 
-from harness.core import cases, devices, journal  # noqa: E402
+from harness.core import cases, devices, identity, journal, outcomes, runfiles  # noqa: E402
 from harness.report import matrix  # noqa: E402
 from harness.core.verdict import Verdict, conclude  # noqa: E402
 
@@ -116,14 +116,14 @@ class SessionState:
             phase = {"when": report.when, "outcome": report.outcome, "message": data["message"],
                      "wasxfail": data["wasxfail"], "duration": report.duration}
         elif report.when == "???" and entry is not None:  # pytest-xdist: the worker died in this check
-            phase = {"when": "???", "outcome": "failed", "message": journal.message_of(report.longrepr),
+            phase = {"when": "???", "outcome": "failed", "message": outcomes.message_of(report.longrepr),
                      "duration": 0.0}
         else:
             return
         entry["phases"].append(phase)
         if report.when in ("teardown", "???"):
             del self.pending[report.nodeid]
-            self.write(journal.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"],
+            self.write(outcomes.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"],
                                             report.nodeid))
 
     def pytest_sessionfinish(self, session, exitstatus):
@@ -146,7 +146,7 @@ class SessionState:
                 self.write_errors.append(f"--save-baseline {keep}: cannot write: {exc.strerror or exc}")
         if self.baseline is not None:
             from harness.report import compare
-            this_run = journal.Run(self.run_id, self.header, "this run", list(self.records), end)
+            this_run = runfiles.Run(self.run_id, self.header, "this run", list(self.records), end)
             self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
             out = self.config.getoption("--compare-out")
             if out:
@@ -305,7 +305,7 @@ def _serves(target: str, path) -> bool:
     stand_in = devices.stand_in(target)
     if stand_in is None:
         return True
-    ident = journal.identity_for(tuple(Path(str(path)).parts), "", {})
+    ident = identity.identity_for(tuple(Path(str(path)).parts), "", {})
     return ident is not None and ident.suite in stand_in.suites
 
 
@@ -326,7 +326,7 @@ def pytest_generate_tests(metafunc):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
-        ident = journal.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
+        ident = identity.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
         if ident is None:
             continue
         item.stash[IDENTITY] = {"suite": ident.suite, "subject": ident.subject,
@@ -432,11 +432,11 @@ def pytest_runtest_makereport(item, call):
         note = rec.note if rec is not None and report.when == "call" and report.passed else ""
         report.mps_compat = {
             "ident": ident,
-            "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None) or note,
-            "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
+            "message": outcomes.message_of(report.longrepr, call.excinfo if report.failed else None) or note,
+            "wasxfail": outcomes.clean_xfail(getattr(report, "wasxfail", None)),
             "category": rec.category if rec else None,
             "status": rec.status if rec else None,
-            "metrics": journal.json_safe(rec.metrics) if rec else {},
+            "metrics": outcomes.json_safe(rec.metrics) if rec else {},
         }
     return report
 

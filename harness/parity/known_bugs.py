@@ -43,7 +43,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from harness.core import devices, journal
+from harness.core import devices, outcomes
 from harness.parity import tolerances
 from harness.core.verdict import Verdict
 
@@ -317,7 +317,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
         try:
             cpu = case.fn(**_cast(sample, dt, "cpu"))
         except Exception as exc:  # the CPU cannot compute it either: nothing to hold the target to
-            out["cpu_raised"] = journal.error_line(exc, 300)
+            out["cpu_raised"] = outcomes.error_line(exc, 300)
             return out
         out["samples"] += 1
         if target == "cpu":
@@ -347,7 +347,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
                     if not verdict["ok"]:
                         break
             except Exception as exc:
-                out["raised"] = journal.error_line(exc, 300)
+                out["raised"] = outcomes.error_line(exc, 300)
                 out["verdict"] = {"ok": False, "sample": index, "margin": math.inf, "max_abs_err": math.inf,
                                   "run": run, "reason": f"raised on the target where the CPU computes: "
                                                         f"{out['raised']}"}
@@ -454,7 +454,7 @@ def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> dict:
                 out["differing"].append(label)
                 out["max_abs_diff"] = max(out["max_abs_diff"], diff)
     except Exception as exc:
-        out["raised"] = journal.error_line(exc, 300)
+        out["raised"] = outcomes.error_line(exc, 300)
     return out
 
 

@@ -47,7 +47,7 @@ def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
 
 def _workload_metrics(workload: dict) -> dict:
     """The workload a record was measured at: its name (part of where the result belongs:
-    harness.core.journal.workload_of), the shape, and why that shape."""
+    harness.core.identity.workload_of), the shape, and why that shape."""
     return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
 
 
