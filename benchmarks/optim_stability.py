@@ -23,7 +23,7 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.core import journal  # noqa: E402
+from harness.core import runfiles  # noqa: E402
 
 FIRM = ("holds", "does-not-hold")
 
@@ -48,7 +48,7 @@ def main() -> int:
     for i in range(args.runs):
         run_file = folder / f"run{i}.jsonl"
         walls.append(one_run(run_file, args.workload))
-        for rec in (r for run in journal.read_file(run_file).runs for r in run.records):
+        for rec in (r for run in runfiles.read_file(run_file).runs for r in run.records):
             ratio = (rec["metrics"] or {}).get("mem_ratio", (rec["metrics"] or {}).get("time_ratio"))
             if rec["status"] != "skip" and ratio is not None and rec["subject"] != "seed_003_path_never_raises_peak_memory":
                 seen[rec["check"]].append((rec.get("category") or rec["status"], ratio))

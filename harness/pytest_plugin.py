@@ -1,13 +1,14 @@
-"""pytest wiring: options, targets, fixtures, and the run journal.
+"""pytest wiring: the hooks and fixtures, the session's state, and the run journal.
 
 Loaded by the root ``conftest.py`` (or ``-p harness.pytest_plugin``). Nothing is measured
 or judged here: the checks call ``harness``; this module routes their outcomes into the
-journal. torch is not imported at module level: ``PYTORCH_ENABLE_MPS_FALLBACK`` must be
+journal. What the hooks and fixtures use lives beside it: the options and the targets a
+run selects in harness/core/options.py, the terminal summary in harness/core/summary.py,
+the ``workload`` fixture's once-per-run choice in harness/core/workload_cache.py. torch is not imported at module level: ``PYTORCH_ENABLE_MPS_FALLBACK`` must be
 decided first (``pytest_configure``).
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -18,8 +19,8 @@ process_env.force_offline()  # before anything can import huggingface_hub
 import pytest  # noqa: E402
 from harness.parity import hypothesis_profiles  # noqa: F401,E402
 
-from harness.core import cases, devices, journal  # noqa: E402
-from harness.report import matrix  # noqa: E402
+from harness.core import cases, devices, identity, journal, options, outcomes, runfiles  # noqa: E402
+from harness.core import summary, workload_cache  # noqa: E402
 from harness.core.verdict import Verdict, conclude  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
@@ -79,7 +80,7 @@ class SessionState:
         self.comparison = None     # harness.report.compare.Comparison, made at session end
         self.saved: str | None = None
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
-        self.check_timeout = DEFAULT_CHECK_TIMEOUT
+        self.check_timeout = options.DEFAULT_CHECK_TIMEOUT
 
     # -- the run file, opened at the first record so a run with no checks leaves none
     def _writer(self) -> journal.Writer:
@@ -91,7 +92,7 @@ class SessionState:
             self.writer = journal.Writer(path)
             self.header = journal.header(
                 self.run_id, facts.env_id(f), f,
-                targets=target_table(self.targets, f), mps_fallback=self.fallback,
+                targets=options.target_table(self.targets, f), mps_fallback=self.fallback,
                 pytest_args=list(self.config.invocation_params.args),
                 workload_option=self.config.getoption("--workload"),
                 workers=int(getattr(self.config.option, "numprocesses", 0) or 0))
@@ -116,14 +117,14 @@ class SessionState:
             phase = {"when": report.when, "outcome": report.outcome, "message": data["message"],
                      "wasxfail": data["wasxfail"], "duration": report.duration}
         elif report.when == "???" and entry is not None:  # pytest-xdist: the worker died in this check
-            phase = {"when": "???", "outcome": "failed", "message": journal.message_of(report.longrepr),
+            phase = {"when": "???", "outcome": "failed", "message": outcomes.message_of(report.longrepr),
                      "duration": 0.0}
         else:
             return
         entry["phases"].append(phase)
         if report.when in ("teardown", "???"):
             del self.pending[report.nodeid]
-            self.write(journal.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"],
+            self.write(outcomes.build_record(self.run_id, entry["ident"], entry["phases"], entry["extra"],
                                             report.nodeid))
 
     def pytest_sessionfinish(self, session, exitstatus):
@@ -146,7 +147,7 @@ class SessionState:
                 self.write_errors.append(f"--save-baseline {keep}: cannot write: {exc.strerror or exc}")
         if self.baseline is not None:
             from harness.report import compare
-            this_run = journal.Run(self.run_id, self.header, "this run", list(self.records), end)
+            this_run = runfiles.Run(self.run_id, self.header, "this run", list(self.records), end)
             self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
             out = self.config.getoption("--compare-out")
             if out:
@@ -180,79 +181,10 @@ def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> st
     return str(path)
 
 
-def target_table(selected: list[str], facts: dict) -> dict:
-    table = {}
-    for name in dict.fromkeys([*devices.TARGETS, *selected]):
-        avail = devices.backend(name, facts).availability()
-        table[name] = {"selected": name in selected, "available": avail.available, "reason": avail.reason}
-    return table
-
-
 # --------------------------------------------------------------------------- options
 
 def pytest_addoption(parser):
-    group = parser.getgroup("mps-compat")
-    group.addoption("--device", default=None, metavar="TARGETS",
-                    help="targets to run: cpu, cuda, mps, comma-separated, or all (default). "
-                         "Naming an absent device is an error.")
-    group.addoption("--mps-fallback", default=None, metavar="on|off",
-                    help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
-                         "the CPU and are reported) or off (strict: they raise)")
-    group.addoption("--check-timeout", default=str(DEFAULT_CHECK_TIMEOUT), metavar="SECONDS",
-                    help="time limit of one sandboxed check (ops, parity, optim); past it the check is a timeout "
-                         f"(default {DEFAULT_CHECK_TIMEOUT:g})")
-    group.addoption("--workload", default="auto", choices=WORKLOADS,
-                    help="the optimization suite's training shape: auto (default: per target, the smallest "
-                         "shape whose step is long enough to measure the technique rather than launch overhead, "
-                         "within the device's memory; harness/core/sizing.py), small (a BERT small enough for a "
-                         "2-core CPU), medium (BERT-base, batch 32, length 128) or large (seed 003's "
-                         "macbert-large shape, batch 32, length 128)")
-    group.addoption("--run-file", default=None, metavar="PATH",
-                    help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
-    group.addoption("--save-baseline", default=None, metavar="PATH",
-                    help="keep this run as the reference for later --baseline runs (a run file, replaced)")
-    group.addoption("--baseline", default=None, metavar="PATH",
-                    help="compare this run with a kept baseline (run file or directory); the session fails "
-                         "when a check regressed (python -m tools.compare has the rules)")
-    group.addoption("--compare-out", default=None, metavar="PATH.md",
-                    help="with --baseline: also write the comparison as Markdown to PATH and JSON beside it")
-
-
-DEFAULT_CHECK_TIMEOUT = 120.0
-WORKLOADS = ("auto", "small", "medium", "large")
-
-
-def parse_check_timeout(value) -> float:
-    """``--check-timeout``: a finite number of seconds above zero; ValueError (one line) otherwise."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"--check-timeout must be a number of seconds above 0 (default {DEFAULT_CHECK_TIMEOUT:g}), "
-                         f"not {value!r}")
-    return seconds
-
-
-def output_problems(config) -> list[str]:
-    """One line for each place this run will write that cannot be written (see journal.probe_writable)."""
-    places = []
-    run_file = config.getoption("--run-file")
-    places.append(("--run-file", run_file, False) if run_file else
-                  ("the run file's directory", Path(config.rootpath, "reports", "runs"), True))
-    for option in ("--save-baseline", "--compare-out"):
-        path = config.getoption(option)
-        if path:
-            places.append((option, path, False))
-            if option == "--compare-out":
-                places.append((option + " (its .json)", Path(path).with_suffix(".json"), False))
-    problems = []
-    for what, path, is_dir in places:
-        why = journal.probe_writable(path, directory=is_dir)
-        if why:
-            fix = "choose another place" + ("" if what.startswith("--") else " with --run-file PATH")
-            problems.append(f"{what} {path}: cannot write there: {why}; {fix}")
-    return problems
+    options.add_options(parser)
 
 
 def pytest_configure(config):
@@ -262,24 +194,18 @@ def pytest_configure(config):
         fallback = process_env.decide_mps_fallback(config.getoption("--mps-fallback"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    device_opt = config.getoption("--device")
     try:
-        targets = devices.parse_device_option(device_opt)
+        targets = options.select_targets(config.getoption("--device"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if device_opt not in (None, "", "all"):
-        for name in targets:  # asked for by name: it must be here
-            avail = devices.backend(name).availability()
-            if not avail.available:
-                raise pytest.UsageError(f"--device {name}: {avail.reason}")
     try:
-        check_timeout = parse_check_timeout(config.getoption("--check-timeout"))
+        check_timeout = options.parse_check_timeout(config.getoption("--check-timeout"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = SessionState(config, targets, fallback)
     state.check_timeout = check_timeout
     if state.controller:  # an unwritable place is said now, before a long run, not after it
-        for problem in output_problems(config):
+        for problem in options.output_problems(config):
             raise pytest.UsageError(problem)
     baseline = config.getoption("--baseline")
     if baseline and state.controller:  # read before anything runs: a bad baseline costs no run
@@ -294,39 +220,24 @@ def pytest_configure(config):
 
 # --------------------------------------------------------------------------- targets
 
-def _target_param(target, *values, case_id=None):
-    ident = f"{target}-{case_id}" if case_id else target
-    marks = getattr(pytest.mark, target) if target in devices.TARGETS else ()  # a stand-in has no marker
-    return pytest.param(*values, marks=marks, id=ident)
-
-
-def _serves(target: str, path) -> bool:
-    """A stand-in target serves only its suites (devices.StandIn.suites)."""
-    stand_in = devices.stand_in(target)
-    if stand_in is None:
-        return True
-    ident = journal.identity_for(tuple(Path(str(path)).parts), "", {})
-    return ident is not None and ident.suite in stand_in.suites
-
-
 def pytest_generate_tests(metafunc):
     if "target" not in metafunc.fixturenames:
         return
-    targets = [t for t in metafunc.config.stash[STATE].targets if _serves(t, metafunc.definition.path)]
+    targets = [t for t in metafunc.config.stash[STATE].targets if options.serves(t, metafunc.definition.path)]
     cases_mark = metafunc.definition.get_closest_marker("cases")
     if cases_mark is not None:
         table = cases.check_table(cases_mark.args[0], metafunc.definition.nodeid)
-        params = [_target_param(t, case, t, case_id=case.id)
+        params = [options.target_param(t, case, t, case_id=case.id)
                   for case in table for t in targets if t in case.targets]
         metafunc.parametrize(("case", "target"), params)
     else:
-        metafunc.parametrize("target", [_target_param(t, t) for t in targets])
+        metafunc.parametrize("target", [options.target_param(t, t) for t in targets])
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
-        ident = journal.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
+        ident = identity.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
         if ident is None:
             continue
         item.stash[IDENTITY] = {"suite": ident.suite, "subject": ident.subject,
@@ -370,36 +281,7 @@ def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
     once per run and target (harness.core.sizing, in the sandbox, where the device is) and
     shared by the xdist workers through a locked file, so every check of a run measures the
     same shape."""
-    import json
-
-    from filelock import FileLock
-    option = request.config.getoption("--workload")
-    cache = request.config.stash.setdefault(WORKLOAD_CHOICES, {})
-    if target in cache:
-        return cache[target]
-
-    def choose() -> dict:
-        outcome = sandbox.call("harness.core.sizing:resolve", option, target)
-        if outcome.kind != "ok":
-            pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
-                        f"{outcome.detail}", pytrace=False)
-        return {k: outcome.value[k] for k in ("name", "setup", "reason")}
-    worker = getattr(request.config, "workerinput", None)
-    if worker is None:  # one process: nothing to share
-        cache[target] = choose()
-        return cache[target]
-    # xdist: the workers of this session share one choice (the session's testrunuid in the name)
-    shared = tmp_path_factory.getbasetemp().parent / f"workload-{worker['testrunuid']}-{option}-{target}.json"
-    with FileLock(f"{shared}.lock"):
-        if shared.is_file():
-            cache[target] = json.loads(shared.read_text())
-        else:
-            cache[target] = choose()
-            shared.write_text(json.dumps(cache[target]))
-    return cache[target]
-
-
-WORKLOAD_CHOICES = pytest.StashKey[dict]()
+    return workload_cache.workload_for(request, target, sandbox, tmp_path_factory)
 
 
 @pytest.fixture
@@ -432,11 +314,11 @@ def pytest_runtest_makereport(item, call):
         note = rec.note if rec is not None and report.when == "call" and report.passed else ""
         report.mps_compat = {
             "ident": ident,
-            "message": journal.message_of(report.longrepr, call.excinfo if report.failed else None) or note,
-            "wasxfail": journal.clean_xfail(getattr(report, "wasxfail", None)),
+            "message": outcomes.message_of(report.longrepr, call.excinfo if report.failed else None) or note,
+            "wasxfail": outcomes.clean_xfail(getattr(report, "wasxfail", None)),
             "category": rec.category if rec else None,
             "status": rec.status if rec else None,
-            "metrics": journal.json_safe(rec.metrics) if rec else {},
+            "metrics": outcomes.json_safe(rec.metrics) if rec else {},
         }
     return report
 
@@ -445,27 +327,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash.get(STATE, None)
     if state is None or not state.controller or not state.records:
         return
-    from tabulate import tabulate
-    tr = terminalreporter
-    tr.section("mps-compat: this run")
-    rows = [(suite, target, matrix.format_counts(c)) for suite, target, c in matrix.suite_counts(state.records)]
-    tr.write_line(tabulate(rows, headers=("suite", "target", "results"), tablefmt="simple"))
-    tr.write_line("legend: " + "  ".join(f"{sym} {key}" for key, sym, _ in matrix.LEGEND))
-    from harness.env import facts
-    for name, info in target_table(state.targets, facts.current()).items():
-        if info["selected"] and not info["available"]:
-            tr.write_line(f"{name}: skipped: {info['reason']}")
-    rel = os.path.relpath(state.writer.path) if state.writer else "?"
-    tr.write_line(f"run file: {rel}   full matrix: python -m tools.report")
-    if state.saved:
-        tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
-    for problem in state.write_errors:
-        tr.write_line(f"ERROR: {problem}", red=True)
-    if state.comparison is not None:
-        from harness.report import compare
-        cmp = state.comparison
-        tr.section("mps-compat: against the baseline", red=bool(cmp.regressions), green=not cmp.regressions)
-        tr.write_line(compare.render(cmp, "table").rstrip())
-        if cmp.regressions:
-            tr.write_line(f"FAILED: {len(cmp.regressions)} regression(s) against {cmp.baseline.label}", red=True)
-
+    summary.write_summary(terminalreporter, state)

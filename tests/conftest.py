@@ -67,10 +67,10 @@ def run_suite(tmp_path, suite_file: str, marker: str, *args, env=None, timeout=1
     import subprocess
     import sys
 
-    from harness.core import journal
+    from harness.core import runfiles
     run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
     res = subprocess.run([sys.executable, "-m", "pytest", suite_file, "-m", marker, "-q", "-p", "no:cacheprovider",
                           "--run-file", str(run_file), *args],
                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
     return res, records

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from harness.core import journal
+from harness.core import identity, journal, outcomes, runfiles
 
 
 class Case:
@@ -18,12 +18,12 @@ class Case:
     (("r", "suites", "ops", "test_o.py"), "test_plain", {}, ("ops/plain", None)),
 ])
 def test_identity_is_suite_subject_variant_without_target(parts, func, params, expected):
-    ident = journal.identity_for(parts, func, params)
+    ident = identity.identity_for(parts, func, params)
     assert (ident.check, ident.target) == expected
 
 
 def test_tests_outside_suites_are_not_checks():
-    assert journal.identity_for(("r", "tests", "test_x.py"), "test_x", {}) is None
+    assert identity.identity_for(("r", "tests", "test_x.py"), "test_x", {}) is None
 
 
 def _ph(when, outcome, message="", wasxfail=None):
@@ -42,12 +42,12 @@ def _ph(when, outcome, message="", wasxfail=None):
     ([_ph("setup", "passed"), _ph("call", "failed", "Timeout >5.0s"), _ph("teardown", "passed")], "timeout"),
 ])
 def test_outcome_of_phases(phases, status):
-    assert journal.outcome_of(phases)[0] == status
+    assert outcomes.outcome_of(phases)[0] == status
 
 
 def test_reason_is_one_bounded_line():
-    status, reason = journal.outcome_of([_ph("setup", "passed"), _ph("call", "failed", "x" * 5000 + "\nsecond")])
-    assert status == "fail" and "\n" not in reason and len(reason) <= journal.REASON_MAX
+    status, reason = outcomes.outcome_of([_ph("setup", "passed"), _ph("call", "failed", "x" * 5000 + "\nsecond")])
+    assert status == "fail" and "\n" not in reason and len(reason) <= outcomes.REASON_MAX
 
 
 def _record(run, check="env/a", status="pass", target="cpu"):
@@ -66,7 +66,7 @@ def test_writer_and_reader_round_trip_with_interleaved_runs(tmp_path, recorded):
     w.write(_record("B", "env/b", "fail"))
     w.write({"kind": "end", "run": "A", "exitstatus": 0})
     w.close()
-    rf = journal.read_file(path)
+    rf = runfiles.read_file(path)
     assert rf.errors == []
     runs = {r.run_id: r for r in rf.runs}
     assert [r["check"] for r in runs["A"].records] == ["env/a"] and runs["A"].complete
@@ -86,7 +86,7 @@ def test_bad_lines_are_reported_by_file_and_line_and_skipped(tmp_path, recorded,
     path = tmp_path / "r.jsonl"
     good = [json.dumps(journal.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
     path.write_bytes(("\n".join(good) + "\n").encode() + bad + (json.dumps(_record("A", "env/b")) + "\n").encode())
-    rf = journal.read_file(path)
+    rf = runfiles.read_file(path)
     assert len(rf.errors) == 1 and expect in rf.errors[0], rf.errors
     assert [r["check"] for r in rf.runs[0].records] == ["env/a", "env/b"]
 
@@ -95,7 +95,7 @@ def test_truncated_last_line_keeps_every_record_before_it(tmp_path, recorded):
     path = tmp_path / "r.jsonl"
     lines = [json.dumps(journal.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
     path.write_text("\n".join(lines) + "\n" + json.dumps(_record("A", "env/b"))[:40])
-    rf = journal.read_file(path)
+    rf = runfiles.read_file(path)
     assert rf.errors == [f"{path}:3: truncated last line (the run was cut off)"]
     assert [r["check"] for r in rf.runs[0].records] == ["env/a"]
 
@@ -103,15 +103,15 @@ def test_truncated_last_line_keeps_every_record_before_it(tmp_path, recorded):
 def test_wrong_schema_and_empty_files(tmp_path, recorded):
     wrong = tmp_path / "w.jsonl"
     wrong.write_text(json.dumps({**journal.header("A", "e", recorded("linux_x86_64")), "schema": 99}) + "\n")
-    assert "schema version 99" in journal.read_file(wrong).errors[0]
+    assert "schema version 99" in runfiles.read_file(wrong).errors[0]
     empty = tmp_path / "e.jsonl"
     empty.write_text("")
-    assert "empty run file" in journal.read_file(empty).errors[0]
+    assert "empty run file" in runfiles.read_file(empty).errors[0]
 
 
 def test_metrics_are_made_json_safe():
     import torch
-    safe = journal.json_safe({"err": float("nan"), "inf": float("inf"), "dtype": torch.float16,
+    safe = outcomes.json_safe({"err": float("nan"), "inf": float("inf"), "dtype": torch.float16,
                               "t": torch.tensor(0.5), "nested": {"xs": (1, 2.0)}})
     assert safe == {"err": "nan", "inf": "inf", "dtype": "torch.float16", "t": 0.5, "nested": {"xs": [1, 2.0]}}
     assert json.loads(json.dumps(safe, allow_nan=False)) == safe
@@ -125,7 +125,7 @@ def test_a_lone_surrogate_in_a_reason_is_written_as_the_replacement_character(tm
     w.write(journal.header("A", "env1", recorded("linux_x86_64")))
     w.write({**_record("A", "env/a", "fail"), "reason": "cannot open /data/caf\udce9.bin"})
     w.close()
-    rf = journal.read_file(path)
+    rf = runfiles.read_file(path)
     assert rf.errors == [] and rf.runs[0].records[0]["reason"] == "cannot open /data/caf\ufffd.bin"
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from harness.core import journal, models
+from harness.core import models, runfiles
 from harness.parity import model_batches, model_judge
 from harness.parity import model_parity as mp
 from harness.parity.tolerances import TABLE, Tolerance
@@ -30,7 +30,7 @@ def perturbed_run(tmp_path_factory):
                           "--run-file", str(run_file)],
                          cwd=ROOT, capture_output=True, text=True, timeout=900,
                          env={**os.environ, perturb.VAR: f"bert:{PERTURBED}"})
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
     return res, records
 
 

@@ -229,14 +229,14 @@ def stand_in_run(tmp_path_factory):
     import subprocess
     import sys
 
-    from harness.core import journal
+    from harness.core import runfiles
     from tests.conftest import ROOT
     run_file = tmp_path_factory.mktemp("stand-ins") / "run.jsonl"
     res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity", "-p", "tests.standins", "--device",
                           ",".join(STAND_INS), "-k", STAND_IN_SLICE, "-q", "-p", "no:cacheprovider", "-n", "2",
                           "--check-timeout", "600", "--run-file", str(run_file)],
                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
     return res, records
 
 

@@ -311,6 +311,6 @@ def test_xdist_workers_measure_at_one_shared_workload_choice(tmp_path):
     assert len(records) == 2 and len({r["nodeid"] for r in records}) == 2
     reasons = {r["metrics"]["workload_reason"] for r in records}
     assert len(reasons) == 1 and next(iter(reasons)).startswith("auto on cpu: small")
-    from harness.core import journal
-    end = journal.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].end
+    from harness.core import runfiles
+    end = runfiles.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].end
     assert end["workloads"]["cpu"]["reason"] in reasons

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.core import journal
+from harness.core import journal, runfiles
 from tests.conftest import ROOT
 
 SYNTHETIC = '''
@@ -83,7 +83,7 @@ def project(tmp_path):
 
 
 def records_of(path):
-    rf = journal.read_file(path)
+    rf = runfiles.read_file(path)
     assert rf.errors == [], rf.errors
     return rf, [r for run in rf.runs for r in run.records]
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
-from harness.core import journal
+from harness.core import runfiles
 from harness.parity import draws as D, examples as E, hypothesis_profiles, op_examples as S
 from harness.parity.tally import Tally
 from harness.pytest_plugin import Recorder
@@ -153,7 +153,7 @@ def run(tmp_path, *args):
     res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity/test_properties.py", "-m", "parity and cpu",
                           "-q", "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=600)
-    records = [r for run_ in journal.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
+    records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
     return res, records
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.core import journal, records
+from harness.core import records, runfiles
 from tests.conftest import ROOT
 from tools import compare as compare_cli, report
 
@@ -24,7 +24,7 @@ def _header(path) -> dict:
 
 def test_a_run_file_written_before_the_change_is_read_as_todays_schema():
     assert _header(SCHEMA_1)["schema"] == 1
-    run_file = journal.read_file(SCHEMA_1)
+    run_file = runfiles.read_file(SCHEMA_1)
     assert not run_file.errors
     recs = [r for run in run_file.runs for r in run.records]
     kinds = {r["variant"].split("/")[-1]: records.kind_of(r) for r in recs if r["suite"] == "parity"}
@@ -94,7 +94,7 @@ def test_a_schema_the_reader_does_not_know_is_one_line(tmp_path, schema):
     lines = SCHEMA_1.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join([json.dumps({**json.loads(lines[0]), "schema": schema}), *lines[1:]]) + "\n")
-    run_file = journal.read_file(bad)
+    run_file = runfiles.read_file(bad)
     assert not run_file.runs and any(f"this reader understands 1 to {records.SCHEMA}" in e for e in run_file.errors)
 
 
@@ -112,6 +112,6 @@ def test_every_category_a_judge_writes_is_in_the_contract():
         written |= set(re.findall(r'Verdict\("\w+", "([\w/-]+)"', text))
         written |= set(re.findall(r'record\.category = "([\w/-]+)"', text))
     assert written and written <= known, written - known
-    for run in journal.read_file(SCHEMA_1).runs:
+    for run in runfiles.read_file(SCHEMA_1).runs:
         for r in run.records:
             assert r["category"] in records.CATEGORIES[r["suite"]], r["check"]

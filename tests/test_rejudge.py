@@ -4,7 +4,7 @@ A report, not a count written down: the assertions name checks whose class is kn
 their recorded numbers."""
 import pytest
 
-from harness.core import journal
+from harness.core import runfiles
 from harness.parity import rejudge
 from tests.conftest import ROOT
 from tools import rejudge as cli
@@ -17,7 +17,7 @@ needs_recorded = pytest.mark.skipif(not (RECORDED / "parity.jsonl").is_file(),
 
 @pytest.fixture(scope="module")
 def judged():
-    rf = journal.read_file(RECORDED / "parity.jsonl")
+    rf = runfiles.read_file(RECORDED / "parity.jsonl")
     records = [r for run in rf.runs for r in run.records if r["target"] == "cuda"]
     return records, {j.check: j for j in rejudge.rejudge(records)}
 

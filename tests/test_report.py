@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.core import journal
+from harness.core import journal, outcomes, runfiles
 from tests.conftest import ROOT
 from tools import report
 
@@ -192,7 +192,7 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
 def _known_bug_record(name, kind, target, judgement):
     return rec(name, judgement.status, target=target, suite="parity", variant=f"float32/{kind}",
                check=f"parity/{name}/float32/{kind}", category=judgement.category,
-               metrics=journal.json_safe(judgement.metrics),
+               metrics=outcomes.json_safe(judgement.metrics),
                reason=judgement.message)
 
 
@@ -481,7 +481,7 @@ def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
     newer overwrite the older in one column (fp16 1.24x small, 0.41x large). Read as recorded."""
     from harness.report import compare, matrix
     runs = [run for name in ("optim-small.jsonl", "optim-large-partial.jsonl")
-            for run in journal.read_file(RECORDED_H100 / name).runs]
+            for run in runfiles.read_file(RECORDED_H100 / name).runs]
     m = matrix.build(runs)
     optim = {c.id: c for c in m.columns if c.target == "cuda" and c.workload}
     assert sorted(c.workload for c in optim.values()) == ["large", "small"]

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from harness.core import journal
+from harness.core import runfiles
 from tests.conftest import ROOT
 
 
@@ -19,7 +19,7 @@ def pytest_suites(tmp_path, *args):
 def test_mps_selection_is_all_skipped_with_a_reason_each(tmp_path):
     res, run_file = pytest_suites(tmp_path, "-m", "mps")
     assert res.returncode == 0, res.stdout[-3000:]
-    rf = journal.read_file(run_file)
+    rf = runfiles.read_file(run_file)
     records = [r for run in rf.runs for r in run.records]
     assert records and rf.errors == []
     assert {r["target"] for r in records} == {"mps"}
@@ -29,7 +29,7 @@ def test_mps_selection_is_all_skipped_with_a_reason_each(tmp_path):
 def test_env_suite_runs_for_real_on_cpu(tmp_path):
     res, run_file = pytest_suites(tmp_path, "-m", "env and cpu")
     assert res.returncode == 0, res.stdout[-3000:]
-    records = [r for run in journal.read_file(run_file).runs for r in run.records]
+    records = [r for run in runfiles.read_file(run_file).runs for r in run.records]
     statuses = {r["subject"]: r["status"] for r in records}
     assert statuses["threads"] == "pass" and statuses["tokenizers-native"] == "pass"
     assert "mps-compat: this run" in res.stdout

@@ -14,7 +14,7 @@ import collections
 
 from tabulate import tabulate
 
-from harness.core import journal
+from harness.core import runfiles
 from harness.parity import rejudge
 from tools import cli
 
@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default=None, help="only this target's records (e.g. cuda)")
     parser.add_argument("--all", action="store_true", help="list every failure, not only those that remain")
     args = parser.parse_args(argv)
-    files, problems = journal.find_run_files(args.inputs)
+    files, problems = runfiles.find_run_files(args.inputs)
     records = []
     for path in files:
-        rf = journal.read_file(path)
+        rf = runfiles.read_file(path)
         problems += rf.errors[:1]
         records += [r for run in rf.runs for r in run.records]
     for problem in problems:

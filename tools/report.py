@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.core import journal
+from harness.core import journal, runfiles
 from harness.report.matrix import build
 from harness.report.data import render_json
 from harness.report.html import render_html
@@ -37,11 +37,11 @@ from tools import cli
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load(paths: list[str]) -> tuple[list[journal.Run], list[str], list[str]]:
-    files, errors = journal.find_run_files(paths)
+def load(paths: list[str]) -> tuple[list[runfiles.Run], list[str], list[str]]:
+    files, errors = runfiles.find_run_files(paths)
     runs = []
     for f in files:
-        rf = journal.read_file(f)
+        rf = runfiles.read_file(f)
         runs.extend(rf.runs)
         if rf.errors:
             more = f" (and {len(rf.errors) - 1} more problem line(s))" if len(rf.errors) > 1 else ""

@@ -1,7 +1,8 @@
 """The run file's record contract: what a check record holds, the statuses and categories
 each suite writes, the kinds of special records, and how a file of an older schema is read.
 
-A run file (harness.core.journal) is JSON lines: a header, one record per check, an end line.
+A run file (written by harness.core.journal, read by harness.core.runfiles) is JSON lines:
+a header, one record per check, an end line.
 Baselines are run files, kept for months and compared with tomorrow's runs
 (harness.report.compare), so what is written here is a public contract:
 
@@ -81,7 +82,7 @@ class ClaimMetrics(TypedDict, total=False):
     claimed_ratio: float
     rounds: int
     source: str
-    workload: str            # part of where the result belongs (harness.core.journal.target_of)
+    workload: str            # part of where the result belongs (harness.core.identity.target_of)
     shape: str
     rows: list               # seed 003's path (record_kind "seed-003-path")
     record_kind: str

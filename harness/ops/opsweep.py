@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.core import devices, journal
+from harness.core import devices, outcomes
 from harness.ops import fallback
 from harness.core.verdict import Verdict
 
@@ -201,9 +201,9 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
                 devices.synchronizer(device)
                 ran += 1
         except NotImplementedError as exc:
-            category, error_type, message = "unsupported", type(exc).__name__, journal.error_line(exc)
+            category, error_type, message = "unsupported", type(exc).__name__, outcomes.error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
-            category, error_type, message = "error", type(exc).__name__, journal.error_line(exc)
+            category, error_type, message = "error", type(exc).__name__, outcomes.error_line(exc)
     if category == "native" and cap.ops:
         category = "cpu-fallback"
     return {"category": category, "samples": ran, "samples_without_grad": skipped, "fallback_ops": cap.ops,

@@ -6,7 +6,8 @@ English gloss, and a short quote that occurs in the file), the knob that turns i
 (``transformers.TrainingArguments`` fields, and the plain-PyTorch equivalent), what it is
 expected to do to memory and to time on each target class (cpu, cuda, mps), how much
 worse than that still counts as "holds", and when it applies at all (gates over a fact set
-as ``harness/env/facts.py`` records it). The suites read the numbers from here; none inline.
+as ``harness/env/facts.py`` records it, checked by ``harness/optim/gates.py``). The suites
+read the numbers from here; none inline.
 
 What a ratio means. Every expectation is a ratio variant / baseline of one quantity:
   memory, basis "peak":             peak device memory over a training step
@@ -31,10 +32,8 @@ import re
 from types import MappingProxyType
 from typing import Mapping
 
-from packaging.version import Version
-
 from harness.core.cases import Known
-from harness.env import facts as F, reading
+from harness.env import reading
 
 TARGET_CLASSES = ("cpu", "cuda", "mps")
 QUANTITIES = ("memory", "time")
@@ -49,9 +48,6 @@ SEED_003 = "003_7cd14bfa87c3ab04.txt"   # memory-optimization table, chinese-mac
 SEED_004 = "004_b8ff7e651c792e6c.txt"   # "GPU acceleration comes to PyTorch on M1 Macs" (zh)
 SEED_FILES = (SEED_000, SEED_001, SEED_002, SEED_003, SEED_004)
 SEED_NAME = re.compile(r"^\d{3}_[0-9a-f]{16}\.txt$")
-
-# Packages the gates ask about that harness/env/facts.py does not record (PACKAGES).
-EXTRA_PACKAGES = ("bitsandbytes", "peft", "deepspeed", "optimum")
 
 
 # --------------------------------------------------------------------------- records
@@ -823,88 +819,3 @@ def trainer_kwargs(claim: Claim | str, fields: set[str] | None = None) -> dict:
             return knob.kwargs()
     raise LookupError(f"{claim.name}: none of {[k.kwargs() for k in claim.knob_trainer]} exists in this "
                       "TrainingArguments")
-
-
-# --------------------------------------------------------------------------- applicability
-
-def extra_package_versions() -> dict[str, str | None]:
-    """Versions of EXTRA_PACKAGES in this environment (None: not installed)."""
-    return F.package_versions(EXTRA_PACKAGES)
-
-
-def with_extra_packages(facts: dict) -> dict:
-    """This process's fact set plus the packages the gates ask about (a copy). Use it on live
-    facts only: a recorded fact set must carry its own package versions."""
-    return {**facts, "packages": {**extra_package_versions(), **(facts.get("packages") or {})}}
-
-
-def _cuda_capability(facts: dict) -> tuple[int, int] | None:
-    devices = (facts.get("torch") or {}).get("cuda_devices") or []
-    if not devices:
-        return None
-    major, minor = devices[0]["capability"]
-    return int(major), int(minor)
-
-
-def _gap(gate: Gate, facts: dict) -> str | None:
-    """What the fact set lacks for this gate, or None when it passes."""
-    if gate.never:
-        return "not applicable"
-    tv = reading.torch_version(facts)
-    if gate.torch:
-        pv = reading.version_of((facts.get("python") or {}).get("version"))
-        concerned = gate.when_python is None or (pv is not None and pv >= Version(gate.when_python))
-        if concerned and (tv is None or tv < Version(gate.torch)):
-            py = f" on Python {pv}" if gate.when_python else ""
-            return f"this is torch {tv or 'not installed'}{py}"
-    if gate.macos:
-        mv = reading.macos_version(facts)
-        if mv is None or mv < Version(gate.macos):
-            return f"this is macOS {mv or 'not available'}"
-    if gate.facts_gate:
-        gaps = reading.gate_gaps(reading.GATES[gate.facts_gate], facts)
-        if gaps:
-            return "needs " + " and ".join(gaps)
-    if gate.package:
-        packages = facts.get("packages") or {}
-        if gate.package not in packages:
-            return (f"{gate.package} is not recorded in these facts (harness/env/facts.py PACKAGES); "
-                    "pass live facts through claims.with_extra_packages()")
-        pv = reading.version_of(packages[gate.package])
-        if pv is None:
-            return f"{gate.package} is not installed"
-        if gate.package_min and pv < Version(gate.package_min):
-            return f"this is {gate.package} {pv}"
-    if gate.cuda_capability:
-        cap = _cuda_capability(facts)
-        if cap is None:
-            return "no CUDA device is recorded"
-        if cap < tuple(int(x) for x in gate.cuda_capability.split(".")):
-            return f"this GPU is compute capability {cap[0]}.{cap[1]}"
-    if gate.min_cpus:
-        usable = (facts.get("cpu") or {}).get("usable") or 1
-        if usable < gate.min_cpus:
-            return f"this machine has {usable} usable CPU core(s)"
-    if gate.os:
-        system = (facts.get("os") or {}).get("system")
-        if system != gate.os:
-            return f"this is {system}"
-    return None
-
-
-def applies(claim: Claim | str, target: str, facts: dict, via: str = "trainer") -> tuple[bool, str]:
-    """Whether a claim can be checked on ``target`` in the environment ``facts`` describes,
-    with a reason a user can act on. ``via``: "trainer" (the TrainingArguments knob) or
-    "torch" (the plain-PyTorch equivalent). The target's own availability (is there an MPS
-    device at all) is devices.py's question, not this one."""
-    claim = by_name(claim) if isinstance(claim, str) else claim
-    assert target in TARGET_CLASSES, target
-    assert via in ("trainer", "torch"), via
-    for gate in claim.gates:
-        if target not in gate.targets or gate.via not in ("both", via):
-            continue
-        gap = _gap(gate, facts)
-        if gap is not None:
-            detail = "" if gate.never else f" ({gap})"
-            return False, f"{claim.name} on {target}: {gate.reason}{detail}. Fix: {gate.fix}"
-    return True, f"{claim.name} applies on {target}"

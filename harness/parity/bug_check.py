@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from harness.core import devices, journal
+from harness.core import devices, outcomes
 from harness.core.verdict import Verdict
 from harness.parity import tolerances
 from harness.parity.bug_sizes import choose_size
@@ -56,7 +56,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
         try:
             cpu = case.fn(**cast_sample(sample, dt, "cpu"))
         except Exception as exc:  # the CPU cannot compute it either: nothing to hold the target to
-            out["cpu_raised"] = journal.error_line(exc, 300)
+            out["cpu_raised"] = outcomes.error_line(exc, 300)
             return out
         out["samples"] += 1
         if target == "cpu":
@@ -86,7 +86,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> dict:
                     if not verdict["ok"]:
                         break
             except Exception as exc:
-                out["raised"] = journal.error_line(exc, 300)
+                out["raised"] = outcomes.error_line(exc, 300)
                 out["verdict"] = {"ok": False, "sample": index, "margin": math.inf, "max_abs_err": math.inf,
                                   "run": run, "reason": f"raised on the target where the CPU computes: "
                                                         f"{out['raised']}"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from harness.core import journal
+from harness.core import outcomes
 from harness.core.verdict import Verdict
 from harness.parity.bug_sizes import choose_size
 from harness.parity.bug_target import CHURNS, Target, on_target, tensors_of
@@ -55,7 +55,7 @@ def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> dict:
                 out["differing"].append(label)
                 out["max_abs_diff"] = max(out["max_abs_diff"], diff)
     except Exception as exc:
-        out["raised"] = journal.error_line(exc, 300)
+        out["raised"] = outcomes.error_line(exc, 300)
     return out
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from harness.core import journal
+from harness.core import outcomes
 from harness.ops import opsweep
 from harness.parity import tolerances
 from harness.parity.op_declarations import pytorch_compare_cpu, pytorch_tolerance
@@ -139,7 +139,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
             if res["verdict"] is not None and not res["verdict"]["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
     except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
-        res["error"] = journal.error_line(exc)
+        res["error"] = outcomes.error_line(exc)
     res["seconds"] = round(time.perf_counter() - started, 4)
     return res
 
@@ -343,7 +343,7 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
         f32 = narrowed(evaluate(op, convert(sample, dt, torch.float32, "cpu"), pass_, 0, dt), torch.float32, dt)
         via32 = accuracy.compare(f32, ref, tol, slack=slack)
     except Exception as exc:  # no float32 kernel to tell the two apart
-        via32 = {"ok": False, "margin": None, "reason": journal.error_line(exc)}
+        via32 = {"ok": False, "margin": None, "reason": outcomes.error_line(exc)}
     sensitive["precision_limit"] = "narrow-dtype" if via32["ok"] else "ill-conditioned"
     sensitive["float32_margin"] = via32["margin"]
     return sensitive

@@ -30,7 +30,7 @@ import dataclasses
 import math
 from typing import Iterable
 
-from harness.core import journal, markdown
+from harness.core import identity, journal, markdown, runfiles
 
 COMPARE_SCHEMA = 1
 KINDS = ("regression", "warning", "improvement", "appeared", "disappeared")
@@ -83,7 +83,7 @@ class Side:
 
 # --------------------------------------------------------------------------- loading
 
-def side_from_runs(label: str, runs: list[journal.Run], sources: list[str], latest: bool = False) -> Side:
+def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], latest: bool = False) -> Side:
     """One side from runs already read: the newest record of each check over the runs, or
     with ``latest`` the newest run alone. Raises CompareError when they hold no check or
     more than one environment."""
@@ -100,7 +100,7 @@ def side_from_runs(label: str, runs: list[journal.Run], sources: list[str], late
     records: dict[tuple[str, str], dict] = {}
     for run in runs:
         for rec in run.records:
-            records[(rec["check"], journal.target_of(rec))] = rec
+            records[(rec["check"], identity.target_of(rec))] = rec
     return Side(label, envs[0], runs[-1].header, records, all(r.complete for r in runs), sources)
 
 
@@ -108,12 +108,12 @@ def load_side(paths: list[str], label: str | None = None, latest: bool = False) 
     """Read run files (or directories of them) as one side. Every problem is fatal here:
     a comparison over half a file would report checks as disappeared that were only unread."""
     label = label or " ".join(paths)
-    files, problems = journal.find_run_files(paths)
+    files, problems = runfiles.find_run_files(paths)
     if problems:
         raise CompareError(problems[0])
-    runs: list[journal.Run] = []
+    runs: list[runfiles.Run] = []
     for path in files:
-        rf = journal.read_file(path)
+        rf = runfiles.read_file(path)
         if rf.errors:
             more = f" (and {len(rf.errors) - 1} more problem line(s))" if len(rf.errors) > 1 else ""
             raise CompareError(rf.errors[0] + more)

@@ -8,7 +8,7 @@ import html
 import json
 from pathlib import Path
 
-from harness.core import journal
+from harness.core import journal, outcomes
 from harness.report.matrix import KEY_ORDER, SYMBOL, TARGET_ORDER, cell_key, host_groups
 from harness.report.model import Bar, Cell, KEY_COLOURS, Section
 
@@ -33,7 +33,7 @@ _SCRIPT_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0
 
 def script_json(data) -> str:
     """JSON for a ``<script type="application/json">`` element, read back with JSON.parse."""
-    return json.dumps(journal.json_safe(data), ensure_ascii=False, allow_nan=False).translate(_SCRIPT_SAFE)
+    return json.dumps(outcomes.json_safe(data), ensure_ascii=False, allow_nan=False).translate(_SCRIPT_SAFE)
 
 
 # U+2028/2029 are harmless in HTML text, but a page with none raw is simpler to vouch for.
@@ -72,7 +72,7 @@ def _metric_text(value) -> str:
     if isinstance(value, float):
         text = f"{value:.6g}"
     else:
-        text = value if isinstance(value, str) else json.dumps(journal.json_safe(value), ensure_ascii=False)
+        text = value if isinstance(value, str) else json.dumps(outcomes.json_safe(value), ensure_ascii=False)
     return text if len(text) <= METRIC_CHARS else text[:METRIC_CHARS] + "… (cut; matrix.json has it whole)"
 
 

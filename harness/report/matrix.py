@@ -1,6 +1,6 @@
 """The compatibility matrix as data: rows are checks, columns are environment x target.
 
-Built from runs read by ``harness.core.journal``; rendered by ``tools.report`` (Markdown,
+Built from runs read by ``harness.core.runfiles``; rendered by ``tools.report`` (Markdown,
 HTML, JSON) and, in short, at the end of a pytest run.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 
 from packaging.version import InvalidVersion, Version
 
-from harness.core import journal
-from harness.core.journal import Run
+from harness.core import identity
+from harness.core.runfiles import Run
 
 TARGET_ORDER = {"cpu": 0, "cuda": 1, "mps": 2}
 
@@ -155,7 +155,7 @@ def build(runs: list[Run]) -> Matrix:
         env_runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
         for run in env_runs:
             for rec in run.records:
-                target, workload = rec.get("target") or "any", journal.workload_of(rec)
+                target, workload = rec.get("target") or "any", identity.workload_of(rec)
                 col_id = Column(env_id, target, {}, [], True, workload=workload).id
                 col = columns.get(col_id)
                 if col is None:

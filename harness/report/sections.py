@@ -7,7 +7,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness.core import journal, records
+from harness.core import records, runfiles
 from harness.report.matrix import KEY_ORDER, LEGEND, SYMBOL, WORKS, History, Matrix, cell_key, version_history
 from harness.report.model import Bar, Cell, LIST_AT_MOST, PROBLEMS, SUMMARIZE_OVER, Section, cell_of, more
 from harness.report.optim import optim_sections
@@ -149,7 +149,7 @@ def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
         return tables, errors
     for path in sorted(directory.glob("*.json")):
         try:
-            doc = journal.loads(path.read_text(encoding="utf-8"))
+            doc = runfiles.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError) as exc:
             errors.append(f"{path}: not a readable kernel table ({type(exc).__name__})")
             continue

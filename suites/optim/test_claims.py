@@ -14,7 +14,7 @@ device capability), the check is skipped with the reason.
 """
 import pytest
 
-from harness.optim import claims, same_result, seedpath, techniques
+from harness.optim import claims, gates, same_result, seedpath, techniques
 from harness.optim.checks import CASES, TRAINER_CASES
 
 # Sandbox time limit of one measurement (seconds), by workload.
@@ -28,7 +28,7 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind)
     if expect.kind == "none":
         pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
-    applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="torch")
+    applies, why = gates.applies(claim, target, gates.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
     if case.known is not None:  # claims.WHERE_MEASURED: only skips
@@ -47,7 +47,7 @@ def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
 
 def _workload_metrics(workload: dict) -> dict:
     """The workload a record was measured at: its name (part of where the result belongs:
-    harness.core.journal.workload_of), the shape, and why that shape."""
+    harness.core.identity.workload_of), the shape, and why that shape."""
     return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
 
 
@@ -77,7 +77,7 @@ def test_documented_optimization_via_trainer(case, target, backend, env_facts, s
     record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind, entry="trainer")
     if expect.kind == "none":
         pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
-    applies, why = claims.applies(claim, target, claims.with_extra_packages(env_facts), via="trainer")
+    applies, why = gates.applies(claim, target, gates.with_extra_packages(env_facts), via="trainer")
     if not applies:
         pytest.skip(why)
     if case.known is not None:
@@ -95,7 +95,7 @@ SAME_RESULT = ("gradient-accumulation", "gradient-checkpointing", "torch-compile
 def test_optimization_keeps_the_result(technique, target, backend, env_facts, sandbox, record):
     """Gradient accumulation gives the big batch's gradients, checkpointing and compile the
     same gradients; freezing and LoRA train exactly the parameters they should."""
-    applies, why = claims.applies(technique, target, claims.with_extra_packages(env_facts), via="torch")
+    applies, why = gates.applies(technique, target, gates.with_extra_packages(env_facts), via="torch")
     if not applies:
         pytest.skip(why)
     outcome = sandbox.call("harness.optim.same_result:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
