@@ -125,14 +125,14 @@ class FlippedTies(CountingMode):
         x = args[0]
         if dim is None or x.dim() == 0:
             return func(*args, **kwargs)
-        if func is torch.ops.aten.mode.default and x.numel() and x.dtype != torch.bool:
-            # another of several modes (CUDA's kernel does this, the H100 showed): the mode
-            # of a reversed order of values is the largest of the tied ones, not the smallest
+        if (func is torch.ops.aten.mode.default and x.numel() and x.dtype != torch.bool
+                and not x.is_floating_point()):
+            # another of several modes, as CUDA's kernel returned for int64, int32 and uint8
+            # on the H100 (its float32 modes, where every distinct value is a mode, matched
+            # the CPU's, and so did their gradients): the mode of the values in reverse order
+            # (top - x, exact in integers, unsigned too) is the largest of the tied ones
             self.changed += 1
-            if x.is_floating_point():                       # exact: -(-x) is x
-                values, indices = func(-x, *args[1:], **kwargs)
-                return -values, indices
-            top = x.max()                                   # exact in integers, unsigned too
+            top = x.max()
             values, indices = func(top - x, *args[1:], **kwargs)
             return top - values, indices
         self.changed += 1

@@ -137,7 +137,7 @@ def test_ties_broken_the_other_way_are_found_and_settled(standins):
     assert op_judge.judge(result).status == "pass" and result["ties"] > 0
 
 
-@pytest.mark.parametrize("dtype", ["int64", "uint8", "float32"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
 def test_another_of_several_modes_is_found_and_settled(standins, dtype):
     """The first H100 run: CUDA's mode returned another of two values that appear equally
     often in a row, which the judge called a kernel difference."""
