@@ -1,2 +1,2 @@
 # pytest wiring only: the options, targets, fixtures and run journal live in harness/.
-pytest_plugins = ["harness.pytest_plugin"]
+pytest_plugins = ["harness.plugin.hooks"]

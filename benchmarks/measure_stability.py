@@ -15,7 +15,9 @@ import time
 import torch
 
 from harness.core import models
+from harness.core.records import ClaimKind
 from harness.optim import measure, ratios
+from harness.optim.ratios import Bound
 
 
 def anatomy(name: str, checkpointing: bool = False) -> dict:
@@ -56,9 +58,9 @@ def main(argv=None) -> None:
         print(json.dumps({"model": name, "repeatable": same, **first}))
     plain, ckpt = anatomy("bert"), anatomy("bert", checkpointing=True)
     print(json.dumps({"claim": "gradient checkpointing lowers peak memory (bert)",
-                      **ratios.compare_memory(plain["peak_bytes"], ckpt["peak_bytes"], ("lower", 1.0)),
+                      **ratios.compare_memory(plain["peak_bytes"], ckpt["peak_bytes"], Bound(ClaimKind.LOWER, 1.0)),
                       "activations": [plain["activations"], ckpt["activations"]]}))
-    result = ratios.compare_time(stepper("bert", False), stepper("bert", True), ("not higher", 1.2),
+    result = ratios.compare_time(stepper("bert", False), stepper("bert", True), Bound(ClaimKind.NOT_HIGHER, 1.2),
                                   budget_s=args.budget)
     result.pop("durations_a")
     result.pop("durations_b")

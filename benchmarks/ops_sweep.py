@@ -33,7 +33,7 @@ t0 = time.perf_counter()
 from harness.ops import opsweep
 cases = [c for c in opsweep.cases() if "cpu" in c.targets]
 t1 = time.perf_counter()
-cats = collections.Counter(opsweep.run_case(c.op_key, "cpu", c.dtype, c.pass_)["category"] for c in cases)
+cats = collections.Counter(opsweep.run_case(c.op_key, "cpu", c.dtype, c.pass_).category for c in cases)
 print(json.dumps({{"cases": len(cases), "categories": cats, "setup_s": t1 - t0, "run_s": time.perf_counter() - t1}}))
 """
 

@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 py="${PYTHON:-.venv/bin/python}"; [ -x "$py" ] || py=python3
 exec "$py" - "${1:-2.6.0}" "${2:-2.14.1}" <<'PY'
 import sys, time
-from harness import kernels
+from harness.ops import kernels
 
 snaps = []
 for version in sys.argv[1:3]:

@@ -1,6 +1,6 @@
 """Wrong kernels, for self-tests only: the parity suite must catch them.
 
-``run_case_with_wrong_softmax`` is ``harness.parity.opparity.run_case`` with aten's float32
+``run_case_with_wrong_softmax`` is ``harness.parity.ops.check.run_case`` with aten's float32
 softmax kernel off by 1e-3 (every op that reaches ``aten._softmax`` in float32 sees it;
 float16, bfloat16 and float64, the reference, are left alone). It runs in the sandbox
 child, where tests/mutate.py sends the parity suite's calls.
@@ -8,7 +8,7 @@ child, where tests/mutate.py sends the parity suite's calls.
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.parity import opparity
+from harness.parity.ops import check
 
 OFFSET = 1e-3
 
@@ -23,4 +23,4 @@ class WrongSoftmax(TorchDispatchMode):
 
 def run_case_with_wrong_softmax(op_key, device, dtype, pass_):
     with WrongSoftmax():
-        return opparity.run_case(op_key, device, dtype, pass_)
+        return check.run_case(op_key, device, dtype, pass_)

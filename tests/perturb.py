@@ -1,7 +1,7 @@
 """A test-only pytest plugin (-p tests.perturb) that perturbs one layer of one model on purpose.
 
 MPS_COMPAT_PERTURB="<model>:<parameter>", e.g. "bert:bert.encoder.layer.1.output.dense.weight":
-every whole-model parity run of that model (harness.parity.model_parity) reaches the sandbox
+every whole-model parity run of that model (harness.parity.models.runs) reaches the sandbox
 child through ``perturbed`` below, which scales the target side's gradient of that
 parameter by (1 + FACTOR) as backward computes it. The reference side is left alone, so
 the forward/backward check of that model must fail and name that parameter, and no other.
@@ -28,16 +28,16 @@ def _perturbed_model_and_parameter() -> tuple[str, str]:
 
 def _perturbing_call(self, target, *args, timeout=None):
     model, _ = _perturbed_model_and_parameter()
-    if target.startswith("harness.parity.model_parity:") and args and args[0] == model:
+    if target.startswith("harness.parity.models.runs:") and args and args[0] == model:
         return _real_call(self, "tests.perturb:perturbed", target, *args, timeout=timeout)
     return _real_call(self, target, *args, timeout=timeout)
 
 
 def perturbed(target: str, *args):
     """In the child: run ``target(*args)`` with the target side's gradient of the named parameter scaled."""
-    from harness.parity import model_parity
+    from harness.parity.models import runs
     _, parameter = _perturbed_model_and_parameter()
-    real_place = model_parity.place
+    real_place = runs.place
 
     def place(model, side):
         model = real_place(model, side)
@@ -46,11 +46,11 @@ def perturbed(target: str, *args):
         return model
 
     module, _, function = target.partition(":")
-    model_parity.place = place
+    runs.place = place
     try:
         return getattr(importlib.import_module(module), function)(*args)
     finally:
-        model_parity.place = real_place
+        runs.place = real_place
 
 
 isolate.Sandbox.call = _perturbing_call

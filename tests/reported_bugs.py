@@ -1,4 +1,4 @@
-"""The wrong results of harness/parity/known_bug_cases.py, reproduced on the CPU: a stand-in
+"""The wrong results of harness/parity/known_bugs/cases.py, reproduced on the CPU: a stand-in
 accelerator for the known-bug suite's self-tests (registered by tests/standins.py as
 ``standin-known-bugs``).
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 
 import torch
-
-from harness.core import devices
 
 VAR = "MPS_COMPAT_REPRODUCE"
 aten = torch.ops.aten

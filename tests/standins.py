@@ -1,7 +1,7 @@
 """Stand-in accelerators: a test-only pytest plugin (``-p tests.standins``).
 
 Each registers a target that takes the accelerator path on the CPU while differing from
-the CPU the way a real device can (harness.core.devices.StandIn). Select one by name:
+the CPU the way a real device can (harness.env.devices.StandIn). Select one by name:
 
     pytest suites/ -m parity -p tests.standins --device standin-oracle
 
@@ -19,7 +19,7 @@ the CPU the way a real device can (harness.core.devices.StandIn). Select one by 
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
                   baddbmm, addbmm, convolution and its backward) to TF32, 10 bits of
                   mantissa, as an Ampere-or-newer GPU does with TF32 allowed, unless the
-                  run turned TF32 off (harness.core.devices.tf32(False) sets
+                  run turned TF32 off (harness.env.devices.tf32(False) sets
                   torch.backends.cudnn.allow_tf32 to False). The matmul and convolution
                   family fails in float32, with TF32 as the cause.
 
@@ -34,7 +34,8 @@ import torch
 from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.core import devices, isolate
+from harness.core import isolate
+from harness.env import devices
 
 _preload = [m for m in os.environ.get(isolate.PRELOAD_VAR, "").split(",") if m]
 if __name__ not in _preload:

@@ -12,8 +12,9 @@ import warnings
 import pytest
 import torch
 
-from harness.core import devices, models, process_env
-from harness.ops import audit, fallback, predict
+from harness.core import models
+from harness.env import devices, facts
+from harness.ops import audit, fallback
 from tests.conftest import ROOT
 from tools import audit as audit_cli
 
@@ -39,16 +40,16 @@ def test_op_names_are_spelled_as_the_mps_fallback_warning_spells_them():
 def test_a_linear_layer_dispatches_addmm_forward_mm_backward_and_the_adamw_loop():
     model, x = linear()
     r = audit.audit_model(model, x, "cpu")
-    assert r["error"] is None and r["device"] == "cpu"
-    assert {"aten::addmm", "aten::t"} <= set(r["ops"]["forward"])
-    assert {"aten::mm", "aten::sum.dim_IntList"} <= set(r["ops"]["backward"])
+    assert r.error is None and r.device == "cpu"
+    assert {"aten::addmm", "aten::t"} <= set(r.ops["forward"])
+    assert {"aten::mm", "aten::sum.dim_IntList"} <= set(r.ops["backward"])
     # torch's default on the CPU (and on MPS): neither foreach nor fused, one op per parameter
-    assert r["optimizer"]["path"] == "single-tensor"
-    assert {"aten::lerp_.Scalar", "aten::addcdiv_", "aten::mul_.Tensor", "aten::sqrt"} <= set(r["ops"]["optimizer"])
-    assert r["calls"]["optimizer"]["aten::addcdiv_"] == 2  # weight and bias
-    assert not any(op.startswith("profiler::") for op in r["ops"]["optimizer"])
-    assert all(op.startswith("aten::") and not op.endswith(".default") for ph in audit.PHASES for op in r["ops"][ph])
-    assert r["fallback_ops"] == [] and math.isfinite(r["loss"])
+    assert r.optimizer["path"] == "single-tensor"
+    assert {"aten::lerp_.Scalar", "aten::addcdiv_", "aten::mul_.Tensor", "aten::sqrt"} <= set(r.ops["optimizer"])
+    assert r.calls["optimizer"]["aten::addcdiv_"] == 2  # weight and bias
+    assert not any(op.startswith("profiler::") for op in r.ops["optimizer"])
+    assert all(op.startswith("aten::") and not op.endswith(".default") for ph in audit.PHASES for op in r.ops[ph])
+    assert r.fallback_ops == [] and math.isfinite(r.loss)
 
 
 @pytest.mark.parametrize("optimizer, path, op", [("adamw-foreach", "foreach", "aten::_foreach_lerp_.Scalar"),
@@ -57,7 +58,7 @@ def test_a_linear_layer_dispatches_addmm_forward_mm_backward_and_the_adamw_loop(
 def test_the_optimizer_kernel_path_is_read_from_the_ops_it_dispatched(optimizer, path, op):
     model, x = linear()
     r = audit.audit_model(model, x, "cpu", optimizer=optimizer)
-    assert r["error"] is None and r["optimizer"]["path"] == path and op in r["ops"]["optimizer"]
+    assert r.error is None and r.optimizer["path"] == path and op in r.ops["optimizer"]
 
 
 def test_a_failing_model_is_one_line_naming_the_phase_and_keeps_what_ran_before():
@@ -67,19 +68,19 @@ def test_a_failing_model_is_one_line_naming_the_phase_and_keeps_what_ran_before(
             self.lin = torch.nn.Linear(4, 4)
 
         def forward(self, x):
-            y = self.lin(x)
+            self.lin(x)
             raise ValueError("boom\nsecond line")
 
     r = audit.audit_model(Boom(), torch.randn(2, 4), "cpu")
-    assert r["error"] == "forward: ValueError: boom"
-    assert "aten::addmm" in r["ops"]["forward"] and r["ops"]["backward"] == []
+    assert r.error == "forward: ValueError: boom"
+    assert "aten::addmm" in r.ops["forward"] and r.ops["backward"] == []
     detached = audit.audit_model(torch.nn.Linear(4, 3), torch.randn(2, 4), "cpu", loss_fn=lambda o, b: o.detach().sum())
-    assert detached["error"].startswith("backward: RuntimeError:") and "\n" not in detached["error"]
-    assert "aten::addmm" in detached["ops"]["forward"] and detached["ops"]["optimizer"] == []
+    assert detached.error.startswith("backward: RuntimeError:") and "\n" not in detached.error
+    assert "aten::addmm" in detached.ops["forward"] and detached.ops["optimizer"] == []
     frozen = audit.audit_model(torch.nn.Linear(4, 3).requires_grad_(False), torch.randn(2, 4), "cpu")
-    assert frozen["error"] == "setup: ValueError: optimizer got an empty parameter list"
-    assert audit.audit_model(torch.nn.Linear(4, 3), torch.randn(2, 4), "tpu")["error"].startswith("setup: ")
-    assert audit.audit_model(torch.nn.Linear(4, 3), torch.randn(2, 4), "cpu", optimizer="lion")["error"] == \
+    assert frozen.error == "setup: ValueError: optimizer got an empty parameter list"
+    assert audit.audit_model(torch.nn.Linear(4, 3), torch.randn(2, 4), "tpu").error.startswith("setup: ")
+    assert audit.audit_model(torch.nn.Linear(4, 3), torch.randn(2, 4), "cpu", optimizer="lion").error == \
         f"setup: ValueError: unknown optimizer 'lion'; known: {', '.join(audit.OPTIMIZERS)}"
 
 
@@ -96,11 +97,11 @@ def test_fallback_warnings_are_listed_under_the_phase_that_raised_them(monkeypat
 
     monkeypatch.setattr(model, "forward", forward)
     r = audit.audit_model(model, x, "cpu")
-    assert r["error"] is None
-    assert r["fallback_by_phase"] == {"forward": ["aten::foo"], "backward": ["aten::bar.out"], "optimizer": []}
-    assert r["fallback_ops"] == ["aten::foo", "aten::bar.out"]
-    assert "aten::addmm" in r["ops"]["forward"]  # the capture does not hide the ops
-    assert r["warnings"] == ["an unrelated warning"]
+    assert r.error is None
+    assert r.fallback_by_phase == {"forward": ["aten::foo"], "backward": ["aten::bar.out"], "optimizer": []}
+    assert r.fallback_ops == ["aten::foo", "aten::bar.out"]
+    assert "aten::addmm" in r.ops["forward"]  # the capture does not hide the ops
+    assert r.warnings == ["an unrelated warning"]
 
 
 # --------------------------------------------------------------------------- built-in models
@@ -120,11 +121,11 @@ def audits():
 @pytest.mark.parametrize("name", list(models.MODELS))
 def test_each_built_in_model_audits_a_training_step_on_cpu(audits, name):
     ex, r, seconds = audits[name]
-    assert r["error"] is None, r["error"]
-    assert all(r["ops"][phase] for phase in audit.PHASES)
-    assert r["attn_implementation"] == ex.attn_implementation == "sdpa"
-    assert r["optimizer"]["path"] == "single-tensor" and math.isfinite(r["loss"])
-    assert {"aten::mm", "aten::sum.dim_IntList"} & set(r["ops"]["backward"])
+    assert r.error is None, r.error
+    assert all(r.ops[phase] for phase in audit.PHASES)
+    assert r.attn_implementation == ex.attn_implementation == "sdpa"
+    assert r.optimizer["path"] == "single-tensor" and math.isfinite(r.loss)
+    assert {"aten::mm", "aten::sum.dim_IntList"} & set(r.ops["backward"])
     assert seconds < 20, f"{name}: {seconds:.1f} s"
 
 
@@ -149,7 +150,7 @@ def test_the_attention_implementation_is_chosen_explicitly_and_changes_the_ops()
     eager = models.example("llama", attn_implementation="eager")
     assert eager.attn_implementation == "eager"
     r = audit.audit_model(eager.model, eager.batch, "cpu")
-    assert not any("scaled_dot_product" in op for op in r["ops"]["forward"])
+    assert not any("scaled_dot_product" in op for op in r.ops["forward"])
     with pytest.raises(ValueError, match="attn_implementation"):
         models.tiny_bert(attn_implementation="flash")
 
@@ -179,7 +180,7 @@ def test_a_float64_model_gets_a_float64_loss_equal_to_transformers_own_in_float3
     narrow = ex.model(**ex.batch).loss
     wide_model = ex.model.double()
     wide_out = wide_model(**ex.batch)
-    loss = audit.loss_of(wide_out, ex.batch, None, wide_model)
+    loss = models.loss_of(wide_out, ex.batch, None, wide_model)
     assert loss.dtype == torch.float64 and loss.requires_grad
     assert float(loss) == pytest.approx(float(narrow), rel=1e-5)  # the same definition (shift, ignored pads)
     assert float(loss) != float(loss.float())  # float64's value, not a float32 one widened
@@ -191,21 +192,21 @@ def test_a_narrower_loss_without_the_model_to_recompute_it_is_one_clear_error():
     ex = models.example("gpt2")
     out = ex.model.double()(**ex.batch)
     with pytest.raises(TypeError, match="narrower dtype than its torch.float64 logits.*give loss_fn"):
-        audit.loss_of(out, ex.batch)
+        models.loss_of(out, ex.batch)
 
 
 def test_normalize_op_accepts_each_spelling():
     for spelling in ("aten::add.Tensor", "aten.add.Tensor", "add.Tensor"):
-        assert predict.normalize_op(spelling) == "add.Tensor"
+        assert audit.normalize_op(spelling) == "add.Tensor"
     for spelling in ("aten::addmm", "aten.addmm.default", "addmm.default", "addmm"):
-        assert predict.normalize_op(spelling) == "addmm"
-    assert predict.normalize_op("custom::op.x") == "custom::op.x"
+        assert audit.normalize_op(spelling) == "addmm"
+    assert audit.normalize_op("custom::op.x") == "custom::op.x"
 
 
 def test_predict_native_splits_on_a_fake_kernel_table():
     ops = {"forward": ["aten::addmm", "aten::t", "aten::add.Tensor", "aten::_scaled_dot_product_flash_attention_for_cpu"],
            "backward": ["aten::mm", "aten::foo.bar", "custom::op"], "optimizer": ["aten::add_.Tensor"]}
-    p = predict.predict_native(ops, KERNELS, DELEGATES, composite_ops={"t"})
+    p = audit.predict_native(ops, KERNELS, DELEGATES, composite_ops={"t"})
     assert p["with_kernel"] == ["aten::add.Tensor", "aten::add_.Tensor", "aten::addmm", "aten::mm"]
     assert p["composite"] == ["aten::t"]
     assert p["without_kernel"] == ["aten::_scaled_dot_product_flash_attention_for_cpu", "aten::foo.bar", "custom::op"]
@@ -216,11 +217,11 @@ def test_predict_native_splits_on_a_fake_kernel_table():
 
 def test_predict_native_exact_names_by_default_op_family_on_request():
     ops = ["aten::add.Tensor", "aten::sum.dim_IntList", "aten::mm", "aten::gelu", "aten::col2im"]
-    exact = predict.predict_native(ops, KERNELS | {"add.Tensor", "col2im"})  # a table with delegates resolved
+    exact = audit.predict_native(ops, KERNELS | {"add.Tensor", "col2im"})  # a table with delegates resolved
     assert exact["with_kernel"] == ["aten::add.Tensor", "aten::col2im", "aten::mm"]
     assert exact["without_kernel"] == ["aten::gelu", "aten::sum.dim_IntList"] and exact["composite"] == []
     assert "CPU fallback" in exact["notes"]["aten::col2im"]
-    loose = predict.predict_native(ops, KERNELS, by_name=True)
+    loose = audit.predict_native(ops, KERNELS, by_name=True)
     assert loose["matched"]["aten::sum.dim_IntList"] == "same-name" and loose["without_kernel"] == ["aten::col2im",
                                                                                                    "aten::gelu"]
 
@@ -231,11 +232,11 @@ STEP_METRICS = ["model", "attn", "ops", "fallback_ops", "optimizer_path", "predi
                 "predicted_notes"]
 
 
-def _step_result(**changes) -> dict:
-    """audit_builtin's result, as plain data, for a step that ran natively on MPS."""
+def _step_result(**changes) -> audit.Audit:
+    """audit_builtin's result for a step that ran natively on MPS."""
     ops = {"forward": ["aten::addmm", "aten::relu"], "backward": ["aten::mm"], "optimizer": ["aten::add_.Tensor"]}
-    return {"ops": ops, "fallback_ops": [], "error": None, "device": "mps:0", "attn_implementation": "sdpa",
-            "optimizer": {"path": "single-tensor"}, **changes}
+    return audit.Audit(**{"model": "BertForSequenceClassification", "ops": ops, "device": "mps:0",
+                          "attn_implementation": "sdpa", "optimizer": {"path": "single-tensor"}, **changes})
 
 
 def test_the_step_verdict_is_native_a_fallback_or_an_unsupported_op_naming_the_switch():
@@ -253,7 +254,7 @@ def test_the_step_verdict_is_native_a_fallback_or_an_unsupported_op_naming_the_s
     assert unsupported.message.startswith(error) and "PYTORCH_ENABLE_MPS_FALLBACK=1" in unsupported.message
     broken = audit.judge_builtin("bert", _step_result(error="forward: RuntimeError: boom"), mps_ops, set())
     assert (broken.status, broken.category, broken.message) == ("fail", "n/a", "forward: RuntimeError: boom")
-    silent = audit.judge_builtin("bert", _step_result(ops={**_step_result()["ops"], "backward": []}), mps_ops, set())
+    silent = audit.judge_builtin("bert", _step_result(ops={**_step_result().ops, "backward": []}), mps_ops, set())
     assert (silent.status, silent.category) == ("fail", "native") and "backward phase" in silent.message
 
 
@@ -262,7 +263,7 @@ def test_the_step_verdict_is_native_a_fallback_or_an_unsupported_op_naming_the_s
 @pytest.fixture
 def cli(monkeypatch, capsys, tmp_path):
     """Run tools.audit in-process: returns (status, stdout, stderr). Env changes are undone."""
-    for var in (*process_env.OFFLINE_VARS, "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS"):
+    for var in (*facts.OFFLINE_VARS, "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS"):
         old = os.environ.get(var)
         monkeypatch.setenv(var, old if old is not None else "x")
         if old is None:

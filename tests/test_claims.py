@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.optim import claims as C, gates as G
-from harness.core import devices
+from harness.optim import claims as C
+from harness.env import devices
 from tests.conftest import ROOT, load_facts
 
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -146,96 +146,96 @@ def _with_cuda(name, capability):
 
 def test_tf32_does_not_apply_on_mps_or_cpu_and_says_why():
     f = load_facts("apple_silicon_native")
-    ok, reason = G.applies("tf32", "mps", f)
+    ok, reason = C.applies("tf32", "mps", f)
     assert not ok and "CUDA" in reason and "Ampere" in reason and "Fix:" in reason
-    assert not G.applies("tf32", "cpu", load_facts("linux_x86_64"))[0]
-    assert G.applies("tf32", "cuda", _with_cuda("linux_x86_64", (8, 0)))[0]
-    ok, reason = G.applies("tf32", "cuda", _with_cuda("linux_x86_64", (7, 5)))
+    assert not C.applies("tf32", "cpu", load_facts("linux_x86_64"))[0]
+    assert C.applies("tf32", "cuda", _with_cuda("linux_x86_64", (8, 0)))[0]
+    ok, reason = C.applies("tf32", "cuda", _with_cuda("linux_x86_64", (7, 5)))
     assert not ok and "7.5" in reason
 
 
 def test_bitsandbytes_8bit_does_not_apply_on_mps():
     f = _facts("apple_silicon_native", bitsandbytes="0.50.0")
-    ok, reason = G.applies("adamw-8bit", "mps", f)
+    ok, reason = C.applies("adamw-8bit", "mps", f)
     assert not ok and "MPS" in reason
-    assert G.applies("adamw-8bit", "cpu", f)[0]
-    ok, reason = G.applies("adamw-8bit", "cpu", _facts("linux_x86_64", bitsandbytes="0.45.0"))
+    assert C.applies("adamw-8bit", "cpu", f)[0]
+    ok, reason = C.applies("adamw-8bit", "cpu", _facts("linux_x86_64", bitsandbytes="0.45.0"))
     assert not ok and "0.50" in reason
-    ok, reason = G.applies("adamw-8bit", "cuda", _facts("linux_x86_64", bitsandbytes=None))
+    ok, reason = C.applies("adamw-8bit", "cuda", _facts("linux_x86_64", bitsandbytes=None))
     assert not ok and "not installed" in reason
-    ok, reason = G.applies("adamw-8bit", "cuda", load_facts("linux_x86_64"))
+    ok, reason = C.applies("adamw-8bit", "cuda", load_facts("linux_x86_64"))
     assert not ok and "not recorded" in reason
 
 
 def test_torch_compile_on_mps_needs_torch_2_7():
-    assert G.applies("torch-compile", "mps", load_facts("apple_silicon_native"))[0]
-    ok, reason = G.applies("torch-compile", "mps", load_facts("intel_mac"))   # torch 2.2.2
+    assert C.applies("torch-compile", "mps", load_facts("apple_silicon_native"))[0]
+    ok, reason = C.applies("torch-compile", "mps", load_facts("intel_mac"))   # torch 2.2.2
     assert not ok and "2.7" in reason and "2.2.2" in reason
-    assert G.applies("torch-compile", "cpu", load_facts("intel_mac"))[0]
+    assert C.applies("torch-compile", "cpu", load_facts("intel_mac"))[0]
 
 
 def test_torch_compile_python_gate_only_concerns_new_pythons():
     f = _facts("intel_mac")
     f["python"]["version"] = "3.12.1"
-    ok, reason = G.applies("torch-compile", "cpu", f)
+    ok, reason = C.applies("torch-compile", "cpu", f)
     assert not ok and "3.12" in reason and "2.4" in reason
 
 
 def test_fp16_on_mps_depends_on_the_path():
     intel = load_facts("intel_mac")     # torch 2.2.2, accelerate 1.0.1
-    assert not G.applies("fp16-autocast", "mps", intel, via="torch")[0]
+    assert not C.applies("fp16-autocast", "mps", intel, via="torch")[0]
     f = _facts("apple_silicon_native")
     f["torch"]["version"] = f["packages"]["torch"] = "2.6.0"
-    assert G.applies("fp16-autocast", "mps", f, via="torch")[0]
-    ok, reason = G.applies("fp16-autocast", "mps", f, via="trainer")
+    assert C.applies("fp16-autocast", "mps", f, via="torch")[0]
+    ok, reason = C.applies("fp16-autocast", "mps", f, via="trainer")
     assert not ok and "2.8" in reason
-    assert G.applies("fp16-autocast", "mps", load_facts("apple_silicon_native"))[0]
+    assert C.applies("fp16-autocast", "mps", load_facts("apple_silicon_native"))[0]
 
 
 def test_bf16_on_mps_needs_macos_14():
-    assert not G.applies("bf16-autocast", "mps", load_facts("intel_mac"))[0]   # macOS 13.6, torch 2.2.2
+    assert not C.applies("bf16-autocast", "mps", load_facts("intel_mac"))[0]   # macOS 13.6, torch 2.2.2
     f = _facts("apple_silicon_native")
     f["mac"]["version"] = "13.6"
-    ok, reason = G.applies("bf16-autocast", "mps", f)
+    ok, reason = C.applies("bf16-autocast", "mps", f)
     assert not ok and "macOS" in reason
-    assert G.applies("bf16-autocast", "mps", load_facts("apple_silicon_native"))[0]
-    assert not G.applies("bf16-autocast", "cuda", _with_cuda("linux_x86_64", (7, 5)))[0]
+    assert C.applies("bf16-autocast", "mps", load_facts("apple_silicon_native"))[0]
+    assert not C.applies("bf16-autocast", "cuda", _with_cuda("linux_x86_64", (7, 5)))[0]
 
 
 def test_fused_adamw_gates_follow_the_wheels():
     intel = load_facts("intel_mac")   # torch 2.2.2
-    assert not G.applies("fused-adamw", "cpu", intel)[0] and not G.applies("fused-adamw", "mps", intel)[0]
-    assert G.applies("fused-adamw", "mps", load_facts("apple_silicon_native"))[0]
+    assert not C.applies("fused-adamw", "cpu", intel)[0] and not C.applies("fused-adamw", "mps", intel)[0]
+    assert C.applies("fused-adamw", "mps", load_facts("apple_silicon_native"))[0]
 
 
 def test_pin_memory_and_deepspeed_do_not_apply_on_mps():
     mac = _facts("apple_silicon_native", deepspeed="0.16.0")
-    assert not G.applies("pin-memory", "mps", mac)[0]
-    ok, reason = G.applies("deepspeed-zero", "mps", mac)
+    assert not C.applies("pin-memory", "mps", mac)[0]
+    ok, reason = C.applies("deepspeed-zero", "mps", mac)
     assert not ok and "MPS" in reason
-    assert not G.applies("deepspeed-zero", "cpu", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
-    assert G.applies("deepspeed-zero", "cuda", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
-    ok, reason = G.applies("deepspeed-zero", "cuda", _facts("apple_silicon_native", deepspeed="0.16.0"))
+    assert not C.applies("deepspeed-zero", "cpu", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
+    assert C.applies("deepspeed-zero", "cuda", _facts("linux_x86_64", deepspeed="0.16.0"))[0]
+    ok, reason = C.applies("deepspeed-zero", "cuda", _facts("apple_silicon_native", deepspeed="0.16.0"))
     assert not ok and "Linux" in reason
 
 
 def test_peft_needs_the_package():
-    assert G.applies("peft-lora", "mps", _facts("apple_silicon_native", peft="0.14.0"))[0]
-    ok, reason = G.applies("peft-lora", "cpu", _facts("linux_x86_64", peft=None))
+    assert C.applies("peft-lora", "mps", _facts("apple_silicon_native", peft="0.14.0"))[0]
+    ok, reason = C.applies("peft-lora", "cpu", _facts("linux_x86_64", peft=None))
     assert not ok and "pip install peft" in reason
 
 
 def test_workers_need_two_cores():
     f = _facts("linux_x86_64")
     f["cpu"]["usable"] = 1
-    ok, reason = G.applies("dataloader-workers", "cpu", f)
+    ok, reason = C.applies("dataloader-workers", "cpu", f)
     assert not ok and "1 usable" in reason
-    assert G.applies("dataloader-workers", "cpu", load_facts("linux_x86_64"))[0]
+    assert C.applies("dataloader-workers", "cpu", load_facts("linux_x86_64"))[0]
 
 
 def test_the_cuda_amp_advice_is_checked_where_it_is_given():
-    assert G.applies("torch-cuda-amp-on-mac", "mps", load_facts("apple_silicon_native"))[0]
-    assert not G.applies("torch-cuda-amp-on-mac", "cpu", load_facts("linux_x86_64"))[0]
+    assert C.applies("torch-cuda-amp-on-mac", "mps", load_facts("apple_silicon_native"))[0]
+    assert not C.applies("torch-cuda-amp-on-mac", "cpu", load_facts("linux_x86_64"))[0]
     assert C.by_name("torch-cuda-amp-on-mac").memory["mps"].kind == "lower"   # the claim as the seed states it
 
 
@@ -245,7 +245,7 @@ def test_every_gate_evaluates_on_every_recorded_machine(machine):
     for claim in C.CLAIMS:
         for target in C.TARGET_CLASSES:
             for via in ("trainer", "torch"):
-                ok, reason = G.applies(claim, target, f, via=via)
+                ok, reason = C.applies(claim, target, f, via=via)
                 assert isinstance(ok, bool) and reason.startswith(claim.name)
                 if not ok:
                     assert "Fix:" in reason

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from harness.core import journal
+from harness.core import runfiles
+from harness.core.records import SCHEMA
 from harness.report import compare
 from tests.conftest import ROOT
 from tools import compare as cli
@@ -21,13 +22,13 @@ def rec(check: str, status: str = "pass", category: str = "n/a", target: str = "
 
 
 def write_run(path, records, env_id="host-a-torch2.8", torch_version="2.8.0", run_id="r1", end=True):
-    w = journal.Writer(path)
+    w = runfiles.Writer(path)
     facts = {"host": "host-a", "packages": {"torch": torch_version, "transformers": "5.0.0"}}
-    w.write(journal.header(run_id, env_id, facts))
+    w.write(runfiles.header(run_id, env_id, facts))
     for r in records:
         w.write({**r, "run": run_id})
     if end:
-        w.write({"kind": "end", "run": run_id, "finished": journal.now_iso(), "exitstatus": 0, "counts": {}})
+        w.write({"kind": "end", "run": run_id, "finished": runfiles.now_iso(), "exitstatus": 0, "counts": {}})
     w.close()
     return path
 
@@ -190,8 +191,8 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
     folder.mkdir()
     write_run(folder / "one.jsonl", [rec("ops/a/float32/forward", "fail"), rec("ops/b/float32/forward")], run_id="r1")
     second = [rec("ops/a/float32/forward")]
-    w = journal.Writer(folder / "one.jsonl")   # a later run of the same environment, same file
-    w.write({**journal.header("r2", "host-a-torch2.8", {"host": "host-a"}), "started": "2999-01-01T00:00:00+00:00"})
+    w = runfiles.Writer(folder / "one.jsonl")   # a later run of the same environment, same file
+    w.write({**runfiles.header("r2", "host-a-torch2.8", {"host": "host-a"}), "started": "2999-01-01T00:00:00+00:00"})
     w.write({**second[0], "run": "r2"})
     w.close()
     side = compare.load_side([str(folder)])
@@ -247,7 +248,7 @@ def _bad_inputs(tmp_path):
     cases["empty"][0].write_text("")
     cases["malformed"][0].write_text(text.replace('"status": "pass"', '"status": pass', 1))
     cases["truncated"][0].write_text(text[: len(text) - 40])
-    cases["wrong schema"][0].write_text(text.replace(f'"schema": {journal.SCHEMA}', '"schema": 99', 1))
+    cases["wrong schema"][0].write_text(text.replace(f'"schema": {SCHEMA}', '"schema": 99', 1))
     cases["not a run file"][0].write_text('["a", "list"]\n')
     write_run(cases["no checks"][0], [])
     cases["two environments"][0].mkdir()

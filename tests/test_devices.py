@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from harness.core import devices
+from harness.env import devices
 from tests.conftest import load_facts
 
 

@@ -4,10 +4,10 @@ import copy
 
 import pytest
 
-from harness.env import env_checks, facts, judges, reading
+from harness.env import checks, facts, fitness
 from tests.conftest import load_facts
 
-MPS_SUBJECTS = [c.subject for c in env_checks.CHECKS if "mps" in c.targets]
+MPS_SUBJECTS = [c.subject for c in checks.CHECKS if "mps" in c.targets]
 
 # Expected outcome of every mps check, per recorded machine (ok / fail / limit / na).
 EXPECTED = {
@@ -29,14 +29,14 @@ TRAINER = {"apple_silicon_native": "mps", "rosetta": "cpu", "intel_mac": "mps", 
 
 
 def _mps_cases():
-    return [(name, case) for name in EXPECTED for case in env_checks.CHECKS if "mps" in case.targets]
+    return [(name, case) for name in EXPECTED for case in checks.CHECKS if "mps" in case.targets]
 
 
 @pytest.mark.parametrize("machine,case", _mps_cases(), ids=lambda v: getattr(v, "subject", v))
 def test_mps_judges_give_the_expected_verdict(machine, case):
     f = {**load_facts(machine), "trainer": {"device": TRAINER[machine], "error": None}}
     # evaluate() adds the live autocast probe, which needs the device itself: judge those purely.
-    verdict = case.verdict(f) if case.autocast and reading.is_mac(f) else env_checks.evaluate(case, "mps", f)
+    verdict = case.fitness_of(f) if case.autocast and fitness.is_mac(f) else checks.evaluate(case, "mps", f)
     assert verdict.outcome == EXPECTED[machine][case.subject], verdict
     if verdict.outcome in ("fail", "limit"):
         assert verdict.fix, f"{case.subject} on {machine} gives no fix: {verdict}"
@@ -45,8 +45,8 @@ def test_mps_judges_give_the_expected_verdict(machine, case):
 @pytest.mark.parametrize("machine", sorted(EXPECTED))
 def test_every_mps_check_is_na_off_a_mac_and_judged_on_one(machine):
     f = {**load_facts(machine), "trainer": {"device": TRAINER[machine], "error": None}}
-    outcomes = {c.subject: env_checks.evaluate(c, "mps", f).outcome
-                for c in env_checks.CHECKS if "mps" in c.targets and not c.autocast}
+    outcomes = {c.subject: checks.evaluate(c, "mps", f).outcome
+                for c in checks.CHECKS if "mps" in c.targets and not c.autocast}
     if machine.startswith("linux"):
         assert set(outcomes.values()) == {"na"}
     else:
@@ -55,33 +55,33 @@ def test_every_mps_check_is_na_off_a_mac_and_judged_on_one(machine):
 
 def test_rosetta_is_named_as_the_cause_with_the_arm64_fix():
     f = load_facts("rosetta")
-    cause, fix = reading.mps_unavailable_cause(f)
+    cause, fix = fitness.mps_unavailable_cause(f)
     assert "Rosetta" in cause and "arm64 Python" in fix
-    assert "Rosetta" in judges.judge_python_arch(f).summary
+    assert "Rosetta" in fitness.judge_python_arch(f).summary
 
 
 def test_intel_mac_is_not_judged_by_its_cpu():
     f = load_facts("intel_mac")
-    assert judges.judge_python_arch(f).outcome == "ok"
-    assert reading.mps_unavailable_cause(f) is None
+    assert fitness.judge_python_arch(f).outcome == "ok"
+    assert fitness.mps_unavailable_cause(f) is None
     # The same Intel Mac without a Metal GPU: unavailable, and the reason says so.
     f["torch"]["mps_available"] = False
-    cause, fix = reading.mps_unavailable_cause(f)
+    cause, fix = fitness.mps_unavailable_cause(f)
     assert "Intel Mac" in cause and "AMD GPU" in fix
 
 
 def test_old_macos_cause_and_fix():
-    cause, fix = reading.mps_unavailable_cause(load_facts("macos_12_2"))
+    cause, fix = fitness.mps_unavailable_cause(load_facts("macos_12_2"))
     assert "12.2" in cause and "12.3" in fix
 
 
 def test_torch_without_mps_cause_and_fix():
-    cause, fix = reading.mps_unavailable_cause(load_facts("torch_no_mps"))
+    cause, fix = fitness.mps_unavailable_cause(load_facts("torch_no_mps"))
     assert "no MPS backend" in cause and "pip install" in fix
 
 
 def test_linux_cause_names_the_platform():
-    cause, _ = reading.mps_unavailable_cause(load_facts("linux_x86_64"))
+    cause, _ = fitness.mps_unavailable_cause(load_facts("linux_x86_64"))
     assert cause.startswith("MPS unavailable: this is Linux x86_64")
 
 
@@ -94,7 +94,7 @@ def test_fallback_variable_values(value, torch_v, outcome, says):
     f = load_facts("apple_silicon_native")
     f["env"]["PYTORCH_ENABLE_MPS_FALLBACK"] = value
     f["torch"]["version"] = torch_v
-    v = judges.judge_fallback_env(f)
+    v = fitness.judge_fallback_env(f)
     assert v.outcome == outcome and says in v.summary
 
 
@@ -112,30 +112,30 @@ def test_watermark_ratios(machine, high, low, outcome):
     f = load_facts(machine)
     f["env"]["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = high
     f["env"]["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = low
-    assert judges.judge_watermark_env(f).outcome == outcome
+    assert fitness.judge_watermark_env(f).outcome == outcome
 
 
 def test_torch_2_12_and_newer_need_macos_14():
     f = load_facts("apple_silicon_native")
     f["mac"]["version"] = "13.6"
-    v = judges.judge_macos_version(f)
+    v = fitness.judge_macos_version(f)
     assert v.outcome == "fail" and "macOS 14" in v.summary
     f["torch"]["version"] = "2.11.0"
-    assert judges.judge_macos_version(f).outcome == "ok"
+    assert fitness.judge_macos_version(f).outcome == "ok"
 
 
 def test_autocast_probe_decides_after_the_gate(monkeypatch):
     """A gate that says usable but an autocast that does not work is a failure; without a
     gate, a dtype autocast refuses is a limitation of this version."""
-    from harness.core import devices
+    from harness.env import devices
     f = load_facts("linux_x86_64")
     monkeypatch.setattr(devices.CPUBackend, "autocast_probe", lambda self, dtype: (False, "autocast produced float32"))
-    gated = env_checks.EnvCheck("x", ("cpu",), "?", gate="mps-fp16-autocast", autocast="float16")
-    ungated = env_checks.EnvCheck("x", ("cpu",), "?", autocast="float16")
-    assert env_checks.evaluate(gated, "cpu", f).outcome == "fail"
-    assert env_checks.evaluate(ungated, "cpu", f).outcome == "limit"
+    gated = checks.EnvCheck("x", ("cpu",), "?", gate="mps-fp16-autocast", autocast="float16")
+    ungated = checks.EnvCheck("x", ("cpu",), "?", autocast="float16")
+    assert checks.evaluate(gated, "cpu", f).outcome == "fail"
+    assert checks.evaluate(ungated, "cpu", f).outcome == "limit"
     monkeypatch.setattr(devices.CPUBackend, "autocast_probe", lambda self, dtype: (True, "ok"))
-    assert env_checks.evaluate(gated, "cpu", f).outcome == "ok"
+    assert checks.evaluate(gated, "cpu", f).outcome == "ok"
 
 
 @pytest.mark.parametrize("torch_v,macos,accel,expect", [
@@ -154,13 +154,13 @@ def test_mixed_precision_gates_at_their_boundaries(torch_v, macos, accel, expect
     f["torch"]["version"] = f["packages"]["torch"] = torch_v
     f["mac"]["version"] = macos
     f["packages"]["accelerate"] = accel
-    got = {key: judges.judge_gate(key)(f).outcome for key in expect}
+    got = {key: fitness.judge_gate(key)(f).outcome for key in expect}
     assert got == expect
 
 
 def test_gate_reports_what_is_missing_and_how_to_get_it():
     f = load_facts("intel_mac")
-    v = judges.judge_gate("mps-bf16-autocast")(f)
+    v = fitness.judge_gate("mps-bf16-autocast")(f)
     assert "torch >= 2.6" in v.summary and "macOS >= 14" in v.summary
     assert "pip install -U 'torch>=2.6'" in v.fix and "macOS" in v.fix
 
@@ -168,29 +168,29 @@ def test_gate_reports_what_is_missing_and_how_to_get_it():
 def test_tokenizers_built_for_another_arch_fails():
     f = load_facts("apple_silicon_native")
     f["tokenizers"]["binary_archs"] = ["x86_64"]
-    v = judges.judge_tokenizers_native(f)
+    v = fitness.judge_tokenizers_native(f)
     assert v.outcome == "fail" and "x86_64" in v.summary and "reinstall" in v.fix
     f["tokenizers"]["binary_archs"] = ["x86_64", "arm64"]  # universal2 is fine
-    assert judges.judge_tokenizers_native(f).outcome == "ok"
+    assert fitness.judge_tokenizers_native(f).outcome == "ok"
     f["tokenizers"].update(importable=False, error="ImportError: dlopen failed")
-    assert judges.judge_tokenizers_native(f).outcome == "fail"
+    assert fitness.judge_tokenizers_native(f).outcome == "fail"
 
 
 def test_cpu_threads_oversubscribed():
     f = load_facts("linux_x86_64")
     f["torch"]["num_threads"], f["cpu"]["usable"] = 16, 2
     f["env"]["OMP_NUM_THREADS"] = "16"
-    v = judges.judge_cpu_threads(f)
+    v = fitness.judge_cpu_threads(f)
     assert v.outcome == "fail" and "OMP_NUM_THREADS=2" in v.fix
     f["torch"]["num_threads"] = 2
-    assert judges.judge_cpu_threads(f).outcome == "ok"
+    assert fitness.judge_cpu_threads(f).outcome == "ok"
 
 
 def test_cpu_without_avx2_is_a_limit():
     f = load_facts("linux_x86_64")
     f["torch"]["cpu_capability"] = "DEFAULT"
-    assert judges.judge_cpu_capability(f).outcome == "limit"
-    assert judges.judge_cpu_capability(load_facts("apple_silicon_native")).outcome == "ok"  # arm64 reports DEFAULT
+    assert fitness.judge_cpu_capability(f).outcome == "limit"
+    assert fitness.judge_cpu_capability(load_facts("apple_silicon_native")).outcome == "ok"  # arm64 reports DEFAULT
 
 
 def _with_gpu(f, **torch_facts):
@@ -202,24 +202,24 @@ def _with_gpu(f, **torch_facts):
 
 def test_cuda_not_applicable_without_a_gpu_but_misconfigured_with_one():
     linux = load_facts("linux_x86_64")
-    assert judges.judge_cuda_present(linux).outcome == "na"
+    assert fitness.judge_cuda_present(linux).outcome == "na"
     cpu_only = _with_gpu(linux, cuda_build=None)
-    assert "CPU-only" in judges.judge_cuda_present(cpu_only).summary
+    assert "CPU-only" in fitness.judge_cuda_present(cpu_only).summary
     old_driver = _with_gpu(linux)
-    v = judges.judge_cuda_present(old_driver)
+    v = fitness.judge_cuda_present(old_driver)
     assert v.outcome == "fail" and "driver" in v.fix
     hidden = _with_gpu(linux)
     hidden["env"]["CUDA_VISIBLE_DEVICES"] = ""
-    assert "hides every GPU" in judges.judge_cuda_present(hidden).summary
+    assert "hides every GPU" in fitness.judge_cuda_present(hidden).summary
 
 
 def test_cuda_capability_and_bf16():
     f = _with_gpu(load_facts("linux_x86_64"), cuda_available=True, cuda_bf16=False,
                   cuda_devices=[{"name": "Tesla T4", "capability": [7, 5], "total_memory": 1}])
-    assert judges.judge_cuda_capability(f).outcome == "ok"
-    assert judges.judge_cuda_bf16(f).outcome == "limit"
+    assert fitness.judge_cuda_capability(f).outcome == "ok"
+    assert fitness.judge_cuda_bf16(f).outcome == "limit"
     f["torch"]["cuda_devices"][0]["capability"] = [6, 0]  # Pascal: not in this build's sm_75+ list
-    v = judges.judge_cuda_capability(f)
+    v = fitness.judge_cuda_capability(f)
     assert v.outcome == "fail" and "sm_60" in v.summary
 
 

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from harness.core import identity, journal, outcomes, runfiles
+from harness.core import records, runfiles
+from harness.plugin import record
 
 
 class Case:
@@ -18,12 +19,12 @@ class Case:
     (("r", "suites", "ops", "test_o.py"), "test_plain", {}, ("ops/plain", None)),
 ])
 def test_identity_is_suite_subject_variant_without_target(parts, func, params, expected):
-    ident = identity.identity_for(parts, func, params)
+    ident = records.identity_for(parts, func, params)
     assert (ident.check, ident.target) == expected
 
 
 def test_tests_outside_suites_are_not_checks():
-    assert identity.identity_for(("r", "tests", "test_x.py"), "test_x", {}) is None
+    assert records.identity_for(("r", "tests", "test_x.py"), "test_x", {}) is None
 
 
 def _ph(when, outcome, message="", wasxfail=None):
@@ -42,12 +43,12 @@ def _ph(when, outcome, message="", wasxfail=None):
     ([_ph("setup", "passed"), _ph("call", "failed", "Timeout >5.0s"), _ph("teardown", "passed")], "timeout"),
 ])
 def test_outcome_of_phases(phases, status):
-    assert outcomes.outcome_of(phases)[0] == status
+    assert record.outcome_of(phases)[0] == status
 
 
 def test_reason_is_one_bounded_line():
-    status, reason = outcomes.outcome_of([_ph("setup", "passed"), _ph("call", "failed", "x" * 5000 + "\nsecond")])
-    assert status == "fail" and "\n" not in reason and len(reason) <= outcomes.REASON_MAX
+    status, reason = record.outcome_of([_ph("setup", "passed"), _ph("call", "failed", "x" * 5000 + "\nsecond")])
+    assert status == "fail" and "\n" not in reason and len(reason) <= records.REASON_MAX
 
 
 def _record(run, check="env/a", status="pass", target="cpu"):
@@ -58,10 +59,10 @@ def _record(run, check="env/a", status="pass", target="cpu"):
 
 def test_writer_and_reader_round_trip_with_interleaved_runs(tmp_path, recorded):
     path = tmp_path / "r.jsonl"
-    w = journal.Writer(path)
+    w = runfiles.Writer(path)
     facts = recorded("linux_x86_64")
-    w.write(journal.header("A", "env1", facts))
-    w.write(journal.header("B", "env1", facts))  # a second session appending at the same time
+    w.write(runfiles.header("A", "env1", facts))
+    w.write(runfiles.header("B", "env1", facts))  # a second session appending at the same time
     w.write(_record("A", "env/a"))
     w.write(_record("B", "env/b", "fail"))
     w.write({"kind": "end", "run": "A", "exitstatus": 0})
@@ -84,7 +85,7 @@ def test_writer_and_reader_round_trip_with_interleaved_runs(tmp_path, recorded):
 ])
 def test_bad_lines_are_reported_by_file_and_line_and_skipped(tmp_path, recorded, bad, expect):
     path = tmp_path / "r.jsonl"
-    good = [json.dumps(journal.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
+    good = [json.dumps(runfiles.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
     path.write_bytes(("\n".join(good) + "\n").encode() + bad + (json.dumps(_record("A", "env/b")) + "\n").encode())
     rf = runfiles.read_file(path)
     assert len(rf.errors) == 1 and expect in rf.errors[0], rf.errors
@@ -93,7 +94,7 @@ def test_bad_lines_are_reported_by_file_and_line_and_skipped(tmp_path, recorded,
 
 def test_truncated_last_line_keeps_every_record_before_it(tmp_path, recorded):
     path = tmp_path / "r.jsonl"
-    lines = [json.dumps(journal.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
+    lines = [json.dumps(runfiles.header("A", "e", recorded("linux_x86_64"))), json.dumps(_record("A", "env/a"))]
     path.write_text("\n".join(lines) + "\n" + json.dumps(_record("A", "env/b"))[:40])
     rf = runfiles.read_file(path)
     assert rf.errors == [f"{path}:3: truncated last line (the run was cut off)"]
@@ -102,7 +103,7 @@ def test_truncated_last_line_keeps_every_record_before_it(tmp_path, recorded):
 
 def test_wrong_schema_and_empty_files(tmp_path, recorded):
     wrong = tmp_path / "w.jsonl"
-    wrong.write_text(json.dumps({**journal.header("A", "e", recorded("linux_x86_64")), "schema": 99}) + "\n")
+    wrong.write_text(json.dumps({**runfiles.header("A", "e", recorded("linux_x86_64")), "schema": 99}) + "\n")
     assert "schema version 99" in runfiles.read_file(wrong).errors[0]
     empty = tmp_path / "e.jsonl"
     empty.write_text("")
@@ -111,7 +112,7 @@ def test_wrong_schema_and_empty_files(tmp_path, recorded):
 
 def test_metrics_are_made_json_safe():
     import torch
-    safe = outcomes.json_safe({"err": float("nan"), "inf": float("inf"), "dtype": torch.float16,
+    safe = records.json_safe({"err": float("nan"), "inf": float("inf"), "dtype": torch.float16,
                               "t": torch.tensor(0.5), "nested": {"xs": (1, 2.0)}})
     assert safe == {"err": "nan", "inf": "inf", "dtype": "torch.float16", "t": 0.5, "nested": {"xs": [1, 2.0]}}
     assert json.loads(json.dumps(safe, allow_nan=False)) == safe
@@ -121,8 +122,8 @@ def test_a_lone_surrogate_in_a_reason_is_written_as_the_replacement_character(tm
     """An exception message can hold one (a file name decoded with surrogateescape); UTF-8
     cannot, so the writer would crash the run's controller."""
     path = tmp_path / "r.jsonl"
-    w = journal.Writer(path)
-    w.write(journal.header("A", "env1", recorded("linux_x86_64")))
+    w = runfiles.Writer(path)
+    w.write(runfiles.header("A", "env1", recorded("linux_x86_64")))
     w.write({**_record("A", "env/a", "fail"), "reason": "cannot open /data/caf\udce9.bin"})
     w.close()
     rf = runfiles.read_file(path)
@@ -133,5 +134,5 @@ def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_pat
     target = tmp_path / "out.md"
     target.write_text("old")
     with pytest.raises(UnicodeEncodeError):
-        journal.write_atomic(target, "new \ud800")  # text that cannot be encoded fails halfway
+        runfiles.write_atomic(target, "new \ud800")  # text that cannot be encoded fails halfway
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.md"]

@@ -4,9 +4,10 @@ differently, and its sizes follow the device's memory."""
 import pytest
 import torch
 
-from harness.core import devices
-from harness.parity import bug_check, bug_repeat, bug_sizes, known_bugs
-from harness.parity.known_bug_cases import CASES
+from harness.env import devices
+from harness.parity.known_bugs import cases as known_bugs, target as bug_target
+from harness.parity.known_bugs import check as bug_check
+from harness.parity.known_bugs.cases import CASES
 from tests import reported_bugs, standins
 from tests.conftest import run_suite
 
@@ -79,7 +80,7 @@ def _reading(device_gib: float, host_gib: float):
 def test_the_cpu_and_stand_ins_run_the_first_size_whatever_the_memory():
     case = known_bugs.by_name("batched-matmul-n32769")
     for target in ("cpu", "standin-oracle"):
-        size, why = bug_sizes.choose_size(case, target, "float32", _reading(1000, 1000))
+        size, why = bug_target.choose_size(case, target, "float32", _reading(1000, 1000))
         assert size.name == "edge" and "edge" in why
 
 
@@ -91,14 +92,14 @@ def test_the_cpu_and_stand_ins_run_the_first_size_whatever_the_memory():
 ])
 def test_an_accelerator_runs_the_largest_size_its_memory_allows(device_gib, host_gib, expected):
     case = known_bugs.by_name("batched-matmul-n32769")
-    size, why = bug_sizes.choose_size(case, "cuda", "float32", _reading(device_gib, host_gib))
+    size, why = bug_target.choose_size(case, "cuda", "float32", _reading(device_gib, host_gib))
     assert size.name == expected, why
-    assert case.footprint(size.dims)[1] <= bug_sizes.JUDGED_MAX
+    assert case.footprint(size.dims)[1] <= bug_target.JUDGED_MAX
 
 
 def test_the_reported_size_runs_where_its_output_is_small_enough_to_judge():
     case = known_bugs.by_name("gram-matmul-k50000")
-    size, why = bug_sizes.choose_size(case, "mps", "float32", _reading(10.7, 16))
+    size, why = bug_target.choose_size(case, "mps", "float32", _reading(10.7, 16))
     assert size.name == "reported" and "device" in why and "host" in why
 
 
@@ -114,7 +115,7 @@ def test_each_case_fails_on_a_stand_in_that_reproduces_its_report(name, reproduc
         assert "raises where the CPU computes" in verdict.message
     else:
         assert verdict.category == "parity" and "shows the bug of pytorch#" in verdict.message
-    again = bug_repeat.judge_repeatability(bug_repeat.run_repeatability(name, "standin-known-bugs", "float32"))
+    again = bug_check.judge_repeatability(bug_check.run_repeatability(name, "standin-known-bugs", "float32"))
     if name in UNREPEATABLE:
         assert (again.status, again.category) == ("fail", "unrepeatable"), again.message
         assert again.metrics["differing"]
@@ -127,7 +128,7 @@ def test_each_case_passes_on_the_stand_in_with_nothing_reproduced(name, reproduc
     reproduce("none")
     verdict = bug_check.judge(bug_check.run_case(name, "standin-known-bugs", "float32"))
     assert verdict.status == "pass", verdict.message
-    again = bug_repeat.judge_repeatability(bug_repeat.run_repeatability(name, "standin-known-bugs", "float32"))
+    again = bug_check.judge_repeatability(bug_check.run_repeatability(name, "standin-known-bugs", "float32"))
     assert again.status == "pass", again.message
 
 
@@ -138,8 +139,8 @@ def test_the_allocator_case_is_wrong_after_a_dirty_cache_and_right_after_an_empt
     reproduce("gram-matmul-k50000")
     verdict = bug_check.judge(bug_check.run_case("gram-matmul-k50000", "standin-known-bugs", "float32"))
     assert verdict.metrics["run"] == "after a dirty cache"
-    again = bug_repeat.run_repeatability("gram-matmul-k50000", "standin-known-bugs", "float32")
-    assert again["differing"] == ["run after a dirty cache"]
+    again = bug_check.run_repeatability("gram-matmul-k50000", "standin-known-bugs", "float32")
+    assert again.differing == ["run after a dirty cache"]
 
 
 def test_an_intermittent_failure_is_not_put_down_to_a_switch(reproduce):

@@ -6,7 +6,11 @@ import pytest
 import torch
 import torch.utils.checkpoint
 
-from harness.optim import allocator, measure, ratios
+from harness.core.records import Category, ClaimKind
+from harness.optim import measure, ratios
+from harness.optim.ratios import Bound
+
+LOWER, NOT_HIGHER = ClaimKind.LOWER, ClaimKind.NOT_HIGHER
 
 MiB = 1 << 20
 FLOAT = 4
@@ -173,7 +177,7 @@ class _SampledBackend:
 def test_without_a_peak_counter_the_allocator_is_sampled_at_module_boundaries():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     backend = _SampledBackend()
-    with allocator.allocator_peak(backend, model) as cross:
+    with measure.allocator_peak(backend, model) as cross:
         model(torch.randn(2, 4))
     # one reading before, one per module forward (Sequential + 2 children), one after
     assert "at 5 module boundaries" in cross["allocator_method"]
@@ -184,52 +188,52 @@ def test_without_a_peak_counter_the_allocator_is_sampled_at_module_boundaries():
 
 # --------------------------------------------------------------------------- verdicts
 
-@pytest.mark.parametrize("low, high, expect, verdict", [
-    (0.5, 0.7, ("lower", 1.3), "holds"),            # bound 1/1.3 = 0.769
-    (0.7, 0.8, ("lower", 1.3), "inconclusive"),
-    (0.9, 1.1, ("lower", 1.3), "does not hold"),
-    (1.0, 1.04, ("not higher", 1.05), "holds"),
-    (1.06, 1.2, ("not higher", 1.05), "does not hold"),
-    (1.25, 1.4, ("higher", 1.2), "holds"),
-    (0.99, 1.3, ("not lower", 1.0), "inconclusive"),
-    (1.0, 1.0, ("not lower", 1.0), "holds"),
-    (1.0, 1.0, ("higher", 1.0), "does not hold"),
+@pytest.mark.parametrize("low, high, bound, verdict", [
+    (0.5, 0.7, Bound(LOWER, 0.769), "holds"),
+    (0.7, 0.8, Bound(LOWER, 0.769), "inconclusive"),
+    (0.9, 1.1, Bound(LOWER, 0.769), "does-not-hold"),
+    (1.0, 1.04, Bound(NOT_HIGHER, 1.05), "holds"),
+    (1.06, 1.2, Bound(NOT_HIGHER, 1.05), "does-not-hold"),
+    (1.0, 1.0, Bound(NOT_HIGHER, 1.0), "holds"),      # at most the bound: equal holds
+    (1.0, 1.0, Bound(LOWER, 1.0), "does-not-hold"),   # strictly below: equal is no reduction
 ])
-def test_judge_needs_the_whole_interval_on_one_side(low, high, expect, verdict):
-    assert ratios.judge(low, high, expect) == verdict
-    assert verdict in ratios.VERDICTS
+def test_judge_needs_the_whole_interval_on_one_side(low, high, bound, verdict):
+    assert ratios.judge(low, high, bound) == verdict
+    assert verdict in Category.CLAIM_VERDICTS
 
 
-@pytest.mark.parametrize("low, high, expect, verdict", [
-    (0.90, 0.94, ("not higher", 1.0), "holds"),           # clears 1/1.05 = 0.952
-    (0.93, 0.97, ("not higher", 1.0), "inconclusive"),    # below the bound, not by the zone
-    (1.03, 1.07, ("not higher", 1.0), "inconclusive"),    # above the bound, not by the zone
-    (1.06, 1.10, ("not higher", 1.0), "does not hold"),   # clears 1.05
-    (1.30, 1.40, ("higher", 1.2), "holds"),               # clears 1.26
-    (1.20, 1.25, ("higher", 1.2), "inconclusive"),
-    (1.00, 1.14, ("higher", 1.2), "does not hold"),       # below 1.2 / 1.05 = 1.143
+@pytest.mark.parametrize("low, high, bound, verdict", [
+    (0.90, 0.94, Bound(NOT_HIGHER, 1.0), "holds"),           # clears 1/1.05 = 0.952
+    (0.93, 0.97, Bound(NOT_HIGHER, 1.0), "inconclusive"),    # below the bound, not by the zone
+    (1.03, 1.07, Bound(NOT_HIGHER, 1.0), "inconclusive"),    # above the bound, not by the zone
+    (1.06, 1.10, Bound(NOT_HIGHER, 1.0), "does-not-hold"),   # clears 1.05
+    (0.60, 0.70, Bound(LOWER, 0.8), "holds"),                # clears 0.8 / 1.05 = 0.762
+    (0.77, 0.79, Bound(LOWER, 0.8), "inconclusive"),
+    (0.85, 0.90, Bound(LOWER, 0.8), "does-not-hold"),        # above 0.8 * 1.05 = 0.84
 ])
-def test_the_zone_withholds_a_verdict_near_the_bound(low, high, expect, verdict):
-    assert ratios.judge(low, high, expect, zone=0.05) == verdict
+def test_the_zone_withholds_a_verdict_near_the_bound(low, high, bound, verdict):
+    assert ratios.judge(low, high, bound, zone=0.05) == verdict
 
 
 def test_drift_within_the_zone_never_flips_a_verdict():
     # torch.compile on the VM: three reruns, each interval on its own side of the bound 1.0
     runs = [(0.94, 0.99), (0.97, 1.04), (1.03, 1.07)]
-    without = {ratios.judge(lo, hi, ("not higher", 1.0)) for lo, hi in runs}
-    assert without == {"holds", "inconclusive", "does not hold"}     # the flip the zone exists for
-    with_zone = {ratios.judge(lo, hi, ("not higher", 1.0), zone=ratios.TIME_ZONE) for lo, hi in runs}
+    without = {ratios.judge(lo, hi, Bound(NOT_HIGHER, 1.0)) for lo, hi in runs}
+    assert without == {"holds", "inconclusive", "does-not-hold"}     # the flip the zone exists for
+    with_zone = {ratios.judge(lo, hi, Bound(NOT_HIGHER, 1.0), zone=ratios.TIME_ZONE) for lo, hi in runs}
     assert with_zone == {"inconclusive"}
     with pytest.raises(ValueError):
-        ratios.judge(1.0, 1.0, ("not higher", 1.0), zone=-0.1)
+        ratios.judge(1.0, 1.0, Bound(NOT_HIGHER, 1.0), zone=-0.1)
+    with pytest.raises(ValueError, match="unknown bound"):
+        ratios.judge(1.0, 1.0, Bound("higher", 1.0))
 
 
 def test_memory_claims_are_judged_directly():
-    assert ratios.compare_memory(1000, 500, ("lower", 1.5))["verdict"] == "holds"
-    assert ratios.compare_memory(1000, 900, ("lower", 1.5))["verdict"] == "does not hold"
-    assert ratios.compare_memory(1000, 1040, ("not higher", 1.05))["verdict"] == "holds"
-    assert ratios.compare_memory(1000, 1000, ("not higher", 1.0))["verdict"] == "holds"
-    assert ratios.compare_memory(1000, 1000, ("lower", 1.0))["verdict"] == "does not hold"  # strict
+    assert ratios.compare_memory(1000, 500, Bound(LOWER, 1 / 1.5))["category"] == "holds"
+    assert ratios.compare_memory(1000, 900, Bound(LOWER, 1 / 1.5))["category"] == "does-not-hold"
+    assert ratios.compare_memory(1000, 1040, Bound(NOT_HIGHER, 1.05))["category"] == "holds"
+    assert ratios.compare_memory(1000, 1000, Bound(NOT_HIGHER, 1.0))["category"] == "holds"
+    assert ratios.compare_memory(1000, 1000, Bound(LOWER, 1.0))["category"] == "does-not-hold"  # strict
 
 
 def test_the_bootstrap_is_seeded():
@@ -253,14 +257,14 @@ def _matmuls(n):
 
 
 def test_a_clearly_faster_variant_holds():
-    result = ratios.compare_time(_matmuls(8), _matmuls(2), ("lower", 1.3), rounds=10, budget_s=5)
-    assert result["verdict"] == "holds", result["reason"]
+    result = ratios.compare_time(_matmuls(8), _matmuls(2), Bound(LOWER, 1 / 1.3), rounds=10, budget_s=5)
+    assert result["category"] == "holds", result["reason"]
     assert result["ci_high"] < 1 / 1.3 and result["rounds"] >= 10
 
 
 def test_a_clearly_slower_variant_does_not_hold():
-    result = ratios.compare_time(_matmuls(2), _matmuls(8), ("lower", 1.3), rounds=10, budget_s=5)
-    assert result["verdict"] == "does not hold", result["reason"]
+    result = ratios.compare_time(_matmuls(2), _matmuls(8), Bound(LOWER, 1 / 1.3), rounds=10, budget_s=5)
+    assert result["category"] == "does-not-hold", result["reason"]
     assert result["time_ratio"] > 1
 
 
@@ -273,8 +277,8 @@ def _uneven(counts):
 def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusive():
     run_a = _uneven([1, 12, 2, 10])
     run_b = _uneven([12, 1, 10, 2])
-    result = ratios.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=0)
-    assert result["verdict"] == "inconclusive", result["reason"]
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=0)
+    assert result["category"] == "inconclusive", result["reason"]
     assert result["rounds"] == 4 and "budget" in result["reason"]
     assert result["ci_low"] < 1.0 < result["ci_high"]
     assert len(result["durations_a"]) == len(result["durations_b"]) == 4
@@ -283,14 +287,14 @@ def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusi
 def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive():
     run_a = _uneven([1, 12, 2, 10])
     run_b = _uneven([12, 1, 10, 2])
-    result = ratios.compare_time(run_a, run_b, ("not higher", 1.0), warmup=0, rounds=4, budget_s=30,
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=30,
                                   max_rounds=16)
     assert result["rounds"] == 16
-    assert result["verdict"] == "inconclusive" and "16 rounds reached" in result["reason"]
+    assert result["category"] == "inconclusive" and "16 rounds reached" in result["reason"]
 
 
 def test_sync_is_called_around_every_timed_call():
     calls = []
-    ratios.compare_time(lambda: None, lambda: None, ("not higher", 2.0), sync=lambda: calls.append(1),
+    ratios.compare_time(lambda: None, lambda: None, Bound(NOT_HIGHER, 2.0), sync=lambda: calls.append(1),
                          warmup=1, rounds=4, budget_s=0)
     assert len(calls) == 4 * 2 * 2

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from harness.core import models, runfiles
-from harness.parity import model_batches, model_judge
-from harness.parity import model_parity as mp
-from harness.parity.tolerances import TABLE, Tolerance
+from harness.parity.models import judge as model_judge
+from harness.parity.models import runs as mp
+from harness.parity.models.judge import GenerationRun, StepRun, TrainRun
+from harness.parity.numerics.tolerances import TABLE, Tolerance
 from tests import perturb
 from tests.conftest import ROOT
 
@@ -72,14 +73,13 @@ def test_on_an_accelerator_the_target_is_judged_against_float64_with_the_cpu_as_
                                                           for s in real_sides(target)))
     pairs = (OUTPUTS.rtol, OUTPUTS.atol), (GRADIENTS.rtol, GRADIENTS.atol)
     fb = mp.forward_backward("llama", "mps", *pairs)
-    assert fb["reference"] == "float64" and 0 < fb["output"]["max_abs_err"] == fb["vs_float64"]["cpu"][
-        "output_max_abs_err"]
-    assert fb["vs_cpu"]["output_max_abs_err"] == 0 and len(fb["grads"]) == 21 and all(g["ok"] for g in fb["grads"])
-    assert fb["vs_float64"]["target"] == fb["vs_float64"]["cpu"] and "cause" not in fb
-    curves = mp.train("llama", "mps", 3)["losses"]
+    assert fb.reference == "float64" and 0 < fb.output["max_abs_err"] == fb.vs_float64["cpu"]["output_max_abs_err"]
+    assert fb.vs_cpu["output_max_abs_err"] == 0 and len(fb.grads) == 21 and all(g["ok"] for g in fb.grads)
+    assert fb.vs_float64["target"] == fb.vs_float64["cpu"] and not fb.diagnosis
+    curves = mp.train("llama", "mps", 3).losses
     assert set(curves) == {"target", "cpu", "float64"} and curves["target"] == curves["cpu"] != curves["float64"]
     gen = mp.generate("llama", "mps", pairs[0], 4)
-    assert gen["reference"] == "cpu" and gen["tokens"] == gen["reference_tokens"] and gen["scores"]["max_abs_err"] == 0
+    assert gen.reference == "cpu" and gen.tokens == gen.reference_tokens and gen.scores["max_abs_err"] == 0
 
 
 @pytest.mark.parametrize("device,fails", [("standin-oracle", False), ("standin-noisy", False),
@@ -87,8 +87,8 @@ def test_on_an_accelerator_the_target_is_judged_against_float64_with_the_cpu_as_
 def test_a_model_on_a_stand_in_passes_as_accurate_and_fails_in_tf32_naming_the_cause(device, fails):
     from tests import standins  # noqa: F401  registers the stand-ins
     fb = mp.forward_backward("gpt2", device, (OUTPUTS.rtol, OUTPUTS.atol), (GRADIENTS.rtol, GRADIENTS.atol))
-    ok = fb["output"]["ok"] and fb["loss"]["ok"] and all(g["ok"] for g in fb["grads"])
-    assert ok is not fails and (fb.get("cause") == "tf32") is fails
+    ok = fb.output["ok"] and fb.loss["ok"] and all(g["ok"] for g in fb.grads)
+    assert ok is not fails and (fb.diagnosis.get("cause") == "tf32") is fails
 
 
 # --------------------------------------------------------------------------- gradients
@@ -134,12 +134,18 @@ def _side(scores):
     return {"tokens": scores.argmax(-1), "scores": scores}
 
 
+def _generation(target, reference, new_tokens: int = 3) -> GenerationRun:
+    """A GenerationRun of two sides' scores (one row), judged at the model tolerance."""
+    return GenerationRun("m", "cpu", "float64", new_tokens,
+                         **model_judge.generation_record(_side(target), _side(reference), (OUTPUTS.rtol, OUTPUTS.atol)))
+
+
 REF = [[5.0, 1.0, 0.0], [2.0, 2.00001, 0.0], [0.0, 3.0, 1.0]]
 
 
 def test_tokens_that_part_where_the_reference_was_tied_are_a_tie():
     target = [[5.0, 1.0, 0.0], [2.00002, 2.00001, 0.0], [9.0, 0.0, 0.0]]  # picks 0 where ref picks 1 by 1e-5
-    record = model_judge.generation_record(_side(target), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol))
+    record = _generation(target, REF)
     verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "tie" and (verdict["row"], verdict["step"]) == (0, 1)
     assert verdict["gap"] == pytest.approx(1e-5, rel=0.1) and verdict["gap"] <= verdict["allowed_gap"]
@@ -148,15 +154,15 @@ def test_tokens_that_part_where_the_reference_was_tied_are_a_tie():
 def test_tokens_that_part_where_the_reference_had_a_clear_lead_diverge():
     ref = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0], [0.0, 3.0, 1.0]]
     target = [[5.0, 1.0, 0.0], [2.6, 2.5, 0.0], [0.0, 3.0, 1.0]]
-    record = model_judge.generation_record(_side(target), _side(ref), (OUTPUTS.rtol, OUTPUTS.atol))
+    record = _generation(target, ref)
     verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "diverged" and verdict["step"] == 1 and verdict["gap"] == pytest.approx(0.5)
     # the scores are compared only where both sides had the same prefix: steps 0 and 1
-    assert verdict["comparable_steps"] == 2 and not record["scores"]["ok"]
+    assert verdict["comparable_steps"] == 2 and not record.scores["ok"]
 
 
 def test_identical_tokens_are_the_same_and_near_ties_are_counted():
-    record = model_judge.generation_record(_side(REF), _side(REF), (OUTPUTS.rtol, OUTPUTS.atol))
+    record = _generation(REF, REF)
     verdict = model_judge.judge_generation(record, OUTPUTS)
     assert verdict["verdict"] == "same" and verdict["step"] is None
     assert verdict["near_ties"] == 1 and verdict["closest"] == pytest.approx(1e-5, rel=0.1)
@@ -192,7 +198,7 @@ FORWARD_BACKWARD_METRICS = {
     "tolerance_source", "grad_rtol", "grad_atol", "grad_tolerance_source"}
 
 
-def _forward_backward_result(error: float = 0.0, **extra) -> dict:
+def _forward_backward_result(error: float = 0.0, **diagnosis) -> StepRun:
     """A CPU target's forward_backward result: float32 against float64, with one gradient
     ("layer.weight") off by ``error`` relative."""
     exp_grads = _grads(**{"head.weight": 1.0, "layer.weight": 0.5})
@@ -200,8 +206,8 @@ def _forward_backward_result(error: float = 0.0, **extra) -> dict:
                 "loss": torch.tensor(2.0, dtype=torch.float64), "grads": exp_grads}
     actual = {"output": expected["output"].float(), "loss": expected["loss"].float(),
               "grads": {n: (g * (1 + error) if n == "layer.weight" else g).float() for n, g in exp_grads.items()}}
-    return {"reference": "float64", "output_name": "logits",
-            **model_judge.measure(actual, expected, OUTPUTS, GRADIENTS), **extra}
+    return StepRun("m", "cpu", "float64", "logits", **model_judge.measure(actual, expected, OUTPUTS, GRADIENTS),
+                   diagnosis=diagnosis)
 
 
 def test_the_forward_backward_verdict_passes_within_tolerance_and_names_the_diverged_gradient():
@@ -211,12 +217,12 @@ def test_the_forward_backward_verdict_passes_within_tolerance_and_names_the_dive
     failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2), OUTPUTS, GRADIENTS)
     assert (failed.status, failed.category, failed.cause) == ("fail", "parity", None)
     assert failed.message.startswith("gradients diverged (worst first): layer.weight (margin ")
-    assert "relative error 0.01" in failed.message and "harness/parity/tolerances.py" in failed.message
+    assert "relative error 0.01" in failed.message and "harness/parity/numerics/tolerances.py" in failed.message
     assert failed.metrics["grads_diverged"] == ["layer.weight"] and set(failed.metrics) == FORWARD_BACKWARD_METRICS
 
 
 def test_a_failing_verdict_leads_with_the_diagnosed_cause_and_its_switch():
-    from harness.parity import causes
+    from harness.parity.numerics import causes
     diagnosed = causes.describe("tf32", "cuda", "float32")
     failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2, **diagnosed), OUTPUTS, GRADIENTS)
     assert failed.status == "fail" and failed.cause == "tf32"
@@ -226,10 +232,10 @@ def test_a_failing_verdict_leads_with_the_diagnosed_cause_and_its_switch():
 
 def test_the_training_verdict_passes_a_linear_drift_and_fails_a_geometric_one():
     ref = [6.0] * 10
-    run = {"lr": 1e-3, "steps": 10, "losses": {"float64": ref, "target": [x * (1 + 1e-5) for x in ref]}}
+    run = TrainRun("m", "cpu", "float64", 1e-3, 10, [], {"float64": ref, "target": [x * (1 + 1e-5) for x in ref]})
     passed = model_judge.judge_training_run(run, TOL)
     assert (passed.status, passed.category) == ("pass", "parity") and passed.metrics["steps"] == 10
-    drifting = {**run, "losses": {"float64": ref, "target": [6.0 * (1 + 1e-5 * 2 ** k) for k in range(10)]}}
+    drifting = dataclasses.replace(run, losses={"float64": ref, "target": [6.0 * (1 + 1e-5 * 2 ** k) for k in range(10)]})
     failed = model_judge.judge_training_run(drifting, TOL)
     assert (failed.status, failed.category) == ("fail", "parity")
     assert failed.message.startswith("loss curves diverged past the bound at steps [7, 8, 9]: divergence 0.00512")
@@ -239,20 +245,19 @@ def test_the_training_verdict_passes_a_linear_drift_and_fails_a_geometric_one():
 
 
 def test_the_generation_verdict_passes_a_tie_with_a_note_and_fails_a_clear_divergence():
-    pair = (OUTPUTS.rtol, OUTPUTS.atol)
     tied = [[5.0, 1.0, 0.0], [2.00002, 2.00001, 0.0], [9.0, 0.0, 0.0]]
-    run = {"new_tokens": 3, **model_judge.generation_record(_side(tied), _side(REF), pair)}
+    run = _generation(tied, REF)
     passed = model_judge.judge_generation_run(run, OUTPUTS)
     assert (passed.status, passed.metrics["verdict"]) == ("pass", "tie") and "a tie" in passed.metrics["note"]
     ref, target = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0]], [[5.0, 1.0, 0.0], [2.5, 2.5001, 0.0]]
-    run = {"new_tokens": 2, **model_judge.generation_record(_side(target), _side(ref), pair)}
+    run = _generation(target, ref, new_tokens=2)
     failed = model_judge.judge_generation_run(run, OUTPUTS)
     assert (failed.status, failed.category, failed.metrics["verdict"]) == ("fail", "parity", "same")
     assert failed.message.startswith("scores out of tolerance before the tokens parted")
     lead = [[5.0, 1.0, 0.0], [2.0, 2.5, 0.0], [0.0, 3.0, 1.0]]
     target = [[5.0, 1.0, 0.0], [2.6, 2.5, 0.0], [0.0, 3.0, 1.0]]
-    run = {"new_tokens": 3, **model_judge.generation_record(_side(target), _side(lead), pair)}
-    run["scores"] = {**run["scores"], "ok": True}  # the token rule alone
+    run = _generation(target, lead)
+    run.scores = {**run.scores, "ok": True}  # the token rule alone
     diverged = model_judge.judge_generation_run(run, OUTPUTS)
     assert diverged.status == "fail" and diverged.message.startswith("tokens diverged at step 1 (row 0)")
 
@@ -260,19 +265,19 @@ def test_the_generation_verdict_passes_a_tie_with_a_note_and_fails_a_clear_diver
 # --------------------------------------------------------------------------- inputs
 
 def test_the_dataset_is_tokenised_in_memory_like_minilms_own_batch():
-    data = model_batches.dataset()
-    assert data.cache_files == [] and len(data) == len(model_batches.SENTENCES)
-    first = data[:model_batches.BATCH]
+    data = mp.dataset()
+    assert data.cache_files == [] and len(data) == len(mp.SENTENCES)
+    first = data[:mp.BATCH]
     assert torch.equal(first["input_ids"], models.minilm_batch()["input_ids"])
-    assert first["input_ids"].shape == (model_batches.BATCH, model_batches.MAX_LENGTH)
+    assert first["input_ids"].shape == (mp.BATCH, mp.MAX_LENGTH)
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "t5", "minilm"])
 def test_model_batches_fold_ids_into_the_tiny_vocabularies_and_label_each_head(name):
-    data = model_batches.dataset()
+    data = mp.dataset()
     model = models.MODELS[name].make()
-    rows = data[:model_batches.BATCH]
-    batch = model_batches.model_batch(name, model, rows)
+    rows = data[:mp.BATCH]
+    batch = mp.model_batch(name, model, rows)
     ids, mask = batch["input_ids"], batch["attention_mask"]
     assert int(ids.max()) < model.config.vocab_size
     assert torch.equal(ids == 0, rows["input_ids"] == 0) and torch.equal(ids[:, 0], rows["input_ids"][:, 0])
@@ -282,14 +287,14 @@ def test_model_batches_fold_ids_into_the_tiny_vocabularies_and_label_each_head(n
     elif name == "gpt2":
         assert torch.equal(labels == -100, mask == 0)
     elif name == "t5":
-        assert labels.shape == (model_batches.BATCH, models.TARGET_SEQ)
+        assert labels.shape == (mp.BATCH, models.TARGET_SEQ)
     else:  # the pretrained model keeps the tokenizer's ids; its loss comes from models.minilm_loss
         assert labels is None and torch.equal(ids, rows["input_ids"])
 
 
 def test_training_batches_are_seeded_and_every_side_runs_float32_against_its_reference():
-    rows = model_batches.training_rows(mp.STEPS)
-    assert rows == model_batches.training_rows(mp.STEPS) and len(rows) == mp.STEPS
+    rows = mp.training_rows(mp.STEPS)
+    assert rows == mp.training_rows(mp.STEPS) and len(rows) == mp.STEPS
     assert [s.name for s in mp.sides("cpu")] == ["target", "float64"] and mp.reference_of("cpu") == "float64"
     assert [(s.name, s.device, s.dtype) for s in mp.sides("mps")] == [
         ("target", "mps", "float32"), ("cpu", "cpu", "float32"), ("float64", "cpu", "float64")]

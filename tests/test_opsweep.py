@@ -10,7 +10,8 @@ import warnings
 import pytest
 import torch
 
-from harness.ops import expectations, fallback, opsweep
+from harness.ops import declarations, fallback, opsweep
+from harness.ops.declarations import op_table
 from harness.core.isolate import Sandbox
 
 FALLBACK_TEXT = ("The operator '{}' is not currently supported on the MPS backend and will fall back to run on "
@@ -30,32 +31,32 @@ def test_cases_cover_the_op_database_with_readable_ids():
 @pytest.mark.parametrize("op_key,dtype", [("add", "float32"), ("mm", "float32"), ("softmax", "float16"),
                                           ("nn.functional.relu", "float32")])
 def test_ops_with_meta_kernels_are_native_on_meta(op_key, dtype):
-    assert opsweep.run_case(op_key, "meta", dtype, "forward")["category"] == "native"
+    assert opsweep.run_case(op_key, "meta", dtype, "forward").category == "native"
 
 
 @pytest.mark.parametrize("op_key,dtype", [("argwhere", "float32"), ("equal", "float32")])
 def test_ops_without_meta_kernels_are_unsupported_on_meta(op_key, dtype):
     result = opsweep.run_case(op_key, "meta", dtype, "forward")
-    assert result["category"] == "unsupported", result
-    assert result["error_type"] == "NotImplementedError"
+    assert result.category == "unsupported", result
+    assert result.error_type == "NotImplementedError"
 
 
 def test_other_exceptions_are_errors_with_their_first_line():
     result = opsweep.run_case("allclose", "meta", "float32", "forward")  # data-dependent: .item() on meta
-    assert result["category"] == "error"
-    assert result["message"] == "RuntimeError: Tensor.item() cannot be called on meta tensors"
+    assert result.category == "error"
+    assert result.message == "RuntimeError: Tensor.item() cannot be called on meta tensors"
 
 
 def test_meta_sweep_splits_native_and_unsupported():
     """Across a slice of the database, meta gives both classes and nothing is lost."""
-    keys = sorted(opsweep.op_table())[:80]
-    cats = {k: opsweep.run_case(k, "meta", "float32", "forward")["category"]
-            for k in keys if "float32" in {str(d)[6:] for d in opsweep.op_table()[k].supported_dtypes("cpu")}}
+    keys = sorted(op_table())[:80]
+    cats = {k: opsweep.run_case(k, "meta", "float32", "forward").category
+            for k in keys if "float32" in {str(d)[6:] for d in op_table()[k].supported_dtypes("cpu")}}
     assert {"native", "unsupported", "error"} <= set(cats.values())
 
 
 def test_an_injected_fallback_warning_is_cpu_fallback_naming_that_op(monkeypatch):
-    op = opsweep.op_table()["add"]
+    op = op_table()["add"]
     real = op.op
 
     def add_that_falls_back(*args, **kwargs):
@@ -64,9 +65,9 @@ def test_an_injected_fallback_warning_is_cpu_fallback_naming_that_op(monkeypatch
 
     monkeypatch.setattr(op, "op", add_that_falls_back)
     result = opsweep.run_case("add", "cpu", "float32", "forward")
-    assert result["category"] == "cpu-fallback" and result["fallback_ops"] == ["aten::add.out"]
+    assert result.category == "cpu-fallback" and result.fallback_ops == ("aten::add.out",)
     monkeypatch.undo()
-    assert opsweep.run_case("add", "cpu", "float32", "forward")["category"] == "native"  # order-independent
+    assert opsweep.run_case("add", "cpu", "float32", "forward").category == "native"  # order-independent
 
 
 WARN_ONCE_SCRIPT = """
@@ -107,7 +108,7 @@ def test_fallback_messages_name_their_ops_once_each():
 
 def test_backward_runs_autograd_with_fixed_grad_outputs():
     result = opsweep.run_case("nn.functional.gelu", "cpu", "float32", "backward")
-    assert result["category"] == "native" and result["samples"] > 0
+    assert result.category == "native" and result.samples > 0
 
 
 @pytest.mark.parametrize("category,expected,status,disagree", [
@@ -121,7 +122,7 @@ def test_backward_runs_autograd_with_fixed_grad_outputs():
     ("timeout", None, "timeout", None),
 ])
 def test_judgement(category, expected, status, disagree):
-    result = {"category": category, "message": "m", "fallback_ops": ["aten::x"] if category == "cpu-fallback" else []}
+    result = opsweep.OpRun(category, message="m", fallback_ops=("aten::x",) if category == "cpu-fallback" else ())
     j = opsweep.judge(result, expected, on_mps=True)
     assert (j.status, j.metrics["disagreement"]) == (status, disagree)
     assert j.metrics["pytorch_expects"] == (expected or "pass")
@@ -129,13 +130,13 @@ def test_judgement(category, expected, status, disagree):
 
 
 def test_unexpected_failure_is_marked_where_pytorch_expects_a_pass():
-    j = opsweep.judge({"category": "error", "message": "boom", "fallback_ops": []}, expected=None)
+    j = opsweep.judge(opsweep.OpRun("error", message="boom"), expected=None)
     assert j.status == "fail"
-    assert expectations.disagreement(None, "error") == "unexpected failure"
+    assert declarations.disagreement(None, "error") == "unexpected failure"
 
 
 def test_pytorch_expectations_are_read_from_the_installed_torch():
-    ex = expectations.load(opsweep.op_table(), opsweep.OP_DTYPES)
+    ex = declarations.mps_expectations(op_table(), opsweep.OP_DTYPES)
     if not ex.available:
         pytest.skip(ex.note)
     assert len(ex) > 50, ex.source

@@ -2,8 +2,10 @@
 
 import pytest
 
-from harness.optim import allocator, claims, peaks, ratios, same_result, seedpath, techniques, workloads
 from harness.core.cases import Known
+from harness.core.records import ClaimKind
+from harness.optim import claims, measure, ratios, same_result, seedpath, techniques, workloads
+from harness.optim.ratios import Bound
 from harness.optim.workloads import Setup, Workload
 from tests.conftest import run_suite
 
@@ -72,14 +74,14 @@ def test_path_verdict_fails_where_peak_memory_rises():
 
 
 def test_the_cases_come_from_the_claims_table():
-    from harness.optim import checks
-    assert [c.id for c in checks.CASES] == [f"{c.name}-{q}" for c in claims.CLAIMS for q in claims.QUANTITIES]
-    trainer = {(c.subject, c.variant) for c in checks.TRAINER_CASES}
+    loop = [c for c in claims.CASES if c.entry == claims.LOOP]
+    assert [c.id for c in loop] == [f"{c.name}-{q}" for c in claims.CLAIMS for q in claims.QUANTITIES]
+    trainer = {(c.subject, c.variant) for c in claims.CASES if c.entry == claims.TRAINER}
     assert ("dataloader-workers", "time/trainer") in trainer and ("adafactor", "memory/trainer") in trainer
-    skipped = {c.subject for c in checks.CASES if c.known is not None}
+    skipped = {c.subject for c in loop if c.known is not None}
     assert skipped == {"dataloader-workers", "pin-memory", "deepspeed-zero"}
     with pytest.raises(ValueError, match="only a skip"):
-        checks.ClaimCase("x", "memory", claims.LOOP, Known("limit", "why"))
+        claims.ClaimCase("x", "memory", claims.LOOP, Known("limit", "why"))
 
 
 def test_the_seed_003_rows_add_one_technique_each():
@@ -90,11 +92,13 @@ def test_the_seed_003_rows_add_one_technique_each():
     assert rows[-1][1].seq == rows[0][1].seq // 2 and rows[-1][1].freeze_backbone
 
 
-@pytest.mark.parametrize("kind,bound,ratio,verdict", [("lower", 0.62, 0.5, "holds"), ("lower", 1.0, 1.0, "does not hold"),
+@pytest.mark.parametrize("kind,bound,ratio,verdict", [("lower", 0.62, 0.5, "holds"), ("lower", 1.0, 1.0, "does-not-hold"),
                                                       ("not-higher", 1.2, 1.2, "holds"),
-                                                      ("not-higher", 1.2, 1.3, "does not hold")])
-def test_bounds_become_measure_claims(kind, bound, ratio, verdict):
-    assert ratios.judge(ratio, ratio, techniques.expectation(kind, bound)) == verdict
+                                                      ("not-higher", 1.2, 1.3, "does-not-hold")])
+def test_the_claims_bounds_are_judged_as_the_table_says(kind, bound, ratio, verdict):
+    """A claims-table bound (kind, the largest ratio that holds) is what the ratio is judged by:
+    lower strictly (equal bytes are no reduction), not-higher inclusively."""
+    assert ratios.judge(ratio, ratio, Bound(kind, bound)) == verdict
 
 
 def test_gradient_accumulation_keeps_the_samples_per_step():
@@ -133,13 +137,12 @@ def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():
                                    Setup(model="tiny", batch=2, seq=8, freeze_backbone=True)],
                          ids=["plain", "accumulation", "checkpointing", "frozen"])
 def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
-    from harness.optim import measure
     w = Workload(setup, "cpu")
     w.step()
-    m = peaks.weigh(measure, w)
-    anatomy = peaks.anatomy_of(m)
+    m = techniques.weigh(w)
+    anatomy = techniques.anatomy_of(m)
     assert anatomy["peak_phase"] in ("forward", "backward", "optimizer")
-    assert sum(anatomy[k] for k in peaks.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
+    assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] == m["peak_bytes"] > 0
     assert anatomy["parameters"] > 0 and anatomy["batch"] > 0
     if setup.freeze_backbone:  # the frozen backbone is weights that are not trained: filed as buffers
         assert anatomy["buffers"] > anatomy["parameters"]
@@ -149,7 +152,6 @@ def test_every_measured_step_names_its_peak_phase_and_what_occupies_it(setup):
 
 
 def test_the_labelled_step_computes_what_the_plain_step_computes():
-    from harness.optim import measure
     plain, labelled = (Workload(Setup(model="tiny", batch=2, seq=8, dropout=False), "cpu") for _ in range(2))
     losses = [plain.step() for _ in range(2)]
     seen = [labelled.step()]
@@ -168,12 +170,11 @@ def test_a_peak_in_adamws_step_is_explained_and_the_single_tensor_alternative_me
     AdamW's foreach step (CUDA's default). Forced on the CPU with activations too small to
     matter, the record names the optimizer phase, says checkpointing cannot lower it, and
     measures AdamW(foreach=False) too, telling what it found there."""
-    from harness.optim import measure
     base = Setup(model="tiny", batch=2, seq=8, optimizer="adamw-foreach", dropout=False)
     wa, wb = Workload(base, "cpu"), Workload(base.but(checkpointing=True), "cpu")
-    out = techniques.claim_memory(measure, wa, wb, "peak", ("lower", 1 / 0.9), "gradient-checkpointing")
+    out = techniques.claim_memory(wa, wb, "peak", Bound(ClaimKind.LOWER, 0.9), "gradient-checkpointing")
     assert out["peak_phase_a"] == out["peak_phase_b"] == "optimizer"
-    assert out["verdict"] != "holds" and out["mem_ratio"] == 1.0
+    assert out["category"] != "holds" and out["mem_ratio"] == 1.0
     alt = out["alternative"]
     assert alt["optimizer"] == "adamw-single" and alt["peak_phase_a"] == alt["anatomy_a"]["peak_phase"]
     assert alt["anatomy_a"]["peak_bytes"] < out["anatomy_a"]["peak_bytes"]  # foreach's temporaries are gone
@@ -195,27 +196,25 @@ def _side(phase, peak, **at_peak):
     (_side("forward", 100, activations=90, parameters=10), 1.05, "gradient-checkpointing raises it by 5%"),
 ])
 def test_the_alternative_is_told_by_where_its_peak_went(alt_baseline, ratio, says):
-    story = peaks.alternative_story("gradient-checkpointing", "adamw", alt_baseline,
-                                         {"mem_ratio": ratio, "verdict": "holds" if ratio < 0.9 else "does not hold"})
+    story = techniques.alternative_story("gradient-checkpointing", "adamw", alt_baseline,
+                                         {"mem_ratio": ratio, "category": "holds" if ratio < 0.9 else "does-not-hold"})
     assert says in story
 
 
 def test_no_alternative_where_the_peak_is_not_in_the_optimizer_step():
-    from harness.optim import measure
     wa = Workload(Setup(model="tiny", batch=8, seq=64, dropout=False), "cpu")
     ma = {**_side("backward", 100, activations=80, parameters=20), "peak_phase": "backward"}
-    assert peaks.single_tensor_alternative(measure, wa, wa, "x", ("lower", 2), ma, ma) is None
+    assert techniques.single_tensor_alternative(wa, wa, "x", Bound(ClaimKind.LOWER, 0.5), ma, ma) is None
     other = Workload(Setup(model="tiny", batch=8, seq=64, optimizer="adafactor"), "cpu")
     opt = _side("optimizer", 100, optimizer_state=100)
-    assert peaks.single_tensor_alternative(measure, other, other, "x", ("lower", 2), opt, opt) is None
+    assert techniques.single_tensor_alternative(other, other, "x", Bound(ClaimKind.LOWER, 0.5), opt, opt) is None
 
 
 def test_a_claim_that_holds_is_not_measured_twice():
-    from harness.optim import measure
     base = Setup(model="tiny", batch=8, seq=64, dropout=False, optimizer="adamw-single")
-    out = techniques.claim_memory(measure, Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
-                             ("lower", 1 / 0.9), "shorter-max-length")
-    assert out["verdict"] == "holds" and "alternative" not in out
+    out = techniques.claim_memory(Workload(base, "cpu"), Workload(base.but(seq=16), "cpu"), "peak",
+                                  Bound(ClaimKind.LOWER, 0.9), "shorter-max-length")
+    assert out["category"] == "holds" and "alternative" not in out
     assert "shorter-max-length lowers activations and temporaries" in out["peak"]
 
 
@@ -226,19 +225,18 @@ def test_a_claim_that_holds_is_not_measured_twice():
     (["lora_A", "emb"], ["lora_A", "emb"], ["emb", "lora_A"], False, "froze nothing"),
 ])
 def test_the_same_result_verdict_for_trained_parameters(trainable, changed, everything, ok, says):
-    verdict = same_result.same_result_verdict({"kind": "trained", "trainable": trainable, "changed": changed,
-                                              "all": everything})
+    verdict = same_result.same_result_verdict(same_result.Trained(trainable, changed, everything))
     assert (verdict.status == "pass") is ok and says in verdict.message
 
 
 def test_the_same_result_verdict_for_gradients():
-    same = {"kind": "gradients", "names": ["w"], "a": [[1.0, 2.0]], "b": [[1.0, 2.0]]}
+    same = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 2.0]])
     assert same_result.same_result_verdict(same).status == "pass"
-    off = {**same, "b": [[1.0, 2.1]]}
+    off = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 2.1]])
     assert "gradients differ: w" in same_result.same_result_verdict(off).message
-    missing = {**same, "b": [None]}
+    missing = same_result.Gradients(["w"], [[1.0, 2.0]], [None])
     assert "w: no gradient" in same_result.same_result_verdict(missing).message
-    assert same_result.same_result_verdict({**same, "names": [], "a": [], "b": []}).status == "fail"
+    assert same_result.same_result_verdict(same_result.Gradients([], [], [])).status == "fail"
 
 
 def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):
@@ -252,7 +250,7 @@ def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline
     assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * workloads.TIME_ROUNDS["small"]
     for r in rows[1:]:
         assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= workloads.TIME_ROUNDS["small"]
-        assert r["vs_seed"] in ("holds", "does not hold", "inconclusive")
+        assert r["vs_seed"] in ("holds", "does-not-hold", "inconclusive")
         assert r["peak_phase"] in ("forward", "backward", "optimizer")
     # 4 micro-batches of one sample each cannot be faster than one batch of four
     assert rows[1]["ci_high"] > 1.0
@@ -264,17 +262,17 @@ def test_allocator_figures_are_recorded_and_a_disagreement_is_said():
     """On CUDA / MPS the allocator's own peak sits beside the tracked bytes; where it would
     give another verdict (a kernel's workspace, block rounding), the record says so."""
     tracked = {"peak_bytes": 100, "allocator_method": "cuda max_memory_allocated"}
-    agree = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
-                                  ("lower", 1 / 0.9), "holds", "peak")
+    agree = techniques.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 60},
+                                      Bound(ClaimKind.LOWER, 0.9), "holds", "peak")
     assert agree["allocator_ratio"] == 0.5 and "allocator_disagrees" not in agree
     assert (agree["allocator_peak_a"], agree["allocator_peak_b"]) == (120, 60)
-    differ = peaks.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
-                                   ("lower", 1 / 0.9), "holds", "peak")
+    differ = techniques.allocator_view({**tracked, "allocator_peak": 120}, {**tracked, "allocator_peak": 119},
+                                       Bound(ClaimKind.LOWER, 0.9), "holds", "peak")
     assert differ["allocator_disagrees"].startswith("by the allocator's peak (cuda max_memory_allocated) the claim "
                                                     "does not hold: ratio 0.992 against holds")
-    cpu = peaks.allocator_view({"allocator_peak": None, "allocator_reason": allocator.CPU_NO_PEAK},
-                                {"allocator_peak": None}, ("lower", 2), "holds", "peak")
-    assert cpu["allocator_reason"] == allocator.CPU_NO_PEAK and "allocator_ratio" not in cpu
+    cpu = techniques.allocator_view({"allocator_peak": None, "allocator_reason": measure.CPU_NO_PEAK},
+                                    {"allocator_peak": None}, Bound(ClaimKind.LOWER, 0.5), "holds", "peak")
+    assert cpu["allocator_reason"] == measure.CPU_NO_PEAK and "allocator_ratio" not in cpu
 
 
 @pytest.mark.parametrize("claim", ["gradient-checkpointing", "dynamic-padding"])
@@ -283,11 +281,12 @@ def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch
     TrainerCallback: the record says where the peak is and what holds it."""
     from harness.optim import trainer_runs
     monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
-    out = trainer_runs.measure_trainer_claim(claim, "memory", "cpu", "small")
+    run = trainer_runs.measure_trainer_claim(claim, "memory", "cpu", "small")
+    out = run.measured
     for side in ("a", "b"):
         anatomy = out[f"anatomy_{side}"]
         assert out[f"peak_phase_{side}"] == anatomy["peak_phase"] in ("forward", "backward", "optimizer")
-        assert sum(anatomy[k] for k in peaks.ANATOMY_KEYS) == anatomy["peak_bytes"] > 0
+        assert sum(anatomy[k] for k in techniques.ANATOMY_KEYS) == anatomy["peak_bytes"] > 0
         assert anatomy["parameters"] > 0
     assert out["anatomy_a"]["activations"] > 0 or out["anatomy_a"]["peak_phase"] == "optimizer"
     assert out["bytes_a"] == out["anatomy_a"]["peak_bytes"] and f"{claim} lowers" in out["peak"]
@@ -296,7 +295,9 @@ def test_a_memory_claim_through_the_trainer_names_its_peak_phase_too(monkeypatch
 def test_an_optimizer_state_claim_through_the_trainer_is_judged_by_the_state_and_still_names_the_peak(monkeypatch):
     from harness.optim import trainer_runs
     monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
-    out = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not higher" state bytes
+    run = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")  # "not-higher" state bytes
+    out = run.measured
+    assert run.basis == "optimizer-state" and run.kind == "not-higher"
     assert out["bytes_b"] == out["bytes_a"] < out["anatomy_a"]["peak_bytes"]  # state bytes, not the peak
     assert out["peak_phase_a"] in ("forward", "backward", "optimizer")
 

@@ -1,11 +1,11 @@
-"""Outputs judged by what they mean (harness.parity.outputs): ties in index outputs and their
-gradients, results defined up to a choice; and the causes of a failure (harness.parity.causes)."""
+"""Outputs judged by what they mean (harness.parity.numerics.outputs): ties in index outputs and their
+gradients, results defined up to a choice; and the causes of a failure (harness.parity.numerics.causes)."""
 import types
 
 import pytest
 import torch
 
-from harness.parity import causes, outputs
+from harness.parity.numerics import causes, outputs
 
 
 def sample(x, *args, **kwargs):

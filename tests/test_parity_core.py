@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from harness.parity import accuracy, tolerances as T
+from harness.parity.numerics import accuracy, tolerances as T
 
 
 @pytest.mark.parametrize("op,cls", [
@@ -87,7 +87,7 @@ def test_low_precision_result_against_a_float64_reference():
 def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
     from types import SimpleNamespace
 
-    from harness.parity import samples
+    from harness.parity.ops import samples
 
     def sample(t, *args, **kwargs):
         return SimpleNamespace(input=t, args=args, kwargs=kwargs)
@@ -107,7 +107,7 @@ def test_a_sample_fingerprint_sees_values_strides_and_arguments_only():
 # --------------------------------------------------------------------------- accuracy on an accelerator
 
 def _accuracy(target, cpu, ref, dtype=torch.float16, **kw):
-    from harness.parity import tolerances as T
+    from harness.parity.numerics import tolerances as T
     tol = T.tolerance("add", str(dtype).removeprefix("torch."))
     return accuracy.compare_accuracy(target, cpu, ref, tol, dtype, T.ACCURACY_FACTOR, T.ACCURACY_ULPS, **kw)
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from harness.core import journal, runfiles
+from harness.core import runfiles
+from harness.core.records import SCHEMA
 from tests.conftest import ROOT
 
 SYNTHETIC = '''
@@ -69,7 +70,7 @@ def _env(**extra):
 
 
 def run_pytest(cwd, *args, env=None, timeout=300):
-    cmd = [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider", *args]
+    cmd = [sys.executable, "-m", "pytest", "-p", "harness.plugin.hooks", "-p", "no:cacheprovider", *args]
     return subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
 
 
@@ -108,7 +109,7 @@ def test_every_outcome_is_journaled_once_with_its_status(project):
     assert by["xfails"]["reason"] == "known gap"
     assert by["teardown_errors"]["reason"].startswith("teardown: RuntimeError: teardown broke")
     header = rf.runs[0].header
-    assert header["schema"] == journal.SCHEMA and header["facts"]["python"]["version"]
+    assert header["schema"] == SCHEMA and header["facts"]["python"]["version"]
     assert header["mps_fallback"]["setting"] == "on" and header["targets"]["cpu"]["available"]
     assert rf.runs[0].complete and rf.runs[0].end["exitstatus"] == 1
     assert "mps-compat: this run" in res.stdout  # the short matrix at the end of the run
@@ -257,7 +258,7 @@ def test_hangs(target):
 def test_sigkill_keeps_every_record_written_before_it(project, workers):
     (project / "suites" / "env" / "test_synthetic.py").write_text(HANGING)
     run_file, marker = project / "run.jsonl", project / "hanging"
-    cmd = [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-p", "harness.plugin.hooks", "-p", "no:cacheprovider",
            "--device", "cpu", "--run-file", str(run_file), *workers]
     proc = subprocess.Popen(cmd, cwd=project, env=_env(MARKER=str(marker)), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)

@@ -14,9 +14,10 @@ from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.core import runfiles
-from harness.parity import draws as D, examples as E, hypothesis_profiles, op_examples as S
-from harness.parity.tally import Tally
-from harness.pytest_plugin import Recorder
+from harness.parity.properties import examples as E, profiles as hypothesis_profiles, strategies as S
+from harness.parity.properties import strategies as D
+from harness.parity.properties.tally import Tally
+from harness.plugin.record import Recorder
 from tests.conftest import ROOT
 
 FIND = settings(max_examples=2000, derandomize=True, database=None)
@@ -194,7 +195,7 @@ def test_the_deep_profile_draws_more_examples(tmp_path):
 @contextlib.contextmanager
 def profile(name: str):
     """``name`` loaded for the block and the profile before it restored after: the
-    strategies ask which profile is loaded when they draw (hypothesis_profiles.deep_loaded)."""
+    strategies ask which profile is loaded when they draw (harness.parity.properties.profiles.deep_loaded)."""
     before = settings.get_current_profile_name()
     settings.load_profile(name)
     try:

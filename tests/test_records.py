@@ -1,8 +1,8 @@
 """The record contract (harness/core/records.py): files written before a schema change are still
 read and compared, the special records are found by their kind, and every category the
 judges write is in the contract."""
+import ast
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -102,16 +102,45 @@ def test_every_migration_step_is_there():
     assert sorted(records.MIGRATIONS) == list(range(2, records.SCHEMA + 1))
 
 
-def test_every_category_a_judge_writes_is_in_the_contract():
-    """Categories named in the judges' Verdicts and in the suites' records are each in
-    CATEGORIES, so a reader (the report, compare) knows every one it can meet."""
-    known = {c for cats in records.CATEGORIES.values() for c in cats}
-    written = set()
-    for path in [*(ROOT / "harness").rglob("*.py"), *(ROOT / "suites").rglob("test_*.py")]:
-        text = path.read_text()
-        written |= set(re.findall(r'Verdict\("\w+", "([\w/-]+)"', text))
-        written |= set(re.findall(r'record\.category = "([\w/-]+)"', text))
-    assert written and written <= known, written - known
+def test_the_vocabulary_is_spelt_once_and_every_category_is_in_the_contract():
+    """Statuses and categories are the record contract's constants (harness/core/records.py):
+    each word once, every category a suite writes in CATEGORIES, and the schema-1 file's
+    categories among them."""
+    words = {v for k, v in vars(records.Category).items() if k.isupper() and isinstance(v, str)}
+    assert words == set(records.ALL_CATEGORIES)
+    assert set(records.Status.VERDICTS) == set(records.Status.ALL) - {records.Status.ERROR}
     for run in runfiles.read_file(SCHEMA_1).runs:
         for r in run.records:
             assert r["category"] in records.CATEGORIES[r["suite"]], r["check"]
+
+
+def _spelt_by_hand(source: str) -> list[str]:
+    """Where code spells a status or category itself: a string literal as a Verdict's status
+    or category, or assigned to a record's category; and the old spellings of the claim words."""
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Verdict":
+            given = list(node.args[:2]) + [k.value for k in node.keywords if k.arg in ("status", "category")]
+            found += [f"line {node.lineno}: Verdict({arg.value!r})" for arg in given
+                      if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "category"
+                                                for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                found.append(f"line {node.lineno}: category = {node.value.value!r}")
+        if isinstance(node, ast.Constant) and node.value in ("does not hold", "not higher", "not lower"):
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "suites").rglob("*.py")]),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_judge_spells_a_status_or_category_by_hand(path):
+    assert not _spelt_by_hand(path.read_text(encoding="utf-8")), path
+
+
+def test_the_hand_spelling_rule_catches_a_planted_one():
+    assert _spelt_by_hand('Verdict("fail", "parity", "x")') == ["line 1: Verdict('fail')", "line 1: Verdict('parity')"]
+    assert _spelt_by_hand('record.category = "parity"') == ["line 1: category = 'parity'"]
+    assert _spelt_by_hand('r = {"verdict": "does not hold"}') == ["line 1: 'does not hold'"]
+    assert _spelt_by_hand("Verdict(Status.FAIL, Category.PARITY, 'x')") == []

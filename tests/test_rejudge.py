@@ -1,11 +1,11 @@
-"""The recorded H100 run, judged again by accuracy (harness/parity/rejudge.py, tools/rejudge.py):
+"""The recorded H100 run, judged again by accuracy (harness/parity/numerics/rejudge.py, tools/rejudge.py):
 which of its parity failures pass now, which only a rerun can tell, which remain and why.
 A report, not a count written down: the assertions name checks whose class is known from
 their recorded numbers."""
 import pytest
 
 from harness.core import runfiles
-from harness.parity import rejudge
+from harness.parity.numerics import rejudge
 from tests.conftest import ROOT
 from tools import rejudge as cli
 

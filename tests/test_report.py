@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.core import journal, outcomes, runfiles
+from harness.core import records, runfiles
 from tests.conftest import ROOT
 from tools import report
 
@@ -14,9 +14,9 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> | pipe & √ºn√
 def write_run(path, facts, records, run="R1", complete=True, torch_v=None):
     if torch_v:
         facts = {**facts, "torch": {**facts["torch"], "version": torch_v}}
-    w = journal.Writer(path)
+    w = runfiles.Writer(path)
     from harness.env.facts import env_id
-    w.write(journal.header(run, env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},
+    w.write(runfiles.header(run, env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},
                            mps_fallback={"setting": "on"}))
     for rec in records:
         w.write({"kind": "check", "run": run, "metrics": {}, "category": "n/a", "reason": "", "duration_s": 0.1,
@@ -186,31 +186,31 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
     section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
     assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section
-    assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/core/markdown.py)
+    assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/report/render.py)
 
 
 def _known_bug_record(name, kind, target, judgement):
     return rec(name, judgement.status, target=target, suite="parity", variant=f"float32/{kind}",
                check=f"parity/{name}/float32/{kind}", category=judgement.category,
-               metrics=outcomes.json_safe(judgement.metrics),
+               metrics=records.json_safe(judgement.metrics),
                reason=judgement.message)
 
 
 def test_the_known_bugs_section_says_which_column_has_which_bug_and_names_the_source(tmp_path, recorded,
                                                                                    monkeypatch):
     """From real judgements: the CPU without the bug, a stand-in reproducing two reports."""
-    from harness.core import devices
-    from harness.parity import bug_check, bug_repeat
+    from harness.env import devices
+    from harness.parity.known_bugs import check
     from tests import reported_bugs, standins  # noqa: F401  (registers the stand-ins)
     monkeypatch.setenv(reported_bugs.VAR, "matmul-3x3,conv1d-65537-channels,sum-rapid")
     monkeypatch.setattr(devices.stand_in("standin-known-bugs"), "calls", {})
     records = []
     for name in ("matmul-3x3", "conv1d-65537-channels", "sum-rapid", "argmax-dim1-10x2"):
         for target in ("cpu", "standin-known-bugs"):
-            records.append(_known_bug_record(name, "known-bug", target, bug_check.judge(
-                bug_check.run_case(name, target, "float32"))))
-            records.append(_known_bug_record(name, "repeatable", target, bug_repeat.judge_repeatability(
-                bug_repeat.run_repeatability(name, target, "float32"))))
+            records.append(_known_bug_record(name, "known-bug", target, check.judge(
+                check.run_case(name, target, "float32"))))
+            records.append(_known_bug_record(name, "repeatable", target, check.judge_repeatability(
+                check.run_repeatability(name, target, "float32"))))
     write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
     out = tmp_path / "out"
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
@@ -329,7 +329,7 @@ def test_markdown_escapes_cells_and_headers_so_the_text_stays_text(tmp_path, rec
 
 
 def test_markdown_escape_itself():
-    from harness.core.markdown import escape
+    from harness.report.render import escape
     assert escape('a|b\nc\r\nd') == "a\\|b c d"
     assert escape("<img onerror=x> & 1 -> 2") == "&lt;img onerror=x> &amp; 1 -> 2"
     assert escape("> quote") == "&gt; quote"

@@ -1,10 +1,11 @@
-"""--workload auto (harness/core/sizing.py): the estimates against the real models, and the choice
+"""--workload auto (harness/optim/workloads.py): the estimates against the real models, and the choice
 for devices reported by stand-ins (an H100, a 16 GB Mac, a small GPU, this CPU)."""
 import warnings
 
 import pytest
 
-from harness.core import sizing
+from harness.env import devices
+from harness.optim import workloads as sizing
 from harness.optim.workloads import SCALES, Setup, build_model
 
 GIB = 2 ** 30
@@ -64,7 +65,7 @@ def test_a_longer_minimum_step_or_less_memory_moves_the_choice(monkeypatch):
 
 def test_this_cpu_is_probed_and_gets_the_small_workload():
     capacity = sizing.probe("cpu")
-    assert capacity.flops > 1e8 and 0 < capacity.memory_bytes <= sizing.CPU_MEMORY_CAP
+    assert capacity.flops > 1e8 and 0 < capacity.memory_bytes <= devices.CPU_MEMORY_CAP
     choice = sizing.resolve("auto", "cpu")
     assert choice["name"] == "small" and choice["reason"].startswith("auto on cpu: small")
 

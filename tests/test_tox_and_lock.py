@@ -79,11 +79,11 @@ def tox_ini() -> configparser.ConfigParser:
 
 def write_small_run(path: Path) -> Path:
     """A run file with an env check and an optimization claim (the report draws a chart for it)."""
-    from harness.core import journal
+    from harness.core import runfiles
     from harness.env.facts import env_id
     facts = json.loads((ROOT / "tests" / "fixtures" / "facts" / "linux_x86_64.json").read_text())
-    w = journal.Writer(path)
-    w.write(journal.header("R1", env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},
+    w = runfiles.Writer(path)
+    w.write(runfiles.header("R1", env_id(facts), facts, targets={"cpu": {"selected": True, "available": True}},
                            mps_fallback={"setting": "on"}))
     base = {"kind": "check", "run": "R1", "target": "cpu", "reason": "", "duration_s": 0.1, "variant": ""}
     w.write({**base, "check": "env/threads", "suite": "env", "subject": "threads", "status": "pass",

@@ -1,17 +1,18 @@
-"""One verdict, one mapping to pytest's outcomes (harness.core.verdict), used by every suite."""
+"""One verdict (harness.core.records.Verdict), one mapping to pytest's outcomes
+(harness.plugin.record.conclude), used by every suite."""
 import re
 
 import pytest
 
-from harness.pytest_plugin import Recorder
-from harness.core.verdict import STATUSES, Verdict
+from harness.plugin.record import Recorder
+from harness.core.records import Status, Verdict
 from tests.conftest import ROOT
 
 OUTCOME = {"skip": pytest.skip.Exception, "xfail": pytest.xfail.Exception, "fail": pytest.fail.Exception,
            "crash": pytest.fail.Exception, "timeout": pytest.fail.Exception}
 
 
-@pytest.mark.parametrize("status", STATUSES)
+@pytest.mark.parametrize("status", Status.VERDICTS)
 def test_each_status_ends_the_test_its_way_and_keeps_the_verdict_on_the_record(status):
     record = Recorder()
     verdict = Verdict(status, "parity", f"why {status}", {"margin": 0.5})
@@ -26,9 +27,13 @@ def test_each_status_ends_the_test_its_way_and_keeps_the_verdict_on_the_record(s
     assert record.status == (status if status in ("xpass", "crash", "timeout") else None)
 
 
-def test_an_unknown_status_is_refused():
+def test_an_unknown_status_or_category_is_refused():
     with pytest.raises(ValueError, match="unknown verdict status"):
         Verdict("passed")
+    with pytest.raises(ValueError, match="unknown verdict status"):
+        Verdict(Status.ERROR)  # only pytest errs
+    with pytest.raises(ValueError, match="unknown category"):
+        Verdict(Status.XFAIL, "does not hold")  # the record's word is does-not-hold
 
 
 def test_a_category_of_none_leaves_the_records_own():

@@ -352,8 +352,8 @@ def test_every_runner_meets_every_torch(wf):
 
 
 def test_run_file_option_exists_in_the_plugin():
-    src = (ROOT / "harness" / "core" / "options.py").read_text(encoding="utf-8")
-    assert re.search(r"addoption\(\s*\"--run-file\"", src), "harness/core/options.py no longer has --run-file"
+    src = (ROOT / "harness" / "plugin" / "options.py").read_text(encoding="utf-8")
+    assert re.search(r"addoption\(\s*\"--run-file\"", src), "harness/plugin/options.py no longer has --run-file"
 
 
 def test_report_job_installs_what_tools_report_imports(wf):

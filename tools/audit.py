@@ -16,8 +16,8 @@ called with no arguments. The factory returns one of:
 * ``(model, batch, loss_fn)``: the loss is ``loss_fn(output, batch)``.
 
 The step is forward (with the loss), ``loss.backward()`` and one optimizer step, each
-recorded separately (harness/ops/audit.py; the prediction: harness/ops/predict.py). Op names are ``aten::name[.overload]``, as MPS
-fallback warnings name them. With ``--kernels FILE``, a JSON object with ``mps_ops`` (the
+recorded separately (harness/ops/audit.py, with the prediction). Op names are
+``aten::name[.overload]``, as MPS fallback warnings name them. With ``--kernels FILE``, a JSON object with ``mps_ops`` (the
 native_functions.yaml names with an MPS kernel) and optionally ``structured_delegates``
 (name -> its out form) and ``composite_ops``, the ops are split into those with an MPS
 kernel, composites and those without (``predict_native``: a static prediction; running on
@@ -41,8 +41,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.core import process_env
-from harness.core.devices import TARGETS
+from harness.env import facts
+from harness.env.devices import TARGETS
 
 BUILTINS = ("bert", "gpt2", "t5", "llama", "minilm")  # = harness.core.models.MODELS, without importing it
 OPTIMIZERS = ("adamw", "adamw-loop", "adamw-foreach", "adamw-fused", "sgd")  # = harness.ops.audit.OPTIMIZERS
@@ -79,7 +79,7 @@ def check_device(value: str) -> str:
     if kind not in TARGETS:
         raise UsageError(f"--device: unknown target {value!r}; choose from {', '.join(TARGETS)}")
     if kind != "cpu":
-        from harness.core import devices
+        from harness.env import devices
         avail = devices.backend(kind).availability()
         if not avail.available:
             raise UsageError(f"--device {value}: {avail.reason}")
@@ -208,7 +208,7 @@ def render_text(target: str, result: dict, prediction: dict | None, kernels_file
 # --------------------------------------------------------------------------- main
 
 def run(argv: list[str] | None) -> int:
-    process_env.force_offline()  # before anything can import huggingface_hub
+    facts.force_offline()  # before anything can import huggingface_hub
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = parser().parse_args(argv)
@@ -221,7 +221,7 @@ def run(argv: list[str] | None) -> int:
         raise UsageError("--attn applies to the built-in models; a factory chooses its own attention")
     factory = None if is_builtin else load_factory(args.model)
     from harness.core import models
-    from harness.ops import audit, predict
+    from harness.ops import audit
     if is_builtin:
         try:
             ex = models.example(args.model, args.attn or "sdpa")
@@ -231,13 +231,13 @@ def run(argv: list[str] | None) -> int:
     else:
         model, batch, loss_fn = from_factory(factory, args.model)
     t0 = time.perf_counter()
-    result = audit.audit_model(model, batch, device, optimizer=args.optimizer, loss_fn=loss_fn)
-    result["target"] = args.model
-    result["seconds"]["total"] = round(time.perf_counter() - t0, 4)
+    found = audit.audit_model(model, batch, device, optimizer=args.optimizer, loss_fn=loss_fn)
+    found.seconds["total"] = round(time.perf_counter() - t0, 4)
+    result = {**found.as_dict(), "target": args.model}
     prediction = None
     if kernels is not None:
-        prediction = predict.predict_native(result["ops"], kernels["mps_ops"], kernels["structured_delegates"],
-                                            kernels["composite_ops"])
+        prediction = audit.predict_native(found.ops, kernels["mps_ops"], kernels["structured_delegates"],
+                                          kernels["composite_ops"])
         result["prediction"] = prediction
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1, sort_keys=False) + "\n")

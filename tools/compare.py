@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.core import journal
+from harness.core import runfiles
 from harness.report import compare
 from tools import cli
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.say(text)
     if args.out:
         try:
-            journal.write_atomic(args.out, text)
+            runfiles.write_atomic(args.out, text)
         except OSError as exc:
             return cli.error(f"cannot write {args.out}: {exc.strerror or exc}")
     return 1 if result.regressions else 0

@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness.core import journal
+from harness.core import runfiles
 from harness.ops import kernels
 from harness.ops.kernels import KernelsError, Snapshot
 
@@ -107,7 +107,7 @@ def run(argv: list[str]) -> int:
         print(dump if args.format == "json" else text)
         return 0
     try:
-        journal.write_atomic(out, dump + "\n")
+        runfiles.write_atomic(out, dump + "\n")
     except OSError as exc:
         raise KernelsError(f"{out}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {out}: {summary}")

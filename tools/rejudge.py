@@ -1,4 +1,4 @@
-"""Parity failures of a recorded run, judged again by accuracy (harness/parity/rejudge.py).
+"""Parity failures of a recorded run, judged again by accuracy (harness/parity/numerics/rejudge.py).
 
     python -m tools.rejudge ../shared/recorded/h100-torch2.11 [--target cuda] [--all]
 
@@ -15,7 +15,7 @@ import collections
 from tabulate import tabulate
 
 from harness.core import runfiles
-from harness.parity import rejudge
+from harness.parity.numerics import rejudge
 from tools import cli
 
 ORDER = ("passes", "rerun", "remains", "not a parity result")

@@ -26,11 +26,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.core import journal, runfiles
+from harness.core import runfiles
 from harness.report.matrix import build
-from harness.report.data import render_json
-from harness.report.html import render_html
-from harness.report.md import render_md
+from harness.report.render import render_html, render_json, render_md
 from harness.report.sections import load_kernel_tables, sections
 from tools import cli
 
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         "matrix.json": render_json(m, files, errors, tables).encode("utf-8")}
     out = Path(args.out)
     try:
-        journal.write_files(out, rendered)
+        runfiles.write_files(out, rendered)
     except OSError as exc:
         return cli.error(f"cannot write the matrix to {out}: {_cause(exc, out)}; no file there was changed")
     cli.say(f"wrote {out / 'matrix.md'}, matrix.html, matrix.json: {len(m.rows)} checks x {len(m.columns)} "

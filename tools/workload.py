@@ -4,7 +4,7 @@ device described by its figures.
     python -m tools.workload [--device cpu,cuda,mps]
     python -m tools.workload --memory-gib 80 --tflops 50     # e.g. an H100, without one
 
-Prints, per device, the ladder of named workloads (harness/core/sizing.py) with each one's
+Prints, per device, the ladder of named workloads (harness/optim/workloads.py) with each one's
 estimated step time and training memory, whether it fits, and the choice with its reason.
 Probing a device runs float32 matmuls on it for about a second. Exit 0, or 2 with one line
 on bad input (an absent device, a figure that is not a positive number).
@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from harness.core import devices, sizing
+from harness.env import devices
+from harness.optim import workloads
 from tools import cli
 
 
@@ -30,7 +31,7 @@ def _positive(text: str) -> float:
 
 def table(choice: dict) -> str:
     from tabulate import tabulate
-    rows = [[r["name"], f"{r['step_s']:.3g}", f"{r['memory_bytes'] / sizing.GIB:.3g}", "yes" if r["fits"] else "no",
+    rows = [[r["name"], f"{r['step_s']:.3g}", f"{r['memory_bytes'] / workloads.GIB:.3g}", "yes" if r["fits"] else "no",
              "<- chosen" if r["name"] == choice["name"] else ""] for r in choice["candidates"]]
     return tabulate(rows, headers=("workload", "est. step s", "est. GiB", "fits", ""), tablefmt="simple")
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.memory_gib is None) != (args.tflops is None):
         return cli.error("--memory-gib and --tflops describe a device together: give both, or neither")
     if args.memory_gib is not None:
-        capacities = [sizing.Capacity("the described device", int(args.memory_gib * sizing.GIB), "as given",
+        capacities = [workloads.Capacity("the described device", int(args.memory_gib * workloads.GIB), "as given",
                                       args.tflops * 1e12, "as given")]
     else:
         try:
@@ -57,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             avail = devices.backend(name).availability()
             if not avail.available:
                 return cli.error(f"{name}: {avail.reason}")
-        capacities = [sizing.probe(name) for name in names]
+        capacities = [workloads.probe(name) for name in names]
     for capacity in capacities:
-        choice = sizing.choose(capacity)
+        choice = workloads.choose(capacity)
         cli.say(f"{choice['reason']}\n\n{table(choice)}\n")
     return 0
 

@@ -3,14 +3,14 @@
 Every suite's table of cases (the ops sweep's op x dtype x pass, op parity's, the
 properties' dtypes, the known bugs' checks, the claims x quantity) yields objects of the
 shape ``Case``: what the journal names the check (``<suite>/<subject>/<variant>``), the
-pytest id, and the targets that run it. The ``cases`` marker (harness.pytest_plugin) runs
+pytest id, and the targets that run it. The ``cases`` marker (harness.plugin.hooks) runs
 a test once per case and target and refuses anything else with one clear line.
 
 What is known before a case runs is data beside the case, in one form, ``Known``: a known
 limit (the check runs and a miss is an expected failure with its reason), a check not run
 where it cannot mean anything (a skip with its reason), each with where the knowledge
 comes from. PyTorch's own declarations (OpInfo's DecorateInfo, common_mps) are read from
-the installed torch, not copied (harness.ops.expectations).
+the installed torch, not copied (harness.ops.declarations).
 """
 from __future__ import annotations
 

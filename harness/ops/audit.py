@@ -21,19 +21,27 @@ per-device kernel (``aten::_scaled_dot_product_flash_attention_for_cpu`` on the 
 AdamW's default path is per device (single-tensor on CPU and MPS, foreach on CUDA), so an
 audit on the CPU predicts MPS only in part.
 
-The static half, which ops of an audit have a native MPS kernel, is harness.ops.predict.
+The static half, which ops of an audit have a native MPS kernel, is ``predict_native``
+(below): it takes the audited op names and the ops that have a native MPS kernel
+(native_functions.yaml entries whose ``dispatch`` names MPS, from harness.ops.kernels) and
+splits the audit into ops with a kernel, composites (when told which ops are) and ops
+without. A table cannot see which composites run natively, nor the ops MPSFallback.mm
+registers to the CPU fallback; running on a Mac is the ground truth.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.core.verdict import Verdict
-from harness.ops import fallback, predict
+from harness.core import models
+from harness.core.records import Category, Status, Verdict
+from harness.env import devices
+from harness.ops import fallback
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -93,121 +101,11 @@ def optimizer_path(ops: Iterable[str]) -> str:
     return "single-tensor"
 
 
-def _to(obj, device):
-    """Move the tensors of a batch (tensor, mapping, list or tuple, nested) to ``device``."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, Mapping):
-        return {k: _to(v, device) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
-        return type(obj)(*(_to(v, device) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to(v, device) for v in obj)
-    return obj
-
-
-def call_model(model, batch):
-    if isinstance(batch, Mapping):
-        return model(**batch)
-    if isinstance(batch, (list, tuple)):
-        return model(*batch)
-    return model(batch)
-
-
-def _first_tensor(out):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, Mapping):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        for v in out:
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    return None
-
-
-def loss_of(output, batch, loss_fn: Callable | None = None, model=None):
-    """The scalar to call ``backward()`` on.
-
-    ``loss_fn(output, batch)`` when given; else ``output.loss`` (a transformers model
-    given ``labels``); else the first floating tensor of the output, summed.
-
-    A transformers loss computed in a narrower dtype than the model's logits (a float64
-    model whose causal-LM loss came back float32: see ``wide_loss``) is computed again in
-    the logits' dtype; that needs ``model``, to know which loss the head computes.
-    """
-    if loss_fn is not None:
-        return loss_fn(output, batch)
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, Mapping):
-        loss = output.get("loss")
-    if isinstance(loss, torch.Tensor):
-        logits = getattr(output, "logits", None)
-        if (isinstance(logits, torch.Tensor) and loss.is_floating_point() and logits.is_floating_point()
-                and torch.finfo(logits.dtype).bits > torch.finfo(loss.dtype).bits):
-            return wide_loss(model, logits, batch)
-        return loss
-    tensor = _first_tensor(output)
-    if tensor is None or not tensor.is_floating_point():
-        raise TypeError(f"cannot make a loss from a {type(output).__name__} output: give loss_fn or labels")
-    return tensor.sum()
-
-
-def _shifted_cross_entropy(logits, labels):
-    """Token t predicts token t + 1; the last position has no target (ignore index -100)."""
-    shifted = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), shifted.reshape(-1),
-                                             ignore_index=-100)
-
-
-def _flat_cross_entropy(logits, labels):
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                             ignore_index=-100)
-
-
-# transformers' losses that upcast the logits with ``logits.float()`` "to avoid potential
-# precision issues" (transformers/loss/loss_utils.py: ForCausalLMLoss, ForMaskedLMLoss,
-# ForTokenClassification; the causal one is also what "ForConditionalGeneration" maps to).
-# ``.float()`` casts float64 *down*, so a float64 reference model would get a float32
-# loss, and training curves only float32-accurate. The same definitions, in the logits'
-# dtype. Keyed by the name of the function the model's ``loss_function`` returns.
-WIDE_LOSSES: dict[str, Callable] = {
-    "ForCausalLMLoss": _shifted_cross_entropy,
-    "ForMaskedLMLoss": _flat_cross_entropy,
-    "ForTokenClassification": _flat_cross_entropy,
-}
-# transformers before 4.46 has no ``loss_function``: its heads, by class name.
-WIDE_LOSSES_BY_CLASS = (("ForCausalLM", _shifted_cross_entropy), ("LMHeadModel", _shifted_cross_entropy),
-                        ("ForMaskedLM", _flat_cross_entropy), ("ForTokenClassification", _flat_cross_entropy))
-
-
-def wide_loss(model, logits, batch):
-    """The model's loss computed in its logits' dtype (see WIDE_LOSSES)."""
-    labels = batch.get("labels") if isinstance(batch, Mapping) else None
-    name = getattr(getattr(model, "loss_function", None), "__name__", None) if model is not None else None
-    fn = WIDE_LOSSES.get(name)
-    if fn is None and model is not None and not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        fn = next((f for suffix, f in WIDE_LOSSES_BY_CLASS if type(model).__name__.endswith(suffix)), None)
-    if fn is None or labels is None:
-        what = type(model).__name__ if model is not None else "this model (pass model= to loss_of)"
-        raise TypeError(f"{what} computed its loss in a narrower dtype than its {logits.dtype} logits and its loss "
-                        f"({name or 'unknown'}) cannot be recomputed here: give loss_fn")
-    return fn(logits, labels.to(logits.device))
-
-
 def make_optimizer(name: str, params):
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}")
     cls, options = OPTIMIZERS[name]
     return getattr(torch.optim, cls)(params, lr=LR, **options)
-
-
-def synchronize(dev) -> None:
-    """Wait for the device's queued work (``torch.mps`` / ``torch.cuda`` / ``torch.cpu``), if it can."""
-    fn = getattr(getattr(torch, dev.type, None), "synchronize", None)
-    if callable(fn):
-        fn()
 
 
 def _one_line(phase: str, exc: BaseException) -> str:
@@ -216,49 +114,63 @@ def _one_line(phase: str, exc: BaseException) -> str:
     return f"{phase}: {line[:400]}"
 
 
+@dataclasses.dataclass
+class Audit:
+    """One training step of a model audited on a device (``audit_model``).
+
+    ``ops`` (phase -> sorted op names), ``calls`` (phase -> {op: calls}), ``fallback_ops``
+    (ops named by MPS fallback warnings, first-seen order) and ``fallback_by_phase``,
+    ``optimizer`` (name, class, options and the kernel ``path`` taken: single-tensor,
+    foreach or fused), ``device``, ``model`` (class name), ``attn_implementation``,
+    ``loss``, ``seconds`` (wall time per phase, device work included, recorder overhead
+    too: a rough figure), ``warnings`` (first lines of other warnings) and ``error``: None,
+    or one line naming the phase that failed (the phases before it keep their ops)."""
+    model: str
+    attn_implementation: str | None = None
+    device: str = ""
+    optimizer: dict = dataclasses.field(default_factory=dict)
+    loss: float | None = None
+    ops: dict = dataclasses.field(default_factory=lambda: {p: [] for p in PHASES})
+    calls: dict = dataclasses.field(default_factory=lambda: {p: {} for p in PHASES})
+    fallback_ops: list = dataclasses.field(default_factory=list)
+    fallback_by_phase: dict = dataclasses.field(default_factory=lambda: {p: [] for p in PHASES})
+    seconds: dict = dataclasses.field(default_factory=dict)
+    warnings: list = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 def audit_model(model, batch, device, optimizer: str = "adamw", loss_fn: Callable | None = None,
-                seed: int = SEED) -> dict:
+                seed: int = SEED) -> Audit:
     """Audit one training step of ``model`` on ``device``; never raises for a failing model.
 
     ``batch`` is the forward input: a mapping (``model(**batch)``, labels included for a
     transformers model), a list or tuple (``model(*batch)``) or one tensor. The loss is
-    ``loss_of(output, batch, loss_fn)``. The model is put in train mode, moved to
-    ``device`` and trained one step in place; ``torch.manual_seed(seed)`` is set before
-    the forward so dropout is repeatable.
-
-    Returns ``ops`` (phase -> sorted op names), ``calls`` (phase -> {op: calls}),
-    ``fallback_ops`` (ops named by MPS fallback warnings, first-seen order) and
-    ``fallback_by_phase``, ``optimizer`` (name, class, options and the kernel ``path``
-    taken: single-tensor, foreach or fused), ``device``, ``model`` (class name),
-    ``attn_implementation``, ``loss``, ``seconds`` (wall time per phase, device work
-    included, recorder overhead too: a rough figure), ``warnings`` (first lines of other
-    warnings) and ``error``: None, or one line naming the phase that failed (the
-    phases before it keep their ops).
+    ``harness.core.models.loss_of(output, batch, loss_fn)``. The model is put in train
+    mode, moved to ``device`` and trained one step in place; ``torch.manual_seed(seed)`` is
+    set before the forward so dropout is repeatable. What it found: an ``Audit``.
     """
-    result: dict[str, Any] = {
-        "model": type(model).__name__,
-        "attn_implementation": getattr(getattr(model, "config", None), "_attn_implementation", None),
-        "device": str(device), "optimizer": {"name": optimizer}, "loss": None,
-        "ops": {p: [] for p in PHASES}, "calls": {p: {} for p in PHASES},
-        "fallback_ops": [], "fallback_by_phase": {p: [] for p in PHASES},
-        "seconds": {}, "warnings": [], "error": None,
-    }
+    result = Audit(type(model).__name__, getattr(getattr(model, "config", None), "_attn_implementation", None),
+                   str(device), {"name": optimizer})
     phase = "setup"
     try:
         dev = torch.device(device)
-        result["device"] = str(dev)
+        sync = devices.synchronizer(str(dev))
+        result.device = str(dev)
         model.to(dev)
         model.train()
-        batch = _to(batch, dev)
+        batch = models.to_device(batch, dev)
         opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
         cls, options = OPTIMIZERS[optimizer]
-        result["optimizer"].update({"class": cls, "options": dict(options)})
+        result.optimizer.update({"class": cls, "options": dict(options)})
         opt.zero_grad(set_to_none=True)
         torch.manual_seed(seed)
         state: dict[str, Any] = {}
 
         def forward():
-            state["loss"] = loss_of(call_model(model, batch), batch, loss_fn, model)
+            state["loss"] = models.loss_of(models.call_model(model, batch), batch, loss_fn, model)
 
         steps = (("forward", forward), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step))
         for phase, step in steps:
@@ -267,40 +179,39 @@ def audit_model(model, batch, device, optimizer: str = "adamw", loss_fn: Callabl
             with fallback.capture() as cap, OpRecorder() as rec:
                 try:
                     step()
-                    synchronize(dev)
+                    sync()
                 except Exception as exc:  # leave the blocks normally so the capture is read
                     failure = exc
-            result["seconds"][phase] = round(time.perf_counter() - t0, 4)
+            result.seconds[phase] = round(time.perf_counter() - t0, 4)
             _record(result, phase, rec, cap)
             if failure is not None:
                 raise failure
             if phase == "forward" and state["loss"].numel() == 1:
-                result["loss"] = float(state["loss"].detach().float().cpu())
-        result["optimizer"]["path"] = optimizer_path(result["ops"]["optimizer"])
+                result.loss = float(state["loss"].detach().float().cpu())
+        result.optimizer["path"] = optimizer_path(result.ops["optimizer"])
     except Exception as exc:
-        result["error"] = _one_line(phase, exc)
+        result.error = _one_line(phase, exc)
     return result
 
 
-def _record(result: dict, phase: str, rec: OpRecorder, cap) -> None:
+def _record(result: Audit, phase: str, rec: OpRecorder, cap) -> None:
     calls = dict(sorted(rec.calls.items()))
-    result["calls"][phase] = calls
-    result["ops"][phase] = list(calls)
-    result["fallback_by_phase"][phase] = list(cap.ops)
-    result["fallback_ops"].extend(op for op in cap.ops if op not in result["fallback_ops"])
-    result["warnings"].extend(w for w in cap.other_warnings if w not in result["warnings"])
+    result.calls[phase] = calls
+    result.ops[phase] = list(calls)
+    result.fallback_by_phase[phase] = list(cap.ops)
+    result.fallback_ops.extend(op for op in cap.ops if op not in result.fallback_ops)
+    result.warnings.extend(w for w in cap.other_warnings if w not in result.warnings)
 
 
-def audit_builtin(name: str, device: str, attn_implementation: str = "sdpa") -> dict:
+def audit_builtin(name: str, device: str, attn_implementation: str = "sdpa") -> Audit:
     """Audit one of harness.core.models' built-in examples (a plain call for the sandbox child)."""
-    from harness.core import models
     ex = models.example(name, attn_implementation)
     result = audit_model(ex.model, ex.batch, device, loss_fn=ex.loss_fn)
-    result["attn_implementation"] = ex.attn_implementation
+    result.attn_implementation = ex.attn_implementation
     return result
 
 
-def judge_builtin(name: str, result: dict, mps_kernel_ops: Iterable[str], composite_ops: Iterable[str]) -> Verdict:
+def judge_builtin(name: str, result: Audit, mps_kernel_ops: Iterable[str], composite_ops: Iterable[str]) -> Verdict:
     """The verdict on built-in model ``name``'s audited training step (``audit_builtin``'s
     result), with the static prediction for MPS from the kernel table (``predict_native``).
 
@@ -309,26 +220,140 @@ def judge_builtin(name: str, result: dict, mps_kernel_ops: Iterable[str], compos
     "n/a" (anything else); a phase that recorded no op at all fails, since the audit then
     says nothing about it.
     """
-    predicted = predict.predict_native(result["ops"], mps_kernel_ops, composite_ops=composite_ops)
-    metrics = {"model": name, "attn": result.get("attn_implementation"),
-               "ops": {phase: len(names) for phase, names in result["ops"].items()},
-               "fallback_ops": result["fallback_ops"],
-               "optimizer_path": (result.get("optimizer") or {}).get("path"),
+    predicted = predict_native(result.ops, mps_kernel_ops, composite_ops=composite_ops)
+    metrics = {"model": name, "attn": result.attn_implementation,
+               "ops": {phase: len(names) for phase, names in result.ops.items()},
+               "fallback_ops": result.fallback_ops,
+               "optimizer_path": result.optimizer.get("path"),
                # ops another device chose for itself (its own SDPA kernel...) carry a note instead
                "predicted_without_mps_kernel": [op for op in predicted["without_kernel"]
                                                 if op not in predicted["notes"]],
                "predicted_notes": predicted["notes"]}
-    category = "cpu-fallback" if result["fallback_ops"] else "native"
-    error = result["error"]
+    category = Category.CPU_FALLBACK if result.fallback_ops else Category.NATIVE
+    error = result.error
     if error and "NotImplementedError" in error:
         switch = ("; PYTORCH_ENABLE_MPS_FALLBACK=1 runs the ops MPS lacks on the CPU"
-                  if str(result.get("device", "")).startswith("mps") else "")
-        return Verdict("fail", "unsupported", f"{error} (an op has no kernel on {result.get('device')}{switch})",
-                       metrics)
+                  if result.device.startswith("mps") else "")
+        return Verdict(Status.FAIL, Category.UNSUPPORTED,
+                       f"{error} (an op has no kernel on {result.device}{switch})", metrics)
     if error:
-        return Verdict("fail", "n/a", error, metrics)
-    silent = [phase for phase in PHASES if not result["ops"][phase]]
+        return Verdict(Status.FAIL, Category.NA, error, metrics)
+    silent = [phase for phase in PHASES if not result.ops[phase]]
     if silent:
-        return Verdict("fail", category, f"no op was recorded in the {', '.join(silent)} phase of the step, so the "
-                                         f"audit says nothing about it (ops per phase: {metrics['ops']})", metrics)
-    return Verdict("pass", category, "", metrics)
+        return Verdict(Status.FAIL, category, f"no op was recorded in the {', '.join(silent)} phase of the step, so "
+                                              f"the audit says nothing about it (ops per phase: {metrics['ops']})",
+                       metrics)
+    return Verdict(Status.PASS, category, "", metrics)
+
+
+# --------------------------------------------------------------------------- the static prediction
+
+
+def normalize_op(name: str) -> str:
+    """The native_functions.yaml name of an aten op: ``name`` or ``name.overload``.
+
+    ``aten::add.Tensor`` / ``aten.add.Tensor`` / ``add.Tensor`` -> ``add.Tensor``;
+    ``aten::addmm`` / ``aten.addmm.default`` / ``addmm.default`` -> ``addmm``.
+    Ops of other namespaces keep theirs (``prims::view_of``): the yaml has no entry for them.
+    """
+    name = name.strip()
+    if "::" in name:
+        ns, _, rest = name.partition("::")
+        if ns != "aten":
+            return name
+        name = rest
+    elif name.startswith("aten."):
+        name = name[len("aten."):]
+    if name.endswith(".default"):
+        name = name[: -len(".default")]
+    return name
+
+
+def _base(name: str) -> str:
+    """``add_.Tensor`` -> ``add``: the op family (in-place trailing underscore dropped)."""
+    base = name.split(".", 1)[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+
+_SDPA_ON_MPS = ("on MPS, scaled_dot_product_attention takes its own path "
+                "(_scaled_dot_product_attention_math_for_mps, or the math decomposition into matmul + softmax)")
+# Ops that are another device's own choice: an audit taken there shows them, but MPS would
+# dispatch something else in their place. The prediction notes them rather than judging them.
+DEVICE_CHOICES: dict[str, str] = {
+    "_scaled_dot_product_flash_attention_for_cpu": "the CPU's SDPA kernel; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": "the CPU's SDPA backward; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_flash_attention": "a CUDA SDPA kernel; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_flash_attention_backward": "a CUDA SDPA backward; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_efficient_attention": "a CUDA SDPA kernel; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_efficient_attention_backward": "a CUDA SDPA backward; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_cudnn_attention": "a CUDA SDPA kernel; " + _SDPA_ON_MPS,
+    "_scaled_dot_product_cudnn_attention_backward": "a CUDA SDPA backward; " + _SDPA_ON_MPS,
+}
+# Ops that aten/src/ATen/mps/MPSFallback.mm sends to the CPU fallback whatever the yaml says
+# (pytorch main at 035290b7; the list changes between versions: bitwise_* left it once they
+# got MPS kernels). Noted, not judged, since the audited torch may differ.
+_REGISTERED = "MPSFallback.mm registers this op to the CPU fallback on MPS (recent torch; varies by version)"
+REGISTERED_FALLBACKS: dict[str, str] = {name: _REGISTERED for name in (
+    "embedding_renorm_", "linalg_svd", "linalg_svd.U", "col2im", "upsample_nearest3d.vec")}
+
+
+def predict_native(ops, mps_kernel_ops: Iterable[str], delegates: Mapping[str, str] | None = None,
+                   composite_ops: Iterable[str] | None = None, by_name: bool = False) -> dict:
+    """Split audited ops into those with a native MPS kernel and those without.
+
+    Plain data in, so any source of the kernel table will do (harness/ops/kernels.py reads it
+    from the torch wheel's native_functions.yaml):
+
+    ``ops``: op names (any spelling ``normalize_op`` takes), or an audit's ``ops`` mapping
+    (phase -> names; the phases are merged). ``mps_kernel_ops``: the yaml names with an MPS
+    kernel (``add.out``, ``addmm.out``, ``_softmax.out``...). A functional or in-place op
+    usually has no MPS line of its own (``add.Tensor`` and ``add_.Tensor`` are
+    ``structured_delegate: add.out``) and gets the kernel of its ``out`` form: either the
+    set already holds those names (``harness.ops.kernels.mps_ops`` resolves delegates) or
+    ``delegates`` (yaml name -> its ``structured_delegate``) resolves them here. For a raw
+    list with neither, ``by_name=True`` counts an op as having a kernel when another
+    overload of the same family has one: right for structured ops, wrong when only some
+    overloads are native.
+    ``composite_ops``: yaml names with a CompositeExplicitAutograd(NonFunctional) kernel,
+    or none at all (CompositeImplicitAutograd): device-generic code that runs as other
+    ops, so "no MPS kernel" is no verdict on them (``t``, ``_to_copy``, ``mul.Scalar``).
+
+    Returns ``with_kernel``, ``composite`` (empty unless ``composite_ops`` is given) and
+    ``without_kernel`` (audited names, sorted; together they are all of ``ops``),
+    ``matched`` (op -> "exact" | "structured_delegate" | "composite" | "same-name") and
+    ``notes`` (op -> a caveat: another device's own choice, DEVICE_CHOICES, or a registered
+    CPU fallback, REGISTERED_FALLBACKS).
+
+    What the table cannot see: an op "without kernel" falls back to the CPU on MPS or is a
+    composite not in ``composite_ops``; the ops MPSFallback.mm registers to the CPU
+    fallback (``col2im``, ``linalg_svd``...) can look native or composite here; and an
+    audit taken on another device holds that device's choices (its SDPA kernel, its
+    optimizer path). Running on a Mac and reading the fallback warnings
+    (``audit_model(..., "mps").fallback_ops``) is the ground truth.
+    """
+    if isinstance(ops, Mapping):
+        ops = [op for names in ops.values() for op in names]
+    kernels = {normalize_op(k) for k in mps_kernel_ops}
+    delegates = {normalize_op(k): normalize_op(v) for k, v in (delegates or {}).items()}
+    composites = {normalize_op(k) for k in (composite_ops or ())}
+    families = {_base(k) for k in kernels} if by_name else set()
+    out = {"with_kernel": [], "composite": [], "without_kernel": [], "matched": {}, "notes": {}}
+    for op in sorted(set(ops)):
+        name = normalize_op(op)
+        how = None
+        if name in kernels:
+            how = "exact"
+        elif delegates.get(name) in kernels:
+            how = "structured_delegate"
+        elif name in composites:
+            how = "composite"
+        elif by_name and "::" not in name and _base(name) in families:
+            how = "same-name"
+        bucket = "composite" if how == "composite" else "with_kernel" if how else "without_kernel"
+        out[bucket].append(op)
+        if how:
+            out["matched"][op] = how
+        note = DEVICE_CHOICES.get(name) or REGISTERED_FALLBACKS.get(name)
+        if note:
+            out["notes"][op] = note
+    return out

@@ -1,34 +1,36 @@
 """Op coverage: every OpInfo op x dtype x pass, run on a target and classified.
 
-PyTorch's OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``)
-is the op table: each entry knows its dtypes per device type, whether it supports
-autograd, and how to make sample inputs. ``cases()`` turns it into one check per
-op x dtype x pass, naming the targets each applies to; ``run_case()`` runs one check's
-samples on a device (in the sandbox child, see harness.core.isolate) and classifies it:
+PyTorch's OpInfo database is the op table (harness.ops.declarations.op_table): each entry
+knows its dtypes per device type, whether it supports autograd, and how to make sample
+inputs. ``cases()`` turns it into one check per op x dtype x pass, naming the targets each
+applies to; ``run_case()`` runs one check's samples on a device (in the sandbox child, see
+harness.core.isolate) and returns an ``OpRun`` classified as
 
   native        every sample ran, no fallback warning
   cpu-fallback  every sample ran, and MPS fallback warnings named these aten ops
   unsupported   a sample raised NotImplementedError (no kernel, fallback off or impossible)
   error         a sample raised anything else (its first line is kept)
-  crash/timeout the child process died or ran out of time (set by the caller)
+  crash/timeout the child process died or ran out of time (``run_of`` a sandbox outcome)
+
+and ``judge`` makes it the check's Verdict, on MPS against PyTorch's own expectation
+(harness.ops.declarations.mps_expectations).
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
 import time
 from pathlib import Path
 
-from harness.core import devices, outcomes
-from harness.ops import fallback
-from harness.core.verdict import Verdict
+from harness.core.records import Category, Status, Verdict, error_line
+from harness.env import devices
+from harness.ops import declarations, fallback
+from harness.ops.declarations import op_table
 
 OP_DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "uint8", "bool", "complex64")
 GRAD_DTYPES = ("float32", "float16")
-PASSES = ("forward", "backward")
 GRAD_SEED = 1234
 
 
@@ -56,28 +58,6 @@ class OpCase:
     @property
     def id(self) -> str:
         return f"{self.op_key}-{self.dtype}-{self.pass_}"
-
-
-@functools.lru_cache(maxsize=1)
-def op_table() -> dict:
-    """op_key -> OpInfo, from the installed torch (imported once per process)."""
-    from torch.testing._internal.common_methods_invocations import op_db
-    table = {}
-    for op in op_db:
-        key = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-        table[key] = op
-    return table
-
-
-def _device_only(op) -> str | None:
-    """OpInfo entries decorated onlyCUDA / onlyCPU run on that device type only (e.g. jiterator)."""
-    from torch.testing._internal import common_device_type as cdt
-    for dec in op.decorators:
-        if dec is getattr(cdt, "onlyCUDA", None):
-            return "cuda"
-        if dec is getattr(cdt, "onlyCPU", None):
-            return "cpu"
-    return None
 
 
 def _dtype_names(dtypes) -> set[str]:
@@ -138,7 +118,7 @@ def build_cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
     """
     out = []
     for key, op in sorted(op_table().items()):
-        only = _device_only(op)
+        only = declarations.device_only(op)
         fwd = {t: _dtype_names(op.supported_dtypes(t)) for t in targets if only in (None, t)}
         bwd = {t: _dtype_names(op.supported_backward_dtypes(t)) if op.supports_autograd else set()
                for t in fwd}
@@ -178,7 +158,19 @@ def _backward(sample, out, device: str) -> bool:
     return True
 
 
-def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
+@dataclasses.dataclass(frozen=True)
+class OpRun:
+    """What running one op x dtype x pass on a target gave (``run_case``), for ``judge``."""
+    category: str                 # native, cpu-fallback, unsupported, error, crash or timeout
+    samples: int = 0              # samples that ran
+    samples_without_grad: int = 0  # backward samples with nothing differentiable (not counted)
+    fallback_ops: tuple[str, ...] = ()   # aten ops the MPS fallback warnings named
+    error_type: str | None = None
+    message: str = ""             # the error's first line, or what happened to the child
+    seconds: float | None = None
+
+
+def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     """Run every sample of one op x dtype x pass on ``device``; return the classification.
 
     Seeded, and warn-always on during the run, so the result does not depend on which
@@ -188,9 +180,10 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
     op = op_table()[op_key]
     torch.manual_seed(0)
     dt = getattr(torch, dtype)
+    sync = devices.synchronizer(device)
     started = time.perf_counter()
     ran = skipped = 0
-    category, message, error_type = "native", "", None
+    category, message, error_type = Category.NATIVE, "", None
     with fallback.capture() as cap:
         try:
             for sample in op.sample_inputs(device, dt, requires_grad=pass_ == "backward"):
@@ -198,52 +191,51 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> dict:
                 if pass_ == "backward" and not _backward(sample, out, device):
                     skipped += 1
                     continue
-                devices.synchronizer(device)
+                sync()
                 ran += 1
         except NotImplementedError as exc:
-            category, error_type, message = "unsupported", type(exc).__name__, outcomes.error_line(exc)
+            category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
-            category, error_type, message = "error", type(exc).__name__, outcomes.error_line(exc)
-    if category == "native" and cap.ops:
-        category = "cpu-fallback"
-    return {"category": category, "samples": ran, "samples_without_grad": skipped, "fallback_ops": cap.ops,
-            "error_type": error_type, "message": message, "seconds": round(time.perf_counter() - started, 4)}
+            category, error_type, message = Category.ERROR, type(exc).__name__, error_line(exc)
+    if category == Category.NATIVE and cap.ops:
+        category = Category.CPU_FALLBACK
+    return OpRun(category, ran, skipped, tuple(cap.ops), error_type, message, round(time.perf_counter() - started, 4))
 
 
 # --------------------------------------------------------------------------- judging
 
-def result_of(outcome) -> dict:
-    """Fold a sandbox outcome (harness.core.isolate.Outcome) into a run_case-shaped result."""
+def run_of(outcome) -> OpRun:
+    """A sandbox outcome (harness.core.isolate.Outcome) as an OpRun: the child's, or a crash,
+    a timeout or the check itself failing, as this check's category."""
     if outcome.kind == "ok":
         return outcome.value
-    base = {"samples": 0, "samples_without_grad": 0, "fallback_ops": [], "error_type": None,
-            "seconds": round(outcome.seconds, 4)}
-    if outcome.kind in ("crash", "timeout"):
-        return {**base, "category": outcome.kind, "message": outcome.detail}
-    return {**base, "category": "error", "message": f"the check itself failed: {outcome.detail}"}
+    seconds = round(outcome.seconds, 4)
+    if outcome.kind in (Category.CRASH, Category.TIMEOUT):
+        return OpRun(outcome.kind, message=outcome.detail, seconds=seconds)
+    return OpRun(Category.ERROR, message=f"the check itself failed: {outcome.detail}", seconds=seconds)
 
 
-def judge(result: dict, expected: str | None = None, on_mps: bool = False) -> Verdict:
+def judge(run: OpRun, expected: str | None = None, on_mps: bool = False) -> Verdict:
     """The check's verdict from its category and, on MPS (``on_mps``), PyTorch's
-    expectation (``expected``: pass, xfail or skip, from harness.ops.expectations)."""
-    from harness.ops.expectations import disagreement
-    cat, msg = result["category"], result.get("message") or ""
-    metrics = {"samples": result.get("samples", 0), "fallback_ops": result.get("fallback_ops") or [],
-               "seconds": result.get("seconds")}
+    expectation (``expected``: None for a pass, or xfail or skip, from
+    harness.ops.declarations.mps_expectations)."""
+    cat, msg = run.category, run.message
+    metrics = {"samples": run.samples, "fallback_ops": list(run.fallback_ops), "seconds": run.seconds}
 
     def verdict(status: str, category: str, message: str, dis: str | None) -> Verdict:
         if on_mps:  # PyTorch's expectations describe MPS only
-            metrics.update(pytorch_expects=expected or "pass", disagreement=dis)
+            metrics.update(pytorch_expects=expected or Status.PASS, disagreement=dis)
         return Verdict(status, category, message, metrics)
-    if cat in ("crash", "timeout"):
-        return verdict(cat, "n/a", msg, None)
-    dis = disagreement(expected, cat) if expected is not None or cat not in ("native", "cpu-fallback") else None
-    if cat in ("native", "cpu-fallback"):
-        note = f"fell back to the CPU: {', '.join(result['fallback_ops'])}" if cat == "cpu-fallback" else ""
-        if expected == "xfail":
-            return verdict("xpass", cat, "ran, although PyTorch's MPS test expects a failure here"
+    if cat in (Category.CRASH, Category.TIMEOUT):
+        return verdict(cat, Category.NA, msg, None)
+    ran = cat in Category.RAN
+    dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
+    if ran:
+        note = f"fell back to the CPU: {', '.join(run.fallback_ops)}" if cat == Category.CPU_FALLBACK else ""
+        if expected == declarations.XFAIL:
+            return verdict(Status.XPASS, cat, "ran, although PyTorch's MPS test expects a failure here"
                            + (f"; {note}" if note else ""), dis)
-        return verdict("pass", cat, note, None)
-    if expected in ("xfail", "skip"):
-        return verdict("xfail", cat, f"PyTorch expects this ({expected}): {msg}", None)
-    return verdict("fail", cat, f"{cat}: {msg}", dis if expected is not None else None)
+        return verdict(Status.PASS, cat, note, None)
+    if expected in (declarations.XFAIL, declarations.SKIP):
+        return verdict(Status.XFAIL, cat, f"PyTorch expects this ({expected}): {msg}", None)
+    return verdict(Status.FAIL, cat, f"{cat}: {msg}", dis if expected is not None else None)

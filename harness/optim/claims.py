@@ -6,8 +6,10 @@ English gloss, and a short quote that occurs in the file), the knob that turns i
 (``transformers.TrainingArguments`` fields, and the plain-PyTorch equivalent), what it is
 expected to do to memory and to time on each target class (cpu, cuda, mps), how much
 worse than that still counts as "holds", and when it applies at all (gates over a fact set
-as ``harness/env/facts.py`` records it, checked by ``harness/optim/gates.py``). The suites
-read the numbers from here; none inline.
+as ``harness/env/facts.py`` records it, checked by ``applies``). The suites read the numbers
+from here; none inline. Where each claim is measured (``WHERE_MEASURED``) makes the
+optimization suite's cases (``CASES``: a ``ClaimCase`` per claim, quantity and entry point),
+each of which says why it is not measured on a target when it is not (``not_measured``).
 
 What a ratio means. Every expectation is a ratio variant / baseline of one quantity:
   memory, basis "peak":             peak device memory over a training step
@@ -32,15 +34,18 @@ import re
 from types import MappingProxyType
 from typing import Mapping
 
+from packaging.version import Version
+
 from harness.core.cases import Known
-from harness.env import reading
+from harness.core.records import ClaimKind, Status, Verdict
+from harness.env import fitness
+from harness.env.facts import package_versions
 
 TARGET_CLASSES = ("cpu", "cuda", "mps")
 QUANTITIES = ("memory", "time")
-KINDS = ("lower", "not-higher", "none")
 
-# The seed documents, by number. Stored as names only: the folder lives outside the repo.
-SEEDS_DIR_HINT = "../shared/seeds (relative to the repository root)"
+# The seed documents, by number. Stored as names only: the folder lives outside the repo
+# (../shared/seeds, relative to the repository root).
 SEED_000 = "000_d9db61ef21f62cee.txt"   # ChatGPT-4 advice for training on a MacBook M3 (blog)
 SEED_001 = "001_149361ff5abf473b.txt"   # HF docs zh: perf_train_special (PyTorch on Apple silicon)
 SEED_002 = "002_30922ac40e33578f.txt"   # HF guide zh: perf_train_gpu_one (v4.37.2)
@@ -54,35 +59,35 @@ SEED_NAME = re.compile(r"^\d{3}_[0-9a-f]{16}\.txt$")
 
 @dataclasses.dataclass(frozen=True)
 class Expect:
-    kind: str                 # "lower" | "not-higher" | "none"
+    kind: str                 # ClaimKind: lower, not-higher or none
     ratio: float | None       # bound on variant / baseline; None for "none"
     source: str               # where the number comes from (seed figure or reasoning)
     basis: str = ""           # what is measured, see the module docstring
     scale: str | None = None  # a setup quantity the ratio is multiplied by
 
     def __post_init__(self):
-        assert self.kind in KINDS, self.kind
-        if self.kind == "none":
+        assert self.kind in ClaimKind.ALL, self.kind
+        if self.kind == ClaimKind.NONE:
             assert self.ratio is None
         else:
             assert self.ratio is not None and self.ratio > 0 and self.basis
-            if self.kind == "lower" and self.scale is None:
+            if self.kind == ClaimKind.LOWER and self.scale is None:
                 assert self.ratio < 1, (self.kind, self.ratio)
-            if self.kind == "not-higher":
+            if self.kind == ClaimKind.NOT_HIGHER:
                 assert self.ratio >= 1, (self.kind, self.ratio)
         assert self.source
 
 
 def lower(ratio: float, source: str, basis: str, scale: str | None = None) -> Expect:
-    return Expect("lower", ratio, source, basis, scale)
+    return Expect(ClaimKind.LOWER, ratio, source, basis, scale)
 
 
 def not_higher(ratio: float, source: str, basis: str) -> Expect:
-    return Expect("not-higher", ratio, source, basis)
+    return Expect(ClaimKind.NOT_HIGHER, ratio, source, basis)
 
 
 def no_claim(source: str) -> Expect:
-    return Expect("none", None, source)
+    return Expect(ClaimKind.NONE, None, source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +123,7 @@ class Gate:
     torch: str | None = None            # minimum torch
     when_python: str | None = None      # the torch minimum applies only from this Python up
     macos: str | None = None            # minimum macOS
-    facts_gate: str | None = None       # a key of harness.env.reading.GATES
+    facts_gate: str | None = None       # a key of harness.env.fitness.GATES
     package: str | None = None          # must be installed ...
     package_min: str | None = None      # ... at least this version
     cuda_capability: str | None = None  # minimum compute capability of the first CUDA device
@@ -191,7 +196,6 @@ SLACK_DEVICE = Slack(
 
 # Bytes of optimizer state per trainable parameter (fp32 training).
 ADAMW_STATE_B = 8      # seed 003 "8bytes*模型参数量"; seed 002 "为每个参数使用8字节"
-ADAFACTOR_STATE_B = 4  # seed 002 "略多于4字节" (an upper reading: factored moments are O(rows+cols))
 ADAM8BIT_STATE_B = 2   # seed 002 "8位BNB量化优化器将仅使用（2*3）6GB"
 
 
@@ -367,10 +371,10 @@ CLAIMS: tuple[Claim, ...] = (
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(("mps",), "fp16 autocast on MPS needs torch >= 2.5", "pip install -U 'torch>=2.5'",
-                 reading.GATES["mps-fp16-autocast"].source, facts_gate="mps-fp16-autocast"),
+                 fitness.GATES["mps-fp16-autocast"].source, facts_gate="mps-fp16-autocast"),
             Gate(("mps",), "Trainer(fp16=True) on MPS needs torch >= 2.8 and accelerate >= 1.11",
                  "pip install -U 'torch>=2.8' 'accelerate>=1.11', or use plain torch.autocast('mps')",
-                 reading.GATES["mps-trainer-fp16"].source, facts_gate="mps-trainer-fp16", via="trainer"),
+                 fitness.GATES["mps-trainer-fp16"].source, facts_gate="mps-trainer-fp16", via="trainer"),
         ),
     ),
     Claim(
@@ -393,7 +397,7 @@ CLAIMS: tuple[Claim, ...] = (
                  "use fp16=True instead", "seed 002: 如果您可以访问Ampere或更新的硬件; transformers TrainingArguments "
                  "raises 'Your setup doesn't support bf16/gpu' otherwise", cuda_capability="8.0"),
             Gate(("mps",), "bf16 autocast on MPS needs torch >= 2.6 and macOS 14",
-                 "pip install -U 'torch>=2.6'; update macOS to 14", reading.GATES["mps-bf16-autocast"].source,
+                 "pip install -U 'torch>=2.6'; update macOS to 14", fitness.GATES["mps-bf16-autocast"].source,
                  facts_gate="mps-bf16-autocast"),
         ),
     ),
@@ -742,7 +746,7 @@ LOOP, TRAINER = "loop", "trainer"
 # knob is a TrainingArguments flag, and the time claims only the Trainer can turn (DataLoader
 # workers, pinned memory). The other time claims are the loop's: a train() call is seconds
 # of setup around two steps, so interleaved rounds of it would cost minutes per claim on a
-# 2-core CPU. harness/optim/checks.py builds the suite's cases from this table.
+# 2-core CPU. The suite's cases (CASES, below) are built from this table.
 _LOOP_FEEDS = "harness/optim/workloads.py: the loop steps over batches it built, with no DataLoader"
 _NOT_IN_LOOP = {
     "dataloader-workers": Known("skip", "not measured by the plain-PyTorch loop: a DataLoader claim: measured through "
@@ -779,7 +783,7 @@ def expected_ratio(claim: Claim | str, quantity: str, target_class: str, **setup
     A ratio with a ``scale`` is multiplied by that setup quantity (e.g. trainable_fraction=0.02)."""
     claim = by_name(claim) if isinstance(claim, str) else claim
     e = claim.expect(quantity)[target_class]
-    if e.kind == "none":
+    if e.kind == ClaimKind.NONE:
         return None
     if e.scale:
         if e.scale not in setup:
@@ -801,7 +805,7 @@ def holds_bound(claim: Claim | str, quantity: str, target_class: str, **setup: f
     if r is None:
         return None
     bound = r * (1.0 + slack(claim, quantity))
-    if claim.expect(quantity)[target_class].kind == "lower":
+    if claim.expect(quantity)[target_class].kind == ClaimKind.LOWER:
         bound = min(bound, 1.0)
     return bound
 
@@ -819,3 +823,155 @@ def trainer_kwargs(claim: Claim | str, fields: set[str] | None = None) -> dict:
             return knob.kwargs()
     raise LookupError(f"{claim.name}: none of {[k.kwargs() for k in claim.knob_trainer]} exists in this "
                       "TrainingArguments")
+
+
+# --------------------------------------------------------------------------- when a claim applies
+
+# Packages the gates ask about that harness/env/facts.py does not record (PACKAGES).
+EXTRA_PACKAGES = ("bitsandbytes", "peft", "deepspeed", "optimum")
+
+
+def extra_package_versions() -> dict[str, str | None]:
+    """Versions of EXTRA_PACKAGES in this environment (None: not installed)."""
+    return package_versions(EXTRA_PACKAGES)
+
+
+def with_extra_packages(facts: dict) -> dict:
+    """This process's fact set plus the packages the gates ask about (a copy). Use it on live
+    facts only: a recorded fact set must carry its own package versions."""
+    return {**facts, "packages": {**extra_package_versions(), **(facts.get("packages") or {})}}
+
+
+def cuda_capability(facts: dict) -> tuple[int, int] | None:
+    """The compute capability of the fact set's first CUDA device, or None when it records none."""
+    devices = (facts.get("torch") or {}).get("cuda_devices") or []
+    if not devices:
+        return None
+    major, minor = devices[0]["capability"]
+    return int(major), int(minor)
+
+
+def gap(gate: Gate, facts: dict) -> str | None:
+    """What the fact set lacks for this gate, or None when it passes."""
+    if gate.never:
+        return "not applicable"
+    tv = fitness.torch_version(facts)
+    if gate.torch:
+        pv = fitness.version_of((facts.get("python") or {}).get("version"))
+        concerned = gate.when_python is None or (pv is not None and pv >= Version(gate.when_python))
+        if concerned and (tv is None or tv < Version(gate.torch)):
+            py = f" on Python {pv}" if gate.when_python else ""
+            return f"this is torch {tv or 'not installed'}{py}"
+    if gate.macos:
+        mv = fitness.macos_version(facts)
+        if mv is None or mv < Version(gate.macos):
+            return f"this is macOS {mv or 'not available'}"
+    if gate.facts_gate:
+        gaps = fitness.gate_gaps(fitness.GATES[gate.facts_gate], facts)
+        if gaps:
+            return "needs " + " and ".join(gaps)
+    if gate.package:
+        packages = facts.get("packages") or {}
+        if gate.package not in packages:
+            return (f"{gate.package} is not recorded in these facts (harness/env/facts.py PACKAGES); "
+                    "pass live facts through claims.with_extra_packages()")
+        pv = fitness.version_of(packages[gate.package])
+        if pv is None:
+            return f"{gate.package} is not installed"
+        if gate.package_min and pv < Version(gate.package_min):
+            return f"this is {gate.package} {pv}"
+    if gate.cuda_capability:
+        cap = cuda_capability(facts)
+        if cap is None:
+            return "no CUDA device is recorded"
+        if cap < tuple(int(x) for x in gate.cuda_capability.split(".")):
+            return f"this GPU is compute capability {cap[0]}.{cap[1]}"
+    if gate.min_cpus:
+        usable = (facts.get("cpu") or {}).get("usable") or 1
+        if usable < gate.min_cpus:
+            return f"this machine has {usable} usable CPU core(s)"
+    if gate.os:
+        system = (facts.get("os") or {}).get("system")
+        if system != gate.os:
+            return f"this is {system}"
+    return None
+
+
+def applies(claim: Claim | str, target: str, facts: dict, via: str = "trainer") -> tuple[bool, str]:
+    """Whether a claim can be checked on ``target`` in the environment ``facts`` describes,
+    with a reason a user can act on. ``via``: "trainer" (the TrainingArguments knob) or
+    "torch" (the plain-PyTorch equivalent). The target's own availability (is there an MPS
+    device at all) is harness.env.devices' question, not this one."""
+    claim = by_name(claim) if isinstance(claim, str) else claim
+    assert target in TARGET_CLASSES, target
+    assert via in ("trainer", "torch"), via
+    for gate in claim.gates:
+        if target not in gate.targets or gate.via not in ("both", via):
+            continue
+        missing = gap(gate, facts)
+        if missing is not None:
+            detail = "" if gate.never else f" ({missing})"
+            return False, f"{claim.name} on {target}: {gate.reason}{detail}. Fix: {gate.fix}"
+    return True, f"{claim.name} applies on {target}"
+
+
+# --------------------------------------------------------------------------- the suite's cases
+
+
+class ClaimCase:
+    """One claim x quantity through one entry point (LOOP or TRAINER), of the shape
+    harness.core.cases.Case. The journal names it ``optim/<claim>/<quantity>`` (the
+    plain-PyTorch loop) or ``optim/<claim>/<quantity>/trainer`` (through the Trainer); its
+    pytest id is ``<claim>-<quantity>`` or ``<claim>-<quantity>-trainer``. ``known`` is what
+    the table knows before it runs: None (measured) or a ``Known("skip", ...)``."""
+
+    def __init__(self, claim: str, quantity: str, entry: str = LOOP, known: Known | None = None):
+        if known is not None and known.outcome != "skip":
+            raise ValueError(f"optim/{claim}/{quantity}: only a skip is known before a claim runs "
+                             f"(a claim that does not hold is already an expected failure), not {known.outcome!r}")
+        trainer = entry == TRAINER
+        self.subject, self.variant = claim, f"{quantity}/{entry}" if trainer else quantity
+        self.quantity, self.entry, self.known = quantity, entry, known
+        self.targets = TARGET_CLASSES
+        self.id = f"{claim}-{quantity}" + (f"-{entry}" if trainer else "")
+
+    @property
+    def claim(self) -> Claim:
+        return by_name(self.subject)
+
+    def expect(self, target: str) -> Expect:
+        return self.claim.expect(self.quantity)[target]
+
+    def metrics(self, target: str) -> dict:
+        """What every record of this check says, measured or not: the claim's source, basis and kind."""
+        expect = self.expect(target)
+        entry = {"entry": TRAINER} if self.entry == TRAINER else {}
+        return {"source": expect.source or self.claim.source, "basis": expect.basis, "kind": expect.kind, **entry}
+
+    def not_measured(self, target: str, facts: dict) -> Verdict | None:
+        """Why this check is not measured on ``target`` (a skip Verdict), or None when it is:
+        the document makes no claim there, a gate keeps the technique away (a package, a
+        torch or macOS version, a device capability), or the table says it is measured
+        elsewhere (``known``)."""
+        claim = self.claim
+        if self.expect(target).kind == ClaimKind.NONE:
+            return Verdict(Status.SKIP, message=f"{claim.source} makes no {self.quantity} claim for {target} "
+                                                f"({claim.technique})")
+        return not_applicable(claim, target, facts, via="trainer" if self.entry == TRAINER else "torch") or (
+            Verdict(Status.SKIP, message=self.known.reason) if self.known is not None else None)
+
+
+def not_applicable(claim: Claim | str, target: str, facts: dict, via: str) -> Verdict | None:
+    """A skip Verdict with the reason a user can act on when a gate keeps ``claim`` away from
+    ``target`` (``applies``); None when it applies."""
+    ok, why = applies(claim, target, facts, via=via)
+    return None if ok else Verdict(Status.SKIP, message=why)
+
+
+def cases(entry: str) -> list[ClaimCase]:
+    """The cases measured through ``entry``, in the claims table's order."""
+    return [ClaimCase(name, quantity, where, known)
+            for (name, quantity, where), known in WHERE_MEASURED.items() if where == entry]
+
+
+CASES = cases(LOOP) + cases(TRAINER)

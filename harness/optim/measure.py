@@ -1,19 +1,17 @@
-"""The one place that measures: peak memory, memory anatomy, time comparisons with verdicts.
+"""The one place that measures memory: peak memory, what it is made of, and the device
+allocator's own peak beside it.
 
 Memory is measured the same way on every device, by counting tensor storage bytes
 (``MemoryTracker``), not by asking an allocator: the CPU has no allocator peak, MPS keeps
 none before torch 2.13, and a caching allocator's numbers depend on what it cached before.
 Counting storages gives the same bytes for the same step every time, so a memory claim
 needs one measurement per variant. Where the device does have an allocator counter, its
-reading is recorded beside ours (``allocator_peak``) as a cross-check, never as the value.
+reading (CUDA's and MPS's peak counters, or MPS's current allocation sampled at module
+boundaries before torch 2.13) is recorded beside ours (``allocator_peak``) as a
+cross-check, never as the value. The CPU keeps no peak: ``CPU_NO_PEAK`` says why.
 
-Time cannot be made deterministic, so ``compare_time`` interleaves the baseline and the
-variant (A B B A ...), keeps per-round durations, and judges the median ratio by a seeded
-bootstrap confidence interval; an undecided claim buys more rounds until its budget is
-spent and is then reported ``inconclusive``, never passed.
-
-The device allocator's own peak, the cross-check: harness/optim/allocator.py. Judging a ratio
-against a claim and timing: harness/optim/ratios.py.
+Time cannot be made deterministic: harness/optim/ratios.py times two runs against each other
+in interleaved rounds and judges the ratio by a bootstrap interval.
 
 Every public function returns plain data (dicts of str / int / float / lists), so a result
 can travel out of a sandbox child as JSON.
@@ -31,8 +29,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from harness.ops.audit import call_model, loss_of
-from harness.optim.allocator import allocator_peak, backend_for
+from harness.core.models import call_model, loss_of
+from harness.env import devices
 
 # Memory categories, in precedence order: a storage that is both a parameter and saved for
 # backward (a weight saved by linear) is a parameter; whatever carries no label is a temporary.
@@ -344,3 +342,65 @@ def memory_anatomy(model, batch, optimizer, loss_fn: Callable | None = None, *, 
     at_peak = tracker.at_peak()
     return {"peak_bytes": tracker.peak_bytes, **totals, "temporaries": at_peak["temporaries"], "at_peak": at_peak,
             "peak_phase": tracker.peak_phase, "baseline_bytes": tracker.baseline_bytes, "loss": float(loss), **cross}
+
+
+# --------------------------------------------------------------------------- the allocator's own peak
+
+CPU_NO_PEAK = ("the CPU allocator keeps no peak counter, and process RSS also holds the allocator's free "
+               "lists and the Python heap: too noisy to compare bytes; the tracked storage peak is the value")
+
+
+def backend_for(device):
+    """The harness.env.devices Backend of ``device``'s type (a torch.device or a string)."""
+    return devices.backend(torch.device(device).type)
+
+
+@contextlib.contextmanager
+def allocator_peak(backend, model: torch.nn.Module | None = None):
+    """Read the device allocator's peak over the block, into the yielded dict.
+
+    CUDA, and MPS from torch 2.13: the allocator's own peak (``reset_peak_memory_stats`` /
+    ``max_memory_allocated``). MPS before that keeps no peak: ``current_allocated_memory``
+    is sampled after every module's forward (forward hooks on ``model``) and at the end,
+    so a peak inside a module or during backward is missed; ``driver_allocated_memory``
+    (the whole Metal heap, cache included) is sampled beside it. CPU: None, with the reason.
+    Allocator bytes include block rounding and kernel workspaces that the storage count
+    leaves out, so they read somewhat higher.
+    """
+    out: dict[str, Any] = {"allocator_peak": None, "allocator_method": None, "allocator_reason": ""}
+    name = getattr(backend, "name", "")
+    if name == "cpu":
+        out["allocator_reason"] = CPU_NO_PEAK
+        yield out
+        return
+    backend.synchronize()
+    if backend.reset_peak():
+        yield out
+        backend.synchronize()
+        out.update(allocator_peak=backend.memory_peak(), allocator_method=f"{name} max_memory_allocated")
+        return
+    if backend.memory_current() is None:
+        out["allocator_reason"] = f"{name}: torch offers no allocated-memory reading here"
+        yield out
+        return
+    samples: list[int] = []
+    drivers: list[int] = []
+    probe_driver = getattr(backend, "memory_driver", lambda: None)
+
+    def sample(*_):
+        backend.synchronize()
+        samples.append(backend.memory_current())
+        driver = probe_driver()
+        if driver is not None:
+            drivers.append(driver)
+
+    hooks = [m.register_forward_hook(sample) for m in model.modules()] if model is not None else []
+    try:
+        sample()
+        yield out
+        sample()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    out.update(allocator_peak=max(samples), allocator_method=f"{name} current_allocated_memory sampled at "
+               f"{len(samples)} module boundaries", allocator_driver_peak=max(drivers) if drivers else None)

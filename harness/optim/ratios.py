@@ -1,44 +1,50 @@
-"""Judging a measured ratio against a claim, and timing two runs against each other.
+"""Judging a measured ratio against a claim's bound, and timing two runs against each other.
 
-A claim about variant / baseline is a (comparison, bound) (``claim_bound``); ``judge``
-says whether an interval holds it, does not, or cannot tell. ``compare_memory`` judges two
-byte counts (deterministic: the interval is the point); ``compare_time`` interleaves the
-baseline and the variant (A B B A ...), keeps per-round durations and judges the median
-ratio by a seeded bootstrap interval (``bootstrap_ratio_ci``), buying more rounds until
-its budget is spent. Plain data in and out, so a result travels out of a sandbox child.
+A claim about ratio = variant / baseline is a ``Bound``: the claims table's kind and the
+largest ratio that still holds (harness.optim.claims.holds_bound). ``judge`` says whether an
+interval of the ratio holds it, does not, or cannot tell, in the record's words
+(harness.core.records.Category: holds, does-not-hold, inconclusive). ``compare_memory``
+judges two byte counts (deterministic: the interval is the point); ``compare_time``
+interleaves the baseline and the variant (A B B A ...), keeps per-round durations and
+judges the median ratio by a seeded bootstrap interval (``bootstrap_ratio_ci``), buying
+more rounds until its budget is spent. Plain data in and out, so a result travels out of a
+sandbox child.
 """
 from __future__ import annotations
 
 import operator
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-VERDICTS = ("holds", "does not hold", "inconclusive")  # what judge() can say
-
-
-_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+from harness.core.records import Category, ClaimKind
 
 
-def claim_bound(expect) -> tuple[str, float]:
-    """A claim about ratio = variant / baseline as (comparison, bound).
+class Bound(NamedTuple):
+    """What a claim asks of ratio = variant / baseline: below ``limit`` (``ClaimKind.LOWER``,
+    strictly: a reduction, so equal bytes do not hold it) or at most ``limit``
+    (``ClaimKind.NOT_HIGHER``: a cost within it)."""
+    kind: str
+    limit: float
 
-    ("lower", f): the variant is lower by at least f x           -> ratio < 1/f
-    ("higher", f): the variant is higher by at least f x         -> ratio > f
-    ("not higher", t): the variant is at most t x the baseline   -> ratio <= t
-    ("not lower", t): the variant is at least 1/t x the baseline -> ratio >= 1/t
-    "lower" and "higher" are strict, so ("lower", 1.0) on equal bytes does not hold. A bound
-    from harness.optim.claims (``holds_bound``: measured ratio <= bound) is ("not higher", bound).
-    """
-    kind, factor = expect
-    factor = float(factor)
-    if factor <= 0:
-        raise ValueError(f"claim factor must be positive, got {factor}")
-    bounds = {"lower": ("<", 1 / factor), "higher": (">", factor),
-              "not higher": ("<=", factor), "not lower": (">=", 1 / factor)}
-    if kind not in bounds:
-        raise ValueError(f"unknown claim {kind!r}; known: {', '.join(bounds)}")
-    return bounds[kind]
+    def check(self) -> "Bound":
+        if self.kind not in (ClaimKind.LOWER, ClaimKind.NOT_HIGHER):
+            raise ValueError(f"unknown bound {self.kind!r}; known: {ClaimKind.LOWER}, {ClaimKind.NOT_HIGHER}")
+        if not float(self.limit) > 0:
+            raise ValueError(f"a bound's limit must be positive, got {self.limit}")
+        return self
+
+    def scaled(self, factor: float) -> "Bound":
+        """The same bound on a ratio that is ``factor`` times smaller (a per-sample bound moved
+        onto raw step durations that cover other numbers of samples)."""
+        return Bound(self.kind, self.limit / factor)
+
+    @property
+    def op(self) -> str:
+        return "<" if self.kind == ClaimKind.LOWER else "<="
+
+
+_COMPARE = {"<": operator.lt, "<=": operator.le}
 
 
 # How far a time ratio's median moves between whole reruns of the suite on one machine, beyond
@@ -50,33 +56,33 @@ def claim_bound(expect) -> tuple[str, float]:
 TIME_ZONE = 0.05
 
 
-def judge(ci_low: float, ci_high: float, expect, zone: float = 0.0) -> str:
-    """``holds`` when the whole interval satisfies the claim, ``does not hold`` when the whole
-    interval violates it, else ``inconclusive``.
+def judge(ci_low: float, ci_high: float, bound: Bound, zone: float = 0.0) -> str:
+    """``holds`` when the whole interval satisfies the bound, ``does-not-hold`` when the
+    whole interval violates it, else ``inconclusive`` (harness.core.records.Category).
 
     ``zone`` (relative, >= 0) is an indifference zone around the bound: ``holds`` needs the
-    interval to satisfy the bound tightened by (1 + zone), ``does not hold`` needs it to violate
-    the bound loosened by (1 + zone). A ratio whose true value sits within the zone gets no
-    verdict, so run-to-run drift smaller than the zone cannot turn holds into does not hold.
-    Memory bytes are exact (zone 0); time ratios use TIME_ZONE.
+    interval to satisfy the bound tightened by (1 + zone), ``does-not-hold`` needs it to
+    violate the bound loosened by (1 + zone). A ratio whose true value sits within the zone
+    gets no verdict, so run-to-run drift smaller than the zone cannot turn holds into
+    does-not-hold. Memory bytes are exact (zone 0); time ratios use TIME_ZONE.
     """
     if zone < 0:
         raise ValueError(f"zone must be >= 0, got {zone}")
-    op, bound = claim_bound(expect)
-    tighter, looser = (bound / (1 + zone), bound * (1 + zone)) if op in ("<", "<=") else \
-        (bound * (1 + zone), bound / (1 + zone))
-    if all(_COMPARE[op](end, tighter) for end in (ci_low, ci_high)):
-        return "holds"
-    if not any(_COMPARE[op](end, looser) for end in (ci_low, ci_high)):
-        return "does not hold"
-    return "inconclusive"
+    bound = Bound(*bound).check()
+    compare = _COMPARE[bound.op]
+    tighter, looser = bound.limit / (1 + zone), bound.limit * (1 + zone)
+    if all(compare(end, tighter) for end in (ci_low, ci_high)):
+        return Category.HOLDS
+    if not any(compare(end, looser) for end in (ci_low, ci_high)):
+        return Category.DOES_NOT_HOLD
+    return Category.INCONCLUSIVE
 
 
-def compare_memory(bytes_a: int, bytes_b: int, expect) -> dict:
-    """Verdict on a memory claim: storage bytes are deterministic, so one reading each is exact."""
+def compare_memory(bytes_a: int, bytes_b: int, bound: Bound) -> dict:
+    """A memory claim judged: storage bytes are deterministic, so one reading each is exact."""
     ratio = bytes_b / bytes_a
-    return {"mem_ratio": ratio, "ci_low": ratio, "ci_high": ratio, "rounds": 1, "verdict": judge(ratio, ratio, expect),
-            "bytes_a": int(bytes_a), "bytes_b": int(bytes_b), "claim": list(expect)}
+    return {"mem_ratio": ratio, "ci_low": ratio, "ci_high": ratio, "rounds": 1,
+            "category": judge(ratio, ratio, bound), "bytes_a": int(bytes_a), "bytes_b": int(bytes_b)}
 
 
 # --------------------------------------------------------------------------- time
@@ -120,11 +126,12 @@ def median_time(fn: Callable[[], Any], *, sync: Callable[[], None] | None = None
     return statistics.median(_timed(fn, sync) for _ in range(repeats))
 
 
-def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], expect=("lower", 1.3), *,
+def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Bound, *,
                  sync: Callable[[], None] | None = None, warmup: int = 2, rounds: int = 10, budget_s: float = 30.0,
                  max_rounds: int = 400, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
                  zone: float = TIME_ZONE) -> dict:
-    """Judge a time claim about ``run_b`` (the variant) against ``run_a`` (the baseline).
+    """Judge a time claim (``bound`` on median(b) / median(a)) about ``run_b`` (the variant)
+    against ``run_a`` (the baseline).
 
     ``warmup`` calls of each are run and discarded (first-call compilation, allocator
     growth, caches). Then rounds alternate A B, B A, ... (ABBA), so slow drift and
@@ -133,13 +140,13 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], expect=("lo
 
     After ``rounds`` rounds the ratio median(b) / median(a) and its bootstrap interval are
     judged (``judge``, with the indifference ``zone``, default TIME_ZONE); while
-    ``inconclusive``, the number of rounds doubles until
+    inconclusive, the number of rounds doubles until
     ``budget_s`` seconds (warm-up included) or ``max_rounds`` are spent. Checking as rounds
     accumulate makes the interval's coverage somewhat optimistic; the budget bounds it.
 
-    Returns ``time_ratio``, ``ci_low``, ``ci_high``, ``rounds``, ``verdict``, ``reason``,
-    ``median_a_s``, ``median_b_s``, ``durations_a`` / ``durations_b`` (seconds per round),
-    ``claim``, ``seconds`` (wall time spent).
+    Returns ``time_ratio``, ``ci_low``, ``ci_high``, ``rounds``, ``category`` (the verdict),
+    ``reason``, ``median_a_s``, ``median_b_s``, ``durations_a`` / ``durations_b`` (seconds per
+    round), ``zone``, ``seconds`` (wall time spent).
     """
     sync = sync or (lambda: None)
     start = time.perf_counter()
@@ -156,18 +163,18 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], expect=("lo
             da.append(t_first if first is run_a else t_second)
             db.append(t_second if first is run_a else t_first)
         low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
-        verdict = judge(low, high, expect, zone)
+        category = judge(low, high, bound, zone)
         spent = time.perf_counter() - start
-        if verdict != "inconclusive" or spent >= budget_s or target >= max_rounds:
+        if category != Category.INCONCLUSIVE or spent >= budget_s or target >= max_rounds:
             break
         target = min(2 * target, max_rounds)
-    op, bound = claim_bound(expect)
+    bound = Bound(*bound)
     median_a, median_b = statistics.median(da), statistics.median(db)
     ratio = median_b / median_a
-    reason = (f"ratio {ratio:.3f}, {confidence:.0%} interval [{low:.3f}, {high:.3f}] against ratio {op} {bound:.3f}"
-              f"{f' (zone {zone:.0%})' if zone else ''} after {len(da)} rounds")
-    if verdict == "inconclusive":
+    reason = (f"ratio {ratio:.3f}, {confidence:.0%} interval [{low:.3f}, {high:.3f}] against ratio {bound.op} "
+              f"{bound.limit:.3f}{f' (zone {zone:.0%})' if zone else ''} after {len(da)} rounds")
+    if category == Category.INCONCLUSIVE:
         reason += (f"; budget of {budget_s:g} s spent" if spent >= budget_s else f"; {max_rounds} rounds reached")
-    return {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "verdict": verdict,
+    return {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
             "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da, "durations_b": db,
-            "claim": list(expect), "zone": zone, "seconds": round(spent, 3)}
+            "zone": zone, "seconds": round(spent, 3)}

@@ -8,9 +8,10 @@ peak memory and step time, ``path_table`` shows them beside the seed's, and
 """
 from __future__ import annotations
 
-from harness.core import devices
-from harness.core.verdict import Verdict
+from harness.core.records import Category, ClaimKind, RecordKind, Status, Verdict
+from harness.env import devices
 from harness.optim import ratios
+from harness.optim.ratios import Bound
 from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup
 
 
@@ -48,11 +49,11 @@ def seed_003_path(device: str, scale: str = "small") -> list[dict]:
         row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
                "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
         if w is not base:
-            t = ratios.compare_time(base.step, w.step, ("not higher", seed[name]), sync=sync, warmup=1, rounds=TIME_ROUNDS[scale],
-                                     budget_s=TIME_BUDGET_S[scale] / 2)
+            t = ratios.compare_time(base.step, w.step, Bound(ClaimKind.NOT_HIGHER, seed[name]), sync=sync,
+                                    warmup=1, rounds=TIME_ROUNDS[scale], budget_s=TIME_BUDGET_S[scale] / 2)
             base_durations += t["durations_a"]
             row.update(step_s=t["median_b_s"], time_ratio=t["time_ratio"], ci_low=t["ci_low"], ci_high=t["ci_high"],
-                       rounds=t["rounds"], vs_seed=t["verdict"])
+                       rounds=t["rounds"], vs_seed=t["category"])
             del w
         rows.append(row)
     import statistics
@@ -91,11 +92,11 @@ def path_verdict(rows: list[dict], metrics: dict | None = None) -> Verdict:
     memory is above the row before it (which rows, in the message), pass otherwise;
     category n/a. The metrics: the rows, ``metrics`` (the workload's), and the last row's
     memory and time ratios to the baseline."""
-    kept = {"record_kind": "seed-003-path", "rows": rows, **(metrics or {}),
+    kept = {"record_kind": RecordKind.SEED_003_PATH, "rows": rows, **(metrics or {}),
             "mem_ratio": rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
             "time_ratio": rows[-1]["step_s"] / rows[0]["step_s"]}
     rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
              for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
     if rises:
-        return Verdict("fail", "n/a", "peak memory rose along the path: " + "; ".join(rises), kept)
-    return Verdict("pass", "n/a", "", kept)
+        return Verdict(Status.FAIL, Category.NA, "peak memory rose along the path: " + "; ".join(rises), kept)
+    return Verdict(Status.PASS, Category.NA, "", kept)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import tempfile
 
-from harness.core import devices
-from harness.optim import ratios
+from harness.env import devices
+from harness.optim import claims, ratios, techniques
+from harness.optim.ratios import Bound
+from harness.optim.techniques import ClaimRun
 from harness.optim.workloads import (PRESETS, SCALES, SEED, TIME_BUDGET_S, TIME_ROUNDS, Setup, activations_labeller,
                                      build_model, resident_of)
 
@@ -53,7 +55,6 @@ def collator(max_length: int | None):
 
 def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str) -> dict:
     """The TrainingArguments kwargs of one side of a claim."""
-    from harness.optim import claims
     base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch, "max_steps": STEPS,
             "learning_rate": 1e-4, "seed": SEED, "report_to": [], "save_strategy": "no", "logging_strategy": "no",
             "disable_tqdm": True, "use_cpu": device.split(":")[0] == "cpu", "dataloader_num_workers": 0}
@@ -81,42 +82,37 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
     return trainer
 
 
-def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "small") -> dict:
+def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "small") -> ClaimRun:
     """One claim's quantity through the Trainer: ratio, verdict, and the arguments used."""
-    from harness.optim import claims, measure, peaks, techniques
+    from harness.optim import measure
     claim = claims.by_name(name)
     kind = device.split(":")[0]
     expect = claim.expect(quantity)[kind]
     setup = SCALES[scale].but(dropout=True)
-    bound = claims.holds_bound(claim, quantity, kind)
-    claim_expect = techniques.expectation(expect.kind, bound)
+    bound = Bound(expect.kind, claims.holds_bound(claim, quantity, kind))
+    fields = {"claim": name, "quantity": quantity, "kind": expect.kind, "bound": bound.limit,
+              "claimed_ratio": claims.expected_ratio(claim, quantity, kind), "source": expect.source,
+              "baseline": _shown(arguments(name, False, setup, device, "")),
+              "variant": _shown(arguments(name, True, setup, device, "")), "basis": expect.basis}
     with tempfile.TemporaryDirectory(prefix="mps-compat-trainer-") as tmp:
         ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
-        out = {"claim": name, "quantity": quantity, "entry": "trainer", "bound": bound, "kind": expect.kind,
-               "claimed_ratio": claims.expected_ratio(claim, quantity, kind), "source": expect.source,
-               "baseline": _shown(arguments(name, False, setup, device, "")),
-               "variant": _shown(arguments(name, True, setup, device, ""))}
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
-            ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True) for t in (ta, tb))
+            ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True)
+                      for t in (ta, tb))
             a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
-            out.update(ratios.compare_memory(a, b, claim_expect),
-                       peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
-                       anatomy_a=peaks.anatomy_of(ma), anatomy_b=peaks.anatomy_of(mb),
-                       peak=peaks.peak_story(name, ma, mb))
+            found = ratios.compare_memory(a, b, bound)
+            found.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
+                         anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
+                         peak=techniques.peak_story(name, ma, mb))
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
-            op, limit = claim_expect
-            raw = (op, limit * per) if op == "lower" else (op, limit / per)
-            res = ratios.compare_time(ta.train, tb.train, raw, sync=devices.synchronizer(device),
-                                       budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale],
-                                       warmup=1)
+            found = ratios.compare_time(ta.train, tb.train, bound.scaled(per), sync=devices.synchronizer(device),
+                                        budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale], warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):
-                res[key] *= per
-            res.pop("durations_a"), res.pop("durations_b")
-            out.update(res, claim=list(claim_expect))
-    return out
+                found[key] *= per
+    return techniques.claim_run(found, **fields)
 
 
 def labelled_train(trainer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from harness.report.model import KEY_COLOURS
+from harness.report.matrix import KEY_COLOURS
 
 
 CHART_ROWS = 60           # rows of one chart at most

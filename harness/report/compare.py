@@ -30,13 +30,15 @@ import dataclasses
 import math
 from typing import Iterable
 
-from harness.core import identity, journal, markdown, runfiles
+from harness.core import records, runfiles
+from harness.core.records import Category, Status
+from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
 KINDS = ("regression", "warning", "improvement", "appeared", "disappeared")
-BAD = ("fail", "error", "crash", "timeout")
-WORKS = ("pass", "xpass")
-FALLBACK_ORDER = {"native": 0, "cpu-fallback": 1, "unsupported": 2}
+BAD = Status.BAD
+WORKS = Status.WORKS
+FALLBACK_ORDER = {Category.NATIVE: 0, Category.CPU_FALLBACK: 1, Category.UNSUPPORTED: 2}
 DEFAULT_FACTOR = 2.0
 DEFAULT_FLOOR = 0.01         # margin (error / allowed): below 1% of the tolerance, growth is rounding
 CLAIM_SLACK_UNKNOWN = 0.10   # a claim no longer in harness.optim.claims: SLACK_DEFAULT's memory figure
@@ -97,11 +99,11 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
     if latest:
         runs = runs[-1:]
-    records: dict[tuple[str, str], dict] = {}
+    newest: dict[tuple[str, str], dict] = {}
     for run in runs:
         for rec in run.records:
-            records[(rec["check"], identity.target_of(rec))] = rec
-    return Side(label, envs[0], runs[-1].header, records, all(r.complete for r in runs), sources)
+            newest[(rec["check"], records.target_of(rec))] = rec
+    return Side(label, envs[0], runs[-1].header, newest, all(r.complete for r in runs), sources)
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
@@ -131,8 +133,8 @@ def _number(value) -> float | None:
 
 def _state(rec: dict) -> str:
     """What a cell said, for the before / after columns."""
-    cat = rec.get("category") or "n/a"
-    return rec["status"] if cat in ("n/a", "parity") else f"{rec['status']} ({cat})"
+    cat = rec.get("category") or Category.NA
+    return rec["status"] if cat in (Category.NA, Category.PARITY) else f"{rec['status']} ({cat})"
 
 
 def _claim_slack(rec: dict) -> float:
@@ -147,18 +149,18 @@ def _claim_slack(rec: dict) -> float:
 def _claim_changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
     ca, cb = a.get("category"), b.get("category")
     out = []
-    if ca == "holds" and cb == "does-not-hold":
+    if ca == Category.HOLDS and cb == Category.DOES_NOT_HOLD:
         out.append(("regression", "claim", "the claim held and no longer holds"))
-    elif ca == "does-not-hold" and cb == "holds":
+    elif ca == Category.DOES_NOT_HOLD and cb == Category.HOLDS:
         out.append(("improvement", "claim", "the claim now holds"))
-    elif ca == "holds" and cb == "inconclusive":
+    elif ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
         out.append(("warning", "claim", "the claim held; now no verdict within the time budget"))
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     if not all(_number(m.get(k)) is not None for m in (ma, mb) for k in ("ci_low", "ci_high", "bound")):
         return out  # not a measured claim (seed 003's path table has ratios, no interval, no bound)
     for key in ("mem_ratio", "time_ratio"):
         ra, rb = _number(ma.get(key)), _number(mb.get(key))
-        if ra is None or rb is None or cb == "does-not-hold":
+        if ra is None or rb is None or cb == Category.DOES_NOT_HOLD:
             continue
         slack = _claim_slack(a)
         high_a, low_b = _number(ma["ci_high"]), _number(mb["ci_low"])
@@ -172,7 +174,7 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
     """A passing parity check whose margin (error / allowed error) grew by more than
     ``factor``. The margin, not the raw error, is compared: it is scaled by the tolerance,
     which grows with the values, so larger sample inputs alone do not look like a regression."""
-    if a["status"] != "pass" or b["status"] != "pass":
+    if a["status"] != Status.PASS or b["status"] != Status.PASS:
         return None
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     ga, gb = _number(ma.get("margin")), _number(mb.get("margin"))
@@ -216,19 +218,19 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
     sa, sb = a["status"], b["status"]
     optim = a.get("suite") == "optim"
     out: list[tuple[str, str, str]] = []
-    if sb in BAD and sa not in BAD and sa != "skip":
+    if sb in BAD and sa not in BAD and sa != Status.SKIP:
         out.append(("regression", "status", b.get("reason") or sb))
-    elif sb in BAD and sa == "skip":
+    elif sb in BAD and sa == Status.SKIP:
         out.append(("regression", "status", f"ran for the first time and {sb}: {b.get('reason') or ''}".rstrip(": ")))
-    elif sa in BAD and sb not in BAD and sb != "skip":
+    elif sa in BAD and sb not in BAD and sb != Status.SKIP:
         out.append(("improvement", "status", f"was {sa}: {a.get('reason') or ''}".rstrip(": ")))
-    elif sa != "skip" and sb == "skip":
+    elif sa != Status.SKIP and sb == Status.SKIP:
         out.append(("warning", "coverage", f"now skipped: {b.get('reason') or ''}".rstrip(": ")))
-    elif not optim and sa in WORKS and sb == "xfail":
+    elif not optim and sa in WORKS and sb == Status.XFAIL:
         note = _inputs_note(a, b)
         out.append(("regression", "limitation", (f"({note}) " if note else "") + (b.get("reason") or
                                                                                  "now a known limitation")))
-    elif not optim and sa == "xfail" and sb in WORKS:
+    elif not optim and sa == Status.XFAIL and sb in WORKS:
         note = _inputs_note(a, b)
         out.append(("improvement", "limitation", (f"({note}) " if note else "") +
                     f"was a known limitation: {a.get('reason') or ''}".rstrip(": ")))
@@ -274,7 +276,7 @@ class Comparison:
         def side(s: Side) -> dict:
             return {"env_id": s.env_id, "sources": s.sources, "checks": len(s.records), "complete": s.complete,
                     "packages": s.packages, "host": (s.header.get("facts") or {}).get("host")}
-        return {"compare_schema": COMPARE_SCHEMA, "record_schema": journal.SCHEMA,
+        return {"compare_schema": COMPARE_SCHEMA, "record_schema": records.SCHEMA,
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
                 "factor": self.factor, "floor": self.floor, "counts": self.counts(),
@@ -324,7 +326,7 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     md = fmt == "md"
     tablefmt = "github" if md else "simple"
 
-    esc = markdown.escape if md else str
+    esc = escape if md else str
 
     heading = (lambda t: f"## {t}") if md else (lambda t: f"{t}\n{'-' * len(t)}")
     lines = ["# Upgrade check: baseline against candidate" if md else "mps-compat: upgrade check", "",

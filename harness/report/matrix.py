@@ -10,40 +10,50 @@ from collections import Counter, defaultdict
 
 from packaging.version import InvalidVersion, Version
 
-from harness.core import identity
+from harness.core import records
+from harness.core.records import Category, Status
 from harness.core.runfiles import Run
 
 TARGET_ORDER = {"cpu": 0, "cuda": 1, "mps": 2}
 
 # key, symbol, meaning. The key is what a cell shows: a status, or for a check that ran
-# its op category when that is the news (cpu-fallback, unsupported).
+# its op category when that is the news (cpu-fallback, unsupported), or for a claim that was
+# measured and did not hold its verdict (does-not-hold, inconclusive).
 LEGEND = (
-    ("pass", "✓", "passed (ran natively)"),
-    ("cpu-fallback", "↩", "ran, but some ops fell back to the CPU"),
-    ("unsupported", "⊘", "not implemented on this target"),
-    ("fail", "✗", "failed"),
-    ("error", "E", "the check itself errored"),
-    ("xfail", "x", "known limitation of this version or OS"),
-    ("xpass", "X", "expected to fail, but passed"),
-    ("does-not-hold", "≠", "measured: the documented optimization claim does not hold here"),
-    ("inconclusive", "?", "measured: no verdict within the time budget"),
-    ("skip", "–", "skipped: not applicable here, or target absent"),
-    ("crash", "☠", "the process died in this check"),
-    ("timeout", "⏱", "ran out of time"),
+    (Status.PASS, "✓", "passed (ran natively)"),
+    (Category.CPU_FALLBACK, "↩", "ran, but some ops fell back to the CPU"),
+    (Category.UNSUPPORTED, "⊘", "not implemented on this target"),
+    (Status.FAIL, "✗", "failed"),
+    (Status.ERROR, "E", "the check itself errored"),
+    (Status.XFAIL, "x", "known limitation of this version or OS"),
+    (Status.XPASS, "X", "expected to fail, but passed"),
+    (Category.DOES_NOT_HOLD, "≠", "measured: the documented optimization claim does not hold here"),
+    (Category.INCONCLUSIVE, "?", "measured: no verdict within the time budget"),
+    (Status.SKIP, "–", "skipped: not applicable here, or target absent"),
+    (Status.CRASH, "☠", "the process died in this check"),
+    (Status.TIMEOUT, "⏱", "ran out of time"),
 )
 SYMBOL = {key: sym for key, sym, _ in LEGEND}
+# Cell colours, one per legend key: the matrix cells, the summary bars, the filters and
+# the charts all use these, so a colour means the same thing everywhere on the page.
+KEY_COLOURS = {
+    "pass": "#bfe8bf", "cpu-fallback": "#ffe39a", "unsupported": "#fbc28e", "fail": "#f3a0a0", "error": "#eeb0d0",
+    "xfail": "#cfcffa", "xpass": "#a9daf7", "does-not-hold": "#f7b8a0", "inconclusive": "#dedede",
+    "skip": "#e4e4e4", "crash": "#d98f8f", "timeout": "#dcb6e8",
+}
 KEY_ORDER = [key for key, _, _ in LEGEND]
 PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable",
                      "max_abs_diff", "runs")
 
 
 def cell_key(record: dict) -> str:
+    """What a record's cell shows: a key of LEGEND."""
     cat, status = record.get("category"), record["status"]
-    if cat == "cpu-fallback" and status in ("pass", "xpass"):
-        return "cpu-fallback"
-    if cat == "unsupported" and status not in ("crash", "timeout"):
-        return "unsupported"
-    if cat in ("does-not-hold", "inconclusive") and status == "xfail":
+    if cat == Category.CPU_FALLBACK and status in Status.WORKS:
+        return Category.CPU_FALLBACK
+    if cat == Category.UNSUPPORTED and status not in (Status.CRASH, Status.TIMEOUT):
+        return Category.UNSUPPORTED
+    if cat in (Category.DOES_NOT_HOLD, Category.INCONCLUSIVE) and status == Status.XFAIL:
         return cat
     return status
 
@@ -155,7 +165,7 @@ def build(runs: list[Run]) -> Matrix:
         env_runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
         for run in env_runs:
             for rec in run.records:
-                target, workload = rec.get("target") or "any", identity.workload_of(rec)
+                target, workload = rec.get("target") or "any", records.workload_of(rec)
                 col_id = Column(env_id, target, {}, [], True, workload=workload).id
                 col = columns.get(col_id)
                 if col is None:
@@ -197,7 +207,7 @@ def host_groups(columns: list[Column]) -> list[tuple[str, list[Column]]]:
 
 # ---------------------------------------------------------------------- across versions
 
-WORKS = ("pass", "cpu-fallback", "xpass")   # cell keys that count as "it works here"
+WORKS = (Status.PASS, Category.CPU_FALLBACK, Status.XPASS)   # cell keys that count as "it works here"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,7 +252,7 @@ def version_history(m: Matrix) -> list[History]:
             continue
         for check in m.rows:
             steps = tuple((c.torch_release, cell_key(r)) for c in cols
-                          if (r := m.cells.get((check, c.id))) and r["status"] != "skip")
+                          if (r := m.cells.get((check, c.id))) and r["status"] != Status.SKIP)
             if len({key for _, key in steps}) > 1:
                 out.append(_history(check, host, target, python, steps))
     return out

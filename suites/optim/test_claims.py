@@ -2,53 +2,45 @@
 
 One check per claim and quantity (``optim/<claim>/<memory|time>``, and ``.../trainer`` where
 the claim also goes through the Trainer), driven by the claims table (harness/optim/claims.py:
-the source, the claimed ratio, its tolerance, the gates, where each is measured; the cases:
-harness/optim/checks.py) and measured in the sandbox child by harness/optim/techniques.py
-and trainer_runs.py with harness/optim/measure.py and ratios.py: peak memory by counting
-storages (deterministic), time by interleaved rounds with a bootstrap interval. The
-record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or ``inconclusive``
-(recorded as expected failures, with the measured ratio and interval: the document's promise
-is what failed, not the run). Where the document makes no claim for
-the target, or a gate keeps the technique away (a package, a torch or macOS version, a
-device capability), the check is skipped with the reason.
+the source, the claimed ratio, its tolerance, the gates, where each is measured, the cases)
+and measured in the sandbox child by harness/optim/techniques.py (the plain-PyTorch loop) or
+trainer_runs.py (the Trainer) with harness/optim/measure.py and ratios.py: peak memory by
+counting storages (deterministic), time by interleaved rounds with a bootstrap interval.
+The record's category is the verdict: ``holds`` (a pass), ``does-not-hold`` or
+``inconclusive`` (recorded as expected failures, with the measured ratio and interval: the
+document's promise is what failed, not the run). Where the document makes no claim for the
+target, or a gate keeps the technique away (a package, a torch or macOS version, a device
+capability), the check is skipped with the reason (``ClaimCase.not_measured``).
 """
 import pytest
 
-from harness.optim import claims, gates, same_result, seedpath, techniques
-from harness.optim.checks import CASES, TRAINER_CASES
+from harness.optim import claims, same_result, seedpath, techniques
 
 # Sandbox time limit of one measurement (seconds), by workload.
 TIMEOUT = {"small": 600, "medium": 1800, "large": 3600}
-
-
-@pytest.mark.cases(CASES)
-def test_documented_optimization(case, target, backend, env_facts, sandbox, record, workload):
-    claim = claims.by_name(case.subject)
-    expect = claim.expect(case.quantity)[target]
-    record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind)
-    if expect.kind == "none":
-        pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
-    applies, why = gates.applies(claim, target, gates.with_extra_packages(env_facts), via="torch")
-    if not applies:
-        pytest.skip(why)
-    if case.known is not None:  # claims.WHERE_MEASURED: only skips
-        pytest.skip(case.known.reason)
-    scale = workload["name"]
-    outcome = sandbox.call("harness.optim.techniques:measure_claim", case.subject, case.quantity, target, scale,
-                           timeout=TIMEOUT[scale])
-    _judge(outcome, case, expect, claim, record, workload)
-
-
-def _judge(outcome, case, expect, claim, record, workload: dict) -> None:
-    """The record and the outcome of a measured claim (a sandbox result)."""
-    r = record.value_of(outcome, "the measurement")
-    record.conclude(techniques.claim_verdict(r, case.quantity, expect, claim.source, _workload_metrics(workload)))
+# Where each entry point measures, in the sandbox child.
+MEASURE = {claims.LOOP: "harness.optim.techniques:measure_claim",
+           claims.TRAINER: "harness.optim.trainer_runs:measure_trainer_claim"}
 
 
 def _workload_metrics(workload: dict) -> dict:
     """The workload a record was measured at: its name (part of where the result belongs:
-    harness.core.identity.workload_of), the shape, and why that shape."""
+    harness.core.records.workload_of), the shape, and why that shape."""
     return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
+
+
+@pytest.mark.cases(claims.CASES)
+def test_documented_optimization(case, target, backend, env_facts, sandbox, record, workload):
+    """A claim's quantity through the plain-PyTorch loop, or through transformers' Trainer
+    and the documented TrainingArguments flags (the ``.../trainer`` checks)."""
+    record.metric(**case.metrics(target))
+    skip = case.not_measured(target, claims.with_extra_packages(env_facts))
+    if skip is not None:
+        record.conclude(skip)
+    scale = workload["name"]
+    outcome = sandbox.call(MEASURE[case.entry], case.subject, case.quantity, target, scale, timeout=TIMEOUT[scale])
+    run = record.value_of(outcome, "the measurement")
+    record.conclude(techniques.claim_verdict(run, case.claim.source, _workload_metrics(workload)))
 
 
 def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record, request, workload):
@@ -69,34 +61,12 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     record.conclude(seedpath.path_verdict(rows, _workload_metrics(workload)))
 
 
-@pytest.mark.cases(TRAINER_CASES)
-def test_documented_optimization_via_trainer(case, target, backend, env_facts, sandbox, record, workload):
-    """The same claims through transformers' Trainer and the documented TrainingArguments flags."""
-    claim = claims.by_name(case.subject)
-    expect = claim.expect(case.quantity)[target]
-    record.metric(source=expect.source or claim.source, basis=expect.basis, kind=expect.kind, entry="trainer")
-    if expect.kind == "none":
-        pytest.skip(f"{claim.source} makes no {case.quantity} claim for {target} ({claim.technique})")
-    applies, why = gates.applies(claim, target, gates.with_extra_packages(env_facts), via="trainer")
-    if not applies:
-        pytest.skip(why)
-    if case.known is not None:
-        pytest.skip(case.known.reason)
-    scale = workload["name"]
-    outcome = sandbox.call("harness.optim.trainer_runs:measure_trainer_claim", case.subject, case.quantity, target, scale,
-                           timeout=TIMEOUT[scale])
-    _judge(outcome, case, expect, claim, record, workload)
-
-
-SAME_RESULT = ("gradient-accumulation", "gradient-checkpointing", "torch-compile", "freeze-backbone", "peft-lora")
-
-
-@pytest.mark.parametrize("technique", SAME_RESULT)
+@pytest.mark.parametrize("technique", same_result.TECHNIQUES)
 def test_optimization_keeps_the_result(technique, target, backend, env_facts, sandbox, record):
     """Gradient accumulation gives the big batch's gradients, checkpointing and compile the
     same gradients; freezing and LoRA train exactly the parameters they should."""
-    applies, why = gates.applies(technique, target, gates.with_extra_packages(env_facts), via="torch")
-    if not applies:
-        pytest.skip(why)
+    skip = claims.not_applicable(technique, target, claims.with_extra_packages(env_facts), via="torch")
+    if skip is not None:
+        record.conclude(skip)
     outcome = sandbox.call("harness.optim.same_result:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
     record.conclude(same_result.same_result_verdict(record.value_of(outcome, "the measurement")))

@@ -3,8 +3,8 @@
 "Is my accelerator as right as my CPU" at the sizes and in the situations where users
 found it was not: a dimension just past 2^15 or 2^16, a result that depends on what the
 allocator held before, a reduction that goes wrong in rapid succession. Each case comes
-from an issue in PyTorch's tracker (harness/parity/known_bug_cases.py has the table: the issue,
-the shapes, the versions it names) and gives two checks per dtype:
+from an issue in PyTorch's tracker (harness/parity/known_bugs/cases.py has the table: the
+issue, the shapes, the versions it names) and gives two checks per dtype:
 
   parity/<case>/<dtype>/known-bug    the case on the target against float64 with the CPU as
                                      the yardstick (the parity rules); raising where the CPU
@@ -18,18 +18,19 @@ sandbox child: a crash or a hang costs that check only.
 """
 import pytest
 
-from harness.parity import bug_check, bug_repeat, known_bugs
+from harness.core.records import RecordKind
+from harness.parity.known_bugs import cases, check
 
 
-@pytest.mark.cases(known_bugs.checks("known-bug"))
+@pytest.mark.cases(cases.checks(RecordKind.KNOWN_BUG))
 def test_known_bug(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.parity.bug_check:run_case", case.case.name, target, case.dtype)
-    record.metric(**known_bugs.source_metrics(case.case))
-    record.conclude(bug_check.judge(record.value_of(outcome, "the check itself")))
+    outcome = sandbox.call("harness.parity.known_bugs.check:run_case", case.case.name, target, case.dtype)
+    record.metric(**cases.source_metrics(case.case))
+    record.conclude(check.judge(record.value_of(outcome, "the check itself")))
 
 
-@pytest.mark.cases(known_bugs.checks("repeatable"))
+@pytest.mark.cases(cases.checks(RecordKind.REPEATABLE))
 def test_repeatable(case, target, backend, sandbox, record):
-    outcome = sandbox.call("harness.parity.bug_repeat:run_repeatability", case.case.name, target, case.dtype)
-    record.metric(**known_bugs.source_metrics(case.case, "repeatable"))
-    record.conclude(bug_repeat.judge_repeatability(record.value_of(outcome, "the check itself")))
+    outcome = sandbox.call("harness.parity.known_bugs.check:run_repeatability", case.case.name, target, case.dtype)
+    record.metric(**cases.source_metrics(case.case, RecordKind.REPEATABLE))
+    record.conclude(check.judge_repeatability(record.value_of(outcome, "the check itself")))

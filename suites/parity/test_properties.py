@@ -1,38 +1,40 @@
 """Property parity: the ops transformer training lives on, over many drawn inputs.
 
 "If I move training from the CPU to MPS (or upgrade torch), do I get the same numbers?"
-Each test draws inputs with hypothesis (harness.parity.op_examples: sides of 1, primes and a few
-thousand, zero-size tensors, broadcasting, transposed / permuted / sliced / expanded
-views) and judges every example: on an accelerator the op in the dtype against the CPU in
-the same dtype, elementwise at the tolerance table's (rtol, atol), with both sides' errors
-against float64 recorded; on the CPU the op against float64 on the same values. One check
-per op x dtype x target (``parity/<op>/<dtype>``); its record holds the worst example.
+Each test draws inputs with hypothesis (harness.parity.properties.strategies: sides of 1,
+primes and a few thousand, zero-size tensors, broadcasting, transposed / permuted / sliced /
+expanded views) and judges every example (harness.parity.properties.tally): on an
+accelerator by its accuracy against float64, with the CPU in the same dtype as the
+yardstick, both sides' errors against float64 recorded; on the CPU the op against float64 on
+the same values. One check per op x dtype x target (``parity/<op>/<dtype>/property``); its
+record holds the worst example.
 
 A failure prints hypothesis's smallest failing example ("Failing test case"; "Falsifying
 example" in older hypothesis): seed, shapes, layouts, options, and the strides the op saw.
 ``--hypothesis-profile=deep`` draws many more examples, and for the matmul-like ops,
 conv1d, softmax, log_softmax, cumsum, the reductions, layer_norm, cross_entropy and
-embedding also sides at size edges (2^15 and 2^16, give or take one: draws.EDGES),
+embedding also sides at size edges (2^15 and 2^16, give or take one: strategies.EDGES),
 where MPS has given wrong numbers, the other sides shrunk so that each tensor stays within
-draws.EDGE_ELEMENTS; the default ci profile never draws them.
+strategies.EDGE_ELEMENTS; the default ci profile never draws them.
 
 ``normwise=True`` marks the ops that sum many terms (matmul-like, sums, means, scans, an
 embedding's gradient): against float64 their error follows the output's magnitude, not
 each element's, so an element that cancels to near 0 keeps the absolute error of the
-whole sum (see harness.parity.accuracy). Device against CPU is always elementwise.
+whole sum (see harness.parity.numerics.accuracy). Device against CPU is always elementwise.
 
 float32 runs on every target, float16 and bfloat16 on accelerators and, where the CPU's
 own kernel stays inside the table's tolerance against float64, on the CPU too (the two
-exceptions are property_cases.CPU_HALF_PRECISION, with why).
+exceptions are harness.parity.properties.cases.CPU_HALF_PRECISION, with why).
 """
 import warnings
 
 import pytest
 from hypothesis import given, strategies as st
 
-from harness.parity import op_examples as S
-from harness.parity.property_cases import PROPERTY_SETTINGS, dtype_cases
-from harness.parity.tally import Tally
+from harness.core.records import Status, Verdict
+from harness.parity.properties import strategies as S
+from harness.parity.properties.cases import PROPERTY_SETTINGS, dtype_cases
+from harness.parity.properties.tally import Tally
 
 # Bound by the first check, not at import: `pytest suites/ -m env` and the ops sweep
 # collect this file without loading torch.
@@ -46,7 +48,8 @@ def tally(case, target, backend, record):
     import torch
     import torch.nn.functional as F
     if getattr(torch, case.dtype) not in backend.dtypes():
-        pytest.skip(f"{target} offers no {case.dtype} on this machine (on MPS bfloat16 needs macOS 14)")
+        record.conclude(Verdict(Status.SKIP, message=f"{target} offers no {case.dtype} on this machine (on MPS "
+                                                     "bfloat16 needs macOS 14)"))
     return Tally(record, case.dtype, target, backend.device())
 
 
@@ -143,7 +146,7 @@ def test_scaled_dot_product_attention(case, target, tally, ex):
 
 
 # The CPU runs float32 and bfloat16 only (its float16 kernel overflows the label-smoothing
-# sum): property_cases.CPU_HALF_PRECISION.
+# sum): cases.CPU_HALF_PRECISION.
 @pytest.mark.cases(dtype_cases("cross_entropy"))
 @PROPERTY_SETTINGS
 @given(ex=S.cross_entropy())
@@ -162,7 +165,7 @@ def _embedding_and_grad(weight, indices, grad, padding_idx):
 
 
 # The CPU runs float32 only (its half-precision kernels sum the table's gradient in that
-# dtype): property_cases.CPU_HALF_PRECISION. On an accelerator, target_ref_err and
+# dtype): cases.CPU_HALF_PRECISION. On an accelerator, target_ref_err and
 # cpu_ref_err say which side is off.
 @pytest.mark.cases(dtype_cases("embedding"))
 @PROPERTY_SETTINGS
@@ -212,7 +215,7 @@ def test_var(case, target, tally, ex):
 
 # --------------------------------------------------------------------------- index-returning
 # Their indices must match exactly, so their values are distinct in every dtype
-# (op_examples.without_ties): with a tie two correct kernels may pick different indices.
+# (strategies.without_ties): with a tie two correct kernels may pick different indices.
 
 @pytest.mark.cases(dtype_cases("topk"))
 @PROPERTY_SETTINGS

@@ -1,0 +1,372 @@
+"""The targets: one Backend per target (availability with a reason, synchronize, memory,
+dtypes), the stand-in targets, the memory a check may plan with, and the TF32 switch.
+
+Every torch API that is newer than the oldest supported torch is reached through
+``getattr`` so an older install reports "not offered" instead of raising.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import warnings
+
+from packaging.version import Version
+
+from harness.env import facts as facts_mod, fitness
+
+TARGETS = ("cpu", "cuda", "mps")
+
+
+@dataclasses.dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str
+
+
+class Backend:
+    name: str = ""
+
+    def __init__(self, facts: dict | None):
+        self._facts = facts
+
+    @property
+    def facts(self) -> dict:
+        """Gathered on first use: the CPU backend never needs them (they import torch)."""
+        if self._facts is None:
+            self._facts = facts_mod.current()
+        return self._facts
+
+    # -- identity
+    def availability(self) -> Availability:
+        raise NotImplementedError
+
+    def device(self):
+        import torch
+        return torch.device(self.name)
+
+    # -- execution
+    def synchronize(self) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        """Give the caching allocator's free blocks back (torch.cuda / torch.mps.empty_cache);
+        the CPU keeps no such cache."""
+
+    # -- memory, in bytes; None where the device does not offer the reading
+    def memory_current(self) -> int | None:
+        raise NotImplementedError
+
+    def memory_peak(self) -> int | None:
+        return None
+
+    def reset_peak(self) -> bool:
+        """Start a new peak window; False where the device keeps no peak."""
+        return False
+
+    # -- dtypes
+    def dtypes(self) -> list:
+        import torch
+        return [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                torch.int64, torch.int32, torch.uint8, torch.bool]
+
+    def autocast_probe(self, dtype) -> tuple[bool, str]:
+        """Run a matmul under autocast; True when its result comes out in ``dtype``.
+
+        torch disables autocast with a warning (rather than raising) for a dtype a device
+        does not support, so a warning or a float32 result both mean "not usable".
+        """
+        import torch
+        amp = getattr(torch, "amp", None)
+        if amp is None or not hasattr(torch, "autocast"):
+            return False, "torch.autocast missing"
+        dev = self.device()
+        a = torch.ones(8, 8, device=dev)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with torch.autocast(device_type=dev.type, dtype=dtype):
+                    out = a @ a
+            self.synchronize()
+        except Exception as exc:  # an unsupported dtype may raise on some versions
+            return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if out.dtype != dtype:
+            note = next((str(w.message).splitlines()[0] for w in caught), "")
+            return False, f"autocast produced {out.dtype}" + (f" ({note})" if note else "")
+        return True, f"matmul under autocast gives {dtype}"
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+
+    def availability(self) -> Availability:
+        return Availability(True, "the CPU is always present")
+
+    def memory_current(self) -> int | None:
+        try:
+            import psutil
+        except ImportError:
+            return None
+        return int(psutil.Process().memory_info().rss)
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+
+    def availability(self) -> Availability:
+        present = fitness.judge_cuda_present(self.facts)
+        if present.outcome == fitness.OK:
+            return Availability(True, present.summary)
+        return Availability(False, "CUDA unavailable: " + present.message().removeprefix("not applicable: "))
+
+    def synchronize(self) -> None:
+        import torch
+        torch.cuda.synchronize()
+
+    def empty_cache(self) -> None:
+        import torch
+        torch.cuda.empty_cache()
+
+    def memory_current(self) -> int | None:
+        import torch
+        return int(torch.cuda.memory_allocated())
+
+    def memory_peak(self) -> int | None:
+        import torch
+        return int(torch.cuda.max_memory_allocated())
+
+    def reset_peak(self) -> bool:
+        import torch
+        torch.cuda.reset_peak_memory_stats()
+        return True
+
+    def dtypes(self) -> list:
+        import torch
+        types = super().dtypes()
+        if not torch.cuda.is_bf16_supported():
+            types.remove(torch.bfloat16)
+        return types
+
+
+class MPSBackend(Backend):
+    name = "mps"
+
+    def availability(self) -> Availability:
+        cause = fitness.mps_unavailable_cause(self.facts)
+        if cause is None:
+            return Availability(True, "torch.backends.mps.is_available() is True")
+        return Availability(False, f"{cause[0]}; to fix: {cause[1]}")
+
+    def _mps(self):
+        import torch
+        return getattr(torch, "mps", None)
+
+    def synchronize(self) -> None:
+        mps = self._mps()
+        if mps is not None and hasattr(mps, "synchronize"):
+            mps.synchronize()
+
+    def empty_cache(self) -> None:
+        fn = getattr(self._mps(), "empty_cache", None)   # torch >= 2.0
+        if fn is not None:
+            fn()
+
+    def memory_current(self) -> int | None:
+        fn = getattr(self._mps(), "current_allocated_memory", None)
+        return int(fn()) if fn else None
+
+    def memory_driver(self) -> int | None:
+        fn = getattr(self._mps(), "driver_allocated_memory", None)
+        return int(fn()) if fn else None
+
+    def _accelerator_stats(self):
+        """torch.accelerator peak counters serve MPS from torch 2.13 (earlier they raise for mps)."""
+        import torch
+        tv = fitness.torch_version(self.facts)
+        acc = getattr(torch, "accelerator", None)
+        if tv is None or tv < Version("2.13") or acc is None:
+            return None
+        return acc if hasattr(acc, "max_memory_allocated") and hasattr(acc, "reset_peak_memory_stats") else None
+
+    def memory_peak(self) -> int | None:
+        acc = self._accelerator_stats()
+        return int(acc.max_memory_allocated()) if acc else None
+
+    def reset_peak(self) -> bool:
+        acc = self._accelerator_stats()
+        if acc is None:
+            return False
+        acc.reset_peak_memory_stats()
+        return True
+
+    def dtypes(self) -> list:
+        import torch
+        # No float64 on MPS; bf16 and complex need macOS 14.
+        types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
+        mv = fitness.macos_version(self.facts)
+        if mv is not None and mv.major >= 14:
+            types += [torch.bfloat16, torch.complex64]
+        return types
+
+
+_BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
+
+
+# --------------------------------------------------------------------------- memory to plan with
+
+GIB = 2 ** 30
+CPU_MEMORY_CAP = 8 * GIB  # the CPU trains the small shapes only, however much RAM the machine has
+
+
+def memory_of(device: str) -> tuple[int, str]:
+    """The memory a check may plan with on ``device`` ("cuda:0", "mps", "cpu"), and where the
+    figure comes from: free memory on CUDA (``torch.cuda.mem_get_info``), the Metal
+    working-set limit on MPS (``torch.mps.recommended_max_memory``), and on the CPU the
+    available RAM capped at CPU_MEMORY_CAP, so a big server does not train a large model on
+    its CPU (harness.optim.workloads sizes the training shape with it)."""
+    import torch
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        free, total = torch.cuda.mem_get_info()
+        return int(free), f"free of {total / GIB:.3g} GiB, torch.cuda.mem_get_info"
+    if kind == "mps":
+        fn = getattr(getattr(torch, "mps", None), "recommended_max_memory", None)
+        if fn is not None:
+            return int(fn()), "torch.mps.recommended_max_memory"
+    import psutil
+    available = int(psutil.virtual_memory().available)
+    if kind == "cpu":
+        return min(available, CPU_MEMORY_CAP), (f"available RAM capped at {CPU_MEMORY_CAP / GIB:g} GiB"
+                                                 if available > CPU_MEMORY_CAP else "available RAM")
+    return available, "available RAM (torch offers no device memory reading here)"
+
+
+# --------------------------------------------------------------------------- stand-in targets
+
+class StandIn:
+    """A target that takes the accelerator path on the CPU while differing from the CPU the
+    way a real accelerator can: rounding, reordering, TF32, another order of ties. The
+    parity suites' self-tests use them (tests/standins.py registers them); anyone without
+    a GPU can run ``pytest suites/ -m parity -p tests.standins --device standin-tf32``.
+
+    ``run`` gives the target's result: by default ``compute()`` (the computation on the
+    CPU) inside ``context()``, then ``finish`` on its result, given the CPU's result in the
+    same dtype and the float64 reference rounded to that dtype (None where there is
+    none). A stand-in is never a default target and serves the suites in ``suites`` only.
+    """
+    name = ""
+    summary = ""
+    suites: tuple[str, ...] = ("parity",)
+
+    def run(self, compute, cpu, reference):
+        with self.context():
+            result = compute()
+        return self.finish(result, cpu, reference)
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def finish(self, result, cpu, reference):
+        return result
+
+    def churned(self, emptied: bool) -> None:
+        """The check just churned the allocator (harness.parity.known_bugs.target.Target.churn) and, if
+        ``emptied``, emptied its cache: a stand-in whose results depend on that state
+        hears of it here."""
+
+
+STAND_INS: dict[str, StandIn] = {}
+
+
+def register_stand_in(stand_in: StandIn) -> None:
+    STAND_INS[stand_in.name] = stand_in
+
+
+def stand_in(name: str) -> StandIn | None:
+    return STAND_INS.get(name)
+
+
+def synchronizer(device: str):
+    """The function that waits for ``device``'s queued work ("cuda:0", "mps"); a no-op for
+    a device without a queue (the CPU, ``meta``)."""
+    kind = device.split(":")[0]
+    if kind not in _BACKENDS and kind not in STAND_INS:
+        return lambda: None
+    return backend(kind).synchronize
+
+
+def kind_of(target: str) -> str:
+    """"cpu", "cuda", "mps", or "stand-in": which device's rules and knobs apply to a target."""
+    return "stand-in" if target in STAND_INS else target
+
+
+class StandInBackend(CPUBackend):
+    def __init__(self, facts: dict | None, stand_in: StandIn):
+        super().__init__(facts)
+        self.stand_in, self.name = stand_in, stand_in.name
+
+    def availability(self) -> Availability:
+        return Availability(True, f"a stand-in on the CPU: {self.stand_in.summary}")
+
+    def device(self):
+        import torch
+        return torch.device("cpu")
+
+
+def backend(name: str, facts: dict | None = None) -> Backend:
+    if name in STAND_INS:
+        return StandInBackend(facts, STAND_INS[name])
+    if name not in _BACKENDS:
+        raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS + tuple(STAND_INS))}")
+    return _BACKENDS[name](facts)
+
+
+def parse_device_option(value: str | None) -> list[str]:
+    """``--device`` value to a target list. Raises ValueError with a one-line message.
+    The default (all) is the real targets; a registered stand-in only by its name."""
+    if value is None or value.strip() in ("", "all"):
+        return list(TARGETS)
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    known = TARGETS + tuple(STAND_INS)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        extra = ("; stand-ins (tests/standins.py): load them with -p tests.standins"
+                 if any(n.startswith("standin-") for n in unknown) and not STAND_INS else "")
+        raise ValueError(f"--device: unknown target {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(known)} (comma-separated) or all{extra}")
+    return list(dict.fromkeys(names))
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Float32 matmuls and convolutions may (``True``) or may not (``False``) use TF32, in the
+    block only; the process-wide switches are put back after.
+
+    TF32 is what CUDA GPUs from Ampere on use for float32 when allowed: cuBLAS matmuls
+    (``torch.backends.cuda.matmul.allow_tf32``, default False since torch 1.12) and cuDNN
+    convolutions (``torch.backends.cudnn.allow_tf32``, default True; from torch 2.9 also
+    spelled ``fp32_precision``). Once ``torch.testing._internal.common_utils`` is imported
+    in a process (OpInfo imports it) a plain assignment to a cudnn flag raises ("not
+    allowed to set torch.backends.cudnn flags after disable_global_flags"), so cuDNN's is
+    set with its own ``flags()`` context. That context sets every flag it takes, with
+    defaults that are not the current values (``enabled=False``), so each one is passed
+    as it is now; its parameters differ between torch versions, hence the signature.
+    The matmul switch is a plain attribute that no freeze guards.
+    """
+    import inspect
+
+    import torch
+    cudnn = torch.backends.cudnn
+    keep = {name: getattr(cudnn, name) for name in inspect.signature(cudnn.flags).parameters
+            if name != "allow_tf32" and hasattr(cudnn, name)}
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch >= 2.9 suggests the fp32_precision spelling
+        matmul.allow_tf32 = bool(enabled)
+    try:
+        with cudnn.flags(**keep, allow_tf32=bool(enabled)):
+            yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            matmul.allow_tf32 = before

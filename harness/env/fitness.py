@@ -1,0 +1,463 @@
+"""Is this environment fit? A fact set (harness/env/facts.py, live or recorded) judged.
+
+``Fitness`` and its constructors (ok, fail, na, limit): what a judge returns. What a judge
+asks of the facts: the versions a fact set records, which platform it is (a Mac, under
+Rosetta, Apple silicon), the version gates (``GATES``, data with their sources) and what a
+fact set lacks for one, and why MPS is unavailable. Then the judges: each ``judge_*`` says
+whether the environment is fit for one thing: the Python's architecture, Rosetta, the macOS
+and torch versions for MPS, the MPS build and device, the fallback and watermark
+variables, the tokenizers' native build, the Trainer's default device, the version gates,
+CUDA's presence, capability and bf16, and the CPU's capability and threads.
+harness/env/checks.py turns them into checks. Pure functions of a fact set: nothing here
+touches the machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from packaging.version import InvalidVersion, Version
+
+
+OK, FAIL, NA, LIMIT = "ok", "fail", "na", "limit"
+OUTCOMES = (OK, FAIL, NA, LIMIT)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitness:
+    """``ok``: fit. ``fail``: misconfigured, ``fix`` says what to do. ``na``: the check does
+    not apply to this machine. ``limit``: a known limitation of this version or OS
+    (reported, not a misconfiguration)."""
+    outcome: str
+    summary: str
+    fix: str = ""
+    metrics: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown fitness {self.outcome!r}; one of {', '.join(OUTCOMES)}")
+
+    def message(self) -> str:
+        return f"{self.summary}. Fix: {self.fix}" if self.fix else self.summary
+
+
+def ok(summary, **metrics):
+    return Fitness(OK, summary, metrics=metrics)
+
+
+def fail(summary, fix, **metrics):
+    return Fitness(FAIL, summary, fix, metrics)
+
+
+def na(summary):
+    return Fitness(NA, summary)
+
+
+def limit(summary, fix="", **metrics):
+    return Fitness(LIMIT, summary, fix, metrics)
+
+
+def version_of(value: str | None) -> Version | None:
+    if not value:
+        return None
+    try:
+        return Version(value.split("+")[0])
+    except InvalidVersion:
+        return None
+
+
+def torch_version(f: dict) -> Version | None:
+    return version_of(f.get("torch", {}).get("version"))
+
+
+def macos_version(f: dict) -> Version | None:
+    return version_of((f.get("mac") or {}).get("version"))
+
+
+def platform_of(f: dict) -> str:
+    """The fact set's system and machine, as \"Linux x86_64\"."""
+    return f"{f['os']['system']} {f['os']['machine']}"
+
+
+# Version gates: data, each with its source. The judges read them; no number is inline.
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    what: str
+    torch: str | None = None
+    macos: str | None = None
+    accelerate: str | None = None
+    source: str = ""
+
+
+GATES = {
+    "mps": Gate("the MPS backend", torch="1.12", macos="12.3",
+                source="PyTorch 1.12 release notes; HF perf_train_special (seed 001): macOS 12.3+"),
+    "mps-torch-2.12": Gate("torch >= 2.12 on macOS", macos="14",
+                           source="torch arm64 wheels are tagged macosx_14_0 from 2.12; the 2.14 binary says "
+                                  "'The MPS backend is supported on macOS 14.0+'"),
+    "mps-fp16-autocast": Gate("fp16 autocast on MPS", torch="2.5",
+                              source="torch/amp/autocast_mode.py: mps autocast added in 2.5 (fp16 only)"),
+    "mps-bf16-autocast": Gate("bf16 autocast on MPS", torch="2.6", macos="14",
+                              source="torch/amp/autocast_mode.py: bf16 on mps from 2.6, needs macOS 14"),
+    "mps-trainer-fp16": Gate("Trainer fp16 mixed precision on MPS", torch="2.8", accelerate="1.11",
+                             source="transformers Trainer / accelerate mixed-precision checks for mps"),
+}
+
+
+def gate_gaps(gate: Gate, f: dict) -> list[str]:
+    """What this environment lacks for a gate, as readable phrases (empty when it passes)."""
+    gaps = []
+    tv = torch_version(f)
+    if gate.torch and (tv is None or tv < Version(gate.torch)):
+        gaps.append(f"torch >= {gate.torch} (this is {tv or 'not installed'})")
+    if gate.macos:
+        mv = macos_version(f)
+        if mv is None or mv < Version(gate.macos):
+            gaps.append(f"macOS >= {gate.macos} (this is {mv or 'not macOS'})")
+    if gate.accelerate:
+        av = version_of(f.get("packages", {}).get("accelerate"))
+        if av is None or av < Version(gate.accelerate):
+            gaps.append(f"accelerate >= {gate.accelerate} (this is {av or 'not installed'})")
+    return gaps
+
+
+def upgrade_hint(gaps: list[str]) -> str:
+    """The commands that close ``gate_gaps``'s gaps (pip upgrades, a macOS update), joined by \"; \"."""
+    hints = []
+    for gap in gaps:
+        if gap.startswith("torch"):
+            hints.append(f"pip install -U 'torch>={gap.split('>= ')[1].split(' ')[0]}'")
+        elif gap.startswith("accelerate"):
+            hints.append(f"pip install -U 'accelerate>={gap.split('>= ')[1].split(' ')[0]}'")
+        elif gap.startswith("macOS"):
+            hints.append("update macOS (System Settings > General > Software Update)")
+    return "; ".join(hints)
+
+
+# -- MPS
+
+def is_mac(f: dict) -> bool:
+    return f["os"]["system"] == "Darwin"
+
+
+def under_rosetta(f: dict) -> bool:
+    return bool((f.get("mac") or {}).get("proc_translated"))
+
+
+def apple_silicon(f: dict) -> bool:
+    return bool((f.get("mac") or {}).get("hw_arm64"))
+
+
+ARM64_PYTHON_FIX = ("install an arm64 Python (python.org universal2 installer, Homebrew under /opt/homebrew, "
+                    "or `CONDA_SUBDIR=osx-arm64 conda create ...`), then reinstall torch in it")
+
+
+def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
+    """Why MPS is not usable here, and the fix; None when it is available.
+
+    Order matters: the first cause found is the one a user must fix first.
+    """
+    t = f.get("torch", {})
+    if t.get("mps_available"):
+        return None
+    if not is_mac(f):
+        return (f"MPS unavailable: this is {platform_of(f)}; MPS needs macOS on Apple silicon or on an Intel Mac "
+                "with a Metal GPU", "run the mps checks on a Mac")
+    if under_rosetta(f):
+        return ("MPS unavailable: Python is x86_64 under Rosetta on an Apple-silicon Mac", ARM64_PYTHON_FIX)
+    mv = macos_version(f)
+    need = Version(GATES["mps"].macos)
+    if mv is not None and mv < need:
+        return (f"MPS unavailable: macOS {mv} is older than {need}", "update macOS to 12.3 or newer")
+    if not t.get("importable", False):
+        return (f"MPS unavailable: torch does not import ({t.get('error')})", "reinstall torch: pip install -U torch")
+    tv = torch_version(f)
+    if tv is not None and tv < Version(GATES["mps"].torch):
+        return (f"MPS unavailable: torch {tv} predates MPS (1.12)", "pip install -U torch")
+    if not t.get("mps_built"):
+        return ("MPS unavailable: this torch build has no MPS backend (torch.backends.mps.is_built() is False)",
+                "install the official macOS wheel from PyPI (pip install --force-reinstall torch); "
+                "source builds need USE_MPS=1")
+    where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
+    return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
+            "no usable Metal device",
+            "on Intel Macs MPS needs a Metal-capable AMD GPU; in a VM or over some remote sessions Metal is absent")
+
+
+# --------------------------------------------------------------------------- the judges
+
+
+def _mac_only(f: dict) -> Fitness | None:
+    if not is_mac(f):
+        return na(f"not applicable: this is {platform_of(f)}; the mps checks concern macOS")
+    return None
+
+
+def judge_python_arch(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    arch = f["python"]["arch"]
+    if apple_silicon(f):
+        if arch == "arm64":
+            return ok("Python is arm64, native on Apple silicon", arch=arch)
+        return fail(f"Python is {arch} on an Apple-silicon Mac (it runs under Rosetta and sees no MPS)",
+                    ARM64_PYTHON_FIX, arch=arch)
+    # An Intel Mac: x86_64 is its native architecture; MPS then depends on its GPU.
+    if arch == "x86_64":
+        return ok("Python is x86_64, native on this Intel Mac", arch=arch)
+    return fail(f"Python reports {arch} on an Intel Mac", "install a native x86_64 Python", arch=arch)
+
+
+def judge_not_rosetta(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    if under_rosetta(f):
+        return fail("this Python runs under Rosetta 2 (sysctl.proc_translated = 1)", ARM64_PYTHON_FIX)
+    return ok("not translated by Rosetta")
+
+
+def judge_macos_version(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    mv, need = macos_version(f), Version(GATES["mps"].macos)
+    if mv is None:
+        return fail("macOS version could not be read", "check `sw_vers -productVersion`")
+    if mv < need:
+        return fail(f"macOS {mv} is older than {need}, the first release with MPS",
+                    "update macOS (System Settings > General > Software Update) to 12.3 or newer",
+                    macos=str(mv))
+    tv, newer = torch_version(f), GATES["mps-torch-2.12"]
+    if tv is not None and tv >= Version("2.12") and mv < Version(newer.macos):
+        return fail(f"macOS {mv} with torch {tv}: torch 2.12 and newer support MPS on macOS {newer.macos}+ only",
+                    f"update macOS to {newer.macos}, or stay on torch < 2.12", macos=str(mv))
+    return ok(f"macOS {mv} >= {need}", macos=str(mv))
+
+
+def judge_torch_for_mps(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    tv, need = torch_version(f), Version(GATES["mps"].torch)
+    if tv is None:
+        return fail("torch is not installed or does not import", "pip install torch")
+    if tv < need:
+        return fail(f"torch {tv} predates the MPS backend ({need})", "pip install -U torch")
+    return ok(f"torch {tv} has the MPS backend (>= {need})", torch=str(tv))
+
+
+def judge_mps_built(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    if f.get("torch", {}).get("mps_built"):
+        return ok("torch.backends.mps.is_built() is True")
+    return fail("this torch was built without MPS (torch.backends.mps.is_built() is False)",
+                "install the official macOS arm64 wheel: pip install --force-reinstall torch")
+
+
+def judge_mps_available(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    cause = mps_unavailable_cause(f)
+    if cause is None:
+        return ok("torch.backends.mps.is_available() is True")
+    return fail(*cause)
+
+
+def judge_fallback_env(f: dict) -> Fitness:
+    """Only 0 and 1 mean what they say on every torch version.
+
+    torch < 2.8 parses the value with std::stoi when the MPS library loads (a word such as
+    "true" throws there); torch >= 2.8 treats every value but "0" as on, so "false" turns
+    the fallback ON. Source: aten/src/ATen/mps/MPSFallback.mm across 2.0-2.14 wheels.
+    """
+    if (v := _mac_only(f)):
+        return v
+    value = f.get("env", {}).get("PYTORCH_ENABLE_MPS_FALLBACK")
+    if value is None:
+        return ok("PYTORCH_ENABLE_MPS_FALLBACK is not set: an op without an MPS kernel raises NotImplementedError")
+    if value in ("0", "1"):
+        state = "on: missing kernels run on the CPU" if value == "1" else "off"
+        return ok(f"PYTORCH_ENABLE_MPS_FALLBACK={value} ({state})")
+    tv = torch_version(f)
+    if tv is not None and tv >= Version("2.8"):
+        meaning = "torch >= 2.8 reads every value but '0' as on"
+    elif value.strip().lstrip("+-").isdigit():
+        meaning = f"torch < 2.8 reads it as the integer {int(value)}"
+    else:
+        meaning = "torch < 2.8 parses it with std::stoi, which throws on a word when torch loads"
+    return fail(f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not 0 or 1 ({meaning})",
+                "export PYTORCH_ENABLE_MPS_FALLBACK=1 (or 0 for strict runs)")
+
+
+WATERMARK_VARS = ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_LOW_WATERMARK_RATIO")
+# aten/src/ATen/mps/MPSAllocator.{h,mm} (torch 2.0-2.15): high defaults to 1.7 and must lie
+# in [0, 2.0] (0 lifts the limit); low defaults to 1.4 on unified memory (1.0 on a discrete
+# GPU before 2.14) and must lie in [0, high] (or [0, 2.0] when high is 0). Values are read
+# with strtod, so text that is not a number silently becomes 0.0: no limit at all.
+WATERMARK_UPPER = 2.0
+WATERMARK_DEFAULT_HIGH = 1.7
+
+
+def _watermark_default_low(f: dict) -> float:
+    tv = torch_version(f)
+    discrete = is_mac(f) and not apple_silicon(f) and (tv is None or tv < Version("2.14"))
+    return 1.0 if discrete else 1.4
+
+
+def judge_watermark_env(f: dict) -> Fitness:
+    if (v := _mac_only(f)):
+        return v
+    env = f.get("env", {})
+    raw = {name: env.get(name) for name in WATERMARK_VARS}
+    if raw[WATERMARK_VARS[0]] is None and raw[WATERMARK_VARS[1]] is None:
+        return ok("MPS watermark ratios not set: torch defaults apply")
+    values = {}
+    for name, text in raw.items():
+        if text is None:
+            continue
+        try:
+            values[name] = float(text)
+        except ValueError:
+            return fail(f"{name}={text!r} is not a number: torch reads it as 0.0, which removes the memory limit",
+                        f"unset {name} or give a ratio such as 1.4")
+    high = values.get(WATERMARK_VARS[0], WATERMARK_DEFAULT_HIGH)
+    low = values.get(WATERMARK_VARS[1], _watermark_default_low(f))
+    if not 0.0 <= high <= WATERMARK_UPPER:
+        return fail(f"PYTORCH_MPS_HIGH_WATERMARK_RATIO={high} is outside [0, {WATERMARK_UPPER}]: torch raises "
+                    "'invalid high watermark ratio'", "use a ratio between 0 (no limit) and 2.0")
+    ceiling = high if high > 0 else WATERMARK_UPPER
+    if not 0.0 <= low <= ceiling:
+        given = "" if WATERMARK_VARS[1] in values else " (the default)"
+        return fail(f"low watermark ratio {low}{given} is outside [0, {ceiling}]: torch raises "
+                    "'invalid low watermark ratio'",
+                    f"set PYTORCH_MPS_LOW_WATERMARK_RATIO <= {ceiling} as well, or raise the high ratio")
+    note = " (0 lifts the limit: the system may run out of memory)" if high == 0 else ""
+    return ok(f"MPS watermark ratios valid: high {high}, low {low}{note}")
+
+
+def judge_tokenizers_native(f: dict) -> Fitness:
+    tok = f.get("tokenizers", {})
+    if not tok.get("installed"):
+        return fail("tokenizers is not installed", "pip install tokenizers (a prebuilt wheel exists for arm64 macOS)")
+    if not tok.get("importable"):
+        return fail(f"tokenizers does not import: {tok.get('error')}",
+                    "reinstall it for this Python: pip install --force-reinstall tokenizers")
+    arch, archs = f["python"]["arch"], tok.get("binary_archs") or []
+    if not archs:
+        return fail("tokenizers has no native extension", "pip install --force-reinstall tokenizers")
+    if arch not in archs:
+        return fail(f"tokenizers' native library is built for {'/'.join(archs)}, this Python is {arch}",
+                    "pip install --force-reinstall --no-cache-dir tokenizers")
+    return ok(f"tokenizers imports; native library built for {'/'.join(archs)}")
+
+
+def judge_trainer_device(expected: str):
+    """TrainingArguments should pick the accelerator without being told (seed 001)."""
+    def judge(f: dict) -> Fitness:
+        if expected == "mps" and (v := _mac_only(f)):
+            return v
+        trainer = f.get("trainer") or {}
+        got = trainer.get("device")
+        if trainer.get("error"):
+            return fail(f"TrainingArguments could not be built: {trainer['error']}",
+                        "pip install -U transformers accelerate")
+        if got == expected:
+            return ok(f"TrainingArguments picks '{got}' by default", device=got)
+        if expected == "mps" and (cause := mps_unavailable_cause(f)):
+            return fail(f"TrainingArguments picks '{got}': {cause[0]}", cause[1])
+        return fail(f"TrainingArguments picks '{got}', not '{expected}'",
+                    "check use_cpu / no_cuda in your arguments, CUDA_VISIBLE_DEVICES, and `accelerate config`")
+    judge.__name__ = f"judge_trainer_device_{expected}"
+    return judge
+
+
+def judge_gate(key: str):
+    """A version gate, reported as what this environment can use."""
+    gate = GATES[key]
+
+    def judge(f: dict) -> Fitness:
+        if gate.macos and (v := _mac_only(f)):
+            return v
+        gaps = gate_gaps(gate, f)
+        if gaps:
+            return limit(f"{gate.what} not usable here: needs " + " and ".join(gaps), upgrade_hint(gaps),
+                         usable=False)
+        return ok(f"{gate.what} usable ({gate.source.split(':')[0]})", usable=True)
+    judge.__name__ = f"judge_gate_{key}"
+    return judge
+
+
+# -- CUDA
+
+def judge_cuda_present(f: dict) -> Fitness:
+    t = f.get("torch", {})
+    if t.get("cuda_available"):
+        names = ", ".join(d["name"] for d in t.get("cuda_devices", []))
+        return ok(f"CUDA available: {names}", devices=len(t.get("cuda_devices", [])))
+    driver = f.get("nvidia_driver")
+    if driver is None:
+        return na(f"not applicable: no NVIDIA GPU on this {platform_of(f)} machine")
+    if not t.get("cuda_build"):
+        return fail(f"an NVIDIA GPU is present (driver {driver}) but this torch is a CPU-only build",
+                    "install a CUDA build of torch (pip install torch on Linux x86_64)")
+    env_visible = (f.get("env") or {}).get("CUDA_VISIBLE_DEVICES")
+    if env_visible is not None and env_visible.strip() in ("", "-1"):
+        return fail(f"CUDA_VISIBLE_DEVICES={env_visible!r} hides every GPU", "unset CUDA_VISIBLE_DEVICES")
+    return fail(f"an NVIDIA GPU is present (driver {driver}) but torch (CUDA {t.get('cuda_build')}) cannot use it",
+                "the driver is likely older than this torch's CUDA runtime: update the driver or install a torch "
+                "built for an older CUDA")
+
+
+def _first_cuda(f: dict) -> dict | None:
+    devices = f.get("torch", {}).get("cuda_devices") or []
+    return devices[0] if devices else None
+
+
+def judge_cuda_capability(f: dict) -> Fitness:
+    dev = _first_cuda(f)
+    if dev is None:
+        return na("not applicable: no usable CUDA device")
+    major, minor = dev["capability"]
+    arch_list = f.get("torch", {}).get("cuda_arch_list") or []
+    sms = [int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"(sm|compute)_\d+a?", a.rstrip("a"))]
+    cap = major * 10 + minor
+    if arch_list and not any(sm // 10 == major and sm <= cap for sm in sms) and not any(
+            a.startswith("compute_") and int(a.split("_")[1].rstrip("a")) <= cap for a in arch_list):
+        return fail(f"{dev['name']} is sm_{cap}; this torch ships kernels for {', '.join(arch_list)}",
+                    "install a torch build that supports this GPU generation", capability=f"{major}.{minor}")
+    return ok(f"{dev['name']}: compute capability {major}.{minor}", capability=f"{major}.{minor}")
+
+
+def judge_cuda_bf16(f: dict) -> Fitness:
+    dev = _first_cuda(f)
+    if dev is None:
+        return na("not applicable: no usable CUDA device")
+    if f["torch"].get("cuda_bf16"):
+        return ok(f"bf16 supported on {dev['name']}", usable=True)
+    return limit(f"bf16 not supported on {dev['name']} (needs compute capability 8.0+); use fp16", usable=False)
+
+
+# -- CPU
+
+def judge_cpu_capability(f: dict) -> Fitness:
+    cap = f.get("torch", {}).get("cpu_capability")
+    if cap is None:
+        return limit("torch does not report its CPU capability (torch.backends.cpu.get_cpu_capability missing)",
+                     "pip install -U torch")
+    if f["os"]["machine"] == "x86_64" and cap in ("DEFAULT", "NO AVX"):
+        return limit(f"torch dispatches CPU kernels at {cap}: this CPU lacks AVX2, kernels run unvectorized",
+                     capability=cap)
+    return ok(f"torch dispatches CPU kernels at {cap}", capability=cap)
+
+
+def judge_cpu_threads(f: dict) -> Fitness:
+    threads = f.get("torch", {}).get("num_threads")
+    usable = f["cpu"]["usable"]
+    if not threads:
+        return fail("torch reports no intra-op threads", "unset OMP_NUM_THREADS or set it to a positive number")
+    if threads > usable:
+        omp = (f.get("env") or {}).get("OMP_NUM_THREADS")
+        return fail(f"torch uses {threads} threads on {usable} usable cores (oversubscribed"
+                    f"{', OMP_NUM_THREADS=' + omp if omp else ''})",
+                    f"set OMP_NUM_THREADS={usable} or torch.set_num_threads({usable})",
+                    threads=threads, cores=usable)
+    return ok(f"torch uses {threads} of {usable} usable cores", threads=threads, cores=usable)

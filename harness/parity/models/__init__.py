@@ -1,0 +1,1 @@
+"""Whole-model parity: forward and backward, a few training steps, greedy generation."""

@@ -1,0 +1,387 @@
+"""Whole-model parity: does training on the target give the numbers training on the CPU gives?
+
+Three measurements per model of ``harness.core.models.MODELS``, each a plain function that the
+sandbox child runs and that returns plain data (floats, strings, lists):
+
+  forward_backward  the output (logits, or hidden states), the loss and every parameter's
+                    gradient after one backward pass
+  train             the loss curve of ``STEPS`` AdamW steps over the same seeded batches
+  generate          greedy generation (the decoders): the tokens, and how far apart the
+                    reference's top two candidates were wherever the tokens part
+
+Sides. The target runs the model in float32 from the same initial weights as every other
+side. Its reference is the CPU in float32 when the target is an accelerator (the user's
+question: the numbers the CPU gives), and the CPU in float64 when the target is the CPU
+itself: float32 on the CPU against the same weights in float64 measures the rounding a
+float32 run carries, which is what makes the suite meaningful without an accelerator. On
+an accelerator both float32 sides are also measured against float64, so a report can say
+which of the two is the more accurate.
+
+The inputs are prepared as a user's training script prepares them: a ``datasets.Dataset`` of
+short sentences, tokenised by ``map(..., batched=True)`` with the MiniLM tokenizer (BERT
+WordPiece), padded to ``MAX_LENGTH``, ``set_format("torch")``. Every side of a check reads
+the same rows: the forward/backward check and greedy generation the first ``BATCH``, the
+training check a seeded draw per step (``training_rows``).
+
+Every model runs in ``eval()`` mode, also while it trains: train-mode dropout draws from
+each device's own random stream, so two devices would drop different units and nothing
+would be comparable. ``eval()`` changes nothing else in these models (no batch norm) and
+gradients flow as in ``train()``.
+
+How the sides are compared, what each run returns (StepRun, TrainRun, GenerationRun) and
+the verdict the test takes in the pytest process, is harness.parity.models.judge.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from harness.core import models
+from harness.env import devices
+from harness.parity.models import judge
+from harness.parity.models.judge import GenerationRun, StepRun, TrainRun
+
+STEPS = 10                # AdamW steps in the training check
+# AdamW learning rates. The config-built models start from random weights: 1e-3 moves them.
+# The pretrained MiniLM is fine-tuned at transformers' TrainingArguments default, 5e-5: at
+# 1e-3 its loss jumped about (0.28 to 1.1 within 10 steps) and that chaos amplified float32's
+# rounding (5e-4 from float64 by step 7, against about 1e-6 at 5e-5), which says nothing
+# about a device.
+LR = 1e-3
+FINE_TUNE_LR = 5e-5
+NEW_TOKENS = 16           # greedy generation length
+DECODERS = ("gpt2", "t5", "llama")
+
+
+def learning_rate(name: str) -> float:
+    """The AdamW learning rate of the training check for model ``name`` (see LR)."""
+    return FINE_TUNE_LR if models.MODELS[name].pretrained else LR
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One run of the model: where, and in which precision."""
+    name: str     # "target" | "cpu" | "float64"
+    device: str
+    dtype: str
+
+
+def sides(target: str) -> tuple[Side, ...]:
+    """The runs a check needs: the target, the CPU in float32 (accelerators only), float64."""
+    cpu = () if target == "cpu" else (Side("cpu", "cpu", "float32"),)
+    return (Side("target", target, "float32"), *cpu, Side("float64", "cpu", "float64"))
+
+
+def reference_of(target: str) -> str:
+    """The side greedy generation is judged against (see the module docstring): tokens are
+    compared with the CPU's on an accelerator. Outputs, gradients and loss curves are
+    judged against float64 on every target (``forward_backward``, ``train``)."""
+    return "float64" if target == "cpu" else "cpu"
+
+
+def _rounded(tree, dtype: str = "float32"):
+    """float64 tensors (and Python floats) as ``dtype`` holds them: what the most accurate
+    ``dtype`` computation gives."""
+    import torch
+    from torch.utils import _pytree
+    dt = getattr(torch, dtype)
+
+    def leaf(x):
+        if isinstance(x, torch.Tensor) and x.dtype == torch.float64:
+            return x.to(dt)
+        if isinstance(x, float):
+            return float(torch.tensor(x, dtype=torch.float64).to(dt))
+        return x
+    return _pytree.tree_map(leaf, tree)
+
+
+def runs_on(target: str, compute) -> dict:
+    """``compute(side)`` for every side of ``target`` (the CPU and float64 first). A stand-in
+    target (harness.env.devices.StandIn) runs it on the CPU, given the CPU's float32 result and
+    float64's, rounded to float32."""
+    out = {side.name: compute(side) for side in sides(target) if side.name != "target"}
+    side = sides(target)[0]
+    stand_in = devices.stand_in(target)
+    if stand_in is None:
+        out["target"] = compute(side)
+    else:
+        out["target"] = stand_in.run(lambda: compute(dataclasses.replace(side, device="cpu")), out.get("cpu"),
+                                     _rounded(out["float64"]))
+    return out
+
+
+def diagnose(target: str, rerun) -> dict:
+    """The cause of a target's failure (harness.parity.numerics.causes): ``rerun(trial)`` reruns
+    the target side for "nondeterministic" (True when its result differs) and "tf32" (True when
+    it passes with TF32 off)."""
+    from harness.parity.numerics import causes
+    kind = devices.kind_of(target)
+    return causes.describe(causes.diagnose(kind, "float32", rerun), kind, "float32")
+
+
+# --------------------------------------------------------------------------- the inputs
+
+MAX_LENGTH = models.SEQ   # tokens per sentence after padding / truncation
+BATCH = 4                 # sentences per batch
+DATA_SEED = 0             # which rows make each training batch
+PROMPT_TOKENS = 6         # decoder-only prompts: the first tokens of each sentence, unpadded
+
+# (sentence, label); label 1 when the sentence is about an animal (BERT's classification
+# target). The first four are MiniLM's pairs in models.minilm_batch order, so the batch the
+# forward/backward check uses gives the pretrained model its own similarity loss, meaning intact.
+SENTENCES = (
+    ("A man is playing a guitar.", 0),
+    ("The cat sleeps on the sofa.", 1),
+    ("Someone plays an instrument.", 0),
+    ("Stock prices fell sharply today.", 0),
+    ("A dog runs across the park.", 1),
+    ("The train leaves at noon.", 0),
+    ("Birds sing in the early morning.", 1),
+    ("She reads a book by the window.", 0),
+    ("The horse jumped over the fence.", 1),
+    ("Rain is expected this weekend.", 0),
+    ("A fish swims in the clear lake.", 1),
+    ("He cooks dinner for his friends.", 0),
+)
+
+
+def dataset():
+    """SENTENCES as a tokenised ``datasets.Dataset`` in torch format, built in memory.
+
+    ``keep_in_memory`` and a fixed fingerprint: no cache file is written (a fresh clone
+    stays clean) and the tokenizer is not hashed to name one.
+    """
+    from datasets import Dataset
+    tokenizer = models.minilm_tokenizer()
+
+    def tokenize(rows):
+        return tokenizer(rows["text"], padding="max_length", truncation=True, max_length=MAX_LENGTH)
+
+    data = Dataset.from_dict({"text": [s for s, _ in SENTENCES], "label": [label for _, label in SENTENCES]})
+    data = data.map(tokenize, batched=True, keep_in_memory=True, new_fingerprint="model-parity-minilm-tokenized")
+    data.set_format("torch", columns=["input_ids", "attention_mask", "label"])
+    return data
+
+
+def training_rows(steps: int, seed: int = DATA_SEED) -> list[list[int]]:
+    """Which dataset rows make each training batch: a seeded draw per step, the same on every side."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randperm(len(SENTENCES), generator=gen)[:BATCH].tolist() for _ in range(steps)]
+
+
+def model_batch(name: str, model, rows: dict) -> dict:
+    """Forward keyword arguments for model ``name`` from tokenised rows (labels included).
+
+    The tiny models have a 512-token vocabulary and the tokenizer's ids go up to 30521, so
+    the ids are folded in (``id % vocab_size``) rather than the models rebuilt with a 30522
+    vocabulary: they stay the registry's models (the weights the op audit runs) and small.
+    [PAD] 0, [CLS] 101 and [SEP] 102 are below 512 and stay themselves; word ids that
+    collide after folding are harmless, since parity needs the same tokens on every side,
+    not meaningful ones. The pretrained MiniLM gets the ids as tokenised.
+    """
+    spec = models.MODELS[name]
+    ids, mask = rows["input_ids"], rows["attention_mask"]
+    if not spec.pretrained:
+        ids = ids % model.config.vocab_size
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if spec.loss_fn is not None:  # MiniLM: the loss comes from the registry's loss function
+        return batch
+    if type(model).__name__.endswith("ForSequenceClassification"):
+        batch["labels"] = rows["label"]
+    elif model.config.is_encoder_decoder:  # T5: learn to copy the sentence's first tokens
+        batch["labels"] = ids[:, :models.TARGET_SEQ].masked_fill(mask[:, :models.TARGET_SEQ] == 0, -100)
+    else:  # causal LM: the inputs themselves, padding ignored
+        batch["labels"] = ids.masked_fill(mask == 0, -100)
+    return batch
+
+
+def prompts(name: str, model, rows: dict) -> dict:
+    """Generation inputs: an encoder-decoder reads whole sentences (padding masked); a
+    decoder-only model continues the first PROMPT_TOKENS tokens (no padding, so no
+    left-padding question arises)."""
+    batch = model_batch(name, model, rows)
+    batch.pop("labels", None)
+    if not model.config.is_encoder_decoder:
+        batch = {k: v[:, :PROMPT_TOKENS] for k, v in batch.items()}
+    return batch
+
+
+# --------------------------------------------------------------------------- runs
+
+def place(model, side: Side):
+    """The model of one side: moved to its device and dtype, in eval mode (no dropout).
+
+    Every side's model passes through here, so a self-test can wrap it to alter one side.
+    """
+    import torch
+    return model.to(device=side.device, dtype=getattr(torch, side.dtype)).eval()
+
+
+def _on(batch: dict, device: str) -> dict:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _main_output(output):
+    """The output a user reads: logits, or the last hidden state of a bare encoder."""
+    logits = getattr(output, "logits", None)
+    return ("logits", logits) if logits is not None else ("last_hidden_state", output.last_hidden_state)
+
+
+def _step(name: str, base, rows: dict, side: Side) -> dict:
+    """One forward and backward pass on one side; tensors brought back to the CPU."""
+    model = place(copy.deepcopy(base), side)
+    batch = _on(model_batch(name, model, rows), side.device)
+    output = model(**batch)
+    loss = models.loss_of(output, batch, models.MODELS[name].loss_fn, model)
+    loss.backward()
+    out_name, out = _main_output(output)
+    grads = {n: (p.grad.detach().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
+    return {"output_name": out_name, "output": out.detach().cpu(), "loss": loss.detach().cpu(), "grads": grads}
+
+
+def forward_backward(name: str, target: str, out_tol, grad_tol) -> StepRun:
+    """Output, loss and gradients of ``name`` on ``target`` against float64.
+
+    ``out_tol`` and ``grad_tol`` are (rtol, atol) pairs from the test's tolerance table:
+    outputs compare elementwise, gradients normwise (``judge.compare_gradients``). The
+    batch is the dataset's first BATCH rows. On an accelerator each item passes when it
+    meets the tolerance against float64 or is no less accurate than the CPU in float32
+    (``judge.measure_accuracy``); ``vs_float64`` holds both float32 sides measured
+    against float64, ``vs_cpu`` the target against the CPU (agreement, recorded, not
+    judged), and a failure its cause (``diagnose``).
+    """
+    base, rows = models.MODELS[name].make(), dataset()[:BATCH]
+    out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
+
+    def step(side):
+        return _step(name, base, rows, side)
+    runs = runs_on(target, step)
+    named = {"model": name, "target": target, "reference": "float64", "output_name": runs["target"]["output_name"]}
+    if target == "cpu":
+        return StepRun(**named, **judge.measure(runs["target"], runs["float64"], out_tol, grad_tol))
+
+    def against(side: str, reference: str) -> dict:
+        return judge.side_summary(judge.measure(runs[side], runs[reference], out_tol, grad_tol))
+    result = StepRun(**named, **judge.measure_accuracy(runs, out_tol, grad_tol), vs_cpu=against("target", "cpu"),
+                     vs_float64={s: against(s, "float64") for s in ("target", "cpu")})
+    if not (result.output["ok"] and result.loss["ok"] and all(g["ok"] for g in result.grads)):
+        def rerun(trial: str):
+            import torch
+            if trial == "nondeterministic":
+                again = runs_on(target, step)["target"]
+                return any(not torch.equal(again[k], runs["target"][k]) for k in ("output", "loss"))
+            if trial == "tf32":
+                with devices.tf32(False):
+                    again = {**runs, "target": runs_on(target, step)["target"]}
+                judged = judge.measure_accuracy(again, out_tol, grad_tol)
+                return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
+            return None
+        result.diagnosis = diagnose(target, rerun)
+    return result
+
+
+def _losses(name: str, base, data, batches: list[list[int]], side: Side) -> list[float]:
+    """Train a copy of ``base`` on one side: the loss before each AdamW step.
+
+    A pretrained model is fine-tuned with its input embedding table frozen, a common
+    fine-tuning choice and here a matter of time: MiniLM's table is 11.7M of its 22.7M
+    parameters, and AdamW over it tripled the check's time on a 2-core CPU. Its gradient
+    is still compared, in ``forward_backward``.
+    """
+    import torch
+    model = place(copy.deepcopy(base), side)
+    if models.MODELS[name].pretrained:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(name))
+    losses = []
+    for rows in batches:
+        batch = _on(model_batch(name, model, data[rows]), side.device)
+        loss = models.loss_of(model(**batch), batch, models.MODELS[name].loss_fn, model)
+        losses.append(loss.item())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return losses
+
+
+def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
+    """The loss curves of ``steps`` AdamW steps on every side, from the same weights and
+    batches. The target's curve is judged against float64's (``judge.judge_training``,
+    with the CPU's curve as the yardstick on an accelerator); with ``tol`` (rtol, atol), a
+    target that fails has its cause diagnosed here, where it can be rerun."""
+    base, data = models.MODELS[name].make(), dataset()
+    batches = training_rows(steps)
+
+    def curve(side):
+        return _losses(name, base, data, batches, side)
+    curves = runs_on(target, curve)
+    result = TrainRun(name, target, "float64", learning_rate(name), steps, batches, curves)
+    if tol is not None and target != "cpu" and not judge.judge_training(
+            curves["target"], curves["float64"], judge.as_tolerance(tol), curves["cpu"])["ok"]:
+        tol = judge.as_tolerance(tol)
+
+        def rerun(trial: str):
+            if trial == "nondeterministic":
+                return runs_on(target, curve)["target"] != curves["target"]
+            if trial == "tf32":
+                with devices.tf32(False):
+                    again = runs_on(target, curve)["target"]
+                return judge.judge_training(again, curves["float64"], tol, curves["cpu"])["ok"]
+            return None
+        result.diagnosis = diagnose(target, rerun)
+    return result
+
+
+def _pad_id(config) -> int:
+    """The pad id generate() needs for a batch; GPT-2 has none and pads with end-of-sequence."""
+    return config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
+
+
+def _greedy(name: str, base, rows: dict, side: Side, new_tokens: int) -> dict:
+    """Greedy generation on one side: the new tokens and the scores greedy chose from.
+
+    ``min_new_tokens`` keeps every row going for exactly ``new_tokens`` steps (the
+    end-of-sequence candidate is masked until then), so the sides compare position by position.
+    """
+    import torch
+    model = place(copy.deepcopy(base), side)
+    batch = _on(prompts(name, model, rows), side.device)
+    with torch.no_grad():
+        out = model.generate(**batch, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                             pad_token_id=_pad_id(model.config), output_scores=True,
+                             return_dict_in_generate=True)
+    start = out.sequences.shape[1] - len(out.scores)
+    scores = torch.stack([s.detach().cpu() for s in out.scores], dim=1)  # (rows, steps, vocab)
+    return {"tokens": out.sequences[:, start:].cpu(), "scores": scores}
+
+
+def generate(name: str, target: str, out_tol, new_tokens: int = NEW_TOKENS) -> GenerationRun:
+    """Greedy generation on the target and on its reference, from the same prompts
+    (the dataset's first BATCH sentences); see ``judge.generation_record``."""
+    base, rows = models.MODELS[name].make(), dataset()[:BATCH]
+    ref = reference_of(target)
+
+    def greedy(side):
+        return _greedy(name, base, rows, side, new_tokens)
+
+    def run_of(target_side: dict) -> GenerationRun:
+        return GenerationRun(name, target, ref, new_tokens, **judge.generation_record(target_side, runs[ref], out_tol))
+
+    def passes(run: GenerationRun) -> bool:
+        judged = judge.judge_generation(run, judge.as_tolerance(out_tol))
+        return run.scores["ok"] and judged["verdict"] != "diverged"
+    runs = runs_on(target, greedy)
+    result = run_of(runs["target"])
+    if target != "cpu" and not passes(result):
+        def rerun(trial: str):
+            import torch
+            if trial == "nondeterministic":
+                return not torch.equal(runs_on(target, greedy)["target"]["scores"], runs["target"]["scores"])
+            if trial == "tf32":
+                with devices.tf32(False):
+                    again = runs_on(target, greedy)["target"]
+                return passes(run_of(again))
+            return None
+        result.diagnosis = diagnose(target, rerun)
+    return result

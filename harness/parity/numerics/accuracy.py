@@ -1,0 +1,296 @@
+"""Comparing a result with its reference: the verdict and the margins behind it.
+
+Two rules, both ``|actual - expected| <= atol + rtol * scale``:
+
+  elementwise  scale = |expected| of the same element: ``torch.testing.assert_close``'s
+               rule and its verdict (what a device-vs-CPU comparison in one dtype asks)
+  normwise     scale = max |expected| over the whole output tensor: the rule for a
+               result against a higher-precision reference. In float16 ``a - b`` of two
+               close values loses most of its digits to rounding *of the inputs'
+               products*, so its error relative to the (small) difference says nothing
+               about the kernel; its error relative to the tensor's magnitude does.
+
+A third term serves a result judged against an exact (float64) reference: ``slack``,
+an allowed extra error per element, is how far the reference itself moves when the
+inputs move by a few units in the last place of the low-precision dtype (see
+harness.parity.ops.samples). An element whose slack is infinite may differ in anything, even NaN
+or inf, because a rounding-sized change of the inputs changes it that much.
+
+Under every rule, NaN positions must agree, inf positions and signs too, and integer and bool
+results must be equal. The measurements are what a matrix shows, so a reader sees how
+close a pass was:
+
+  max_abs_err  largest |actual - expected| over finite elements
+  max_rel_err  largest |actual - expected| / |expected| where expected != 0
+  margin       largest |actual - expected| / allowed error: <= 1 passes; 0.5 means half
+               the allowed error was used; 3.0 means three times too much
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils import _pytree
+
+from harness.parity.numerics.tolerances import Tolerance
+
+
+def _leaves(tree) -> list:
+    return [x for x in _pytree.tree_leaves(tree) if isinstance(x, (torch.Tensor, int, float, complex, bool))]
+
+
+def compare(actual, expected, tol, normwise: bool = False, slack=None) -> dict:
+    """Compare two outputs (tensors or nested structures of them) under ``tol``: a
+    Tolerance, or a function of an output's dtype name ("float32") giving one.
+
+    ``slack``, if given, has the structure of ``expected``: a per-element allowed extra
+    error (``slack_of``); it applies to the elementwise rule.
+    """
+    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    s_leaves = _leaves(slack) if slack is not None else [None] * len(e_leaves)
+    tol_of = tol if callable(tol) else (lambda dtype: tol)
+    first = next((tol_of(str(_dense(e).dtype).removeprefix("torch.")) for e in e_leaves
+                  if _dense(e).is_floating_point() or _dense(e).is_complex()), None) if callable(tol) else tol
+    result = {"rtol": first.rtol if first else 0.0, "atol": first.atol if first else 0.0, "max_abs_err": 0.0,
+              "max_rel_err": 0.0, "margin": 0.0, "elements": 0, "ok": True, "reason": "",
+              "rule": "normwise" if normwise else "elementwise"}
+    if len(a_leaves) != len(e_leaves):
+        return {**result, "ok": False, "reason": f"{len(a_leaves)} outputs against {len(e_leaves)} expected"}
+    if len(s_leaves) != len(e_leaves):
+        raise ValueError("slack must have the structure of expected")
+    if slack is not None:
+        result["rule"] = "elementwise+sensitivity"
+    for i, (a, e, s) in enumerate(zip(a_leaves, e_leaves, s_leaves)):
+        a_t, e_t = _dense(a), _dense(e)
+        exact = not (e_t.is_floating_point() or e_t.is_complex())
+        leaf = None if exact else tol_of(str(e_t.dtype).removeprefix("torch."))
+        leaf_tol = (0.0, 0.0) if exact else (leaf.rtol, leaf.atol)
+        problem = _structure(a_t, e_t)
+        if problem is None and s is not None:
+            s_t = _dense(s).to(torch.float64)
+            _measure(a_t, e_t, leaf_tol, False, result, s_t)
+            problem = _with_slack(a_t, e_t, leaf_tol, s_t)
+        elif problem is None:
+            _measure(a_t, e_t, leaf_tol, normwise and not exact, result)
+            problem = _values(a_t, e_t, leaf_tol, normwise and not exact)
+        if problem and result["ok"]:
+            result["ok"] = False
+            where = f"output {i}: " if len(a_leaves) > 1 else ""
+            result["reason"] = (where + " ".join(problem.split()))[:300]
+    return result
+
+
+def _dense(x) -> torch.Tensor:
+    t = torch.as_tensor(x).detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.cpu()
+
+
+def _structure(a: torch.Tensor, e: torch.Tensor) -> str | None:
+    if a.shape != e.shape:
+        return f"shape {tuple(a.shape)} against {tuple(e.shape)}"
+    return None
+
+
+def _values(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], normwise: bool) -> str | None:
+    """Why ``a`` is not close to ``e`` (None when it is)."""
+    rtol, atol = tol
+    if not normwise:
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True, check_device=False,
+                                       check_dtype=False, check_layout=False, check_stride=False)
+        except AssertionError as exc:
+            return str(exc)
+        return None
+    wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    a64, e64 = a.to(wide), e.to(wide)
+    if not torch.equal(torch.isnan(a64), torch.isnan(e64)):
+        return f"NaN positions differ ({int(torch.isnan(a64).sum())} against {int(torch.isnan(e64).sum())})"
+    inf_a, inf_e = torch.isinf(a64), torch.isinf(e64)
+    if not torch.equal(inf_a, inf_e) or not torch.equal(a64[inf_a], e64[inf_e]):
+        return "inf positions or signs differ"
+    finite = torch.isfinite(e64)
+    if not bool(finite.any()):
+        return None
+    diff = (a64 - e64).abs()[finite]
+    allowed = atol + rtol * float(e64.abs()[finite].max())
+    worst = float(diff.max())
+    if worst > allowed:
+        bad = int((diff > allowed).sum())
+        return (f"normwise: {bad} / {diff.numel()} elements off by more than {allowed:.3g} "
+                f"(atol + rtol * max|expected|); greatest difference {worst:.3g}")
+    return None
+
+
+def slack_of(reference, perturbed: list) -> object:
+    """Per element, how far ``reference`` moves across ``perturbed`` reruns (same structure).
+
+    An element whose finiteness changes in some rerun gets an infinite slack.
+    """
+    def one(ref, *others):
+        if not isinstance(ref, torch.Tensor):
+            return ref
+        r = _dense(ref)
+        wide = torch.complex128 if r.is_complex() else torch.float64
+        r64, out = r.to(wide), torch.zeros(r.shape, dtype=torch.float64)
+        for o in others:
+            o64 = _dense(o).to(wide)
+            if o64.shape != r64.shape:
+                return torch.full(r.shape, math.inf, dtype=torch.float64)
+            same = (torch.isfinite(o64) == torch.isfinite(r64)) & ((o64 == r64) | torch.isfinite(r64) | (torch.isnan(o64) & torch.isnan(r64)))
+            moved = torch.where(torch.isfinite(r64) & torch.isfinite(o64), (o64 - r64).abs(), 0.0)
+            out = torch.maximum(out, torch.where(same, moved, math.inf))
+        return out
+    return _pytree.tree_map(one, reference, *perturbed)
+
+
+def _with_slack(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], slack: torch.Tensor) -> str | None:
+    rtol, atol = tol
+    wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    a64, e64 = a.to(wide), e.to(wide)
+    free = torch.isinf(slack)
+    both_nan = torch.isnan(a64) & torch.isnan(e64)
+    same_inf = torch.isinf(a64) & torch.isinf(e64) & (a64 == e64)
+    finite = torch.isfinite(a64) & torch.isfinite(e64)
+    if bool((~(free | both_nan | same_inf | finite)).any()):
+        return "NaN or inf positions differ where a rounding-sized change of the inputs does not change them"
+    diff = torch.where(finite, (a64 - e64).abs(), 0.0)
+    allowed = atol + rtol * torch.where(finite, e64.abs(), 0.0) + torch.where(free, 0.0, slack)
+    bad = (diff > allowed) & ~free
+    if bool(bad.any()):
+        return (f"{int(bad.sum())} / {a.numel()} elements differ by more than atol + rtol * |expected| + the "
+                f"reference's own sensitivity to rounding-sized input changes; greatest excess "
+                f"{float((diff - allowed)[bad].max()):.3g}")
+    return None
+
+
+def _measure(a: torch.Tensor, e: torch.Tensor, tol: tuple[float, float], normwise: bool, out: dict,
+             slack: torch.Tensor | None = None) -> None:
+    if a.numel() == 0:
+        return
+    rtol, atol = tol
+    wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+    a64, e64 = a.to(wide), e.to(wide)
+    finite = torch.isfinite(a64) & torch.isfinite(e64)
+    if slack is not None:
+        finite &= torch.isfinite(slack)
+    out["elements"] += int(a.numel())
+    if not bool(finite.any()):
+        return
+    diff = (a64 - e64).abs()[finite]
+    mag = e64.abs()[finite]
+    out["max_abs_err"] = max(out["max_abs_err"], float(diff.max()))
+    nonzero = mag > 0
+    if bool(nonzero.any()):
+        out["max_rel_err"] = max(out["max_rel_err"], float((diff[nonzero] / mag[nonzero]).max()))
+    allowed = atol + rtol * (mag.max() if normwise else mag)
+    if slack is not None:
+        allowed = allowed + slack[finite]
+    used = torch.where(allowed > 0, diff / torch.as_tensor(allowed).clamp_min(1e-300),
+                       torch.where(diff > 0, math.inf, 0.0))
+    out["margin"] = max(out["margin"], float(used.max()))
+
+
+# --------------------------------------------------------------------------- accuracy on an accelerator
+
+def ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of ``dtype`` at each ``magnitude`` (float64): the spacing of
+    ``dtype``'s values there; below its smallest normal, the smallest subnormal. A complex
+    dtype's is its real part's."""
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
+    fi = torch.finfo(real.get(dtype, dtype))
+    mag = magnitude.abs().to(torch.float64)
+    bits = round(-math.log2(fi.eps))                     # stored mantissa bits: 23, 10, 7
+    _, exponent = torch.frexp(mag)                        # mag = m * 2**exponent, 0.5 <= m < 1
+    spacing = torch.ldexp(torch.ones_like(mag), exponent - 1 - bits)
+    smallest = fi.tiny * fi.eps
+    return torch.where(mag < fi.tiny, torch.full_like(mag, smallest), spacing)
+
+
+def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype, factor: float, ulps: float,
+                     slack=None, normwise: bool = True) -> dict:
+    """The target's result judged by its accuracy: against the float64 ``reference`` (rounded
+    to ``dtype``), with the CPU's result in the same dtype as the yardstick.
+
+    Per floating element, the target's error |t - r| may be up to the larger of
+      the CPU target's rules   atol + rtol * |r| (+ the reference's own sensitivity, ``slack``)
+      the CPU's own accuracy   ``factor`` * |c - r| + ``ulps`` units in the last place at r of the
+                               output's dtype (``dtype``, the case's, where the output is float64)
+    or, for the whole output, the normwise rule atol + rtol * max|r| (unless ``normwise`` is
+    False: where the cpu target is judged elementwise only). So a target passes
+    when it meets the rules a correct CPU kernel meets, or is no less accurate than the CPU
+    (within the factor and a rounding or two more); it fails only outside both. A
+    non-finite element must match the reference's, or the CPU's (NaN for NaN, inf for inf
+    of the same sign), or sit where the reference itself is free (infinite slack).
+    Integer and bool outputs must equal the CPU's (ties are the caller's business).
+
+    Besides ``compare``'s fields: ``cpu_max_abs_err`` (the CPU against the reference) and
+    ``rule``: "float64-rules" when every element met the CPU target's rules, else
+    "as-accurate-as-cpu".
+    """
+    t_leaves, c_leaves, r_leaves = _leaves(target), _leaves(cpu), _leaves(reference)
+    s_leaves = _leaves(slack) if slack is not None else [None] * len(r_leaves)
+    result = {"rtol": tol.rtol, "atol": tol.atol, "max_abs_err": 0.0, "max_rel_err": 0.0, "margin": 0.0,
+              "cpu_max_abs_err": 0.0, "elements": 0, "ok": True, "reason": "", "rule": "float64-rules"}
+    if not len(t_leaves) == len(c_leaves) == len(r_leaves) == len(s_leaves):
+        return {**result, "ok": False, "reason": f"{len(t_leaves)} outputs against {len(r_leaves)} expected"}
+    for i, (t, c, r, s) in enumerate(zip(t_leaves, c_leaves, r_leaves, s_leaves)):
+        t_t, c_t, r_t = _dense(t), _dense(c), _dense(r)
+        if not (r_t.is_floating_point() or r_t.is_complex()):
+            problem = _structure(t_t, c_t) or _values(t_t, c_t, (0.0, 0.0), False)
+            _measure(t_t, c_t, (0.0, 0.0), False, result)
+        else:
+            problem = _structure(t_t, r_t) or _structure(c_t, r_t) or _accurate(
+                t_t, c_t, r_t, None if s is None else _dense(s).to(torch.float64), tol, dtype, factor, ulps, result,
+                normwise)
+        if problem and result["ok"]:
+            where = f"output {i}: " if len(t_leaves) > 1 else ""
+            result["ok"], result["reason"] = False, (where + " ".join(problem.split()))[:300]
+    return result
+
+
+def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float, out: dict,
+              normwise: bool = True) -> str | None:
+    wide = torch.complex128 if (t.is_complex() or r.is_complex()) else torch.float64
+    t64, c64, r64 = t.to(wide), c.to(wide), r.to(wide)
+    out["elements"] += int(t.numel())
+    if t.numel() == 0:
+        return None
+    free = torch.isinf(slack) if slack is not None else torch.zeros(r.shape, dtype=torch.bool)
+    fin = torch.isfinite(t64) & torch.isfinite(r64)
+
+    def same(a, b):  # non-finite a matching b: NaN for NaN, inf for the same inf
+        return (torch.isnan(a) & torch.isnan(b)) | (torch.isinf(a) & (a == b))
+    cpu_like = same(t64, c64) | (torch.isfinite(t64) & torch.isfinite(c64) & (t64 == c64))
+    if bool((~(fin | same(t64, r64) | cpu_like | free)).any()):
+        bad = int((~(fin | same(t64, r64) | cpu_like | free)).sum())
+        return f"{bad} element(s) NaN or inf where neither float64 nor the CPU is"
+    judged = fin & ~free
+    if not bool(judged.any()):
+        return None
+    err = (t64 - r64).abs()[judged]
+    mag = r64.abs()[judged]
+    cpu_err = torch.where(torch.isfinite(c64), (c64 - r64).abs(), math.inf)[judged]
+    rules = tol.atol + tol.rtol * mag + (slack[judged] if slack is not None else 0.0)
+    as_cpu = factor * cpu_err + ulps * ulp(mag, t.dtype if t.dtype != wide else dtype)  # the output's own units
+    allowed = torch.maximum(rules, as_cpu)
+    whole = tol.atol + tol.rtol * float(mag.max()) if normwise else 0.0
+    margin_each = float((err / allowed.clamp_min(1e-300)).max())
+    margin = min(margin_each, float(err.max()) / whole if whole > 0 else math.inf)
+    out["max_abs_err"] = max(out["max_abs_err"], float(err.max()))
+    nonzero = mag > 0
+    if bool(nonzero.any()):
+        out["max_rel_err"] = max(out["max_rel_err"], float((err[nonzero] / mag[nonzero]).max()))
+    finite_cpu = torch.isfinite(cpu_err)
+    if bool(finite_cpu.any()):
+        out["cpu_max_abs_err"] = max(out["cpu_max_abs_err"], float(cpu_err[finite_cpu].max()))
+    out["margin"] = max(out["margin"], margin)
+    if bool((err > rules).any()) and float(err.max()) > whole:
+        out["rule"] = "as-accurate-as-cpu"
+    if margin > 1:
+        bad = int((err > allowed).sum())
+        return (f"{bad} / {t.numel()} elements off float64 by more than both the CPU target's rules and "
+                f"{factor:g} x the CPU's own error + {ulps:g} ulp; greatest error {float(err.max()):.3g} "
+                f"(the CPU's {float(cpu_err[finite_cpu].max()) if bool(finite_cpu.any()) else math.inf:.3g})")
+    return None

@@ -1,0 +1,82 @@
+"""Why an accelerator's result is less accurate than the CPU's, and the switch that changes it.
+
+When a sample fails on a target, it is run again there in differential ways; the first
+rerun that passes (or, for nondeterminism, that differs from the first run) names the
+cause. The reruns themselves are made by the caller (harness.parity.ops.check, the property and
+model checks), which knows how to run its sample; this module holds the order, the
+words and the switches, as a table.
+
+  cpu-fallback        MPS: the fallback warnings named ops of this run (they ran on the CPU)
+  nondeterministic    a second run on the same inputs gives other bits
+  tf32                rerun with TF32 off (devices.tf32(False): cuBLAS and cuDNN in full float32)
+  reduced-precision   float16 / bfloat16: the same op on the inputs in float32, rounded back,
+                      meets the rules: the kernel keeps sums or intermediates in the narrow dtype
+  unexplained         none of the reruns changes the verdict: a difference in the kernel itself
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    name: str
+    what: str                 # what happened, in a user's terms ({dtype} is filled in)
+    switch: dict              # target kind ("cuda", "mps", "stand-in", "*") -> what changes it
+
+
+CAUSES = {c.name: c for c in (
+    Cause("cpu-fallback", "ran on the CPU through the MPS fallback (PYTORCH_ENABLE_MPS_FALLBACK=1): the mismatch "
+          "is in the copy to or from the device, or in ops around the fallback",
+          {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
+    Cause("nondeterministic", "two runs on the same inputs give different results (atomic adds in another order)",
+          {"*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
+    Cause("tf32", "computed in TF32 (cuDNN's default for float32 convolutions on Ampere and newer; matmuls too "
+          "when torch.backends.cuda.matmul.allow_tf32 or torch.set_float32_matmul_precision('high') allows it)",
+          {"*": "for full float32: torch.backends.cudnn.allow_tf32 = False and torch.backends.cuda.matmul.allow_tf32 "
+                "= False (torch >= 2.9: torch.backends.fp32_precision = 'ieee'); where cuDNN's flags are frozen "
+                "(after torch.testing._internal.common_utils is imported) use the context "
+                "`with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, "
+                "allow_tf32=False)`, which resets every flag it is not given"}),
+    Cause("reduced-precision", "accumulates or keeps intermediates in {dtype}: the same op on float32 inputs, "
+          "rounded to {dtype}, meets float64",
+          {"cuda": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32); for matmuls "
+                   "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False (allow_bf16_... for "
+                   "bfloat16)",
+           "*": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32)"}),
+    Cause("unexplained", "none of the reruns (TF32 off, float32 inputs, a second run) changes it: a difference in "
+          "the kernel itself", {"*": "report it to PyTorch with this sample (the record's worst_sample and inputs)"}),
+)}
+
+ORDER = ("cpu-fallback", "nondeterministic", "tf32", "reduced-precision")
+
+
+def trials_for(kind: str, dtype: str) -> list[str]:
+    """The reruns that can tell something on a target of this kind in this dtype."""
+    out = ["cpu-fallback"] if kind == "mps" else []
+    out.append("nondeterministic")
+    if dtype not in ("float16", "bfloat16", "float64") and kind in ("cuda", "stand-in"):
+        out.append("tf32")  # float32 and complex64, and integer cases whose ops compute in float32 (cov)
+    if dtype in ("float16", "bfloat16"):
+        out.append("reduced-precision")
+    return out
+
+
+def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None]) -> str:
+    """The first cause whose rerun says yes. ``rerun(trial)`` returns True when that trial
+    explains the failure (the rerun passes; for nondeterministic, it differs from the first
+    run; for cpu-fallback, the run fell back), False when not, None when it cannot tell."""
+    for trial in trials_for(kind, dtype):
+        try:
+            if rerun(trial):
+                return trial
+        except Exception:  # a rerun that cannot run (no float32 kernel ...) tells nothing
+            continue
+    return "unexplained"
+
+
+def describe(cause: str, kind: str, dtype: str) -> dict:
+    """The cause as record metrics: cause, cause_what, switch."""
+    c = CAUSES[cause]
+    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": c.switch.get(kind, c.switch["*"])}

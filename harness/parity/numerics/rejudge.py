@@ -1,0 +1,96 @@
+"""The accuracy rules applied again to parity records written by an older judge.
+
+The first run on a real accelerator (../shared/recorded/h100-torch2.11, written when an
+accelerator was judged by same-dtype agreement with the CPU) holds, per check, the
+target's and the CPU's largest error against float64 (``target_ref_err``,
+``cpu_ref_err``) and the agreement it was judged by. Where those numbers suffice, this
+says what the accuracy judge (harness.parity.numerics.accuracy.compare_accuracy) makes of each failure;
+where they do not (index outputs, decompositions), it says what the new judge does
+instead and that only a rerun can tell. Largest errors stand in for the elementwise rule,
+so a verdict here is an estimate; the classes are what a reader needs:
+
+  passes: integer inputs, floating output  exactness belonged to integer outputs only
+  passes: no less accurate than the CPU    target's error within ACCURACY_FACTOR x the CPU's
+  passes: both exact against float64       the two sides differ from each other only
+  rerun: a tie in an index output          judged by the values the indices select now
+  rerun: defined up to a choice            an LU compared as P @ L @ U now
+  remains: ... less accurate than the CPU  with the suspected cause where the op says it
+  not a parity result                      the run itself failed (no weights, an error)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from harness.parity.numerics import outputs, tolerances
+
+EXACT_INPUTS = ("int64", "int32", "uint8", "bool", "int16", "int8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejudged:
+    check: str
+    target: str
+    outcome: str     # "passes" | "rerun" | "remains" | "not a parity result"
+    why: str
+
+
+def _number(value) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("inf", "nan"):
+        return float(value)
+    return None
+
+
+def classify(rec: dict) -> Rejudged:
+    """What the accuracy judge makes of one failed parity record (see the module docstring)."""
+    met = rec.get("metrics") or {}
+    parts = (rec.get("variant") or "").split("/")
+    dtype = parts[0] if parts else ""
+    op = rec.get("subject", "")
+    out = lambda outcome, why: Rejudged(rec["check"], rec.get("target") or "", outcome, why)  # noqa: E731
+    if "margin" not in met and "target_ref_err" not in met:
+        return out("not a parity result", f"the run itself failed: {(rec.get('reason') or '')[:120]}")
+    if op in outputs.TIES:
+        return out("rerun", "a tie in an index output: judged now by the values the indices select (and a "
+                            "gradient within each group of equal values)")
+    if op in outputs.DEFINED:
+        return out("rerun", "defined up to a choice of pivots: compared now as P @ L @ U")
+    t, c = _number(met.get("target_ref_err")), _number(met.get("cpu_ref_err"))
+    if dtype in EXACT_INPUTS and op == "to":
+        return out("rerun", "a copy to the CPU with non_blocking=True, compared before it completed (the same "
+                            "samples in floating dtypes equal float64 exactly); the judge now synchronizes the "
+                            "device before reading")
+    if dtype in EXACT_INPUTS:
+        err, rel = _number(met.get("max_abs_err")), _number(met.get("max_rel_err"))
+        tol = tolerances.TABLE[("default", "float32")]
+        if err is not None and (err <= tol.atol or (rel is not None and rel <= tol.rtol)):
+            return out("passes", f"integer inputs, floating output: off the CPU by {err:.3g}, within float32's "
+                                 f"tolerance (exactness belongs to integer outputs)")
+        return out("remains", f"integer inputs: off the CPU by {err} beyond float32's tolerance")
+    if t is None or c is None:
+        return out("rerun", "no float64 errors on record: only a rerun can judge it by accuracy")
+    if t == 0 and c == 0 and op == "to":
+        return out("rerun", "the target's result changed between two reads (equal to float64, unequal to the "
+                            "CPU): a copy to the CPU with non_blocking=True read before it completed; the judge "
+                            "now synchronizes the device before reading")
+    if t == 0 and c == 0:
+        return out("passes", "both sides equal the float64 result rounded to the dtype; they differ from each "
+                             "other only where float64 is not finite either (NaN or inf positions)")
+    if t <= tolerances.ACCURACY_FACTOR * c:
+        better = "more accurate than" if t < c else "as accurate as"
+        return out("passes", f"the target is {better} the CPU: {t:.3g} against {c:.3g} off float64 (within "
+                             f"{tolerances.ACCURACY_FACTOR:g}x)")
+    times = f"{t / c:.3g} times" if c else "infinitely"
+    suspect = ""
+    if dtype in ("float32", "complex64") and tolerances.op_class(op) == "matmul":
+        suspect = "; suspected cause: TF32 (a float32 matmul or convolution on a CUDA GPU)"
+    elif dtype in ("float16", "bfloat16"):
+        suspect = f"; suspected cause: {dtype} accumulation (the rerun on float32 inputs tells)"
+    return out("remains", f"the target is {times} less accurate than the CPU: {t:.3g} against {c:.3g} off "
+                          f"float64{suspect}")
+
+
+def rejudge(records: list[dict]) -> list[Rejudged]:
+    """Every failed parity record, classified."""
+    return [classify(r) for r in records if r.get("suite") == "parity" and r.get("status") == "fail"]

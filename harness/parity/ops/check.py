@@ -1,0 +1,492 @@
+"""Op parity: every OpInfo op x dtype x pass, its numbers on a target against the CPU.
+
+The cases (``cases``): the ops suite's op x dtype x pass that have something to compare,
+each with what is known of it before it runs (``ParityCase.known``: a float32 limit of a
+correct CPU, ``KNOWN_LIMITS``). ``run_case`` (in the sandbox child) compares every sample of
+a case and returns an ``OpParityRun``; ``judge`` (in the pytest process) makes it the
+check's Verdict.
+
+For each sample input of an op (OpInfo's own samples, made on the CPU from a fixed seed;
+moved, evaluated and fingerprinted by harness.parity.ops.samples):
+
+  cpu        the op on the CPU in the case's dtype
+  reference  the op on the CPU in float64 (complex128) on the same values: the sample
+             upcast exactly, with its strides and storage offset kept, so views such as
+             ``as_strided`` and non-contiguous inputs mean the same thing
+  target     the op on the target device in the case's dtype (same layout), when the
+             target is not the CPU
+
+Backward cases compare the gradients of the inputs, with the same fixed grad_outputs.
+The verdict:
+
+  target == cpu   cpu against the float64 reference: elementwise, normwise, or with the
+                  reference's own sensitivity (``against_reference``): a low-precision
+                  kernel's error on a small element that cancelled is not a bug, a kernel
+                  that is off by 1e-3 is.
+  target != cpu   the target by its accuracy against the same reference, the CPU's own
+                  error in the same dtype as the yardstick (accuracy.compare_accuracy;
+                  ``_on_target``): it passes when it meets the cpu target's rules or is no
+                  less accurate than the CPU. Outputs by their kind (harness.parity.numerics.
+                  outputs): integer and bool outputs exactly, index outputs among ties by the
+                  values they select, an LU as P @ L @ U. Agreement with the CPU is recorded,
+                  not judged. A failure is rerun to name its cause (harness.parity.numerics.
+                  causes). With no float64 reference (integer inputs, no float64 kernel),
+                  against the CPU at each output dtype's tolerance.
+
+Samples that cannot be compared are set aside, not judged: a sample whose output changes
+with the RNG seed (random ops), and ops that PyTorch itself declares not comparable with
+the CPU (``DecorateInfo(unittest.skip(...), "TestCommon", "test_compare_cpu")`` on the
+OpInfo, read by harness.ops.declarations: uninitialised ``empty*``, random ops, and
+others), with PyTorch's reason.
+
+torch and the numerics (which import it) are imported where they are used: the suite
+collects the cases without loading torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from harness.core.cases import Known
+from harness.core.records import Category, Status, Verdict, error_line
+from harness.env import devices
+from harness.ops import declarations, fallback, opsweep
+from harness.parity.numerics import causes, tolerances
+from harness.parity.numerics.tolerances import Tolerance
+from harness.parity.ops.samples import TRIALS, convert, evaluate, fingerprint, narrowed, wide_reference
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "complex64")
+EXACT_DTYPES = ("int64", "int32", "uint8", "bool")
+WIDE = {"float32": "float64", "float16": "float64", "bfloat16": "float64", "complex64": "complex128"}
+
+# Checks whose float32 gradient misses the float64 reference on a correct CPU or on a real
+# accelerator where the CPU is near its own limit: long computations whose rounding adds up
+# beyond the elementwise float32 tolerance and beyond the reference's sensitivity to the
+# inputs. A miss here is recorded as a known limit (xfail, margin kept, the reason in the
+# record's reason); a pass stays a pass.
+MEASURED_ON_CPU = "measured on torch 2.15's CPU"
+KNOWN_LIMITS = {
+    ("grid_sampler_3d", "float32", "backward"):
+        Known("limit", "3-D interpolation weights summed over many voxels", MEASURED_ON_CPU),
+    ("linalg.eig", "float32", "backward"):
+        Known("limit", "the eigendecomposition's gradient divides by differences of eigenvalues",
+              "an H100 with torch 2.11 (recorded run, 3x the CPU's error on 2 of 50 elements)"),
+    ("linalg.householder_product", "float32", "backward"):
+        Known("limit", "a product of Householder reflections", MEASURED_ON_CPU),
+    ("linalg.svd", "float32", "backward"):
+        Known("limit", "the SVD's gradient divides by differences of singular values", MEASURED_ON_CPU),
+    ("svd", "float32", "backward"):
+        Known("limit", "the SVD's gradient divides by differences of singular values", MEASURED_ON_CPU),
+    ("logcumsumexp", "float32", "backward"):
+        Known("limit", "exp of differences of running log-sum-exps", MEASURED_ON_CPU),
+    ("nn.functional.ctc_loss", "float32", "backward"):
+        Known("limit", "CTC's dynamic programme over every alignment", MEASURED_ON_CPU),
+    ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "float32", "backward"):
+        Known("limit", "blockwise online-softmax attention recomputed in the backward", MEASURED_ON_CPU),
+}
+
+
+# --------------------------------------------------------------------------- the cases
+
+@dataclasses.dataclass(frozen=True)
+class ParityCase:
+    """An op x dtype x pass, with the targets whose parity it checks."""
+    name: str
+    variant_name: str
+    dtype: str
+    pass_: str
+    targets: tuple[str, ...]
+
+    op_key = opsweep.OpCase.op_key
+    subject = opsweep.OpCase.subject
+    variant = opsweep.OpCase.variant
+    id = opsweep.OpCase.id
+
+    @property
+    def known(self) -> Known | None:
+        """What is known of this check before it runs: a known limit, or nothing."""
+        return KNOWN_LIMITS.get((self.op_key, self.dtype, self.pass_))
+
+
+def cases(targets=("cpu", "cuda", "mps")) -> list[ParityCase]:
+    """The ops suite's cases that have something to compare on each target.
+
+    Floating and complex dtypes everywhere (on the CPU against float64); integer and bool
+    dtypes on accelerators only, where the CPU's result is the exact reference. A
+    registered stand-in (harness.env.devices.StandIn) is an accelerator with the CPU's dtypes.
+    """
+    out = []
+    for c in opsweep.cases(targets):
+        stand_ins = tuple(devices.STAND_INS) if "cpu" in c.targets else ()
+        if c.dtype in FLOAT_DTYPES:
+            ts = c.targets + stand_ins
+        elif c.dtype in EXACT_DTYPES and c.pass_ == "forward":
+            ts = tuple(t for t in c.targets if t != "cpu") + stand_ins
+        else:
+            ts = ()
+        if ts:
+            out.append(ParityCase(c.name, c.variant_name, c.dtype, c.pass_, ts))
+    return out
+
+
+# --------------------------------------------------------------------------- running
+
+@dataclasses.dataclass
+class OpParityRun:
+    """What comparing one op x dtype x pass on a target gave (``run_case``), for ``judge``.
+
+    ``worst``, ``target_ref``, ``cpu_ref`` and ``vs_cpu`` are comparisons
+    (harness.parity.numerics.accuracy: ok, margin, max_abs_err, reason, rule ...): the sample
+    that decides (the first that misses, else the one with the largest margin), both sides
+    against float64, and the target against the CPU (recorded, not judged)."""
+    kind: str                      # the target's kind: cpu, cuda, mps or stand-in
+    reference: str | None          # what the result was compared with: float64, complex128, cpu
+    tolerance: Tolerance
+    declared: tuple[str, str] | None = None   # PyTorch's test_compare_cpu declaration (harness.ops.declarations)
+    samples: int = 0
+    compared: int = 0
+    random: int = 0                # set aside: the output is drawn from the RNG
+    no_grad: int = 0               # set aside: nothing differentiable
+    no_reference: int = 0          # set aside: no float64 kernel
+    inputs: list = dataclasses.field(default_factory=list)   # a digest per sample (samples.fingerprint)
+    worst: dict | None = None
+    target_ref: dict | None = None
+    cpu_ref: dict | None = None
+    vs_cpu: dict | None = None
+    ties: int = 0                  # index outputs settled among ties
+    cpu_off: dict | None = None    # where the CPU, not the target, misses float64
+    error: str | None = None       # the op itself failed on the CPU or the target
+    seconds: float = 0.0
+
+
+def _worse(a: dict | None, b: dict) -> dict:
+    if a is None:
+        return b
+    if a["ok"] != b["ok"]:
+        return a if not a["ok"] else b
+    return a if a["margin"] >= b["margin"] else b
+
+
+def _tolerance(op, key: str, kind: str, dt, dtype: str, pass_: str) -> Tolerance:
+    """PyTorch's own per-op tolerance for an accelerator where it declares one, else the table's."""
+    override = declarations.tolerance_override(op, kind, dt, pass_) if kind != "cpu" else None
+    return Tolerance(*override) if override else tolerances.tolerance(key, dtype)
+
+
+def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpParityRun:
+    """Compare one op x dtype x pass on ``device`` (a target name: cpu, cuda, mps, or a
+    registered stand-in): the worst sample, or the first sample that misses (the samples
+    after it are not run).
+    """
+    import torch
+    op = declarations.op_table()[op_key]
+    dt = getattr(torch, dtype)
+    wide = getattr(torch, WIDE[dtype]) if dtype in WIDE else None
+    kind = devices.kind_of(device.split(":")[0])
+    declared = declarations.compare_cpu(op, kind, dt)
+    if kind == "cpu" and declared and declared[0] == declarations.XFAIL:  # a device-vs-CPU expectation
+        declared = None
+    run = OpParityRun(kind, WIDE.get(dtype, "cpu") if kind != "cpu" else WIDE.get(dtype),
+                      _tolerance(op, op_key, kind, dt, dtype, pass_), declared)
+    if declared and declared[0] == declarations.SKIP:
+        return run
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    try:
+        for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=pass_ == "backward")):
+            run.samples += 1
+            run.inputs.append(fingerprint(sample))
+            _compare_sample(op, sample, i, device, dt, wide, pass_, run)
+            if run.worst is not None and not run.worst["ok"]:
+                break  # the first miss decides; the rest would only cost time (sensitivity reruns)
+    except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
+        run.error = error_line(exc)
+    run.seconds = round(time.perf_counter() - started, 4)
+    return run
+
+
+def _compare_sample(op, sample, index, device, dt, wide, pass_, run: OpParityRun) -> None:
+    cpu = evaluate(op, sample, pass_, 0, None)
+    if cpu is None:
+        run.no_grad += 1
+        return
+    ref = None
+    if wide is not None:
+        try:
+            ref = wide_reference(op, sample, dt, wide, pass_, like=cpu)
+        except Exception:  # the op has no float64 kernel: no reference for this sample
+            run.no_reference += 1
+    if run.kind != "cpu":
+        found = _on_target(op, sample, device, dt, wide, pass_, cpu, ref, run)
+        if found is None:
+            return
+    elif ref is not None:
+        found = against_reference(op, sample, cpu, ref, dt, wide, pass_, run.tolerance)
+        if not found["ok"] and random_output(op, sample, pass_, cpu):
+            run.random += 1
+            return
+    else:
+        return
+    found["sample"] = index
+    run.compared += 1
+    run.worst = _worse(run.worst, found)
+
+
+# --------------------------------------------------------------------------- on an accelerator
+
+def _target_run(op, sample, device: str, dt, pass_: str, cpu, ref) -> tuple[object, list[str]]:
+    """The sample on the target, and the ops the MPS fallback named during it. A stand-in
+    computes on the CPU inside its context and may replace the result (devices.StandIn)."""
+    stand_in = devices.stand_in(device)
+    where = "cpu" if stand_in else device
+
+    def compute():
+        out = evaluate(op, convert(sample, dt, dt, where), pass_, 0, None)
+        # An output copied to the CPU with non_blocking=True (OpInfo's ``to`` samples) is
+        # not there until the device has finished: read after, as a correct program does.
+        devices.synchronizer(where)()
+        return out
+    with fallback.capture() as cap:
+        out = stand_in.run(compute, cpu, ref) if stand_in else compute()
+    return out, list(getattr(cap, "ops", []) or [])
+
+
+def _settled(op, sample, pass_: str, result):
+    """A gradient among ties in its canonical order (harness.parity.numerics.outputs)."""
+    from harness.parity.numerics import outputs
+    return outputs.canonical_grad(op.name, sample, result) if pass_ == "backward" else result
+
+
+def _prepared(op, sample, pass_: str, result, cpu) -> tuple[object, int]:
+    """One side's result ready to judge: index outputs that only break ties another way
+    than the CPU's settled to the CPU's, gradients among ties in canonical order; and how
+    many elements were ties."""
+    from harness.parity.numerics import outputs
+    if pass_ == "forward":
+        return outputs.settle_ties(op.name, sample, result, cpu)
+    return _settled(op, sample, pass_, result), 0
+
+
+def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpParityRun) -> dict | None:
+    """The target's comparison on one sample: by its accuracy against float64, with the CPU
+    as the yardstick (accuracy.compare_accuracy), or, with no float64 reference (integer
+    inputs, no float64 kernel), against the CPU at each output dtype's tolerance. None when
+    the sample is set aside (its output is drawn from the RNG)."""
+    import torch
+
+    from harness.parity.numerics import accuracy
+    tol = run.tolerance
+    tgt, fell_back = _target_run(op, sample, device, dt, pass_, cpu, ref)
+    tgt_s, ties = _prepared(op, sample, pass_, tgt, cpu)
+    run.ties += ties
+    cpu_s = _settled(op, sample, pass_, cpu)
+    ref_s = _prepared(op, sample, pass_, ref, cpu)[0] if ref is not None else None  # float64 breaks ties too
+
+    def compare(target, slack=None) -> dict:
+        if ref_s is None:
+            return accuracy.compare(target, cpu_s, _by_output_dtype(op, tol))
+        return accuracy.compare_accuracy(target, cpu_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
+                                         tolerances.ACCURACY_ULPS, slack=slack)
+
+    found = compare(tgt_s)
+    if not found["ok"] and ref_s is not None:  # a rounding-sized move of the inputs may explain it
+        slack = _settled(op, sample, pass_, accuracy.slack_of(
+            ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=cpu) for trial in range(len(TRIALS))]))
+        found = compare(tgt_s, slack)
+    if not found["ok"] and random_output(op, sample, pass_, cpu):
+        run.random += 1
+        return None
+    run.vs_cpu = _worse(run.vs_cpu, accuracy.compare(tgt_s, cpu_s, _by_output_dtype(op, tol)))
+    if ref_s is not None:
+        run.target_ref = _worse(run.target_ref, accuracy.compare(tgt_s, ref_s, tol))
+        cpu_vs_ref = accuracy.compare(cpu_s, ref_s, tol)
+        run.cpu_ref = _worse(run.cpu_ref, cpu_vs_ref)
+        if found["ok"] and not cpu_vs_ref["ok"] and not accuracy.compare(cpu_s, ref_s, tol, normwise=True)["ok"]:
+            target_vs_ref = accuracy.compare(tgt_s, ref_s, tol, normwise=True)
+            if target_vs_ref["ok"] and (run.cpu_off is None or cpu_vs_ref["margin"] > run.cpu_off["cpu_margin"]):
+                run.cpu_off = {"cpu_margin": cpu_vs_ref["margin"], "cpu_err": cpu_vs_ref["max_abs_err"],
+                               "target_err": target_vs_ref["max_abs_err"], "sample": run.samples - 1}
+    if not found["ok"]:
+        dtype = str(dt).removeprefix("torch.")
+
+        def rerun(trial: str) -> bool:
+            if trial == "cpu-fallback":
+                return bool(fell_back)
+            if trial == "nondeterministic":
+                again, _ = _target_run(op, sample, device, dt, pass_, cpu, ref)
+                return not accuracy.compare(_prepared(op, sample, pass_, again, cpu)[0], tgt_s, tolerances.EXACT)["ok"]
+            if trial == "tf32":
+                with devices.tf32(False):
+                    again, _ = _target_run(op, sample, device, dt, pass_, cpu, ref)
+            else:  # reduced-precision: the target on float32 inputs, rounded back
+                wider = torch.complex64 if dt.is_complex else torch.float32
+                stand_in = devices.stand_in(device)
+
+                def widened():
+                    return narrowed(evaluate(op, convert(sample, dt, wider, "cpu" if stand_in else device), pass_,
+                                             0, dt), wider, dt)
+                again = stand_in.run(widened, cpu, ref) if stand_in else widened()
+            return compare(_prepared(op, sample, pass_, again, cpu)[0])["ok"]
+        found.update(causes.describe(causes.diagnose(run.kind, dtype, rerun), run.kind, dtype),
+                     fallback_ops=fell_back)
+    return found
+
+
+def _by_output_dtype(op, tol):
+    """``tol`` for floating outputs of floating inputs; for an integer case, each floating
+    output is judged at its own dtype's tolerance (atan2 of int32 is a float32), integer
+    and bool outputs exactly."""
+    if tol.rtol or tol.atol:
+        return tol
+    return lambda dtype: tolerances.tolerance(op.name, dtype)
+
+
+def random_output(op, sample, pass_: str, first) -> bool:
+    """Is the output drawn from an RNG? Asked only of a mismatch (a random op whose values
+    agree anyway, such as dropout with p=0, is compared as it is).
+
+    Yes if the run dispatches an aten op tagged ``nondeterministic_seeded`` (OpInfo wraps
+    some factories, randn among them, in a fixed seed, so the output does not change with
+    the caller's seed, yet float32 and float64 draw different streams), or if the output
+    changes with the seed.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from harness.parity.numerics import accuracy
+    seeded = getattr(torch.Tag, "nondeterministic_seeded", None)
+
+    class Seeded(TorchDispatchMode):
+        drew = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            # a private generator passed explicitly (our fixed grad_outputs) is not the op's randomness
+            if seeded is not None and seeded in getattr(func, "tags", ()) and (kwargs or {}).get("generator") is None:
+                Seeded.drew = True
+            return func(*args, **(kwargs or {}))
+    with Seeded():
+        evaluate(op, sample, pass_, 1, None)
+    if Seeded.drew:
+        return True
+    # Run again outside any dispatch mode: a mode alone can change a kernel's result (torch
+    # 2.15's linalg.polar complex64), which would pass a wrong result off as a random one.
+    again = evaluate(op, sample, pass_, 1, None)
+    return not accuracy.compare(again, first, tolerances.EXACT)["ok"]
+
+
+def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
+    """``result`` (in ``dt``) against the float64 reference: the first rule that passes.
+
+    elementwise, then normwise (cancellation), then elementwise with the reference's own
+    sensitivity to rounding-sized input changes as slack (ill-conditioned inputs, values
+    at a bin edge or a rounding boundary). A float16 / bfloat16 result that fails all
+    three is a precision limit, told apart by the same computation in float32 (rounded to
+    ``dt``): if that meets the reference, ``dt`` is too narrow for this input
+    ("narrow-dtype"); if it misses too, the op is ill-conditioned or discontinuous here
+    ("ill-conditioned"). A float32 or complex64 result has no such excuse.
+    """
+    import torch
+
+    from harness.parity.numerics import accuracy
+    found = accuracy.compare(result, ref, tol)
+    if found["ok"]:
+        return found
+    normwise = accuracy.compare(result, ref, tol, normwise=True)
+    if normwise["ok"]:
+        return normwise
+    slack = accuracy.slack_of(ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=result)
+                                    for trial in range(len(TRIALS))])
+    sensitive = accuracy.compare(result, ref, tol, slack=slack)
+    if sensitive["ok"] or dt not in (torch.float16, torch.bfloat16):
+        return sensitive
+    try:
+        f32 = narrowed(evaluate(op, convert(sample, dt, torch.float32, "cpu"), pass_, 0, dt), torch.float32, dt)
+        via32 = accuracy.compare(f32, ref, tol, slack=slack)
+    except Exception as exc:  # no float32 kernel to tell the two apart
+        via32 = {"ok": False, "margin": None, "reason": error_line(exc)}
+    sensitive["precision_limit"] = "narrow-dtype" if via32["ok"] else "ill-conditioned"
+    sensitive["float32_margin"] = via32["margin"]
+    return sensitive
+
+
+# --------------------------------------------------------------------------- judging
+
+def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
+    """The check's verdict and metrics from ``run_case``'s OpParityRun; ``known`` is the
+    case's known limit (``ParityCase.known``), if any."""
+    tol = run.tolerance
+    metrics = {"reference": run.reference, "samples": run.samples, "compared": run.compared, "rtol": tol.rtol,
+               "atol": tol.atol, "tolerance_source": tol.source}
+    if run.inputs:  # one digest per sample, in order (see fingerprint)
+        metrics["inputs"] = " ".join(run.inputs)
+    for key in ("random", "no_grad", "no_reference"):
+        if getattr(run, key):
+            metrics[f"samples_{key}"] = getattr(run, key)
+    if run.declared and run.declared[0] == declarations.SKIP:
+        return Verdict(Status.SKIP, Category.PARITY, f"PyTorch does not compare this op with the CPU: "
+                       f"{run.declared[1]}", metrics)
+    if run.error:
+        return Verdict(Status.SKIP, Category.PARITY, f"no result to compare (see the ops suite): {run.error}", metrics)
+    worst = run.worst
+    if worst is None:
+        why = ("its output is drawn from the RNG" if run.random
+               else "no sample has a differentiable output" if run.no_grad
+               else "the op has no float64 kernel for a reference" if run.no_reference
+               else "the op has no samples")
+        return Verdict(Status.SKIP, Category.PARITY, f"nothing comparable: {why}", metrics)
+    on_target = run.kind != "cpu"
+    metrics.update({k: worst[k] for k in ("max_abs_err", "max_rel_err", "margin") if k in worst})
+    if isinstance(worst.get("sample"), int):
+        metrics["worst_sample"] = worst["sample"]
+    for key in ("elementwise_margin", "rule", "cause", "cause_what", "switch", "fallback_ops"):
+        if worst.get(key) not in (None, [], ""):
+            metrics[key] = worst[key]
+    if on_target:
+        metrics["accuracy_source"] = tolerances.ACCURACY_SOURCE
+        if run.ties:
+            metrics["ties_settled"] = run.ties
+        if run.vs_cpu:  # same-dtype agreement with the CPU: recorded, not judged
+            metrics["vs_cpu_max_abs_err"] = run.vs_cpu["max_abs_err"]
+            metrics["vs_cpu_margin"] = run.vs_cpu["margin"]
+    for side in ("target_ref", "cpu_ref"):
+        if getattr(run, side):
+            metrics[f"{side}_err"] = getattr(run, side)["max_abs_err"]
+    if metrics.get("target_ref_err") is not None and metrics.get("cpu_ref_err") is not None:
+        t, c = metrics["target_ref_err"], metrics["cpu_ref_err"]
+        metrics["more_accurate"] = "same" if t == c else ("target" if t < c else "cpu")
+    expected_to_differ = bool(run.declared and run.declared[0] == declarations.XFAIL)
+    if worst["ok"]:
+        note = ""
+        if run.cpu_off:
+            off = run.cpu_off
+            metrics["cpu_finding"] = off
+            note = (f"the CPU is the inaccurate side: sample {off['sample']} is off float64 by {off['cpu_err']:.3g} "
+                    f"on the CPU (margin {off['cpu_margin']:.3g}) and by {off['target_err']:.3g} on the target")
+        if expected_to_differ:
+            return Verdict(Status.XPASS, Category.PARITY, "PyTorch's test_compare_cpu expects this op to differ from "
+                           "the CPU here (it asks same-dtype agreement); judged by its accuracy against float64, it "
+                           "passes" + (f"; {note}" if note else ""), metrics)
+        return Verdict(Status.PASS, Category.PARITY, note, metrics)
+    against = "float64" if run.reference in ("float64", "complex128") else run.reference
+    if worst.get("cause"):
+        cpu_err = worst.get("cpu_max_abs_err")
+        message = (f"sample {worst.get('sample')}: {worst['cause_what']}: off {against} by "
+                   f"{worst['max_abs_err']:.3g}" + (f" ({cpu_err:.3g} on the CPU)" if cpu_err is not None else "")
+                   + f", margin {worst['margin']:.3g}; {worst['switch']}. {worst['reason']}")
+    else:
+        message = (f"sample {worst.get('sample')}: max_abs_err {worst['max_abs_err']:.3g}, margin "
+                   f"{worst['margin']:.3g} at rtol={tol.rtol} atol={tol.atol} against {against}: {worst['reason']}")
+    if expected_to_differ:
+        return Verdict(Status.XFAIL, Category.PARITY, f"PyTorch's test_compare_cpu expects a mismatch here; {message}",
+                       metrics)
+    if known is not None and known.outcome == "limit":
+        return Verdict(Status.XFAIL, Category.PARITY, f"known float32 limit against float64 ({known.reason}); "
+                       f"{message}", metrics)
+    limit = worst.get("precision_limit")
+    if limit:
+        metrics.update(precision_limit=limit, float32_margin=worst.get("float32_margin"))
+        why = ("float32 on the same inputs meets the reference: the dtype is too narrow here"
+               if limit == "narrow-dtype" else
+               "float32 on the same inputs misses it too: the op is ill-conditioned or discontinuous here")
+        return Verdict(Status.XFAIL, Category.PARITY, f"precision limit ({why}); {message}", metrics)
+    return Verdict(Status.FAIL, Category.PARITY, message, metrics)

@@ -1,0 +1,160 @@
+"""What a run selects: the plugin's command-line options, the targets, and the workload.
+
+``add_options`` declares the options (``--device``, ``--mps-fallback``, ``--check-timeout``,
+``--workload``, ``--run-file``, ``--save-baseline``, ``--baseline``, ``--compare-out``);
+``parse_check_timeout``, ``select_targets`` and ``output_problems`` check what they were
+given before anything runs. ``target_table`` is the header's table of targets;
+``target_param`` and ``serves`` parametrize a check over the selected targets
+(harness/plugin/hooks.py's pytest_generate_tests). ``workload_for`` is the ``workload``
+fixture's choice: what ``--workload`` means on a target (harness.optim.workloads chooses the
+shape in the sandbox, where the device is), made once per run and target, kept in the
+config's stash, and shared by the xdist workers through a locked file, so every check of a
+run measures the same shape.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.core import records, runfiles
+from harness.env import devices
+
+DEFAULT_CHECK_TIMEOUT = 120.0
+WORKLOADS = ("auto", "small", "medium", "large")
+
+
+def add_options(parser) -> None:
+    """The plugin's command-line options, in their own group (pytest_addoption)."""
+    group = parser.getgroup("mps-compat")
+    group.addoption("--device", default=None, metavar="TARGETS",
+                    help="targets to run: cpu, cuda, mps, comma-separated, or all (default). "
+                         "Naming an absent device is an error.")
+    group.addoption("--mps-fallback", default=None, metavar="on|off",
+                    help="PYTORCH_ENABLE_MPS_FALLBACK for the run: on (default; missing MPS kernels run on "
+                         "the CPU and are reported) or off (strict: they raise)")
+    group.addoption("--check-timeout", default=str(DEFAULT_CHECK_TIMEOUT), metavar="SECONDS",
+                    help="time limit of one sandboxed check (ops, parity, optim); past it the check is a timeout "
+                         f"(default {DEFAULT_CHECK_TIMEOUT:g})")
+    group.addoption("--workload", default="auto", choices=WORKLOADS,
+                    help="the optimization suite's training shape: auto (default: per target, the smallest "
+                         "shape whose step is long enough to measure the technique rather than launch overhead, "
+                         "within the device's memory; harness/optim/workloads.py), small (a BERT small enough for a "
+                         "2-core CPU), medium (BERT-base, batch 32, length 128) or large (seed 003's "
+                         "macbert-large shape, batch 32, length 128)")
+    group.addoption("--run-file", default=None, metavar="PATH",
+                    help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
+    group.addoption("--save-baseline", default=None, metavar="PATH",
+                    help="keep this run as the reference for later --baseline runs (a run file, replaced)")
+    group.addoption("--baseline", default=None, metavar="PATH",
+                    help="compare this run with a kept baseline (run file or directory); the session fails "
+                         "when a check regressed (python -m tools.compare has the rules)")
+    group.addoption("--compare-out", default=None, metavar="PATH.md",
+                    help="with --baseline: also write the comparison as Markdown to PATH and JSON beside it")
+
+
+def parse_check_timeout(value) -> float:
+    """``--check-timeout``: a finite number of seconds above zero; ValueError (one line) otherwise."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"--check-timeout must be a number of seconds above 0 (default {DEFAULT_CHECK_TIMEOUT:g}), "
+                         f"not {value!r}")
+    return seconds
+
+
+def output_problems(config) -> list[str]:
+    """One line for each place this run will write that cannot be written (see runfiles.probe_writable)."""
+    places = []
+    run_file = config.getoption("--run-file")
+    places.append(("--run-file", run_file, False) if run_file else
+                  ("the run file's directory", Path(config.rootpath, "reports", "runs"), True))
+    for option in ("--save-baseline", "--compare-out"):
+        path = config.getoption(option)
+        if path:
+            places.append((option, path, False))
+            if option == "--compare-out":
+                places.append((option + " (its .json)", Path(path).with_suffix(".json"), False))
+    problems = []
+    for what, path, is_dir in places:
+        why = runfiles.probe_writable(path, directory=is_dir)
+        if why:
+            fix = "choose another place" + ("" if what.startswith("--") else " with --run-file PATH")
+            problems.append(f"{what} {path}: cannot write there: {why}; {fix}")
+    return problems
+
+
+def select_targets(device_opt: str | None) -> list[str]:
+    """The targets ``--device`` names (all by default); ValueError (one line) for a bad value
+    or a target named that is not here (asked for by name, it must be here)."""
+    targets = devices.parse_device_option(device_opt)
+    if device_opt not in (None, "", "all"):
+        for name in targets:
+            avail = devices.backend(name).availability()
+            if not avail.available:
+                raise ValueError(f"--device {name}: {avail.reason}")
+    return targets
+
+
+def target_table(selected: list[str], facts: dict) -> dict:
+    """Every target, known or selected: whether this run selected it, whether it is here, and why not."""
+    table = {}
+    for name in dict.fromkeys([*devices.TARGETS, *selected]):
+        avail = devices.backend(name, facts).availability()
+        table[name] = {"selected": name in selected, "available": avail.available, "reason": avail.reason}
+    return table
+
+
+def target_param(target, *values, case_id=None):
+    """A pytest.param for one target (and case): its id, and the target's marker where it has one."""
+    ident = f"{target}-{case_id}" if case_id else target
+    marks = getattr(pytest.mark, target) if target in devices.TARGETS else ()  # a stand-in has no marker
+    return pytest.param(*values, marks=marks, id=ident)
+
+
+def serves(target: str, path) -> bool:
+    """A stand-in target serves only its suites (devices.StandIn.suites)."""
+    stand_in = devices.stand_in(target)
+    if stand_in is None:
+        return True
+    ident = records.identity_for(tuple(Path(str(path)).parts), "", {})
+    return ident is not None and ident.suite in stand_in.suites
+
+
+# --------------------------------------------------------------------------- the workload
+
+CHOICES = pytest.StashKey[dict]()   # target -> {"name", "setup", "reason"}, per process
+
+
+def workload_for(request, target: str, sandbox, tmp_path_factory) -> dict:
+    """``{"name", "setup", "reason"}`` for ``target`` at this run's ``--workload``; the check
+    fails (with the reason) when the shape cannot be chosen there."""
+    from filelock import FileLock
+    option = request.config.getoption("--workload")
+    cache = request.config.stash.setdefault(CHOICES, {})
+    if target in cache:
+        return cache[target]
+
+    def choose() -> dict:
+        outcome = sandbox.call("harness.optim.workloads:resolve", option, target)
+        if outcome.kind != "ok":
+            pytest.fail(f"--workload {option}: choosing the shape on {target} failed ({outcome.kind}): "
+                        f"{outcome.detail}", pytrace=False)
+        return {k: outcome.value[k] for k in ("name", "setup", "reason")}
+    worker = getattr(request.config, "workerinput", None)
+    if worker is None:  # one process: nothing to share
+        cache[target] = choose()
+        return cache[target]
+    # xdist: the workers of this session share one choice (the session's testrunuid in the name)
+    shared = tmp_path_factory.getbasetemp().parent / f"workload-{worker['testrunuid']}-{option}-{target}.json"
+    with FileLock(f"{shared}.lock"):
+        if shared.is_file():
+            cache[target] = json.loads(shared.read_text())
+        else:
+            cache[target] = choose()
+            shared.write_text(json.dumps(cache[target]))
+    return cache[target]
