@@ -190,6 +190,30 @@ def test_the_deep_profile_draws_more_examples(tmp_path):
     assert [r["metrics"]["examples"] for r in deep] == [hypothesis_profiles.DEEP_EXAMPLES]
 
 
+FIRST_RUN = """
+import importlib
+from harness.env import facts
+import harness.plugin.hooks
+from hypothesis import settings
+importlib.import_module("suites.ops.test_ops")          # no cached op table: op_db is imported here
+importlib.import_module("suites.parity.test_properties")
+from harness.parity.properties.cases import PROPERTY_SETTINGS
+print(settings.get_current_profile_name(), PROPERTY_SETTINGS.max_examples)
+"""
+
+
+def test_a_first_run_collects_the_property_checks_under_the_sessions_profile(tmp_path):
+    """On a first run the ops suite's case table is not cached yet and op_db is imported while
+    the suites are collected; its common_utils loads PyTorch's own hypothesis profile ("dev",
+    10 examples), and the property checks collected after it drew 10 examples instead of the
+    ci profile's 20 (seen in a whole run of every suite on a fresh machine). Importing it
+    now leaves the session's profile in force."""
+    res = subprocess.run([sys.executable, "-c", FIRST_RUN], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "MPS_COMPAT_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split()[-2:] == ["ci", str(hypothesis_profiles.CI_EXAMPLES)], res.stdout
+
+
 # --------------------------------------------------------------------------- size edges, under the deep profile only
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ Mac.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -46,6 +47,28 @@ DEFAULT_MACOS = 15.0
 
 # --------------------------------------------------------------------------- the op table
 
+@contextlib.contextmanager
+def hypothesis_profile_kept():
+    """A block that imports PyTorch's test utilities, without their side effect on hypothesis.
+
+    ``torch.testing._internal.common_utils`` (which op_db and common_device_type import)
+    loads PyTorch's own hypothesis profile when it is imported: "dev" (10 examples), or
+    "pytorch_ci" where the CI variable is set. Loaded during collection, it would stay in
+    force for every property test made after it, whose settings take what they do not name
+    from the profile loaded when they are made: on a first run (no cached op table, so
+    op_db is imported at collection) the property checks drew 10 examples instead of the
+    ci profile's 20. The profile loaded before the block is loaded again after it.
+    """
+    from hypothesis import settings
+    current = getattr(settings, "get_current_profile_name", None)   # hypothesis >= 6.140
+    before = current() if current is not None else None
+    try:
+        yield
+    finally:
+        if before is not None and current() != before:
+            settings.load_profile(before)
+
+
 def op_key(op) -> str:
     """An OpInfo's key: its name, and its variant when it has one ("nn.functional.conv2d", "var_mean.unbiased")."""
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
@@ -54,13 +77,15 @@ def op_key(op) -> str:
 @functools.lru_cache(maxsize=1)
 def op_table() -> dict:
     """op_key -> OpInfo, from the installed torch (imported once per process)."""
-    from torch.testing._internal.common_methods_invocations import op_db
+    with hypothesis_profile_kept():
+        from torch.testing._internal.common_methods_invocations import op_db
     return {op_key(op): op for op in op_db}
 
 
 def device_only(op) -> str | None:
     """The device type an OpInfo entry runs on alone (decorated onlyCUDA / onlyCPU), or None."""
-    from torch.testing._internal import common_device_type as cdt
+    with hypothesis_profile_kept():
+        from torch.testing._internal import common_device_type as cdt
     for dec in op.decorators:
         if dec is getattr(cdt, "onlyCUDA", None):
             return "cuda"
@@ -127,11 +152,13 @@ def _load_common_mps(macos: float):
     if spec is None:
         return None, "torch.testing._internal.common_mps does not exist in this torch"
     if torch.backends.mps.is_available():
-        return importlib.import_module("torch.testing._internal.common_mps"), "installed torch (MPS available)"
-    from torch.testing._internal import common_utils
+        with hypothesis_profile_kept():
+            return importlib.import_module("torch.testing._internal.common_mps"), "installed torch (MPS available)"
+    with hypothesis_profile_kept():
+        from torch.testing._internal import common_utils
     module = importlib.util.module_from_spec(spec)
     with mock.patch.object(torch.backends.mps, "is_available", return_value=True), \
-            mock.patch.object(common_utils, "MACOS_VERSION", macos):
+            mock.patch.object(common_utils, "MACOS_VERSION", macos), hypothesis_profile_kept():
         spec.loader.exec_module(module)
     return module, f"installed torch, read as for macOS {macos:g} (MPS absent here)"
 
