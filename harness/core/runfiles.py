@@ -183,7 +183,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 def without_lone_surrogates(value):
     """``value`` (a string, or lists and dicts of them) with every lone surrogate made U+FFFD:
-    what the reader does on reading, and the writer (journal.encode_line) before writing."""
+    what the reader does on reading, and the writer (encode_line) before writing."""
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):

@@ -272,7 +272,7 @@ def _git_revision() -> str | None:
 
 
 def collect() -> dict:
-    """Read this machine. Imports torch (after process_env has set the fallback variable)."""
+    """Read this machine. Imports torch (after decide_mps_fallback has set the fallback variable)."""
     return {
         "facts_schema": FACTS_SCHEMA,
         "host": socket.gethostname(),

@@ -257,7 +257,7 @@ def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
 
 @pytest.fixture
 def record(request) -> Recorder:
-    """Where a check puts its category and metrics for the journal."""
+    """Where a check puts its category and metrics for the run file."""
     rec = request.node.stash.setdefault(RECORDER, Recorder())
     return rec
 

@@ -142,7 +142,7 @@ def _summary(cmp: dict) -> dict:
 
 
 def measure(actual: dict, expected: dict, out_tol: Tolerance, grad_tol: Tolerance) -> dict:
-    """One side's step (output, loss, grads: model_parity's step result) against another's:
+    """One side's step (output, loss, grads: harness.parity.models.runs) against another's:
     output and loss elementwise under ``out_tol``, gradients normwise (``compare_gradients``)."""
     from harness.parity.numerics import accuracy
     return {"output": _summary(accuracy.compare(actual["output"], expected["output"], out_tol)),
