@@ -15,6 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness.core import records, runfiles
+from harness.core.records import Category, RecordKind, Status
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, WORKS, History, Matrix,
                                    cell_key, key_metric, version_history)
@@ -25,7 +26,7 @@ SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its
 LIST_AT_MOST = 300        # rows of one listing in md/html; matrix.json has everything
 
 
-PROBLEMS = (*records.Status.BAD, records.Status.XPASS, records.Category.UNSUPPORTED)   # cell keys to act on
+PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
 
 
 TITLE_METRICS = 5         # scalar metrics in a cell's hover text; the click panel shows all
@@ -150,13 +151,13 @@ def suite_sections(m: Matrix) -> list[Section]:
                   for c in m.columns}
         out.append(Section(f"{suite}: {len(checks)} checks, by category", ["category"] + heads[1:],
                            [[cat] + [str(counts[c.id].get(cat, 0)) for c in m.columns] for cat in
-                            (*records.Category.OPS, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
+                            (*Category.OPS, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
                            intro="native: ran, no fallback; cpu-fallback: ran with ops on the CPU; unsupported: "
                                  "NotImplementedError; n/a: errors, crashes and timeouts (see below); other "
                                  "suites are counted by result (pass, fail, xfail ...); skipped: target absent "
                                  "or nothing to compare (see the skip reasons below).", **matrix))
         odd = [check for check in checks
-               if any((r := m.cells.get((check, c.id))) and cell_key(r) != "pass" and r["status"] != "skip"
+               if any((r := m.cells.get((check, c.id))) and cell_key(r) != Status.PASS and r["status"] != Status.SKIP
                       for c in m.columns)]
         more = f" The first {LIST_AT_MOST} of {len(odd)} are listed; matrix.json has all." if len(odd) > LIST_AT_MOST else ""
         out.append(Section(f"{suite}: checks that did not simply pass somewhere", heads,
@@ -180,9 +181,9 @@ def _suite_bars(m: Matrix) -> dict[tuple[str, str], Counter]:
 
 def _count_key(rec: dict) -> str:
     """What a large suite's summary counts a record as: its op category, else its result."""
-    if rec["status"] == "skip":
+    if rec["status"] == Status.SKIP:
         return "skipped"
-    return rec["category"] if rec.get("category") in records.Category.OPS else cell_key(rec)
+    return rec["category"] if rec.get("category") in Category.OPS else cell_key(rec)
 
 
 def outcome_sections(m: Matrix) -> list[Section]:
@@ -200,9 +201,9 @@ def outcome_sections(m: Matrix) -> list[Section]:
                                       rec["metrics"].get("pytorch_expects", ""), result])
             if key in PROBLEMS:
                 problems.append(row)
-            elif key == "xfail":
+            elif key == Status.XFAIL:
                 limits.append(row)
-            elif key == "skip":
+            elif key == Status.SKIP:
                 group = skips.setdefault((col.target, reason), [0, set()])
                 group[0] += 1
                 group[1].add(col.label)
@@ -230,7 +231,7 @@ def model_sections(m: Matrix) -> list[Section]:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
             met = (rec or {}).get("metrics") or {}
-            if not rec or rec.get("suite") != "ops" or "model" not in met or rec["status"] == "skip":
+            if not rec or rec.get("suite") != "ops" or "model" not in met or rec["status"] == Status.SKIP:
                 continue
             ops = met.get("ops") or {}
             rows.append([met["model"], col.label, cell_of(rec, col.label), " / ".join(str(ops.get(p, "")) for p in
@@ -305,14 +306,14 @@ ACT_ON = (
 
 def _act_on(rec: dict) -> str | None:
     key = cell_key(rec)
-    if records.kind_of(rec) in records.RecordKind.KNOWN_BUGS and key in PROBLEMS:
+    if records.kind_of(rec) in RecordKind.KNOWN_BUGS and key in PROBLEMS:
         return "known bugs present"
-    if key in ("crash", "timeout"):
+    if key in (Status.CRASH, Status.TIMEOUT):
         return "crash / timeout"
-    if key in ("fail", "error"):
+    if key in (Status.FAIL, Status.ERROR):
         return "fails"
-    return {"unsupported": "unsupported ops", "xpass": "unexpected passes",
-            "does-not-hold": "claims that do not hold"}.get(key)
+    return {Category.UNSUPPORTED: "unsupported ops", Status.XPASS: "unexpected passes",
+            Category.DOES_NOT_HOLD: "claims that do not hold"}.get(key)
 
 
 def findings_section(m: Matrix) -> Section:
@@ -492,15 +493,15 @@ def cause_sections(m: Matrix) -> list[Section]:
 def _has_bug(rec: dict) -> str:
     """Whether the column shows the reported bug, in words."""
     status, category = rec.get("status"), rec.get("category")
-    if status == "pass":
+    if status == Status.PASS:
         return "no"
-    if status == "skip":
+    if status == Status.SKIP:
         return "not run"
-    if status in ("crash", "timeout"):
+    if status in (Status.CRASH, Status.TIMEOUT):
         return f"{status} (a crash or hang in the op: report it with this shape)"
-    if category == "raises":
+    if category == Category.RAISES:
         return "yes: raises"
-    if category == "unrepeatable":
+    if category == Category.UNREPEATABLE:
         return "yes: other bits on a rerun"
     met = rec.get("metrics") or {}
     if met.get("cause") not in (None, "unexplained"):
@@ -516,10 +517,10 @@ def known_bug_sections(m: Matrix) -> list[Section]:
     for (check, col_id), rec in sorted(m.cells.items()):
         met = rec.get("metrics") or {}
         kind = records.kind_of(rec)
-        if kind not in records.RecordKind.KNOWN_BUGS or not met.get("known_bug"):
+        if kind not in RecordKind.KNOWN_BUGS or not met.get("known_bug"):
             continue
         case = cases.setdefault(met["known_bug"], {"met": met, "columns": {}})
-        if kind == records.RecordKind.KNOWN_BUG:
+        if kind == RecordKind.KNOWN_BUG:
             case["met"] = met
         case["columns"].setdefault(col_id, {})[kind] = rec
     rows, sources = [], []
@@ -529,7 +530,7 @@ def known_bug_sections(m: Matrix) -> list[Section]:
                         met.get("affected") or "", met.get("fixed") or "", met.get("issue_url") or ""])
         for col_id, recs in case["columns"].items():
             label = labels.get(col_id, col_id)
-            bug, again = recs.get(records.RecordKind.KNOWN_BUG), recs.get(records.RecordKind.REPEATABLE)
+            bug, again = recs.get(RecordKind.KNOWN_BUG), recs.get(RecordKind.REPEATABLE)
             shape = ((bug or again or {}).get("metrics") or {}).get("shape") or ""
             said = [_has_bug(r) for r in (bug, again) if r]
             found = [w for w in said if w not in ("no", "not run")]
@@ -560,10 +561,10 @@ def optim_sections(m: Matrix) -> list[Section]:
     labels = {c.id: c.label for c in m.columns}
     claims_rows, paths, points = [], [], []
     for (check, col_id), rec in sorted(m.cells.items()):
-        if rec.get("suite") != "optim" or rec["status"] == "skip":
+        if rec.get("suite") != "optim" or rec["status"] == Status.SKIP:
             continue
         met = rec.get("metrics") or {}
-        if records.kind_of(rec) == records.RecordKind.SEED_003_PATH and met.get("rows"):
+        if records.kind_of(rec) == RecordKind.SEED_003_PATH and met.get("rows"):
             paths.append((labels.get(col_id, col_id), rec))
             continue
         ratio = met.get("mem_ratio", met.get("time_ratio"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.core.records import Status
 from harness.parity.numerics import outputs, tolerances
 
 EXACT_INPUTS = ("int64", "int32", "uint8", "bool", "int16", "int8")
@@ -93,4 +94,4 @@ def classify(rec: dict) -> Rejudged:
 
 def rejudge(records: list[dict]) -> list[Rejudged]:
     """Every failed parity record, classified."""
-    return [classify(r) for r in records if r.get("suite") == "parity" and r.get("status") == "fail"]
+    return [classify(r) for r in records if r.get("suite") == "parity" and r.get("status") == Status.FAIL]
