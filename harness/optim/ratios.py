@@ -6,8 +6,8 @@ interval of the ratio holds it, does not, or cannot tell, in the record's words
 (harness.core.records.Category: holds, does-not-hold, inconclusive). ``compare_memory``
 judges two byte counts (deterministic: the interval is the point); ``compare_time``
 interleaves the baseline and the variant (A B B A ...), keeps per-round durations and
-judges the median ratio by a seeded bootstrap interval (``bootstrap_ratio_ci``), buying
-more rounds until its budget is spent. Plain data in and out, so a result travels out of a
+judges the median ratio by a seeded bootstrap interval (harness.env.timing, the one place
+time is measured), buying more rounds until its budget is spent. Plain data in and out, so a result travels out of a
 sandbox child.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from harness.core.records import Category, ClaimKind
+from harness.env.timing import bootstrap_ratio_ci, timed
 
 
 class Bound(NamedTuple):
@@ -87,45 +88,6 @@ def compare_memory(bytes_a: int, bytes_b: int, bound: Bound) -> dict:
 
 # --------------------------------------------------------------------------- time
 
-def bootstrap_ratio_ci(a: list[float], b: list[float], resamples: int = 2000, confidence: float = 0.95,
-                       seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(b) / median(a), resampling whole rounds.
-
-    Rounds are resampled as pairs (a_i, b_i): an interleaved round shares the machine's
-    state of the moment, so keeping pairs keeps drift out of the ratio's spread. Seeded:
-    the same durations give the same interval.
-    """
-    import torch
-    if len(a) != len(b) or not a:
-        raise ValueError("need the same, non-zero number of rounds for a and b")
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, len(a), (resamples, len(a)), generator=gen)
-    ta = torch.tensor(a, dtype=torch.float64)[idx].quantile(0.5, dim=1)
-    tb = torch.tensor(b, dtype=torch.float64)[idx].quantile(0.5, dim=1)
-    ratios = tb / ta
-    tail = (1 - confidence) / 2
-    return float(ratios.quantile(tail)), float(ratios.quantile(1 - tail))
-
-
-def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
-    """Seconds of one call, the device drained before and after so queued work is inside."""
-    sync()
-    t0 = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - t0
-
-
-def median_time(fn: Callable[[], Any], *, sync: Callable[[], None] | None = None, warmup: int = 1,
-                repeats: int = 3) -> float:
-    """Median seconds of ``repeats`` calls after ``warmup`` discarded ones (a table's figure,
-    not a claim's verdict: verdicts come from compare_time's interleaved rounds)."""
-    sync = sync or (lambda: None)
-    for _ in range(warmup):
-        fn()
-    return statistics.median(_timed(fn, sync) for _ in range(repeats))
-
-
 def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Bound, *,
                  sync: Callable[[], None] | None = None, warmup: int = 2, rounds: int = 10, budget_s: float = 30.0,
                  max_rounds: int = 400, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
@@ -159,7 +121,7 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
     while True:
         while len(da) < target:
             first, second = (run_a, run_b) if len(da) % 2 == 0 else (run_b, run_a)
-            t_first, t_second = _timed(first, sync), _timed(second, sync)
+            t_first, t_second = timed(first, sync), timed(second, sync)
             da.append(t_first if first is run_a else t_second)
             db.append(t_second if first is run_a else t_first)
         low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)

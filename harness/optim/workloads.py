@@ -341,15 +341,15 @@ def describe(setup: Setup) -> str:
 
 def matmul_flops(device: str, n: int | None = None, repeats: int = 5) -> tuple[float, str]:
     """float32 matmul FLOP/s on ``device``: the median of ``repeats`` timed ``n x n`` products
-    after a warm-up, the device drained around each (harness.optim.ratios.median_time)."""
+    after a warm-up, the device drained around each (harness.env.timing.median_time)."""
     import torch
 
-    from harness.optim import ratios
+    from harness.env import timing
     kind = device.split(":")[0]
     n = n or (512 if kind == "cpu" else 4096)
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    seconds = ratios.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
+    seconds = timing.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
     return 2 * n ** 3 / seconds, f"median of {repeats} float32 {n}x{n} matmuls"
 
 
