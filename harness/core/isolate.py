@@ -134,13 +134,20 @@ def _resolve(target: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _child(fd: int, preload: list[str]) -> None:
-    conn = Connection(fd)
+def prepare_child(preload: list[str] = ()) -> None:
+    """What every child process does first: the thread count it was given, and the modules
+    it must import (``preload`` and ``PRELOAD_VAR``'s). A process a check starts on its own
+    (the perf suite's cold starts) calls it too, so an injected fault reaches it as well."""
     if os.environ.get(THREADS_VAR):
         import torch
         torch.set_num_threads(int(os.environ[THREADS_VAR]))
     for module in [*preload, *filter(None, os.environ.get(PRELOAD_VAR, "").split(","))]:
         importlib.import_module(module)
+
+
+def _child(fd: int, preload: list[str]) -> None:
+    conn = Connection(fd)
+    prepare_child(preload)
     while True:
         try:
             msg = conn.recv()

@@ -68,6 +68,8 @@ class Category:
       parity  numbers against float64 (op, property, model and known-bug checks); a known-bug
               case that raises where the CPU computes; whether a rerun gives the same bits
       optim   a documented optimization claim, measured: the claim's verdict
+      perf    a time taken (its interval narrow, or too wide to compare: noisy), or memory
+              over a long run (steady, grows, or no verdict: inconclusive)
     """
     NA = "n/a"
     NATIVE = "native"
@@ -84,6 +86,12 @@ class Category:
     DOES_NOT_HOLD = "does-not-hold"
     INCONCLUSIVE = "inconclusive"
     CLAIM_VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE)
+    TIMED = "timed"
+    NOISY = "noisy"
+    STEADY = "steady"
+    GROWS = "grows"
+    TIMES = (TIMED, NOISY)                   # a perf figure: its interval narrow, or wide
+    GROWTH = (STEADY, GROWS, INCONCLUSIVE)   # memory over a long run
     RAN = (NATIVE, CPU_FALLBACK)             # an op that ran, natively or with a fallback
     OPS = (NATIVE, CPU_FALLBACK, UNSUPPORTED, NA)   # the ops suite's verdicts on running an op
 
@@ -94,6 +102,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
             Category.TIMEOUT, Category.NA),
     "parity": (Category.PARITY, Category.RAISES, Category.REPEATABLE, Category.UNREPEATABLE, Category.NA),
     "optim": (*Category.CLAIM_VERDICTS, Category.NA),
+    "perf": (*Category.TIMES, Category.STEADY, Category.GROWS, Category.INCONCLUSIVE, Category.NA),
 }
 ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in cats))
 
