@@ -5,7 +5,7 @@ prefixes alone; no private name used across modules; and a suite's verdicts reac
 one place (record.conclude), never through an assert or a pytest.skip / fail / xfail of its
 own. Each rule is a function of a tree, and each is shown to fail on a planted violation.
 
-The floors (README, Layout), lowest first: core < env < ops < parity < optim < report <
+The floors (README, Layout), lowest first: core < env < ops < parity < optim < perf < report <
 plugin; tools/, suites/ and tests/ stand above them all and nothing in harness/ imports them.
 """
 import ast
@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-FLOORS = ("core", "env", "ops", "parity", "optim", "report", "plugin")
+FLOORS = ("core", "env", "ops", "parity", "optim", "perf", "report", "plugin")
 ABOVE = ("tools", "suites", "tests")       # never imported from harness/
 MAX_MODULES = 12                           # modules in one folder: more, and it wants subpackages
 SANDBOX_TARGET = re.compile(r"^(harness(?:\.\w+)+):\w+$")   # "harness.parity.ops.check:run_case"

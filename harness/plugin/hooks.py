@@ -31,7 +31,7 @@ MARKERS = (
     "cpu: check runs against the cpu target", "cuda: check runs against the cuda target",
     "mps: check runs against the mps (Apple Metal) target",
     "env: environment suite", "ops: op coverage suite", "parity: numerical parity suite",
-    "optim: optimization claims suite", "slow: takes more than a few seconds per check",
+    "optim: optimization claims suite", "perf: speed and memory suite", "slow: takes more than a few seconds per check",
     "cases(table): run once per case of the table and per target the case names (case.targets)",
 )
 IDENTITY = pytest.StashKey[dict]()
@@ -214,7 +214,7 @@ def pytest_collection_modifyitems(config, items):
             continue
         item.stash[IDENTITY] = {"suite": ident.suite, "subject": ident.subject,
                                 "variant": ident.variant, "target": ident.target}
-        if ident.suite in ("env", "ops", "parity", "optim"):
+        if ident.suite in records.CATEGORIES:   # the suites: env, ops, parity, optim, perf
             item.add_marker(ident.suite)
 
 
@@ -274,6 +274,23 @@ def pytest_collection_finish(session):
 
 def pytest_runtest_setup(item):
     profiles.restore_session_profile()    # so may an earlier test
+
+
+def _beside_measurements(item):
+    """A check that is not a perf measurement runs under the timing lock's shared side
+    (harness.env.timing.beside): never while a perf check measures, which holds it alone."""
+    from harness.env import timing
+    ident = item.stash.get(IDENTITY, None)
+    if ident is None or ident["suite"] == "perf":
+        import contextlib
+        return contextlib.nullcontext()
+    return timing.beside()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    with _beside_measurements(item):
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)

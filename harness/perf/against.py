@@ -1,0 +1,141 @@
+"""A perf record against the same check of a baseline run: what counts as slower, faster, or
+memory that now grows (harness.report.compare applies these rules with the others).
+
+Times are only compared between runs **of the same machine** (the run header's host) with the
+same threads per process: a figure from another machine says nothing about an upgrade.
+Within that, a time is a regression when the candidate is slower than the baseline by more
+than the check's tolerance (``TOLERANCE``) *with the two intervals apart*: the candidate's
+interval starts above the baseline's interval's end times (1 + tolerance). Two allowances
+keep a busy machine from crying wolf:
+
+* the control (harness.env.timing.control_work: pure Python, the same in every torch) is
+  timed in every round; when the candidate's control ran slower than the baseline's, the host
+  itself was slower, and the allowance grows by that factor;
+* the tolerance itself is the run-to-run drift measured on a noisy 2-core VM
+  (benchmarks/perf_false_alarms.py: clean reruns against each other, none flagged).
+
+A time slower by more than the tolerance whose intervals are not apart (or whose slowdown the
+control explains) is a warning, "inconclusive", never a regression. Faster by as much is an
+improvement. What a new input shape costs (``varying-length``) is compared as a difference:
+a regression when the candidate's cost per new shape exceeds the baseline's by more than
+``SHAPE_TOLERANCE`` of a step, intervals apart. Memory that grows where it did not is a
+regression; memory that stopped growing, an improvement.
+"""
+from __future__ import annotations
+
+from harness.core.records import Category
+
+# Allowed slowdown before a time regresses, by what the check times (relative).
+TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50}
+SHAPE_TOLERANCE = 0.15     # of a step: what a new shape may cost more than it did
+
+
+def kind_of(rec: dict) -> str | None:
+    """Which rule a perf record falls under: an op time, a model check's name, memory, or None."""
+    subject, variant = rec.get("subject") or "", rec.get("variant") or ""
+    if subject.startswith("memory-"):
+        return "memory"
+    if subject.startswith("model-"):
+        return variant
+    return "op" if rec.get("category") in Category.TIMES else None
+
+
+def _num(m: dict, key: str) -> float | None:
+    v = m.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def machine_of(facts: dict | None) -> str | None:
+    """The machine a run's times belong to, from its header's facts: the host name, the CPU
+    (model and cores usable), the GPUs and the Mac's chip. A host name alone is not enough:
+    CI runners and VMs share names across machines. None when the facts do not say."""
+    if not facts or not facts.get("host"):
+        return None
+    cpu = facts.get("cpu") or {}
+    gpus = ",".join(str(d.get("name", d)) if isinstance(d, dict) else str(d)
+                    for d in ((facts.get("torch") or {}).get("cuda_devices") or []))
+    mac = facts.get("mac") or {}
+    chip = mac.get("chip") or mac.get("model") or "" if isinstance(mac, dict) else ""
+    parts = [facts["host"], (facts.get("os") or {}).get("machine") or "", str(cpu.get("model") or ""),
+             f"{cpu.get('usable') or cpu.get('logical') or '?'} cpus", gpus, chip]
+    return " / ".join(p for p in parts if p)
+
+
+def comparable(a: dict, b: dict, host_a: str | None, host_b: str | None) -> str | None:
+    """Why the times of ``a`` and ``b`` (run on machines ``host_a`` / ``host_b``, machine_of)
+    cannot be compared, or None when they can."""
+    if not host_a or host_a != host_b:
+        return f"they ran on different machines ({host_a or '?'} and {host_b or '?'})"
+    ta, tb = (a.get("metrics") or {}).get("threads"), (b.get("metrics") or {}).get("threads")
+    if ta != tb:
+        return f"they ran with {ta} and {tb} threads per process"
+    return None
+
+
+def drift(ma: dict, mb: dict) -> float:
+    """How much slower the host itself ran in the candidate (the control's ratio), 1 when unknown."""
+    ca, cb = _num(ma, "control_s"), _num(mb, "control_s")
+    return cb / ca if ca and cb else 1.0
+
+
+def _time(ma: dict, mb: dict, tolerance: float) -> list[tuple[str, str, str]]:
+    keys = ("median_s", "ci_low", "ci_high")
+    if any(_num(m, k) is None for m in (ma, mb) for k in keys) or not _num(ma, "median_s"):
+        return []
+    ratio = mb["median_s"] / ma["median_s"]
+    host = drift(ma, mb)
+    slower, faster = max(1.0, host), min(1.0, host)
+    figures = (f"{ma['median_s'] * 1e3:.4g} ms [{ma['ci_low'] * 1e3:.4g}, {ma['ci_high'] * 1e3:.4g}] -> "
+               f"{mb['median_s'] * 1e3:.4g} ms [{mb['ci_low'] * 1e3:.4g}, {mb['ci_high'] * 1e3:.4g}], "
+               f"{ratio:.3g}x; tolerance {tolerance:.0%}")
+    control = f"; the control ran {host:.3g}x as long (the host's own speed)" if abs(host - 1) > 0.02 else ""
+    if mb["ci_low"] > ma["ci_high"] * (1 + tolerance) * slower:
+        return [("regression", "perf-time", f"slower: {figures}{control}, intervals apart")]
+    if ratio > (1 + tolerance):
+        why = (f"the host ran {host:.3g}x slower (control)" if ratio <= (1 + tolerance) * slower
+               else "the intervals overlap: too noisy to tell")
+        return [("warning", "perf-time", f"inconclusive: slower by more than the tolerance, but {why}: {figures}")]
+    if mb["ci_high"] * (1 + tolerance) < ma["ci_low"] * faster:
+        return [("improvement", "perf-time", f"faster: {figures}{control}, intervals apart")]
+    return []
+
+
+def _shape(ma: dict, mb: dict) -> list[tuple[str, str, str]]:
+    keys = ("per_shape_s", "ci_low", "ci_high", "seen_s")
+    if any(_num(m, k) is None for m in (ma, mb) for k in keys):
+        return []
+    step = ma["seen_s"]
+    allowed = SHAPE_TOLERANCE * step * max(1.0, drift(ma, mb))
+    figures = (f"a new shape cost {ma['per_shape_s'] * 1e3:.3g} ms [{ma['ci_low'] * 1e3:.3g}, "
+               f"{ma['ci_high'] * 1e3:.3g}] -> {mb['per_shape_s'] * 1e3:.3g} ms [{mb['ci_low'] * 1e3:.3g}, "
+               f"{mb['ci_high'] * 1e3:.3g}] per step (a step: {step * 1e3:.3g} ms; tolerance {SHAPE_TOLERANCE:.0%} "
+               f"of a step)")
+    if mb["ci_low"] - ma["ci_high"] > allowed:
+        return [("regression", "perf-shape", f"each new input shape costs more: {figures}")]
+    if mb["per_shape_s"] - ma["per_shape_s"] > allowed:
+        return [("warning", "perf-shape", f"inconclusive: the cost per new shape grew, intervals overlap: {figures}")]
+    if ma["ci_low"] - mb["ci_high"] > allowed:
+        return [("improvement", "perf-shape", f"a new input shape costs less: {figures}")]
+    return []
+
+
+def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    ca, cb = a.get("category"), b.get("category")
+    if cb == Category.GROWS and ca != Category.GROWS:
+        return [("regression", "perf-memory", f"memory now grows over a long run (was {ca}): {b.get('reason', '')}")]
+    if ca == Category.GROWS and cb == Category.STEADY:
+        return [("improvement", "perf-memory", "memory no longer grows over a long run")]
+    return []
+
+
+def changes(a: dict, b: dict, host_a: str | None, host_b: str | None) -> list[tuple[str, str, str]]:
+    """(kind, rule, detail) for one perf check seen in both runs."""
+    kind = kind_of(b)
+    if kind == "memory":
+        return _memory(a, b)
+    if kind is None or a.get("category") not in Category.TIMES or comparable(a, b, host_a, host_b):
+        return []
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    if kind == "varying-length":
+        return _shape(ma, mb)
+    return _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]))

@@ -1,0 +1,236 @@
+"""Memory over a long run: does a training run's memory keep growing, step after step?
+
+A leak does not show in one step's peak (the optimization suite's measure): it shows as a
+trend. PyTorch's tracker has MPS runs whose memory grows every step (the graph cache, driver
+memory outside torch's tensor counters) and Trainer runs with varying lengths that grow until
+the machine swaps. So a check here trains for ``STEPS`` steps the way users do (lengths that
+vary from batch to batch, an LR scheduler, AdamW), through a plain loop
+(``perf/memory-<arch>/loop``) or through transformers' Trainer (``perf/memory-<arch>/trainer``),
+and reads after every step what the device offers:
+
+  rss        the process's resident memory (psutil), on every device
+  allocated  the device's tensor bytes: ``torch.cuda.memory_allocated``,
+             ``torch.mps.current_allocated_memory``
+  reserved   CUDA's caching allocator's reserved bytes (``torch.cuda.memory_reserved``)
+  driver     MPS's driver allocation, the whole Metal heap (``torch.mps.driver_allocated_memory``)
+
+Each reading is judged on its own (``growth``): after ``WARMUP`` steps (the allocator's cache
+and the optimizer's state settle; the warm-up's first step is at the longest length, so the
+largest blocks exist before the trend is read), the median of the last third of the steps
+against the median of the first third, with a bootstrap interval. It **grows** when the whole
+interval is above the tolerance (``TOLERANCE_BYTES``, or ``TOLERANCE_SHARE`` of the level
+where that is more), is **steady** when the whole interval is below it, and **inconclusive**
+otherwise. What ``empty_cache`` (and a garbage collection) gives back at the end is recorded.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import tempfile
+
+from harness.core.records import Category, Status, Verdict
+from harness.env import devices, timing
+from harness.perf.models import ARCHS, Trainer
+
+STEPS = 40                 # measured steps after the warm-up
+WARMUP = 10
+BATCH = 4                  # a trend needs steps, not a big batch
+TOLERANCE_BYTES = 16 * 2 ** 20
+TOLERANCE_SHARE = 0.01     # of the reading's level at the start of the trend
+MIB = 2 ** 20
+ENTRIES = ("loop", "trainer")
+TRAINER_ARCHS = ("bert", "gpt2")   # a classifier and a causal LM through the Trainer
+SEED = 0
+
+
+# --------------------------------------------------------------------------- readings
+
+def reader(device: str):
+    """A function giving this step's readings, name -> bytes (see the module's table)."""
+    import psutil
+    import torch
+    process = psutil.Process()
+    kind = device.split(":")[0]
+    backend = devices.backend(kind)
+
+    def read() -> dict[str, int]:
+        backend.synchronize()
+        out = {"rss": int(process.memory_info().rss)}
+        if kind == "cuda":
+            out.update(allocated=int(torch.cuda.memory_allocated()), reserved=int(torch.cuda.memory_reserved()))
+        elif kind == "mps":
+            allocated, driver = backend.memory_current(), backend.memory_driver()
+            if allocated is not None:
+                out["allocated"] = allocated
+            if driver is not None:
+                out["driver"] = driver
+        return out
+    return read
+
+
+def step_lengths(seq: int, total: int) -> list[int]:
+    """The run's lengths: the longest first, then a seeded draw per step (repeats allowed: a
+    dataset's lengths recur)."""
+    import torch
+    gen = torch.Generator().manual_seed(SEED + 11)
+    low = max(2, seq // 4)
+    return [seq] + torch.randint(low, seq + 1, (total - 1,), generator=gen).tolist()
+
+
+def _finish(series: dict[str, list[int]], read, device: str) -> dict:
+    before = read()
+    gc.collect()
+    devices.backend(device.split(":")[0]).empty_cache()
+    after = read()
+    return {"series": series, "given_back": {k: before[k] - after[k] for k in before if k in after},
+            "after_empty_cache": after}
+
+
+# --------------------------------------------------------------------------- the runs (sandbox child)
+
+def loop_run(arch: str, device: str, workload: str, steps: int = STEPS, warmup: int = WARMUP) -> dict:
+    """A plain training loop with a linear warm-up / decay schedule and varying lengths."""
+    from transformers import get_linear_schedule_with_warmup
+    t = Trainer(arch, workload, device)
+    total = steps + warmup
+    scheduler = get_linear_schedule_with_warmup(t.optimizer, num_warmup_steps=warmup, num_training_steps=total)
+    read = reader(device)
+    series: dict[str, list[int]] = {}
+    lengths = step_lengths(t.dims.seq, total)
+    for i, n in enumerate(lengths):
+        t.step(t.batch(seq=n, batch=BATCH, seed=SEED + i))
+        scheduler.step()
+        for name, value in read().items():
+            series.setdefault(name, []).append(value)
+    return {"entry": "loop", "model": t.about, "steps": total, "warmup": warmup, "batch": BATCH,
+            "lengths": f"{min(lengths)}..{max(lengths)}", **_finish(series, read, device)}
+
+
+def trainer_run(arch: str, device: str, workload: str, steps: int = STEPS, warmup: int = WARMUP) -> dict:
+    """The same through ``transformers.Trainer``: a dataset of rows of varying length padded
+    per batch, the Trainer's linear schedule, readings from a callback after every step."""
+    import torch
+    from transformers import PrinterCallback, TrainerCallback, TrainingArguments
+    from transformers import Trainer as HFTrainer
+    t = Trainer(arch, workload, device)
+    total = steps + warmup
+    lengths = step_lengths(t.dims.seq, total)
+    gen = torch.Generator().manual_seed(SEED + 12)
+    rows = []
+    for n in lengths:   # one batch per length: BATCH rows of the same length, in order
+        for _ in range(BATCH):
+            rows.append({"input_ids": torch.randint(3, t.vocab, (n,), generator=gen).tolist(),
+                         "label": int(torch.randint(0, 2, (1,), generator=gen))})
+
+    def collate(batch):
+        width = max(len(r["input_ids"]) for r in batch)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(batch):
+            ids[i, :len(r["input_ids"])] = torch.tensor(r["input_ids"])
+            mask[i, :len(r["input_ids"])] = 1
+        labels = torch.tensor([r["label"] for r in batch]) if arch == "bert" else ids.masked_fill(mask == 0, -100)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    read = reader(device)
+    series: dict[str, list[int]] = {}
+
+    class Readings(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            for name, value in read().items():
+                series.setdefault(name, []).append(value)
+
+    with tempfile.TemporaryDirectory(prefix="mps-compat-perf-") as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH, max_steps=total,
+                                 learning_rate=1e-4, lr_scheduler_type="linear", warmup_steps=warmup, seed=SEED,
+                                 report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                                 use_cpu=device.split(":")[0] == "cpu", dataloader_num_workers=0)
+        trainer = HFTrainer(model=t.model, args=args, train_dataset=rows, data_collator=collate)
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(Readings())
+        # in order, so each batch is one length as drawn (the Trainer shuffles by default)
+        trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
+        trainer.train()
+    return {"entry": "trainer", "model": t.about, "steps": total, "warmup": warmup, "batch": BATCH,
+            "lengths": f"{min(lengths)}..{max(lengths)}", **_finish(series, read, device)}
+
+
+def measure(arch: str, entry: str, device: str, workload: str) -> dict:
+    """The sandbox's entry: one memory check, alone on the machine (its steps would slow
+    another check's timing; harness.env.timing.alone)."""
+    from harness.perf.models import import_models
+    import_models()   # paid once per child, outside the lock
+    with timing.alone():
+        return (loop_run if entry == "loop" else trainer_run)(arch, device, workload)
+
+
+# --------------------------------------------------------------------------- the judgement
+
+def growth(values: list[int], warmup: int) -> dict:
+    """The trend of one reading after ``warmup`` steps: the last third's median minus the
+    first third's, its bootstrap interval, the tolerance, and the verdict (Category)."""
+    import torch
+    trend = values[warmup:]
+    third = max(2, len(trend) // 3)
+    head, tail = trend[:third], trend[-third:]
+    grown = statistics.median(tail) - statistics.median(head)
+    gen = torch.Generator().manual_seed(SEED)
+    h, t = torch.tensor(head, dtype=torch.float64), torch.tensor(tail, dtype=torch.float64)
+    resamples = timing.RESAMPLES
+    bh = h[torch.randint(0, len(head), (resamples, len(head)), generator=gen)].quantile(0.5, dim=1)
+    bt = t[torch.randint(0, len(tail), (resamples, len(tail)), generator=gen)].quantile(0.5, dim=1)
+    diffs = bt - bh
+    tail_p = (1 - timing.CONFIDENCE) / 2
+    low, high = float(diffs.quantile(tail_p)), float(diffs.quantile(1 - tail_p))
+    level = statistics.median(head)
+    tolerance = max(TOLERANCE_BYTES, TOLERANCE_SHARE * level)
+    verdict = (Category.GROWS if low > tolerance else Category.STEADY if high < tolerance else Category.INCONCLUSIVE)
+    span = len(trend) - third   # steps between the two thirds' centres
+    return {"growth_bytes": grown, "ci_low": low, "ci_high": high, "tolerance_bytes": tolerance,
+            "level_bytes": level, "per_step_bytes": grown / span if span else 0.0, "verdict": verdict,
+            "steps": len(trend)}
+
+
+def _mib(n: float) -> str:
+    return f"{n / MIB:.3g} MiB"
+
+
+FIX = ("if it grows on every run, train in shorter runs or restart between epochs, compare with the torch "
+       "release before (./compat candidate), and report it to PyTorch with this run file")
+
+
+def judge(run: dict) -> Verdict:
+    """Grows on any reading: a fail naming the reading; steady on every one: a pass; else a
+    pass without a verdict (inconclusive)."""
+    trends = {name: growth(values, run["warmup"]) for name, values in run["series"].items()}
+    grows = [n for n, g in trends.items() if g["verdict"] == Category.GROWS]
+    unsure = [n for n, g in trends.items() if g["verdict"] == Category.INCONCLUSIVE]
+    said = "; ".join(f"{n} {_mib(g['growth_bytes'])} ({_mib(g['per_step_bytes'])}/step, interval "
+                     f"[{_mib(g['ci_low'])}, {_mib(g['ci_high'])}], tolerance {_mib(g['tolerance_bytes'])})"
+                     for n, g in trends.items())
+    back = ", ".join(f"{n} {_mib(v)}" for n, v in run["given_back"].items())
+    where = f"{run['model']} through the {run['entry']}, {run['steps']} steps of batch {run['batch']}, " \
+            f"lengths {run['lengths']}"
+    metrics = {"trends": trends, "given_back": run["given_back"], "entry": run["entry"], "model": run["model"],
+               "steps": run["steps"], "warmup": run["warmup"], "batch": run["batch"],
+               "series_mib": {n: [round(v / MIB, 2) for v in values] for n, values in run["series"].items()}}
+    if grows:
+        return Verdict(Status.FAIL, Category.GROWS,
+                       f"memory grows over a long run: {', '.join(grows)} kept growing after {run['warmup']} warm-up "
+                       f"steps ({where}): {said}; empty_cache gave back {back}; {FIX}", metrics)
+    category = Category.INCONCLUSIVE if unsure else Category.STEADY
+    lead = ("no verdict: " + ", ".join(unsure) + " moved within the interval's reach of the tolerance"
+            if unsure else "steady")
+    return Verdict(Status.PASS, category, f"{lead} ({where}): {said}; empty_cache gave back {back}", metrics)
+
+
+class MemoryCase:
+    """One architecture x entry, of the shape harness.core.cases.Case: ``perf/memory-<arch>/<entry>``."""
+
+    def __init__(self, arch: str, entry: str):
+        self.arch, self.entry = arch, entry
+        self.subject, self.variant, self.id = f"memory-{arch}", entry, f"memory-{arch}-{entry}"
+        self.targets = devices.TARGETS
+
+
+CASES = tuple(MemoryCase(arch, "loop") for arch in ARCHS) + tuple(MemoryCase(a, "trainer") for a in TRAINER_ARCHS)
