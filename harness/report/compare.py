@@ -20,6 +20,14 @@ compared by the rules below; checks on one side only are listed as appeared / di
                                ``factor`` (default 2x) while still passing; margins below
                                ``floor`` are ignored
   coverage        warning      it ran, and now is skipped (the reason says why)
+  perf-time       regression   a time (an op, a model's step, inference, generation, cold start)
+                               slower by more than its tolerance, intervals apart, on the same
+                               machine (harness/perf/against.py has the allowances)
+                  warning      slower by as much, but too noisy to tell (inconclusive)
+                  improvement  faster by as much, intervals apart
+  perf-shape      regression   a new input shape costs more than it did, by over 15% of a step
+  perf-memory     regression   memory grows over a long run, and did not
+                  improvement  it no longer grows
 
 Only regressions make the check fail (exit 1 in tools.compare, a failed session with
 ``pytest --baseline``). Bad input raises ``CompareError`` with one line naming the problem.
@@ -32,6 +40,7 @@ from typing import Iterable
 
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
+from harness.perf import against
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
@@ -74,6 +83,11 @@ class Side:
     @property
     def packages(self) -> dict:
         return (self.header.get("facts") or {}).get("packages") or {}
+
+    @property
+    def machine(self) -> str | None:
+        """The machine its times belong to (harness.perf.against.machine_of)."""
+        return against.machine_of(self.header.get("facts"))
 
     def describe(self) -> str:
         p = self.packages
@@ -211,14 +225,17 @@ def _inputs_note(a: dict, b: dict) -> str:
     return f"the sample inputs differ ({len(fa)} -> {len(fb)} samples, {shared} identical)"
 
 
-def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
-                    floor: float = DEFAULT_FLOOR) -> list[tuple[str, str, str]]:
+def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: float = DEFAULT_FLOOR,
+                    machines: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one check seen on both sides; empty when nothing changed
-    that matters."""
+    that matters. ``machines``: where each side ran (perf times compare on one machine only)."""
     sa, sb = a["status"], b["status"]
     optim = a.get("suite") == "optim"
+    perf = a.get("suite") == "perf"
     out: list[tuple[str, str, str]] = []
-    if sb in BAD and sa not in BAD and sa != Status.SKIP:
+    if perf and Category.GROWS in (a.get("category"), b.get("category")):
+        pass   # memory that grows (or stopped): perf-memory below says it, with the figures
+    elif sb in BAD and sa not in BAD and sa != Status.SKIP:
         out.append(("regression", "status", b.get("reason") or sb))
     elif sb in BAD and sa == Status.SKIP:
         out.append(("regression", "status", f"ran for the first time and {sb}: {b.get('reason') or ''}".rstrip(": ")))
@@ -241,6 +258,8 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR,
         out.append(("regression" if fb > fa else "improvement", "fallback", detail))
     if optim:
         out += _claim_changes(a, b)
+    if perf:
+        out += against.changes(a, b, *machines)
     growth = _parity_growth(a, b, factor, floor)
     if growth:
         out.append(growth)
@@ -257,6 +276,7 @@ class Comparison:
     unchanged: int
     factor: float
     floor: float
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -279,7 +299,7 @@ class Comparison:
         return {"compare_schema": COMPARE_SCHEMA, "record_schema": records.SCHEMA,
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
-                "factor": self.factor, "floor": self.floor, "counts": self.counts(),
+                "factor": self.factor, "floor": self.floor, "counts": self.counts(), "notes": self.notes,
                 "changes": [c.as_dict() for c in self.changes]}
 
 
@@ -289,6 +309,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
         raise CompareError(f"--factor must be greater than 1, got {factor:g}")
     changes: list[Change] = []
     unchanged = 0
+    machines = (baseline.machine, candidate.machine)
     keys = sorted(set(baseline.records) | set(candidate.records))
     for key in keys:
         a, b = baseline.records.get(key), candidate.records.get(key)
@@ -297,10 +318,17 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
                                   _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
             continue
-        found = compare_records(a, b, factor, floor)
+        found = compare_records(a, b, factor, floor, machines)
         changes += [Change(kind, rule, key[0], key[1], _state(a), _state(b), detail) for kind, rule, detail in found]
         unchanged += not found
-    return Comparison(baseline, candidate, changes, unchanged, factor, floor)
+    notes = []
+    timed = [k for k in keys if k in baseline.records and k in candidate.records
+             and baseline.records[k].get("category") in Category.TIMES]
+    if timed and machines[0] != machines[1]:
+        notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on {machines[0] or 'an unnamed machine'}, "
+                     f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
+                     "(keep a baseline on this machine: ./compat baseline -m perf)")
+    return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -350,6 +378,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
                            tablefmt=tablefmt, disable_numparse=True), ""]
         if len(shown) < len(changes):
             lines += [f"... and {len(changes) - len(shown)} more (--all, or --format json, lists every one)", ""]
+    for note in cmp.notes:
+        lines += [f"note: {esc(note)}", ""]
     c = cmp.counts()
     lines.append(f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
                  f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
