@@ -1,6 +1,6 @@
 """Build the compatibility matrix from run files.
 
-    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR]
+    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR] [--baseline FILE]
 
 Default input: every ``reports/runs/*.jsonl``. Writes ``matrix.md``, ``matrix.html``,
 ``matrix.json`` and the charts' PNGs into ``--out`` (default ``reports/``), all or none:
@@ -17,6 +17,10 @@ panel per cell. Every string from a run file is escaped, and the data the script
 is JSON in a script element that never runs. ``python -m tools.render_check`` checks
 that the page renders in headless Chromium.
 
+With a baseline (``--baseline``, by default ``reports/baseline.jsonl`` where it exists) the
+perf section says what got slower, faster or started to grow against it, on the same machine
+(harness/report/speed.py).
+
 Kernel tables saved by ``python -m tools.kernels --save`` (``reports/kernels/*.json``)
 add a *predicted* section: the static MPS kernel list of each torch version and what
 changes between versions.
@@ -27,9 +31,11 @@ import sys
 from pathlib import Path
 
 from harness.core import runfiles
+from harness.report import compare
 from harness.report.matrix import build
 from harness.report.render import render_html, render_json, render_md
 from harness.report.sections import load_kernel_tables, sections
+from harness.report.speed import perf_sections
 from tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,9 +65,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
     parser.add_argument("--kernels", default=str(ROOT / "reports" / "kernels"),
                         help="saved kernel tables for the predicted section (default: reports/kernels)")
+    parser.add_argument("--baseline", default=None,
+                        help="a kept baseline to compare the perf figures with (default: reports/baseline.jsonl "
+                             "where it exists)")
     args = parser.parse_args(argv)
     inputs = args.inputs or [str(ROOT / "reports" / "runs")]
     runs, files, errors = load(inputs)
+    baseline = None
+    kept = args.baseline or (str(ROOT / "reports" / "baseline.jsonl")
+                             if (ROOT / "reports" / "baseline.jsonl").is_file() else None)
+    if kept:
+        try:
+            baseline = compare.load_side([kept], f"baseline {kept}")
+        except compare.CompareError as exc:
+            errors.append(f"--baseline: {exc}")
     tables, kernel_errors = load_kernel_tables(Path(args.kernels))
     errors += kernel_errors
     for e in errors:
@@ -71,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             cli.error("no check records in " + ", ".join(inputs) + "; no matrix written")
         return 2
     m = build(runs)
-    secs = sections(m, tables, errors)
+    secs = sections(m, tables, errors, perf_sections(m, baseline))
     rendered = {s.image_name: s.image for s in secs if s.image} | {
         "matrix.md": render_md(secs, files).encode("utf-8"),
         "matrix.html": render_html(secs, files).encode("utf-8"),

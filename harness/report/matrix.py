@@ -58,6 +58,22 @@ def cell_key(record: dict) -> str:
     return status
 
 
+def perf_metric(metrics: dict) -> str:
+    """A perf record's figure: its time, what a new shape costs, or its memory trend."""
+    from harness.perf.ops import ms
+    if isinstance(metrics.get("per_shape_s"), (int, float)):
+        return f"new shape +{ms(max(0.0, metrics['per_shape_s']))}"
+    if isinstance(metrics.get("median_s"), (int, float)):
+        return ms(metrics["median_s"])
+    trends = metrics.get("trends")
+    if isinstance(trends, dict) and trends:
+        worst = max(trends.items(), key=lambda kv: kv[1].get("growth_bytes", 0) if isinstance(kv[1], dict) else 0)
+        grown = worst[1].get("growth_bytes") if isinstance(worst[1], dict) else None
+        if isinstance(grown, (int, float)):
+            return f"{worst[0]} {grown / 2 ** 20:+.3g} MiB"
+    return ""
+
+
 NOT_SHOWN = ("model", "attn", "seconds", "samples", "samples_without_grad", "pytorch_expects", "disagreement",
              "optimizer_path")
 
@@ -65,6 +81,9 @@ NOT_SHOWN = ("model", "attn", "seconds", "samples", "samples_without_grad", "pyt
 def key_metric(metrics: dict) -> str:
     if not metrics:
         return ""
+    perf = perf_metric(metrics)
+    if perf:
+        return perf
     if metrics.get("fallback_ops"):
         return f"fallback: {', '.join(metrics['fallback_ops'])}"
     if metrics.get("disagreement"):

@@ -2,7 +2,7 @@
 ``Cell`` with the record behind it, ``Bar`` of counts) and every section of it: what to act
 on first, the environments, each suite's matrix, the models, what changed across torch
 versions, the parity margins and failures by cause, the known bugs, the optimization claims
-and seed 003's path, the kernel tables. The writers (harness.report.render) turn the
+and seed 003's path, the kernel tables (the perf suite's are harness/report/speed.py's). The writers (harness.report.render) turn the
 sections into Markdown and HTML.
 """
 from __future__ import annotations
@@ -339,9 +339,10 @@ def findings_section(m: Matrix) -> Section:
                          "below, and every reason names the switch that changes it.")
 
 
-def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Section]:
+def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: list[Section] = ()) -> list[Section]:
     """The page: what to act on first (findings, failures by cause, the failures), then the
-    environments and the matrix, suite by suite, then the rest of the outcomes."""
+    environments and the matrix, suite by suite, then the rest of the outcomes. ``speed``: the
+    perf suite's sections (harness.report.speed), placed after the optimizations'."""
     envs = env_rows(m)
     failures, *rest_of_outcomes = outcome_sections(m)
     by_cause, *cpu_side = cause_sections(m)
@@ -357,6 +358,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str]) -> list[Se
     out += cpu_side
     out += known_bug_sections(m)
     out += optim_sections(m)
+    out += list(speed)
     out += rest_of_outcomes
     out += predicted_sections(kernel_tables)
     out.append(Section("Legend", ["symbol", "result", "meaning"], [[s, k, t] for k, s, t in LEGEND]))

@@ -1,0 +1,142 @@
+"""The perf suite on the page: per column, each model's figures, the slowest ops, memory over a
+long run, and what changed against a kept baseline of the same machine.
+
+A time on its own says how fast this machine ran, not whether an upgrade hurt it; that takes a
+baseline (``./compat baseline -m perf``). So the first perf section, when a baseline is given
+(``python -m tools.report --baseline``, by default ``reports/baseline.jsonl`` where it exists),
+lists per column what got slower, faster, or started to grow, by the upgrade check's own rules
+(harness.report.compare, harness.perf.against); then the figures.
+"""
+from __future__ import annotations
+
+from harness.core import records
+from harness.core.records import Category, Status
+from harness.perf.ops import ms
+from harness.report import compare
+from harness.report.matrix import Matrix
+from harness.report.sections import Cell, Section, cell_of
+
+SLOWEST = 10       # ops per column and dtype in the slowest-ops table
+MODEL_WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length")
+
+
+def _perf_cells(m: Matrix):
+    labels = {c.id: c.label for c in m.columns}
+    for (check, col_id), rec in sorted(m.cells.items()):
+        if rec.get("suite") == "perf" and rec["status"] != Status.SKIP:
+            yield check, col_id, labels.get(col_id, col_id), rec
+
+
+def _interval(met: dict) -> str:
+    low, high = met.get("ci_low"), met.get("ci_high")
+    return f"[{ms(low)}, {ms(high)}]" if isinstance(low, (int, float)) and isinstance(high, (int, float)) else ""
+
+
+def model_section(m: Matrix) -> Section:
+    rows = []
+    for check, _, label, rec in _perf_cells(m):
+        subject, what, met = rec["subject"], rec["variant"], rec.get("metrics") or {}
+        if not subject.startswith("model-") or what not in MODEL_WHATS:
+            continue
+        if what == "varying-length":
+            step = met.get("seen_s") or 0
+            share = f"{met['per_shape_s'] / step:.0%} of a step" if step and isinstance(met.get("per_shape_s"),
+                                                                                      (int, float)) else ""
+            figure, rate = f"new shape +{ms(max(0.0, met.get('per_shape_s') or 0.0))}", share
+        else:
+            figure = ms(met["median_s"]) if isinstance(met.get("median_s"), (int, float)) else ""
+            rate = (f"{met['per_second']:.4g} {met.get('unit', '')}" if isinstance(met.get("per_second"), (int, float))
+                    else f"import {ms(met['import_s'])}, warm step {ms(met['warm_s'])}"
+                    if isinstance(met.get("import_s"), (int, float)) and isinstance(met.get("warm_s"), (int, float))
+                    else "")
+        rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label), figure, _interval(met), rate,
+                     rec.get("category") or "", str(met.get("rounds", len(met.get("lengths") or []) or ""))])
+    return Section("Speed: models", ["model", "what", "column", "result", "time", "95% interval", "rate / note",
+                                     "figure", "rounds"], rows, level=2,
+                   empty="No model was timed (the perf suite did not run).",
+                   intro="Each architecture at the column's training workload: a warm training step, inference, "
+                         "generation (tokens/s), the first step of a cold process, and what a new input length costs "
+                         "a step (the same lengths stepped twice: first sight minus second). 'noisy' marks a figure "
+                         "whose interval spans more than a quarter of it: the machine was busy.")
+
+
+def ops_section(m: Matrix) -> Section:
+    by_column: dict[str, list] = {}
+    for check, col_id, label, rec in _perf_cells(m):
+        met = rec.get("metrics") or {}
+        if rec["subject"].startswith(("model-", "memory-")) or not isinstance(met.get("median_s"), (int, float)):
+            continue
+        by_column.setdefault(label, []).append((met["median_s"], check, rec, met))
+    rows = []
+    for label, found in by_column.items():
+        for seconds, check, rec, met in sorted(found, key=lambda f: -f[0])[:SLOWEST]:
+            rows.append([label, check.removeprefix("perf/"), cell_of(rec, label), ms(seconds), _interval(met),
+                         str(met.get("rounds", "")), str(met.get("clock", "")), rec.get("category") or ""])
+    return Section("Speed: the slowest ops", ["column", "op / dtype / pass", "result", "time per call",
+                                               "95% interval", "rounds", "clock", "figure"], rows, level=2,
+                   empty="No op was timed (the perf suite did not run).",
+                   intro=f"Per column the {SLOWEST} slowest op timings at the training workload's shapes (forward "
+                         "with autograd recording; backward alone). Every figure is in matrix.json.")
+
+
+def memory_section(m: Matrix) -> Section:
+    rows = []
+    for check, _, label, rec in _perf_cells(m):
+        met = rec.get("metrics") or {}
+        if not rec["subject"].startswith("memory-") or not isinstance(met.get("trends"), dict):
+            continue
+        for reading, t in met["trends"].items():
+            if not isinstance(t, dict):
+                continue
+            rows.append([rec["subject"].removeprefix("memory-"), rec["variant"], label, reading,
+                         Cell(t.get("verdict", ""), "fail" if t.get("verdict") == Category.GROWS else "pass"),
+                         f"{t.get('growth_bytes', 0) / 2 ** 20:+.3g}", f"{t.get('per_step_bytes', 0) / 2 ** 20:+.3g}",
+                         f"[{t.get('ci_low', 0) / 2 ** 20:+.3g}, {t.get('ci_high', 0) / 2 ** 20:+.3g}]",
+                         f"{t.get('tolerance_bytes', 0) / 2 ** 20:.3g}",
+                         f"{(met.get('given_back') or {}).get(reading, 0) / 2 ** 20:.3g}"])
+    return Section("Memory over a long run", ["model", "through", "column", "reading", "trend", "grew MiB",
+                                              "MiB / step", "95% interval MiB", "tolerance MiB",
+                                              "empty_cache gave back MiB"], rows, level=2,
+                   empty="No long run was measured (the perf suite did not run).",
+                   intro="A training run with varying lengths and an LR scheduler, read after every step: the last "
+                         "third's median against the first third's, after the warm-up. 'grows' fails the check.")
+
+
+def _column_side(m: Matrix, col) -> compare.Side:
+    recs = {(check, records.target_of(rec)): rec for (check, col_id), rec in m.cells.items() if col_id == col.id}
+    return compare.Side(col.label, col.env_id, col.header, recs, col.complete, [])
+
+
+def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
+    rows, notes = [], []
+    if baseline is not None:
+        for col in m.columns:
+            side = _column_side(m, col)
+            if not any(r.get("suite") == "perf" for r in side.records.values()):
+                continue
+            if side.machine != baseline.machine:
+                notes.append(f"{col.label}: another machine than the baseline's, times not compared")
+                continue
+            result = compare.compare(baseline, side)
+            for c in result.changes:
+                if c.rule.startswith("perf-"):
+                    rows.append([col.label, c.check, Cell(c.kind, {"regression": "fail", "warning": "inconclusive",
+                                                                   "improvement": "pass"}[c.kind]), c.rule, c.detail])
+    intro = ("What the upgrade check's rules say of this page's perf figures against the baseline "
+             f"{baseline.describe()}: slower or faster beyond the check's tolerance with the intervals apart, a new "
+             "shape costing more, memory that now grows; 'warning' is inconclusive (too noisy to tell)."
+             if baseline is not None else "")
+    if notes:
+        intro += " " + "; ".join(notes) + "."
+    return Section("Speed and memory against the baseline", ["column", "check", "change", "rule", "detail"], rows,
+                   level=2, intro=intro,
+                   empty=("No baseline given: keep one with ./compat baseline -m perf, then "
+                          "python -m tools.report --baseline reports/baseline.jsonl." if baseline is None else
+                          "Nothing changed beyond the checks' tolerances."))
+
+
+def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Section]:
+    """The perf suite's sections, or none when no perf check ran."""
+    if not any(rec.get("suite") == "perf" for rec in m.cells.values()):
+        return []
+    return [baseline_section(m, baseline), model_section(m), ops_section(m), memory_section(m)]
