@@ -105,6 +105,11 @@ class Sandbox:
         # with torch loaded takes seconds: end it at once.
         self._stop()
 
+    def restart(self) -> None:
+        """End the child now: the next call runs in a fresh process (a measurement repeated
+        where nothing of the last one lingers: its caches, its allocator, its kernel choices)."""
+        self._stop()
+
     def call(self, target: str, *args, timeout: float | None = None) -> Outcome:
         """Run ``module:function(*args)`` in the child; never raises for the child's faults."""
         limit = self.timeout if timeout is None else timeout

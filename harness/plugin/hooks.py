@@ -180,12 +180,13 @@ def pytest_configure(config):
         for problem in options.output_problems(config):
             raise pytest.UsageError(problem)
     baseline = config.getoption("--baseline")
-    if baseline and state.controller:  # read before anything runs: a bad baseline costs no run
+    if baseline:  # read before anything runs: a bad baseline costs no run (workers read it for the perf checks)
         from harness.report import compare
         try:
             state.baseline = compare.load_side([baseline], f"--baseline {baseline}")
         except compare.CompareError as exc:
-            raise pytest.UsageError(f"--baseline: {exc}") from None
+            if state.controller:
+                raise pytest.UsageError(f"--baseline: {exc}") from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, "mps-compat-journal")
 
@@ -253,6 +254,22 @@ def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
     shared by the xdist workers through a locked file, so every check of a run measures the
     same shape."""
     return options.workload_for(request, target, sandbox, tmp_path_factory)
+
+
+@pytest.fixture
+def baseline_of(request):
+    """``lookup(check, target_key)`` -> (the --baseline's record of that check or None, the
+    baseline's machine, this machine): a perf check confirms a figure that looks like a
+    regression before it is recorded (suites/perf)."""
+    from harness.perf import against
+    side = request.config.stash[STATE].baseline
+    here = against.machine_of(facts.current())
+
+    def lookup(check: str, target_key: str):
+        if side is None:
+            return None, None, here
+        return side.records.get((check, target_key)), side.machine, here
+    return lookup
 
 
 @pytest.fixture

@@ -226,7 +226,8 @@ def _inputs_note(a: dict, b: dict) -> str:
 
 
 def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: float = DEFAULT_FLOOR,
-                    machines: tuple[str | None, str | None] = (None, None)) -> list[tuple[str, str, str]]:
+                    machines: tuple[str | None, str | None] = (None, None),
+                    noise: float = 0.0) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one check seen on both sides; empty when nothing changed
     that matters. ``machines``: where each side ran (perf times compare on one machine only)."""
     sa, sb = a["status"], b["status"]
@@ -259,7 +260,7 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
     if optim:
         out += _claim_changes(a, b)
     if perf:
-        out += against.changes(a, b, *machines)
+        out += against.changes(a, b, *machines, noise)
     growth = _parity_growth(a, b, factor, floor)
     if growth:
         out.append(growth)
@@ -311,6 +312,10 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     unchanged = 0
     machines = (baseline.machine, candidate.machine)
     keys = sorted(set(baseline.records) | set(candidate.records))
+    noise = against.spread([(baseline.records[k].get("metrics") or {}, candidate.records[k].get("metrics") or {})
+                            for k in keys if k in baseline.records and k in candidate.records
+                            and baseline.records[k].get("category") in Category.TIMES
+                            and candidate.records[k].get("category") in Category.TIMES])
     for key in keys:
         a, b = baseline.records.get(key), candidate.records.get(key)
         if a is None or b is None:
@@ -318,7 +323,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
                                   _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
             continue
-        found = compare_records(a, b, factor, floor, machines)
+        found = compare_records(a, b, factor, floor, machines, noise)
         changes += [Change(kind, rule, key[0], key[1], _state(a), _state(b), detail) for kind, rule, detail in found]
         unchanged += not found
     notes = []
