@@ -1,0 +1,67 @@
+"""Regressions injected into the perf suite's processes, for its self-tests: preloaded in every
+sandbox child (``MPS_COMPAT_SANDBOX_PRELOAD=tests.perf_faults``, harness.core.isolate), and in the
+cold-start processes they start, so the fault is where the measurement is.
+
+``MPS_COMPAT_PERF_FAULTS`` is a comma-separated list of:
+
+  slow:<name>   ``torch.<name>`` computes its result ``SLOW_REPEATS`` times (an op that got
+                slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched
+  leak          every optimizer step keeps ``LEAK_BYTES`` of new tensor alive (a leak that grows
+                step by step, as in pytorch#121113)
+  per-shape     ``torch.nn.functional.embedding`` sleeps ``SHAPE_COST_S`` the first time it sees an
+                input shape (what the MPS graph cache does when it builds a graph per shape)
+
+Each fault changes only what it names: the self-tests check that the upgrade check flags
+exactly the checks that measure it.
+"""
+import functools
+import os
+import time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+VAR = "MPS_COMPAT_PERF_FAULTS"
+SLOW_REPEATS = 4
+LEAK_BYTES = 2 * 2 ** 20
+SHAPE_COST_S = 0.08
+
+FAULTS = [f for f in os.environ.get(VAR, "").split(",") if f]
+_KEPT: list = []          # what the leak keeps alive
+_SEEN: set = set()        # the shapes the per-shape cost has been paid for
+
+
+def _slowed(fn):
+    @functools.wraps(fn)
+    def slow(*args, **kwargs):
+        for _ in range(SLOW_REPEATS - 1):
+            fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return slow
+
+
+def _leak(optimizer, args, kwargs):
+    _KEPT.append(torch.ones(LEAK_BYTES // 4))   # written, so the pages are resident
+
+
+def _per_shape(fn):
+    @functools.wraps(fn)
+    def embedding(input, *args, **kwargs):
+        key = tuple(input.shape)
+        if key not in _SEEN:
+            _SEEN.add(key)
+            time.sleep(SHAPE_COST_S)
+        return fn(input, *args, **kwargs)
+    return embedding
+
+
+for fault in FAULTS:
+    if fault.startswith("slow:"):
+        name = fault.split(":", 1)[1]
+        setattr(torch, name, _slowed(getattr(torch, name)))
+    elif fault == "leak":
+        register_optimizer_step_post_hook(_leak)
+    elif fault == "per-shape":
+        torch.nn.functional.embedding = _per_shape(torch.nn.functional.embedding)
+    else:
+        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>, leak, per-shape")

@@ -1,0 +1,299 @@
+"""The perf suite: its timing, its judges, its compare rules, and that the upgrade check flags an
+injected slowdown, leak and per-shape cost, and only those."""
+import json
+import statistics
+
+import pytest
+
+from harness.core.records import Category, Status
+from harness.env import timing
+from harness.perf import against, memory, models, ops
+from harness.report import compare
+from tests.conftest import run_suite
+
+MIB = 2 ** 20
+
+
+# --------------------------------------------------------------------------- timing
+
+def test_a_figure_has_its_interval_its_control_and_its_clock():
+    clock = timing.Clock("cpu")
+    run = timing.time_rounds(lambda: sum(range(2000)), clock, rounds=9, budget_s=1.0)
+    assert clock.method == "wall clock"
+    assert run["ci_low"] <= run["median_s"] <= run["ci_high"]
+    assert run["rounds"] == len(run["durations"]) >= 9
+    assert run["control_s"] > 0 and run["inner"] >= 1
+    # a round lasts at least min_round_s: the per-call figure times inner calls
+    assert run["median_s"] * run["inner"] >= 0.004
+
+
+def test_time_rounds_sees_a_slower_function():
+    clock = timing.Clock("cpu")
+    fast = timing.time_rounds(lambda: sum(range(3000)), clock, budget_s=0.5)
+    slow = timing.time_rounds(lambda: sum(range(12000)), clock, budget_s=0.5)
+    assert slow["ci_low"] > fast["ci_high"]
+
+
+def test_the_intervals_are_seeded_and_cover_their_centre():
+    samples = [1.0, 1.1, 0.9, 1.05, 0.95, 1.2, 1.0]
+    assert timing.bootstrap_median_ci(samples) == timing.bootstrap_median_ci(samples)
+    low, high = timing.bootstrap_median_ci(samples)
+    assert low <= statistics.median(samples) <= high
+    low, high = timing.bootstrap_difference_ci([1.0] * 6, [1.5, 1.6, 1.4, 1.5, 1.55, 1.45])
+    assert 0.4 < low <= high < 0.6
+    assert timing.summary([1.0, 3.0, 1.0, 3.0, 2.0])["noisy"]
+    assert not timing.summary([1.0, 1.01, 0.99, 1.0, 1.0])["noisy"]
+
+
+def test_the_optimization_suite_times_with_the_same_code():
+    from harness.optim import ratios
+    assert ratios.timed is timing.timed and ratios.bootstrap_ratio_ci is timing.bootstrap_ratio_ci
+
+
+# --------------------------------------------------------------------------- the tables
+
+def test_check_ids_are_stable_and_unique():
+    ids = [f"perf/{c.subject}/{c.variant}" for c in (*ops.CASES, *models.CASES, *memory.CASES)]
+    assert len(ids) == len(set(ids))
+    assert "perf/softmax/float32/forward" in ids and "perf/adamw_step/float32/step" in ids
+    assert "perf/model-bert/varying-length" in ids and "perf/memory-gpt2/trainer" in ids
+    # the CPU times float32 and bfloat16; float16 only where a device trains in it
+    f16 = next(c for c in ops.CASES if c.dtype == "float16")
+    assert "cpu" not in f16.targets and "cuda" in f16.targets
+    assert {op.name for op in ops.OPS.values()} >= {"linear", "matmul", "bmm", "addmm", "conv2d", "layer_norm",
+                                                   "group_norm", "softmax", "log_softmax",
+                                                   "scaled_dot_product_attention", "gelu", "silu", "embedding", "cat",
+                                                   "stack", "index_select", "gather", "scatter_add", "mul", "add",
+                                                   "sum", "cross_entropy", "adamw_step"}
+
+
+def test_every_op_builds_and_runs_backward_at_a_tiny_shape(monkeypatch):
+    import torch
+    monkeypatch.setattr(ops.Dims, "of_workload", classmethod(lambda cls, name: cls(2, 8, 16, 2, 32, 50)))
+    for op in ops.OPS.values():
+        x = ops.Inputs("cpu", torch.float32)
+        fn = op.build(ops.Dims.of_workload("tiny"), x)
+        out = fn()
+        if "backward" in op.passes:
+            assert x.grads and all(g is not None for g in torch.autograd.grad(
+                out, x.grads, torch.ones_like(out), retain_graph=True)), op.name
+
+
+def test_encoders_generate_nothing_and_say_so():
+    case = next(c for c in models.CASES if c.arch == "bert" and c.what == "generate")
+    assert case.not_timed().status == Status.SKIP and "encoder" in case.not_timed().message
+    assert next(c for c in models.CASES if c.arch == "gpt2" and c.what == "generate").not_timed() is None
+
+
+def test_varying_lengths_are_distinct_seeded_and_not_the_fixed_one():
+    lengths = models.lengths_for(64, 6)
+    assert lengths == models.lengths_for(64, 6) and len(set(lengths)) == 6
+    assert 32 not in lengths and all(16 <= n <= 64 for n in lengths)
+
+
+# --------------------------------------------------------------------------- judges
+
+def _run(median, low, high, **extra):
+    return {"median_s": median, "ci_low": low, "ci_high": high, "rounds": 9, "inner": 1,
+            "width": (high - low) / median, "noisy": (high - low) / median > timing.NOISY_WIDTH, "clock": "wall clock",
+            "control_s": 0.001, "threads": 1, "durations": [median] * 9, **extra}
+
+
+def test_a_time_is_a_figure_labelled_noisy_when_its_interval_is_wide():
+    base = {"op": "mul", "dtype": "float32", "pass": "forward", "shape": "s", "workload": "small"}
+    narrow = ops.judge(_run(1e-3, 0.95e-3, 1.05e-3, **base))
+    wide = ops.judge(_run(1e-3, 0.6e-3, 1.5e-3, **base))
+    assert narrow.status == wide.status == Status.PASS
+    assert (narrow.category, wide.category) == (Category.TIMED, Category.NOISY)
+    assert "noisy" in wide.message and "1 ms [950 us, 1.05 ms]" in narrow.message
+
+
+def _series(start, per_step, steps=70, wobble=0):
+    return [int(start + per_step * i + (wobble if i % 2 else -wobble)) for i in range(steps)]
+
+
+def test_memory_that_grows_fails_and_memory_that_wobbles_does_not():
+    def verdict(series):
+        return memory.judge({"series": {"rss": series}, "warmup": 10, "given_back": {"rss": 0}, "entry": "loop",
+                             "model": "m", "steps": 70, "batch": 4, "lengths": "16..64"})
+    leaking = verdict(_series(900 * MIB, 2 * MIB))
+    assert leaking.status == Status.FAIL and leaking.category == Category.GROWS and "rss kept growing" in leaking.message
+    assert verdict(_series(900 * MIB, 0, wobble=4 * MIB)).category == Category.STEADY
+    one_jump = [900 * MIB] * 35 + [930 * MIB] * 35      # one step up, no trend after it: not a leak by slope alone
+    assert verdict(one_jump).category in (Category.GROWS, Category.INCONCLUSIVE)  # 30 MiB is over the tolerance
+    assert verdict([900 * MIB] * 70).category == Category.STEADY
+
+
+# --------------------------------------------------------------------------- compare rules
+
+def _rec(check, category, metrics, status="pass", reason=""):
+    suite, subject, variant = check.split("/", 2)
+    return {"check": check, "suite": suite, "subject": subject, "variant": variant, "target": "cpu",
+            "status": status, "category": category, "metrics": {"threads": 1, **metrics}, "reason": reason,
+            "duration_s": 1.0}
+
+
+def _time(median, spread=0.03, control=0.001):
+    return {"median_s": median, "ci_low": median * (1 - spread), "ci_high": median * (1 + spread), "control_s": control}
+
+
+SAME = ("vm / x86_64 / AMD EPYC / 2 cpus", "vm / x86_64 / AMD EPYC / 2 cpus")
+
+
+def _changes(a, b, machines=SAME):
+    return against.changes(a, b, *machines)
+
+
+def test_a_slower_op_with_intervals_apart_is_a_regression():
+    a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+    b = _rec("perf/mul/float32/forward", Category.TIMED, _time(2e-3))
+    assert [c[:2] for c in _changes(a, b)] == [("regression", "perf-time")]
+    assert [c[:2] for c in _changes(b, a)] == [("improvement", "perf-time")]
+    assert _changes(a, _rec("perf/mul/float32/forward", Category.TIMED, _time(1.2e-3))) == []   # within 30%
+
+
+def test_a_slowdown_the_control_explains_or_the_noise_hides_is_only_a_warning():
+    a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+    busy_host = _rec("perf/mul/float32/forward", Category.TIMED, _time(1.6e-3, control=0.0016))
+    kind, rule, detail = _changes(a, busy_host)[0]
+    assert (kind, rule) == ("warning", "perf-time") and "control" in detail
+    noisy = _rec("perf/mul/float32/forward", Category.NOISY, _time(1.5e-3, spread=0.4))
+    assert [c[:2] for c in _changes(a, noisy)] == [("warning", "perf-time")]
+
+
+def test_times_of_other_machines_or_thread_counts_are_not_compared():
+    a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+    b = _rec("perf/mul/float32/forward", Category.TIMED, _time(5e-3))
+    assert _changes(a, b, ("vm / a", "vm / b")) == []
+    b["metrics"]["threads"] = 2
+    assert _changes(a, b) == []
+
+
+def test_a_machine_is_more_than_its_host_name():
+    facts = {"host": "runner", "os": {"machine": "x86_64"}, "cpu": {"model": "AMD EPYC", "usable": 2},
+             "torch": {"cuda_devices": []}}
+    other = {**facts, "cpu": {"model": "Intel Xeon", "usable": 2}}
+    assert against.machine_of(facts) != against.machine_of(other)
+    assert against.machine_of({}) is None
+
+
+def test_a_dearer_new_shape_and_a_new_leak_are_regressions():
+    shape = {"per_shape_s": 0.001, "ci_low": -0.01, "ci_high": 0.012, "seen_s": 0.2}
+    a = _rec("perf/model-bert/varying-length", Category.TIMED, shape)
+    b = _rec("perf/model-bert/varying-length", Category.TIMED,
+             {**shape, "per_shape_s": 0.15, "ci_low": 0.12, "ci_high": 0.2})
+    assert [c[:2] for c in _changes(a, b)] == [("regression", "perf-shape")]
+    steady = _rec("perf/memory-bert/loop", Category.STEADY, {})
+    grows = _rec("perf/memory-bert/loop", Category.GROWS, {}, status="fail", reason="memory grows")
+    assert [c[:2] for c in compare.compare_records(steady, grows, machines=SAME)] == [("regression", "perf-memory")]
+    assert [c[:2] for c in compare.compare_records(grows, steady, machines=SAME)] == [("improvement", "perf-memory")]
+
+
+def test_the_comparison_says_when_times_were_not_compared(tmp_path):
+    def side(host):
+        header = {"facts": {"host": host, "cpu": {"model": "x", "usable": 2}}}
+        rec = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+        return compare.Side(host, host, header, {(rec["check"], "cpu"): rec}, True, [])
+    result = compare.compare(side("a"), side("b"))
+    assert result.notes and "not compared" in result.notes[0] and not result.changes
+    assert "note:" in compare.render(result)
+
+
+# --------------------------------------------------------------------------- cold processes
+
+def test_a_cold_process_has_imported_torch_and_run_nothing():
+    """The zygote imports torch and transformers and forks; its child's first op is the first."""
+    if not models._forks():
+        pytest.skip("fork is Linux's here: elsewhere each cold start is a fresh interpreter")
+    z = models.Zygote()
+    try:
+        out = z.first_step("llama", "cpu", "small")
+        assert out["first_step_s"] > 0 and out["warm_s"] > 0 and out["import_s"] > 0
+        assert "zygote" in out["process"]
+        again = z.first_step("llama", "cpu", "small")   # the zygote itself stayed cold: it forks again
+        assert again["first_step_s"] > 0
+    finally:
+        z.proc.kill()
+
+
+# --------------------------------------------------------------------------- end to end
+
+SLICE = ("softmax-float32 or linear-float32-forward or bert-varying or gpt2-train-step or memory-bert-loop")
+FAULTS = "slow:softmax,leak,per-shape"
+INJECTED = {"perf/softmax/float32/forward": "perf-time", "perf/model-bert/varying-length": "perf-shape",
+            "perf/memory-bert/loop": "perf-memory"}
+
+
+@pytest.mark.slow
+def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shape_cost(tmp_path):
+    baseline = tmp_path / "kept" / "baseline.jsonl"
+    kept, _ = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "2",
+                        "--save-baseline", str(baseline))
+    assert kept.returncode == 0, kept.stdout[-3000:]
+    clean, _ = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "2",
+                         "--baseline", str(baseline), "--compare-out", str(tmp_path / "clean.md"))
+    clean_json = json.loads((tmp_path / "clean.json").read_text())
+    assert clean.returncode == 0 and clean_json["counts"]["regression"] == 0, clean.stdout[-3000:]
+    env = {"MPS_COMPAT_SANDBOX_PRELOAD": "tests.perf_faults", "MPS_COMPAT_PERF_FAULTS": FAULTS}
+    faulty, records = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "2",
+                                "--baseline", str(baseline), "--compare-out", str(tmp_path / "faulty.md"), env=env)
+    assert faulty.returncode == 1, faulty.stdout[-3000:]
+    found = json.loads((tmp_path / "faulty.json").read_text())
+    flagged = {c["check"]: c["rule"] for c in found["changes"] if c["kind"] == "regression"}
+    assert flagged == INJECTED, faulty.stdout[-4000:]
+    by_check = {r["check"]: r for r in records}
+    assert by_check["perf/memory-bert/loop"]["category"] == Category.GROWS
+    assert "rss kept growing" in by_check["perf/memory-bert/loop"]["reason"]
+
+
+# --------------------------------------------------------------------------- the page
+
+def _page_run(env_id, records):
+    from harness.core import runfiles
+    facts = {"host": "vm", "cpu": {"model": "x", "usable": 2}, "packages": {"torch": "2.15.0"}}
+    header = {"kind": "header", "run": env_id, "env_id": env_id, "started": "2026-11-23T00:00:00Z", "facts": facts,
+              "targets": {"cpu": {"selected": True, "available": True, "reason": ""}}}
+    return runfiles.Run(env_id, header, "test", records, {"kind": "end"})
+
+
+def test_the_page_shows_models_slowest_ops_memory_and_what_changed():
+    from harness.report.matrix import build
+    from harness.report.speed import perf_sections
+    op = _rec("perf/mul/float32/forward", Category.TIMED, {**_time(1e-3), "rounds": 9, "clock": "wall clock"})
+    step = _rec("perf/model-gpt2/train-step", Category.TIMED, {**_time(0.4), "per_second": 40.0, "unit": "samples/s"})
+    leak = _rec("perf/memory-bert/loop", Category.GROWS, {"trends": {"rss": memory.growth(_series(9e8, 2 * MIB), 10)},
+                                                          "given_back": {"rss": 0}}, status="fail")
+    slower = _rec("perf/mul/float32/forward", Category.TIMED, {**_time(3e-3), "rounds": 9, "clock": "wall clock"})
+    m = build([_page_run("cand", [slower, step, leak])])
+    base = compare.side_from_runs("baseline", [_page_run("base", [op])], [])
+    against_base, models_, ops_, memory_ = perf_sections(m, base)
+    assert [r[1] for r in against_base.rows] == ["perf/mul/float32/forward"]
+    assert against_base.rows[0][2].text == "regression" and against_base.rows[0][3] == "perf-time"
+    assert models_.rows[0][0] == "gpt2" and models_.rows[0][4] == "400 ms" and "40 samples/s" in models_.rows[0][6]
+    assert ops_.rows[0][1] == "mul/float32/forward" and ops_.rows[0][3] == "3 ms"
+    assert memory_.rows[0][4].text == Category.GROWS
+    assert perf_sections(build([_page_run("c", [_rec("optim/x/memory", "holds", {})])])) == []
+
+
+def test_a_pair_of_runs_that_spread_widely_only_warns_of_a_2x_slowdown():
+    a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+    b = _rec("perf/mul/float32/forward", Category.TIMED, _time(2e-3))
+    assert [c[:2] for c in against.changes(a, b, *SAME, 0.0)] == [("regression", "perf-time")]
+    kind, _, detail = against.changes(a, b, *SAME, 0.2)[0]      # exp(6 x 0.2) = 3.3x: within the noise
+    assert kind == "warning" and "spread" in detail
+    quiet = [(_time(1e-3), _time(1e-3 * (1 + 0.01 * (i % 3)))) for i in range(20)]
+    noisy = [(_time(1e-3), _time(1e-3 * (1.5 if i % 2 else 0.7))) for i in range(20)]
+    assert against.spread(quiet) < 0.02 < 0.2 < against.spread(noisy)
+    assert against.spread(quiet[:3]) == 0.0    # too few to say
+
+
+def test_a_suspect_figure_is_measured_again_and_the_fastest_kept():
+    base = {"op": "mul", "dtype": "float32", "pass": "forward", "shape": "s", "workload": "small"}
+    runs = [_run(3e-3, 2.9e-3, 3.1e-3, **base), _run(1e-3, 0.95e-3, 1.05e-3, **base), _run(2e-3, 1.9e-3, 2.1e-3, **base)]
+    v = against.confirmed(runs, ops.judge)
+    assert v.metrics["median_s"] == 1e-3 and v.metrics["confirmation"]["processes"] == 3
+    assert "measured in 3 processes" in v.message
+    a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
+    assert against.looks_slower(a, "perf/mul/float32/forward", ops.judge(runs[0]), *SAME)
+    assert not against.looks_slower(a, "perf/mul/float32/forward", ops.judge(runs[1]), *SAME)
+    assert not against.looks_slower(None, "perf/mul/float32/forward", ops.judge(runs[0]), *SAME)
