@@ -8,8 +8,9 @@ cold-start processes they start, so the fault is where the measurement is.
                 slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched
   leak          every optimizer step keeps ``LEAK_BYTES`` of new tensor alive (a leak that grows
                 step by step, as in pytorch#121113)
-  per-shape     ``torch.nn.functional.embedding`` sleeps ``SHAPE_COST_S`` the first time it sees an
-                input shape (what the MPS graph cache does when it builds a graph per shape)
+  per-shape     ``torch.nn.functional.embedding`` sleeps ``SHAPE_COST_S`` the first time a table
+                sees an input shape (what the MPS graph cache does when it builds a graph per
+                shape: per model, so another model's shapes do not count)
 
 Each fault changes only what it names: the self-tests check that the upgrade check flags
 exactly the checks that measure it.
@@ -46,12 +47,12 @@ def _leak(optimizer, args, kwargs):
 
 def _per_shape(fn):
     @functools.wraps(fn)
-    def embedding(input, *args, **kwargs):
-        key = tuple(input.shape)
+    def embedding(input, weight, *args, **kwargs):
+        key = (weight.data_ptr(), tuple(input.shape))
         if key not in _SEEN:
             _SEEN.add(key)
             time.sleep(SHAPE_COST_S)
-        return fn(input, *args, **kwargs)
+        return fn(input, weight, *args, **kwargs)
     return embedding
 
 

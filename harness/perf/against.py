@@ -23,12 +23,10 @@ regression; memory that stopped growing, an improvement.
 """
 from __future__ import annotations
 
-from harness.core.records import Category
-
 import math
 import statistics
 
-from harness.core.records import Verdict
+from harness.core.records import Category, Verdict
 
 # Allowed slowdown before a time regresses, by what the check times (relative).
 TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50}

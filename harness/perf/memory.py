@@ -8,7 +8,9 @@ vary from batch to batch, an LR scheduler, AdamW), through a plain loop
 (``perf/memory-<arch>/loop``) or through transformers' Trainer (``perf/memory-<arch>/trainer``),
 and reads after every step what the device offers:
 
-  rss        the process's resident memory (psutil), on every device
+  rss        the process's resident memory (psutil), on every device; on glibc (Linux) after
+             ``malloc_trim(0)``, so memory the process freed is given back before it is read and a
+             leak cannot hide in the free lists that earlier steps (or checks) left resident
   allocated  the device's tensor bytes: ``torch.cuda.memory_allocated``,
              ``torch.mps.current_allocated_memory``
   reserved   CUDA's caching allocator's reserved bytes (``torch.cuda.memory_reserved``)
@@ -38,12 +40,26 @@ BATCH = 4                  # a trend needs steps, not a big batch
 TOLERANCE_BYTES = 16 * 2 ** 20
 TOLERANCE_SHARE = 0.01     # of the reading's level at the start of the trend
 MIB = 2 ** 20
-ENTRIES = ("loop", "trainer")
 TRAINER_ARCHS = ("bert", "gpt2")   # a classifier and a causal LM through the Trainer
 SEED = 0
 
 
 # --------------------------------------------------------------------------- readings
+
+def _trimmer():
+    """glibc's ``malloc_trim`` (free heap pages back to the system), or a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+    import sys
+    if not sys.platform.startswith("linux"):
+        return lambda: None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):   # musl and others have none
+        return lambda: None
+    return lambda: trim(0)
+
 
 def reader(device: str):
     """A function giving this step's readings, name -> bytes (see the module's table)."""
@@ -52,9 +68,11 @@ def reader(device: str):
     process = psutil.Process()
     kind = device.split(":")[0]
     backend = devices.backend(kind)
+    trim = _trimmer()
 
     def read() -> dict[str, int]:
         backend.synchronize()
+        trim()
         out = {"rss": int(process.memory_info().rss)}
         if kind == "cuda":
             out.update(allocated=int(torch.cuda.memory_allocated()), reserved=int(torch.cuda.memory_reserved()))

@@ -196,7 +196,7 @@ def generate(arch: str, device: str, workload: str) -> dict:
                                     max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                     use_cache=True, pad_token_id=0)
     out = decode()
-    new = int(out.shape[-1] - (0 if arch == "t5" else prompt["input_ids"].shape[-1]))
+    new = int(out.shape[-1] - (1 if arch == "t5" else prompt["input_ids"].shape[-1]))   # T5: the start token
     run = timing.time_rounds(decode, _clock(device), warmup=1, rounds=7, max_rounds=15, min_round_s=0.0,
                              budget_s=BUDGET_S.get(workload, 20.0))
     tokens = batch * new
@@ -326,6 +326,7 @@ def import_models() -> float:
 def _first_steps(arch: str, device: str, workload: str, process: str) -> dict:
     """In a cold process: build, the first step, two warm ones."""
     import torch
+
     from harness.core import isolate
     isolate.prepare_child()
     t1 = time.perf_counter()
