@@ -157,14 +157,20 @@ def _threads() -> int:
 
 # --------------------------------------------------------------------------- in the sandbox child
 
+def _rate(t: Trainer, fn, what: str, device: str, workload: str, count: int, unit: str, shape: str,
+          warmup: int = 2, **extra) -> dict:
+    """A warm model figure: ``fn`` timed in rounds, and ``count`` units (samples, tokens) per call as a rate."""
+    run = timing.time_rounds(fn, _clock(device), warmup=warmup, rounds=7, max_rounds=15, min_round_s=0.0,
+                             budget_s=BUDGET_S.get(workload, 20.0))
+    return {**run, "what": what, "model": t.about, "shape": shape, "per_second": count / run["median_s"],
+            "unit": unit, "threads": _threads(), **extra}
+
+
 def train_step(arch: str, device: str, workload: str) -> dict:
     t = Trainer(arch, workload, device)
     batch = t.batch()
-    run = timing.time_rounds(lambda: t.step(batch), _clock(device), warmup=2, rounds=7, max_rounds=15,
-                             min_round_s=0.0, budget_s=BUDGET_S.get(workload, 20.0))
-    samples = t.dims.batch
-    return {**run, "what": "train-step", "model": t.about, "shape": f"batch {samples}, length {t.dims.seq}",
-            "per_second": samples / run["median_s"], "unit": "samples/s", "threads": _threads()}
+    return _rate(t, lambda: t.step(batch), "train-step", device, workload, t.dims.batch, "samples/s",
+                 f"batch {t.dims.batch}, length {t.dims.seq}")
 
 
 def inference(arch: str, device: str, workload: str) -> dict:
@@ -176,11 +182,8 @@ def inference(arch: str, device: str, workload: str) -> dict:
     def forward():
         with torch.no_grad():
             return t.model(**batch)
-    run = timing.time_rounds(forward, _clock(device), warmup=2, rounds=7, max_rounds=15, min_round_s=0.0,
-                             budget_s=BUDGET_S.get(workload, 20.0))
-    tokens = t.dims.tokens
-    return {**run, "what": "inference", "model": t.about, "shape": f"batch {t.dims.batch}, length {t.dims.seq}",
-            "per_second": tokens / run["median_s"], "unit": "tokens/s", "threads": _threads()}
+    return _rate(t, forward, "inference", device, workload, t.dims.tokens, "tokens/s",
+                 f"batch {t.dims.batch}, length {t.dims.seq}")
 
 
 def generate(arch: str, device: str, workload: str) -> dict:
@@ -197,12 +200,9 @@ def generate(arch: str, device: str, workload: str) -> dict:
                                     use_cache=True, pad_token_id=0)
     out = decode()
     new = int(out.shape[-1] - (1 if arch == "t5" else prompt["input_ids"].shape[-1]))   # T5: the start token
-    run = timing.time_rounds(decode, _clock(device), warmup=1, rounds=7, max_rounds=15, min_round_s=0.0,
-                             budget_s=BUDGET_S.get(workload, 20.0))
-    tokens = batch * new
-    return {**run, "what": "generate", "model": t.about,
-            "shape": f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens",
-            "per_second": tokens / run["median_s"], "unit": "tokens/s", "new_tokens": new, "threads": _threads()}
+    return _rate(t, decode, "generate", device, workload, batch * new, "tokens/s",
+                 f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens", warmup=1,
+                 new_tokens=new)
 
 
 def lengths_for(seq: int, count: int, seed: int = SEED) -> list[int]:
