@@ -120,13 +120,12 @@ def audits():
 
 @pytest.mark.parametrize("name", list(models.MODELS))
 def test_each_built_in_model_audits_a_training_step_on_cpu(audits, name):
-    ex, r, seconds = audits[name]
+    ex, r, _ = audits[name]   # its time is a benchmark's figure (benchmarks/selftest_time.py), not asserted
     assert r.error is None, r.error
     assert all(r.ops[phase] for phase in audit.PHASES)
     assert r.attn_implementation == ex.attn_implementation == "sdpa"
     assert r.optimizer["path"] == "single-tensor" and math.isfinite(r.loss)
     assert {"aten::mm", "aten::sum.dim_IntList"} & set(r.ops["backward"])
-    assert seconds < 20, f"{name}: {seconds:.1f} s"
 
 
 def test_minilm_is_the_pretrained_model_with_its_tokenizer(audits):

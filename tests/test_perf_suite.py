@@ -23,14 +23,55 @@ def test_a_figure_has_its_interval_its_control_and_its_clock():
     assert run["ci_low"] <= run["median_s"] <= run["ci_high"]
     assert run["rounds"] == len(run["durations"]) >= 9
     assert run["control_s"] > 0 and run["inner"] >= 1
-    # a round lasts at least min_round_s: the per-call figure times inner calls
-    assert run["median_s"] * run["inner"] >= 0.004
+
+
+class _SteadyClock:
+    """A clock that reads 100 us per call, whatever runs: what inner_for must size rounds by."""
+    method = "steady"
+
+    def sync(self):
+        pass
+
+    def seconds(self, fn, inner=1):
+        return 1e-4
+
+
+def test_a_round_repeats_a_short_call_until_it_lasts_min_round_s():
+    assert timing.inner_for(lambda: None, _SteadyClock(), min_round_s=0.005) * 1e-4 >= 0.005
+    assert timing.inner_for(lambda: None, _SteadyClock(), min_round_s=0.0) == 1
+
+
+class _Event:
+    """A stand-in for torch.cuda.Event / torch.mps.event.Event: the device runs each queued call
+    for 2 ms while the host returns at once; an event reads the device's time at its place."""
+    queued: list = []
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing
+        self.at = None
+
+    def record(self):
+        self.at = len(_Event.queued) * 2.0   # ms of device work queued before this event
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+def test_device_events_time_what_the_device_ran_not_what_the_host_waited():
+    clock = timing.Clock("cpu")
+    clock._event, clock.method = _Event, "stand-in events"
+    _Event.queued = []
+    assert clock.seconds(lambda: _Event.queued.append(1), inner=5) == pytest.approx(0.002)
 
 
 def test_time_rounds_sees_a_slower_function():
+    import time
     clock = timing.Clock("cpu")
-    fast = timing.time_rounds(lambda: sum(range(3000)), clock, budget_s=0.5)
-    slow = timing.time_rounds(lambda: sum(range(12000)), clock, budget_s=0.5)
+    fast = timing.time_rounds(lambda: time.sleep(0.001), clock, budget_s=0.5, min_round_s=0.0)
+    slow = timing.time_rounds(lambda: time.sleep(0.006), clock, budget_s=0.5, min_round_s=0.0)
     assert slow["ci_low"] > fast["ci_high"]
 
 
@@ -297,3 +338,37 @@ def test_a_suspect_figure_is_measured_again_and_the_fastest_kept():
     assert against.looks_slower(a, "perf/mul/float32/forward", ops.judge(runs[0]), *SAME)
     assert not against.looks_slower(a, "perf/mul/float32/forward", ops.judge(runs[1]), *SAME)
     assert not against.looks_slower(None, "perf/mul/float32/forward", ops.judge(runs[0]), *SAME)
+
+
+def test_on_mps_the_driver_and_allocated_readings_are_taken_and_judged(monkeypatch):
+    """A stand-in MPS backend whose driver memory grows (the graph cache, outside torch's tensor
+    counters) while its tensors and the process's RSS stay flat: the check reads and names it."""
+    from harness.env import devices
+
+    class StandInMPS:
+        def __init__(self):
+            self.driver = 500 * MIB
+
+        def synchronize(self):
+            pass
+
+        def memory_current(self):
+            return 100 * MIB
+
+        def memory_driver(self):
+            self.driver += 3 * MIB
+            return self.driver
+
+    backend = StandInMPS()
+    monkeypatch.setattr(devices, "backend", lambda kind: backend)
+    read = memory.reader("mps")
+    series: dict = {}
+    for _ in range(50):
+        for name, value in read().items():
+            series.setdefault(name, []).append(value)
+    assert set(series) == {"rss", "allocated", "driver"}
+    series["rss"] = [900 * MIB] * 50     # the host side flat, as on a Mac whose leak is in the Metal heap
+    v = memory.judge({"series": series, "warmup": 10, "given_back": {}, "entry": "loop", "model": "m", "steps": 50,
+                      "batch": 4, "lengths": "16..64"})
+    assert v.status == Status.FAIL and "driver kept growing" in v.message
+    assert v.metrics["trends"]["allocated"]["verdict"] == Category.STEADY

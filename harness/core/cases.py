@@ -47,6 +47,24 @@ class Known:
             raise ValueError("a Known needs its reason: the user reads it")
 
 
+class DtypePass:
+    """The ids of an op x dtype x pass case, in every table that has one (the op sweep's
+    ``ops/<op>/<dtype>/<pass>``, the perf suite's ``perf/<op>/<dtype>/<pass>``): the variant is
+    ``<dtype>/<pass>``, the pytest id ``<subject>-<dtype>-<pass>``. The case has ``subject``
+    (the op), ``dtype`` and ``pass_``."""
+    subject: str
+    dtype: str
+    pass_: str
+
+    @property
+    def variant(self) -> str:
+        return f"{self.dtype}/{self.pass_}"
+
+    @property
+    def id(self) -> str:
+        return f"{self.subject}-{self.dtype}-{self.pass_}"
+
+
 def check_table(cases: Iterable, where: str) -> list:
     """The cases of a table, each of the shape ``Case``, ids unique on each target (one
     check may be a case per target, as the environment's are); else one clear error."""

@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from harness.core.cases import DtypePass
 from harness.core.records import Category, Status, Verdict, error_line
 from harness.env import devices
 from harness.ops import declarations, fallback
@@ -35,7 +36,7 @@ GRAD_SEED = 1234
 
 
 @dataclasses.dataclass(frozen=True)
-class OpCase:
+class OpCase(DtypePass):
     name: str            # OpInfo name, e.g. "nn.functional.conv2d"
     variant_name: str    # OpInfo variant_test_name, often ""
     dtype: str
@@ -46,18 +47,10 @@ class OpCase:
     def op_key(self) -> str:
         return f"{self.name}.{self.variant_name}" if self.variant_name else self.name
 
-    # identity in the journal: ops/<op_key>/<dtype>/<pass>
+    # identity in the journal: ops/<op_key>/<dtype>/<pass> (DtypePass)
     @property
     def subject(self) -> str:
         return self.op_key
-
-    @property
-    def variant(self) -> str:
-        return f"{self.dtype}/{self.pass_}"
-
-    @property
-    def id(self) -> str:
-        return f"{self.op_key}-{self.dtype}-{self.pass_}"
 
 
 def _dtype_names(dtypes) -> set[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from harness.core.cases import DtypePass
 from harness.core.records import Category, Status, Verdict
 from harness.env import devices, timing
 
@@ -274,8 +275,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
 
 
 @dataclasses.dataclass(frozen=True)
-class OpTimeCase:
-    """One op x dtype x pass, of the shape harness.core.cases.Case."""
+class OpTimeCase(DtypePass):
+    """One op x dtype x pass, of the shape harness.core.cases.Case (ids: DtypePass)."""
     op: str
     dtype: str
     pass_: str
@@ -283,14 +284,6 @@ class OpTimeCase:
     @property
     def subject(self) -> str:
         return self.op
-
-    @property
-    def variant(self) -> str:
-        return f"{self.dtype}/{self.pass_}"
-
-    @property
-    def id(self) -> str:
-        return f"{self.op}-{self.dtype}-{self.pass_}"
 
     @property
     def targets(self) -> tuple[str, ...]:
