@@ -311,3 +311,31 @@ def test_a_mode_stand_in_differs_from_the_cpu_only_where_its_mode_changed_an_op(
         assert torch.equal(stand_in.run(lambda: _mode_sensitive(x), None, None), x)  # nothing changed: plain
     flipped = standins.Ties().run(lambda: torch.sort(x, descending=True), None, None)
     assert flipped.indices.tolist() == [2, 0, 3, 1]  # the tie of the two 3.0s broken the other way
+
+
+def test_a_softmax_that_gives_nan_on_masked_rows_in_half_precision_fails_and_is_no_precision_limit(
+        monkeypatch, standins):
+    """A NaN where float64 has a number is never excused: before, float32 on the same inputs
+    met float64, so the NaN was recorded as xfail "precision limit (the dtype is too narrow)".
+    The fault is dtype-dependent, as pytorch#182726 was: float32 stays right."""
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = declarations.op_table()["softmax"]
+    real = op.op
+
+    def nan_on_masked_rows(x, dim, *args, **kwargs):
+        y = real(x, dim, *args, **kwargs)
+        if x.dtype in (torch.float16, torch.bfloat16):
+            y = y.masked_fill(torch.isinf(x).any(dim, keepdim=True), float("nan"))
+        return y
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    x[1, :3] = -torch.inf                                   # a row with masked entries, as attention masks it
+    monkeypatch.setattr(op, "op", nan_on_masked_rows)
+    monkeypatch.setattr(op, "sample_inputs", lambda device, dtype, requires_grad=False, **kw: iter(
+        [SampleInput(x.to(dtype).requires_grad_(requires_grad), args=(1,))]))
+    assert check.judge(check.run_case("softmax", "cpu", "float32", "forward")).status == "pass"
+    for target in ("cpu", "standin-noisy"):
+        for dtype in ("float16", "bfloat16"):
+            verdict = check.judge(check.run_case("softmax", target, dtype, "forward"))
+            assert verdict.status == "fail", (target, dtype, verdict.message)
+            assert verdict.metrics["cause"] == "non-finite" and "precision limit" not in verdict.message
+            assert "NaN or inf" in verdict.message and "float32" in verdict.metrics["switch"]

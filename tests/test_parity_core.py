@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from harness.parity.numerics import accuracy, tolerances as T
+from harness.parity.numerics import accuracy, causes, tolerances as T
 
 
 @pytest.mark.parametrize("op,cls", [
@@ -140,15 +140,33 @@ def test_both_sides_at_the_rounding_level_pass_and_a_target_far_worse_than_the_c
     assert not far["ok"] and "the CPU's own error" in far["reason"]
 
 
-def test_noise_of_one_unit_passes_on_every_element_and_nan_only_where_float64_or_the_cpu_has_it():
+def test_noise_of_one_unit_passes_on_every_element_and_nan_never_where_float64_is_a_number():
     ref = torch.randn(500, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     rounded = ref.to(torch.float16)
     noisy = torch.nextafter(rounded, torch.full_like(rounded, torch.inf))
     assert _accuracy(noisy, rounded, ref, normwise=False)["ok"]
     nan_here = rounded.clone()
     nan_here[3] = torch.nan
-    assert not _accuracy(nan_here, rounded, ref)["ok"]                      # neither float64 nor the CPU
-    assert _accuracy(nan_here, nan_here.clone(), ref)["ok"]                 # the CPU has it too
+    alone = _accuracy(nan_here, rounded, ref)
+    assert not alone["ok"] and alone["non_finite"] == 1 and "(the CPU does not)" in alone["reason"]
+    shared = _accuracy(nan_here, nan_here.clone(), ref)                     # the CPU has it too: still wrong
+    assert not shared["ok"] and shared["non_finite"] == 1 and "the CPU gives NaN or inf at 1" in shared["reason"]
+    nan_ref = ref.clone()
+    nan_ref[3] = torch.nan
+    assert _accuracy(nan_here, rounded, nan_ref)["ok"]                      # where float64 is NaN, NaN is right
+
+
+def test_inf_is_right_where_the_exact_value_is_past_the_dtypes_range_and_a_non_finite_cause_otherwise():
+    ref = torch.tensor([1.0, 7e4, -7e4, 100.0], dtype=torch.float64)       # float16 holds at most 65504
+    rounded = ref.to(torch.float16)
+    assert _accuracy(rounded, rounded, ref)["ok"] and accuracy.non_finite(rounded, ref) == 0
+    overflowed = rounded.clone()
+    overflowed[3] = torch.inf                                               # 100 fits: an intermediate overflowed
+    assert accuracy.non_finite(overflowed, ref) == 1
+    assert accuracy.non_finite(overflowed, ref, slack=torch.tensor([0, 0, 0, math.inf])) == 0  # free there
+    picked = causes.diagnose("cuda", "float16", lambda trial: True, {"ok": False, "non_finite": 1})
+    assert picked == "non-finite"                                           # no rerun excuses a NaN
+    assert "float32" in causes.describe(picked, "cuda", "float16")["switch"]
 
 
 def test_integer_outputs_of_the_accuracy_judge_must_equal_the_cpus():

@@ -108,7 +108,7 @@ def _run_case(case: BugCase, tgt: Target, dtype: str) -> BugRun:
                                                       tolerances.ACCURACY_ULPS, normwise=case.normwise)
                     if not found["ok"]:
                         found.update(where_worst(result, ref))
-                        found.update(_diagnose(case, sample, dt, tgt, cpu, ref, rounded, tol))
+                        found.update(_diagnose(case, sample, dt, tgt, cpu, ref, rounded, tol, found))
                     judged.append((run, found))
                     if not found["ok"]:
                         break
@@ -149,7 +149,7 @@ def where_worst(result, ref) -> dict:
             else []}
 
 
-def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, tol) -> dict:
+def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, tol, found: dict) -> dict:
     """Why a sample failed, by differential reruns (harness.parity.numerics.causes): in float32
     for a half-precision case. A cause counts only where a plain rerun fails again: a switch
     cannot explain a failure that comes and goes (``intermittent``). A cause found means the
@@ -175,7 +175,7 @@ def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, t
         return None
     kind = devices.kind_of(tgt.name)
     dtype = str(dt).removeprefix("torch.")
-    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype)
+    return causes.describe(causes.diagnose(kind, dtype, rerun, found), kind, dtype)
 
 
 def judge(run: BugRun) -> Verdict:

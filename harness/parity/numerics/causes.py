@@ -6,6 +6,8 @@ cause. The reruns themselves are made by the caller (harness.parity.ops.check, t
 model checks), which knows how to run its sample; this module holds the order, the
 words and the switches, as a table.
 
+  non-finite          NaN or inf where float64, rounded to the dtype, is a number: never a
+                      precision limit, whatever float32 does, and named before any rerun
   cpu-fallback        MPS: the fallback warnings named ops of this run (they ran on the CPU)
   nondeterministic    a second run on the same inputs gives other bits
   tf32                rerun with TF32 off (devices.tf32(False): cuBLAS and cuDNN in full float32)
@@ -27,6 +29,12 @@ class Cause:
 
 
 CAUSES = {c.name: c for c in (
+    Cause("non-finite", "NaN or inf in {dtype} where float64, rounded to {dtype}, is a number: a NaN is never "
+          "a rounding error, and it spreads through every later step (typical: a softmax over masked entries, "
+          "an overflow inside a sum or a variance)",
+          {"*": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
+                "attention masks, check that no query row is fully masked or select the math backend "
+                "(torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this sample"}),
     Cause("cpu-fallback", "ran on the CPU through the MPS fallback (PYTORCH_ENABLE_MPS_FALLBACK=1): the mismatch "
           "is in the copy to or from the device, or in ops around the fallback",
           {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
@@ -63,10 +71,17 @@ def trials_for(kind: str, dtype: str) -> list[str]:
     return out
 
 
-def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None]) -> str:
+def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None], *found: dict) -> str:
     """The first cause whose rerun says yes. ``rerun(trial)`` returns True when that trial
     explains the failure (the rerun passes; for nondeterministic, it differs from the first
-    run; for cpu-fallback, the run fell back), False when not, None when it cannot tell."""
+    run; for cpu-fallback, the run fell back), False when not, None when it cannot tell.
+
+    ``found``: the failing comparisons. One that saw NaN or inf where float64 has a number
+    (``non_finite``, from harness.parity.numerics.accuracy) is "non-finite" with no rerun:
+    a float32 rerun that meets float64 would otherwise excuse it as reduced precision, and
+    a NaN is the one result that no precision explains."""
+    if any(f.get("non_finite") for f in found):
+        return "non-finite"
     for trial in trials_for(kind, dtype):
         try:
             if rerun(trial):

@@ -327,7 +327,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
                                              0, dt), wider, dt)
                 again = stand_in.run(widened, cpu, ref) if stand_in else widened()
             return compare(_prepared(op, sample, pass_, again, cpu)[0])["ok"]
-        found.update(causes.describe(causes.diagnose(run.kind, dtype, rerun), run.kind, dtype),
+        found.update(causes.describe(causes.diagnose(run.kind, dtype, rerun, found), run.kind, dtype),
                      fallback_ops=fell_back)
     return found
 
@@ -383,7 +383,9 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
     three is a precision limit, told apart by the same computation in float32 (rounded to
     ``dt``): if that meets the reference, ``dt`` is too narrow for this input
     ("narrow-dtype"); if it misses too, the op is ill-conditioned or discontinuous here
-    ("ill-conditioned"). A float32 or complex64 result has no such excuse.
+    ("ill-conditioned"). A float32 or complex64 result has no such excuse, and neither has
+    NaN or inf where float64, rounded to the dtype, is a number (``accuracy.non_finite``):
+    that fails with the cause "non-finite", whatever float32 gives.
     """
     import torch
 
@@ -397,7 +399,13 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
     slack = accuracy.slack_of(ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=result)
                                     for trial in range(len(TRIALS))])
     sensitive = accuracy.compare(result, ref, tol, slack=slack)
-    if sensitive["ok"] or dt not in (torch.float16, torch.bfloat16):
+    if sensitive["ok"]:
+        return sensitive
+    non_finite = accuracy.non_finite(result, ref, slack)
+    if non_finite:  # never a precision limit, whatever float32 does
+        dtype = str(dt).removeprefix("torch.")
+        return {**sensitive, "non_finite": non_finite, **causes.describe("non-finite", "cpu", dtype)}
+    if dt not in (torch.float16, torch.bfloat16):
         return sensitive
     try:
         f32 = narrowed(evaluate(op, convert(sample, dt, torch.float32, "cpu"), pass_, 0, dt), torch.float32, dt)
@@ -468,7 +476,11 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
                            "passes" + (f"; {note}" if note else ""), metrics)
         return Verdict(Status.PASS, Category.PARITY, note, metrics)
     against = "float64" if run.reference in ("float64", "complex128") else run.reference
-    if worst.get("cause"):
+    if worst.get("non_finite"):
+        metrics["non_finite"] = worst["non_finite"]
+        message = (f"sample {worst.get('sample')}: {worst['non_finite']} element(s) {worst['cause_what']}; "
+                   f"{worst['switch']}. {worst['reason']}")
+    elif worst.get("cause"):
         cpu_err = worst.get("cpu_max_abs_err")
         message = (f"sample {worst.get('sample')}: {worst['cause_what']}: off {against} by "
                    f"{worst['max_abs_err']:.3g}" + (f" ({cpu_err:.3g} on the CPU)" if cpu_err is not None else "")
