@@ -22,7 +22,7 @@ from tests.conftest import ROOT
 
 FIND = settings(max_examples=2000, derandomize=True, database=None)
 MANY = settings(max_examples=200)
-NON_CONTIGUOUS = ("transposed", "permuted", "strided", "expanded")
+NON_CONTIGUOUS = ("transposed", "permuted", "strided", "expanded", "channels_last")
 
 
 def realized(ex: E.Example) -> dict:
@@ -147,6 +147,34 @@ def test_a_side_that_overflows_where_float64_does_not_is_infinitely_off():
     assert m["cpu_ref_err"] == m["target_ref_err"] == math.inf
 
 
+def _softmax_on_the_cpu(fn, reference=None):
+    """A Tally for the cpu target, float32, one transposed example: the metrics or the failure."""
+    record = Recorder()
+    tally = Tally(record, "float32", "cpu", torch.device("cpu"))
+    ex = E.Example(seed=3, scale=4.0, inputs=(("x", E.Floats((7, 13), "transposed")),), options=(("dim", -1),))
+
+    @settings(max_examples=1, database=None, phases=[Phase.explicit, Phase.generate])
+    @given(st.just(ex))
+    def once(example):
+        tally.check("softmax", fn, example, reference=reference)
+
+    once()
+    return record.metrics
+
+
+def test_a_bug_in_every_dtype_cancels_against_its_own_kernel_but_not_against_a_reference_computed_another_way():
+    def off_in_every_dtype(x, dim):  # the same wrong answer in float32 and float64
+        return torch.softmax(x, dim) * 1.01
+
+    def written_out(x, dim):
+        e = (x - x.amax(dim, keepdim=True)).exp()
+        return e / e.sum(dim, keepdim=True)
+    assert _softmax_on_the_cpu(off_in_every_dtype)["margin"] < 1          # cancels: the blind spot
+    with pytest.raises(pytest.fail.Exception, match="off against float64"):
+        _softmax_on_the_cpu(off_in_every_dtype, reference=written_out)
+    assert _softmax_on_the_cpu(lambda x, dim: torch.softmax(x, dim), reference=written_out)["margin"] < 1
+
+
 # --------------------------------------------------------------------------- the suite, run in a child pytest
 
 def run(tmp_path, *args):
@@ -173,6 +201,20 @@ def test_a_gelu_wrong_only_for_non_contiguous_inputs_fails_with_a_reproducer(tmp
     shown = res.stdout[res.stdout.index(marker):]
     assert "seed=" in shown and "inputs on cpu: x (" in shown and "stride" in shown
     assert any(f"layout='{name}'" in shown for name in NON_CONTIGUOUS)
+
+
+def test_kernels_that_ignore_strides_in_every_dtype_fail_exactly_their_checks(tmp_path):
+    """The fault is wrong in float64 too, so it would cancel against a reference made by the
+    same kernel on the same view: the reference on contiguous copies catches it."""
+    res, records = run(tmp_path, "-k", "argsort or digamma or lgamma or test_sort or silu", "-p", "tests.stride_faults")
+    status = {(r["subject"], r["variant"]): r["status"] for r in records}
+    assert res.returncode == 1, res.stdout[-3000:]
+    failed = {key for key, s in status.items() if s == "fail"}
+    dtypes = ("float32", "float16", "bfloat16")
+    assert failed == {(op, f"{dtype}/property") for op in ("argsort", "digamma", "lgamma") for dtype in dtypes}
+    assert {s for key, s in status.items() if key not in failed} == {"pass"} and len(status) == 15
+    shown = res.stdout[res.stdout.index("Failing test case: test_digamma("):]
+    assert any(f"layout='{name}'" in shown.split("Failing test case", 2)[1] for name in NON_CONTIGUOUS)
 
 
 @pytest.mark.slow

@@ -175,6 +175,25 @@ def test_embedding(case, target, tally, ex):
                 _embedding_and_grad, ex, normwise=True)
 
 
+# --------------------------------------------------------------------------- special functions
+# pytorch#175187: on MPS, digamma and lgamma ignored the strides of a non-contiguous input.
+# Drawn from 0.5 up: below, both have poles at 0, -1, -2 ..., where a rounding of the input
+# moves the result without bound and says nothing about the kernel.
+
+@pytest.mark.cases(dtype_cases("digamma"))
+@PROPERTY_SETTINGS
+@given(ex=S.pointwise(low=0.5))
+def test_digamma(case, target, tally, ex):
+    tally.check("digamma", lambda x: torch.special.digamma(x), ex)
+
+
+@pytest.mark.cases(dtype_cases("lgamma"))
+@PROPERTY_SETTINGS
+@given(ex=S.pointwise(low=0.5))
+def test_lgamma(case, target, tally, ex):
+    tally.check("lgamma", lambda x: torch.lgamma(x), ex)
+
+
 # --------------------------------------------------------------------------- reductions and scans
 
 @pytest.mark.cases(dtype_cases("cumsum"))
@@ -229,6 +248,14 @@ def test_topk(case, target, tally, ex):
 @given(ex=S.without_ties(descending=st.booleans()))
 def test_sort(case, target, tally, ex):
     tally.check("sort", lambda x, **kw: _values_indices(torch.sort(x, **kw)), ex)
+
+
+# pytorch#175187: on MPS, sort and argsort of a non-contiguous input gave wrong results.
+@pytest.mark.cases(dtype_cases("argsort"))
+@PROPERTY_SETTINGS
+@given(ex=S.without_ties(descending=st.booleans()))
+def test_argsort(case, target, tally, ex):
+    tally.check("argsort", lambda x, **kw: torch.argsort(x, **kw), ex)
 
 
 @pytest.mark.cases(dtype_cases("argmax"))

@@ -38,6 +38,9 @@ LAYOUTS = {layout.name: layout for layout in (
     Layout("strided", 1, lambda s: s[:-1] + (2 * s[-1],), lambda t, s: t[..., 1::2]),
     # dim 0 expanded from size 1: stride 0, one storage row read by every batch entry
     Layout("expanded", 2, lambda s: (1,) + s[1:], lambda t, s: t.expand(s)),
+    # a 4-D tensor in channels_last memory (N, H, W, C stored, seen as N, C, H, W): what
+    # x.to(memory_format=torch.channels_last) gives, the layout vision kernels prefer
+    Layout("channels_last", 4, lambda s: (s[0], s[2], s[3], s[1]), lambda t, s: t.permute(0, 3, 1, 2)),
 )}
 
 
@@ -68,6 +71,7 @@ class Floats:
     shape: tuple[int, ...]
     layout: str = "contiguous"
     distinct: bool = False
+    low: float | None = None   # values low + |N(0, scale)|: a function defined from there on (lgamma's poles)
 
     def make(self, gen: torch.Generator, scale: float) -> torch.Tensor:
         import torch
@@ -76,13 +80,15 @@ class Floats:
             pool = distinct_pool()
             pick = torch.randperm(len(pool), generator=gen)[:math.prod(storage)]
             return pool[pick].reshape(storage)
-        return torch.randn(storage, generator=gen, dtype=torch.float64) * scale
+        values = torch.randn(storage, generator=gen, dtype=torch.float64) * scale
+        return values if self.low is None else self.low + values.abs()
 
     def view(self, t: torch.Tensor) -> torch.Tensor:
         return LAYOUTS[self.layout].view(t, self.shape)
 
     def __repr__(self):
-        return f"Floats({self.shape}, {self.layout!r}{', distinct=True' if self.distinct else ''})"
+        return (f"Floats({self.shape}, {self.layout!r}{', distinct=True' if self.distinct else ''}"
+                f"{f', low={self.low}' if self.low is not None else ''})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,10 +148,13 @@ class Example:
         gen = torch.Generator().manual_seed(self.seed)
         return {name: spec.make(gen, self.scale) for name, spec in self.inputs}
 
-    def arguments(self, made: dict, dtype: torch.dtype, device, wide: bool = False, compute=None) -> dict:
+    def arguments(self, made: dict, dtype: torch.dtype, device, wide: bool = False, compute=None,
+                  contiguous: bool = False) -> dict:
         """The op's keyword arguments on ``device``: floats rounded to ``dtype`` on the CPU
         (and, for the reference, widened back to float64 exactly; or to ``compute``), then
-        given their layout."""
+        given their layout; with ``contiguous``, the view is copied into fresh contiguous
+        memory: the same values through another code path (how the reference is made, so a
+        kernel that ignores strides cannot agree with it)."""
         import torch
         args = dict(self.options)
         for name, spec in self.inputs:
@@ -154,7 +163,8 @@ class Example:
                 t = t.to(dtype).to(device=device, dtype=torch.float64 if wide else (compute or dtype))
             else:
                 t = t.to(device)
-            args[name] = spec.view(t)
+            t = spec.view(t)
+            args[name] = t.contiguous() if contiguous else t
         return args
 
     def layouts(self) -> list[str]:

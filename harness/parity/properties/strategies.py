@@ -185,9 +185,14 @@ TOKENS = 256
 # --------------------------------------------------------------------------- examples per op family
 
 @st.composite
-def pointwise(draw, **options) -> Example:
+def pointwise(draw, low: float | None = None, **options) -> Example:
+    """One input of any shape and layout (channels_last too, at 4 dims); with ``low``, its
+    values are ``low`` + |N(0, scale)| (a function with poles below, such as lgamma)."""
     shape = draw(shapes())
-    return draw_example(draw, {"x": draw_floats(draw, shape)}, **draw_options(draw, options))
+    x = draw_floats(draw, shape)
+    if low is not None:
+        x = Floats(x.shape, x.layout, low=low)
+    return draw_example(draw, {"x": x}, **draw_options(draw, options))
 
 
 @st.composite

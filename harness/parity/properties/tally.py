@@ -65,9 +65,18 @@ class Tally:
         self.worst_example = ""
         record.category = Category.PARITY
 
-    def check(self, op: str | dict, fn: Callable, example: Example, normwise: bool = False) -> None:
+    def check(self, op: str | dict, fn: Callable, example: Example, normwise: bool = False,
+              reference: Callable | None = None) -> None:
         """Run ``fn`` on the example and judge it; an output that is off fails the check, its
         message naming the output, the cause and the switch.
+
+        The float64 reference is computed another way than the result it judges, so that a
+        bug that does not depend on the dtype cannot give the same wrong answer on both
+        sides and cancel out (on the CPU target the reference is otherwise the very kernel
+        under test, in float64): always on contiguous copies of the inputs (a kernel that
+        ignores strides then misses it), and by ``reference`` where given, a function with
+        ``fn``'s arguments that computes the same thing from other ops (attention written
+        out as matmul, softmax, matmul).
 
         ``op`` names the op in the tolerance table, or maps each output to its op where
         they differ (a gradient is its backward op's result).
@@ -81,12 +90,16 @@ class Tally:
         recorded, and a failure names its cause (harness.parity.numerics.causes).
         """
         made = example.make()
-        ref = _named(fn(**example.arguments(made, self.torch_dtype, "cpu", wide=True)))
+        ref = _named((reference or fn)(**example.arguments(made, self.torch_dtype, "cpu", wide=True, contiguous=True)))
         cpu_args = example.arguments(made, self.torch_dtype, "cpu")
         cpu = _named(fn(**cpu_args))
         if not self.on_target:
             note(f"inputs on cpu: {_describe(example, cpu_args)}")
             verdicts = self._compare(op, cpu, ref, normwise)
+            from harness.parity.numerics import accuracy
+            for name, v in verdicts.items():
+                if not v["ok"] and accuracy.non_finite(cpu[name], ref[name]):
+                    v.update(non_finite=True, **causes.describe("non-finite", "cpu", self.dtype))
         else:
             target_args = example.arguments(made, self.torch_dtype, self.device)
             note(f"inputs on {self.target}: {_describe(example, target_args)}")
@@ -151,7 +164,8 @@ class Tally:
                                                              compute=torch.float32), cpu, ref)
                 return passes({k: v.to(self.torch_dtype) if v.is_floating_point() else v for k, v in wide.items()})
             return None
-        found = causes.describe(causes.diagnose(self.kind, self.dtype, rerun), self.kind, self.dtype)
+        found = causes.describe(causes.diagnose(self.kind, self.dtype, rerun, *verdicts.values()), self.kind,
+                                self.dtype)
         for v in verdicts.values():
             if not v["ok"]:
                 v.update(found)
