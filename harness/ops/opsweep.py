@@ -31,7 +31,9 @@ from harness.ops import declarations, fallback
 from harness.ops.declarations import op_table
 
 OP_DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "uint8", "bool", "complex64")
-GRAD_DTYPES = ("float32", "float16")
+# bfloat16 is how most people train in half precision now (on a Mac since macOS 14): its
+# backward is swept like float16's
+GRAD_DTYPES = ("float32", "float16", "bfloat16")
 GRAD_SEED = 1234
 
 
@@ -75,7 +77,7 @@ def _torch_build_id() -> str:
 
 def _cache_path(targets) -> Path:
     from harness.ops.kernels import cache_root
-    build = f"{_torch_build_id()}|{CASES_FORMAT}|{OP_DTYPES}|{targets}"
+    build = f"{_torch_build_id()}|{CASES_FORMAT}|{OP_DTYPES}|{GRAD_DTYPES}|{targets}"
     return cache_root() / "opcases" / f"{hashlib.sha256(build.encode()).hexdigest()[:20]}.json"
 
 
