@@ -514,3 +514,22 @@ def test_the_page_opens_on_what_to_act_on(tmp_path, recorded):
     assert "| unexpected passes " in first and "ops/erf" in first and "env/ok" not in first
     html = (out / "matrix.html").read_text()
     assert html.index("What to act on") < html.index("Environments")
+
+
+def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_breaks_no_margin_summary(tmp_path,
+                                                                                                     recorded):
+    """A non-finite failure's margin is infinite, spelled "inf" in the run file: it is the
+    worst of its dtype, shown as NaN/inf, not dropped as a margin that is not a number."""
+    def parity(subject, status, margin):
+        return rec(subject, status, suite="parity", category="parity", variant="float16/forward",
+                   metrics={"margin": margin, "max_abs_err": 0.01, "rtol": 1e-3, "atol": 1e-5, "reference": "float64"})
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"),
+              [parity("softmax", "fail", "inf"), parity("add", "pass", 0.25), parity("mul", "pass", 0.5)])
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    md = (out / "matrix.md").read_text()
+    summary = md.split("Numerical parity: margins per column and dtype")[1].split("###")[0]
+    assert re.search(r"\|\s*float16\s*\|\s*3\s*\|\s*2\s*\|\s*1\s*\|\s*0\s*\|\s*0\.5\s*\|\s*NaN/inf\s*\|", summary), summary
+    worst = md.split("worst checks per column and dtype")[1]
+    rows = [ln for ln in worst.splitlines() if ln.startswith("| parity/")]
+    assert rows[0].startswith("| parity/softmax") and "NaN/inf" in rows[0]

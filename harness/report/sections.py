@@ -407,12 +407,21 @@ def history_note(h: History) -> str:
 WORST_PER_DTYPE = 10
 
 
+def margin_of(rec: dict) -> float | None:
+    """A parity record's margin as a number: inf where the result had NaN or inf where float64
+    has a number (no allowed error covers it; the run file spells it "inf"), None if none."""
+    value = (rec.get("metrics") or {}).get("margin")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return math.inf if value == "inf" else None
+
+
 def parity_sections(m: Matrix) -> list[Section]:
     """Errors and margins of the parity suite: a summary per column and dtype, then the
     checks that came closest to (or went past) their tolerance."""
     measured = {}
     for (check, col_id), rec in m.cells.items():
-        if rec.get("suite") == "parity" and isinstance((rec.get("metrics") or {}).get("margin"), (int, float)):
+        if rec.get("suite") == "parity" and margin_of(rec) is not None:
             measured.setdefault((col_id, dtype_of(rec)), []).append((check, rec))
     labels = {c.id: c.label for c in m.columns}
     order = {c.id: i for i, c in enumerate(m.columns)}
@@ -420,19 +429,20 @@ def parity_sections(m: Matrix) -> list[Section]:
     summary, worst, charted = [], [], []
     for key in keys:
         recs = measured[key]
-        margins = sorted(r["metrics"]["margin"] for _, r in recs)
+        margins = sorted(margin_of(r) for _, r in recs)
         statuses = Counter(cell_key(r) for _, r in recs)
         summary.append([labels.get(key[0], key[0]), key[1], str(len(recs)), str(statuses.get("pass", 0)),
                         str(statuses.get("fail", 0)), str(statuses.get("xfail", 0)),
-                        num(margins[len(margins) // 2]), num(margins[-1])])
-        for check, rec in sorted(recs, key=lambda cr: -cr[1]["metrics"]["margin"])[:WORST_PER_DTYPE]:
+                        num(margins[len(margins) // 2]),
+                        "NaN/inf" if margins[-1] == math.inf else num(margins[-1])])
+        for check, rec in sorted(recs, key=lambda cr: -margin_of(cr[1]))[:WORST_PER_DTYPE]:
             met = rec["metrics"]
             worst.append([check, labels.get(key[0], key[0]), key[1], cell_of(rec, labels.get(key[0], "")),
-                          num(met["margin"]),
+                          "NaN/inf" if margin_of(rec) == math.inf else num(met["margin"]),
                           num(met.get("max_abs_err")), num(met.get("max_rel_err")),
                           f"rtol {num(met.get('rtol'))}, atol {num(met.get('atol'))}", met.get("reference") or ""])
-        charted += [(f"{check} · {labels.get(key[0], key[0])}", r["metrics"]["margin"], cell_key(r))
-                    for check, r in recs if r["metrics"]["margin"] > 0]
+        charted += [(f"{check} · {labels.get(key[0], key[0])}", margin_of(r), cell_key(r))
+                    for check, r in recs if 0 < margin_of(r) < math.inf]
     charted = sorted(charted, key=lambda p: -p[1])[:WORST_CHARTED]
     return [
         Section("Numerical parity: margins per column and dtype",

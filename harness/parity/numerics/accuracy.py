@@ -307,6 +307,7 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
     if bool(wrong.any()):  # never excused, not even by a CPU that gives NaN there too
         bad = int(wrong.sum())
         out["non_finite"] = out.get("non_finite", 0) + bad
+        out["margin"] = math.inf   # no allowed error covers a NaN
         shared = int((wrong & ~torch.isfinite(c64)).sum())
         return (f"{bad} element(s) NaN or inf where float64, rounded to {_dtype_name(t.dtype)}, is a number"
                 + (f" (the CPU gives NaN or inf at {shared} of them too)" if shared else " (the CPU does not)"))

@@ -45,6 +45,7 @@ collects the cases without loading torch.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from harness.core.cases import Known
@@ -404,7 +405,7 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
     non_finite = accuracy.non_finite(result, ref, slack)
     if non_finite:  # never a precision limit, whatever float32 does
         dtype = str(dt).removeprefix("torch.")
-        return {**sensitive, "non_finite": non_finite, **causes.describe("non-finite", "cpu", dtype)}
+        return {**sensitive, "non_finite": non_finite, "margin": math.inf, **causes.describe("non-finite", "cpu", dtype)}
     if dt not in (torch.float16, torch.bfloat16):
         return sensitive
     try:

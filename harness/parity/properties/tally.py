@@ -30,7 +30,7 @@ def _ref_error(verdict: dict) -> float:
     """A side's error against float64: its largest difference, or inf when it has NaN or
     inf where float64 has a number (or the reverse), which max_abs_err, over finite
     elements, does not show."""
-    non_finite = not verdict["ok"] and verdict["margin"] <= 1
+    non_finite = not verdict["ok"] and (verdict.get("non_finite") or verdict["margin"] <= 1)
     return math.inf if non_finite else verdict["max_abs_err"]
 
 
@@ -38,7 +38,7 @@ def _describe(example: Example, args: dict) -> str:
     """Each input as the op saw it: its layout, shape, strides and storage offset."""
     import torch
     layouts = {name: spec.layout for name, spec in example.inputs if isinstance(spec, Floats)}
-    return "; ".join(f"{name} ({layouts.get(name, 'integer')}): shape {tuple(t.shape)} stride {t.stride()} "
+    return "; ".join(f"{name} ({layouts.get(name, str(t.dtype).removeprefix('torch.'))}): shape {tuple(t.shape)} stride {t.stride()} "
                      f"offset {t.storage_offset()}" for name, t in args.items() if isinstance(t, torch.Tensor))
 
 
@@ -98,8 +98,8 @@ class Tally:
             verdicts = self._compare(op, cpu, ref, normwise)
             from harness.parity.numerics import accuracy
             for name, v in verdicts.items():
-                if not v["ok"] and accuracy.non_finite(cpu[name], ref[name]):
-                    v.update(non_finite=True, **causes.describe("non-finite", "cpu", self.dtype))
+                if not v["ok"] and (count := accuracy.non_finite(cpu[name], ref[name])):
+                    v.update(non_finite=count, margin=math.inf, **causes.describe("non-finite", "cpu", self.dtype))
         else:
             target_args = example.arguments(made, self.torch_dtype, self.device)
             note(f"inputs on {self.target}: {_describe(example, target_args)}")
