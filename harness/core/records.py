@@ -66,7 +66,8 @@ class Category:
       ops     how an op ran (harness.ops.opsweep): natively, with ops on the CPU (the MPS
               fallback), not at all (NotImplementedError), or it raised otherwise / crashed / hung
       parity  numbers against float64 (op, property, model and known-bug checks); a known-bug
-              case that raises where the CPU computes; whether a rerun gives the same bits
+              case that raises where the CPU computes; whether a rerun gives the same bits; a
+              torch.compile'd op or model that raises where eager computes (compile-failed)
       optim   a documented optimization claim, measured: the claim's verdict
       perf    a time taken (its interval narrow, or too wide to compare: noisy), or memory
               over a long run (steady, grows, or no verdict: inconclusive)
@@ -82,6 +83,7 @@ class Category:
     RAISES = "raises"
     REPEATABLE = "repeatable"
     UNREPEATABLE = "unrepeatable"
+    COMPILE_FAILED = "compile-failed"
     HOLDS = "holds"
     DOES_NOT_HOLD = "does-not-hold"
     INCONCLUSIVE = "inconclusive"
@@ -100,7 +102,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "env": (Category.NA,),
     "ops": (Category.NATIVE, Category.CPU_FALLBACK, Category.UNSUPPORTED, Category.ERROR, Category.CRASH,
             Category.TIMEOUT, Category.NA),
-    "parity": (Category.PARITY, Category.RAISES, Category.REPEATABLE, Category.UNREPEATABLE, Category.NA),
+    "parity": (Category.PARITY, Category.RAISES, Category.REPEATABLE, Category.UNREPEATABLE, Category.COMPILE_FAILED,
+               Category.NA),
     "optim": (*Category.CLAIM_VERDICTS, Category.NA),
     "perf": (*Category.TIMES, Category.STEADY, Category.GROWS, Category.INCONCLUSIVE, Category.NA),
 }

@@ -11,6 +11,7 @@ harness/plugin/record.py. torch is not imported at module level:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from harness.env import facts
@@ -32,8 +33,14 @@ MARKERS = (
     "mps: check runs against the mps (Apple Metal) target",
     "env: environment suite", "ops: op coverage suite", "parity: numerical parity suite",
     "optim: optimization claims suite", "perf: speed and memory suite", "slow: takes more than a few seconds per check",
+    "compile: torch.compile against eager (parity); seconds per check, so a -m selection runs it only when it names compile",
     "cases(table): run once per case of the table and per target the case names (case.targets)",
 )
+# Markers of checks that cost far more than their suite's others (the compile family: seconds
+# per check). A run narrowed with -m includes them only when the expression names the marker, so
+# `-m "parity and cpu"` keeps its budget; `-m compile`, `-m "compile and mps"` and a run without
+# -m (pytest suites/, ./compat suites) include them.
+OPT_IN = ("compile",)
 IDENTITY = pytest.StashKey[dict]()
 RECORDER = pytest.StashKey["Recorder"]()
 
@@ -217,6 +224,20 @@ def pytest_collection_modifyitems(config, items):
                                 "variant": ident.variant, "target": ident.target}
         if ident.suite in records.CATEGORIES:   # the suites: env, ops, parity, optim, perf
             item.add_marker(ident.suite)
+    held = opted_out(config.getoption("markexpr"), items)
+    if held:
+        config.hook.pytest_deselected(items=held)
+        left = {id(item) for item in held}
+        items[:] = [item for item in items if id(item) not in left]
+
+
+def opted_out(markexpr: str | None, items: list) -> list:
+    """The items a -m expression leaves out because they carry an OPT_IN marker it does not
+    name (a word of the expression: "compile", "not compile"); none without -m."""
+    if not markexpr:
+        return []
+    unnamed = [m for m in OPT_IN if not re.search(rf"\b{m}\b", markexpr)]
+    return [item for item in items if any(item.get_closest_marker(m) for m in unnamed)]
 
 
 # --------------------------------------------------------------------------- fixtures
