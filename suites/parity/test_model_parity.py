@@ -8,6 +8,9 @@ CPU also passes) and a failure names its cause (harness/parity/models/runs.py sa
 Greedy tokens are compared with the CPU's. Each run happens in the sandbox child
 (harness.parity.models.runs), so a crash or a hang on the device costs that check only;
 the verdict is taken here, from the tolerance table, by harness.parity.models.judge.
+Half precision, padded and long inputs, and references that cannot share a bug with the
+model (sdpa against eager attention, the KV cache against recomputation) are
+test_model_inputs.py's.
 """
 import pytest
 

@@ -30,11 +30,19 @@ gradients flow as in ``train()``.
 
 How the sides are compared, what each run returns (StepRun, TrainRun, GenerationRun) and
 the verdict the test takes in the pytest process, is harness.parity.models.judge.
+
+The same machinery serves the other whole-model runs (harness.parity.models.inputs,
+precision, references): a side may compute under ``torch.autocast`` (``Side.autocast``,
+``autocast_of``), ``step`` and ``greedy`` take any batch, ``compare_steps`` and
+``compare_generations`` judge a target against float64 in any precision, and ``diagnose``
+names a cause, "non-finite" first: NaN or inf where float64 has a number fails with that
+cause on every target, the CPU included.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 from harness.core import models
 from harness.env import devices
@@ -60,10 +68,13 @@ def learning_rate(name: str) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Side:
-    """One run of the model: where, and in which precision."""
-    name: str     # "target" | "cpu" | "float64"
+    """One run of the model: where, and in which precision. ``autocast``: a half dtype
+    ("float16", "bfloat16") the run computes in under ``torch.autocast`` (the model's
+    weights stay in ``dtype``), or "" for none (harness.parity.models.precision)."""
+    name: str     # "target" | "cpu" | "float64" (or what a check compares: "eager", "no-cache")
     device: str
     dtype: str
+    autocast: str = ""
 
 
 def sides(target: str) -> tuple[Side, ...]:
@@ -95,28 +106,69 @@ def _rounded(tree, dtype: str = "float32"):
     return _pytree.tree_map(leaf, tree)
 
 
-def runs_on(target: str, compute) -> dict:
-    """``compute(side)`` for every side of ``target`` (the CPU and float64 first). A stand-in
-    target (harness.env.devices.StandIn) runs it on the CPU, given the CPU's float32 result and
-    float64's, rounded to float32."""
-    out = {side.name: compute(side) for side in sides(target) if side.name != "target"}
-    side = sides(target)[0]
+def runs_on(target: str, compute, of: tuple[Side, ...] | None = None) -> dict:
+    """``compute(side)`` for every side of ``target`` (``of``, by default ``sides(target)``;
+    the target's first in it, computed last). A stand-in target (harness.env.devices.StandIn)
+    runs it on the CPU, given the CPU's result and float64's, rounded to float32."""
+    of = of or sides(target)
+    out = {side.name: compute(side) for side in of if side.name != "target"}
     stand_in = devices.stand_in(target)
     if stand_in is None:
-        out["target"] = compute(side)
+        out["target"] = compute(of[0])
     else:
-        out["target"] = stand_in.run(lambda: compute(dataclasses.replace(side, device="cpu")), out.get("cpu"),
-                                     _rounded(out["float64"]))
+        out["target"] = stand_in.run(lambda: compute(dataclasses.replace(of[0], device="cpu")), out.get("cpu"),
+                                     _rounded(out["float64"]) if "float64" in out else None)
     return out
 
 
-def diagnose(target: str, rerun) -> dict:
+def on_target(target: str, compute, cpu=None, reference=None):
+    """``compute(device)`` on ``target``: on the device itself, or, for a stand-in, on the CPU
+    as the stand-in computes (given the CPU's result and the rounded reference where a check
+    has them; the checks that compare two runs on the target have neither)."""
+    stand_in = devices.stand_in(target)
+    if stand_in is None:
+        return compute(target)
+    return stand_in.run(lambda: compute("cpu"), cpu, reference)
+
+
+def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) -> dict:
     """The cause of a target's failure (harness.parity.numerics.causes): ``rerun(trial)`` reruns
     the target side for "nondeterministic" (True when its result differs) and "tf32" (True when
-    it passes with TF32 off)."""
+    it passes with TF32 off), and answers None for a trial it cannot make.
+
+    ``non_finite``: how many numbers the target gave as NaN or inf where float64 has one. Any
+    is the cause "non-finite", on every target, the CPU included, and before any rerun: a NaN
+    is never a precision limit, whatever float32 does. Otherwise the CPU target has no cause
+    to find (its failure is judged by the tolerance alone): an empty dict."""
     from harness.parity.numerics import causes
     kind = devices.kind_of(target)
-    return causes.describe(causes.diagnose(kind, "float32", rerun), kind, "float32")
+    if non_finite:
+        return causes.describe("non-finite", kind, dtype)
+    if kind == "cpu":
+        return {}
+    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype)
+
+
+def autocast_of(side: Side):
+    """The context a side computes in: ``torch.autocast`` on its device in its half dtype, or none."""
+    import contextlib
+
+    import torch
+    if not side.autocast:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(side.device).type, dtype=getattr(torch, side.autocast))
+
+
+def non_finite(actual: dict, reference: dict, keys=("output", "loss")) -> int:
+    """NaN or inf in a side's tensors (``keys`` and, where present, every gradient) where
+    float64's are numbers (harness.parity.numerics.accuracy.non_finite)."""
+    from harness.parity.numerics import accuracy
+    count = sum(accuracy.non_finite(actual[k], reference[k]) for k in keys if k in actual and k in reference)
+    for name, ref in (reference.get("grads") or {}).items():
+        got = (actual.get("grads") or {}).get(name)
+        if got is not None and ref is not None:
+            count += accuracy.non_finite(got, ref)
+    return count
 
 
 # --------------------------------------------------------------------------- the inputs
@@ -218,7 +270,8 @@ def place(model, side: Side):
     return model.to(device=side.device, dtype=getattr(torch, side.dtype)).eval()
 
 
-def _on(batch: dict, device: str) -> dict:
+def on_device(batch: dict, device: str) -> dict:
+    """A batch's tensors moved to ``device`` (every side's batch goes through here)."""
     return {k: v.to(device) for k, v in batch.items()}
 
 
@@ -228,16 +281,74 @@ def _main_output(output):
     return ("logits", logits) if logits is not None else ("last_hidden_state", output.last_hidden_state)
 
 
-def _step(name: str, base, rows: dict, side: Side) -> dict:
-    """One forward and backward pass on one side; tensors brought back to the CPU."""
+def step(name: str, base, batch_of, side: Side, real_of=None) -> dict:
+    """One forward and backward pass on one side, under the side's autocast; tensors brought
+    back to the CPU. ``batch_of(model)`` makes the forward's keyword arguments;
+    ``real_of(model, batch)``, where given, the mask of the output elements that mean
+    something (harness.parity.models.inputs.real_positions): the output is those elements."""
     model = place(copy.deepcopy(base), side)
-    batch = _on(model_batch(name, model, rows), side.device)
-    output = model(**batch)
-    loss = models.loss_of(output, batch, models.MODELS[name].loss_fn, model)
+    batch = on_device(batch_of(model), side.device)
+    with autocast_of(side):
+        output = model(**batch)
+        loss = models.loss_of(output, batch, models.MODELS[name].loss_fn, model)
     loss.backward()
     out_name, out = _main_output(output)
+    real = real_of(model, batch) if real_of is not None else None
+    if real is not None:
+        out = out[real]
     grads = {n: (p.grad.detach().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
     return {"output_name": out_name, "output": out.detach().cpu(), "loss": loss.detach().cpu(), "grads": grads}
+
+
+def _step(name: str, base, rows: dict, side: Side) -> dict:
+    """One forward and backward pass on one side over dataset rows."""
+    return step(name, base, lambda model: model_batch(name, model, rows), side)
+
+
+def step_passed(result: StepRun) -> bool:
+    """Whether a step's output, loss and every gradient met the rule (before non-finite is asked)."""
+    return result.output["ok"] and result.loss["ok"] and all(g["ok"] for g in result.grads)
+
+
+def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[Side, ...] | None = None,
+                  dtype: str = "float32") -> StepRun:
+    """``step_of(side)`` on every side of ``of`` (default ``sides(target)``), the target judged
+    against float64: on the CPU target by the tolerances, on an accelerator by its accuracy
+    with the CPU's run in the same precision as the yardstick (``judge.measure_accuracy``;
+    where the CPU has no such run, by the tolerances). ``dtype``: the precision the target
+    computes in, "float32" or an autocast half dtype; in half precision outputs and loss
+    compare normwise (an error relative to the output's largest value, the rule for a result
+    against a wider reference: harness.parity.numerics.accuracy). A failure gets its cause
+    (``diagnose``); NaN or inf where float64 has a number is counted in ``non_finite``."""
+    out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
+    half = dtype != "float32"
+    runs = runs_on(target, step_of, of)
+    named = {"model": name, "target": target, "reference": "float64", "output_name": runs["target"]["output_name"],
+             "dtype": dtype, "non_finite": non_finite(runs["target"], runs["float64"])}
+    if target == "cpu" or "cpu" not in runs:
+        result = StepRun(**named, **judge.measure(runs["target"], runs["float64"], out_tol, grad_tol, normwise=half))
+    else:
+        def against(side: str, reference: str) -> dict:
+            return judge.side_summary(judge.measure(runs[side], runs[reference], out_tol, grad_tol, normwise=half))
+        result = StepRun(**named, **judge.measure_accuracy(runs, out_tol, grad_tol, dtype, normwise=half),
+                         vs_cpu=against("target", "cpu"),
+                         vs_float64={s: against(s, "float64") for s in ("target", "cpu")})
+        if step_passed(result) and not result.non_finite:
+            result.cpu_finding = judge.cpu_finding(runs, out_tol, grad_tol, normwise=half)
+    if not step_passed(result) or result.non_finite:
+        def rerun(trial: str):
+            import torch
+            if trial == "nondeterministic":
+                again = runs_on(target, step_of, of)["target"]
+                return any(not torch.equal(again[k], runs["target"][k]) for k in ("output", "loss"))
+            if trial == "tf32" and "cpu" in runs:
+                with devices.tf32(False):
+                    again = {**runs, "target": runs_on(target, step_of, of)["target"]}
+                judged = judge.measure_accuracy(again, out_tol, grad_tol, dtype, normwise=half)
+                return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
+            return None
+        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
+    return result
 
 
 def forward_backward(name: str, target: str, out_tol, grad_tol) -> StepRun:
@@ -252,33 +363,10 @@ def forward_backward(name: str, target: str, out_tol, grad_tol) -> StepRun:
     judged), and a failure its cause (``diagnose``).
     """
     base, rows = models.MODELS[name].make(), dataset()[:BATCH]
-    out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
 
-    def step(side):
+    def step_of(side):
         return _step(name, base, rows, side)
-    runs = runs_on(target, step)
-    named = {"model": name, "target": target, "reference": "float64", "output_name": runs["target"]["output_name"]}
-    if target == "cpu":
-        return StepRun(**named, **judge.measure(runs["target"], runs["float64"], out_tol, grad_tol))
-
-    def against(side: str, reference: str) -> dict:
-        return judge.side_summary(judge.measure(runs[side], runs[reference], out_tol, grad_tol))
-    result = StepRun(**named, **judge.measure_accuracy(runs, out_tol, grad_tol), vs_cpu=against("target", "cpu"),
-                     vs_float64={s: against(s, "float64") for s in ("target", "cpu")})
-    if not (result.output["ok"] and result.loss["ok"] and all(g["ok"] for g in result.grads)):
-        def rerun(trial: str):
-            import torch
-            if trial == "nondeterministic":
-                again = runs_on(target, step)["target"]
-                return any(not torch.equal(again[k], runs["target"][k]) for k in ("output", "loss"))
-            if trial == "tf32":
-                with devices.tf32(False):
-                    again = {**runs, "target": runs_on(target, step)["target"]}
-                judged = judge.measure_accuracy(again, out_tol, grad_tol)
-                return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
-            return None
-        result.diagnosis = diagnose(target, rerun)
-    return result
+    return compare_steps(name, target, step_of, out_tol, grad_tol)
 
 
 def _losses(name: str, base, data, batches: list[list[int]], side: Side) -> list[float]:
@@ -296,13 +384,18 @@ def _losses(name: str, base, data, batches: list[list[int]], side: Side) -> list
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate(name))
     losses = []
     for rows in batches:
-        batch = _on(model_batch(name, model, data[rows]), side.device)
+        batch = on_device(model_batch(name, model, data[rows]), side.device)
         loss = models.loss_of(model(**batch), batch, models.MODELS[name].loss_fn, model)
         losses.append(loss.item())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return losses
+
+
+def curve_non_finite(losses: list[float], reference: list[float]) -> int:
+    """Losses that are NaN or inf where float64's is a number."""
+    return sum(1 for a, b in zip(losses, reference) if not math.isfinite(a) and math.isfinite(b))
 
 
 def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
@@ -316,9 +409,10 @@ def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
     def curve(side):
         return _losses(name, base, data, batches, side)
     curves = runs_on(target, curve)
-    result = TrainRun(name, target, "float64", learning_rate(name), steps, batches, curves)
-    if tol is not None and target != "cpu" and not judge.judge_training(
-            curves["target"], curves["float64"], judge.as_tolerance(tol), curves["cpu"])["ok"]:
+    result = TrainRun(name, target, "float64", learning_rate(name), steps, batches, curves,
+                      non_finite=curve_non_finite(curves["target"], curves["float64"]))
+    if tol is not None and (target != "cpu" or result.non_finite) and not judge.judge_training(
+            curves["target"], curves["float64"], judge.as_tolerance(tol), curves.get("cpu"))["ok"]:
         tol = judge.as_tolerance(tol)
 
         def rerun(trial: str):
@@ -329,7 +423,7 @@ def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
                     again = runs_on(target, curve)["target"]
                 return judge.judge_training(again, curves["float64"], tol, curves["cpu"])["ok"]
             return None
-        result.diagnosis = diagnose(target, rerun)
+        result.diagnosis = diagnose(target, rerun, non_finite=result.non_finite)
     return result
 
 
@@ -338,50 +432,68 @@ def _pad_id(config) -> int:
     return config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
 
 
-def _greedy(name: str, base, rows: dict, side: Side, new_tokens: int) -> dict:
-    """Greedy generation on one side: the new tokens and the scores greedy chose from.
+def greedy(model, batch: dict, side: Side, new_tokens: int, **options) -> dict:
+    """Greedy generation by ``model`` (already placed on the side) from ``batch``, under the
+    side's autocast: the new tokens and the scores greedy chose from. ``options`` go to
+    ``generate`` (``use_cache=False``: every step recomputes the whole sequence).
 
     ``min_new_tokens`` keeps every row going for exactly ``new_tokens`` steps (the
     end-of-sequence candidate is masked until then), so the sides compare position by position.
     """
     import torch
-    model = place(copy.deepcopy(base), side)
-    batch = _on(prompts(name, model, rows), side.device)
-    with torch.no_grad():
+    batch = on_device(batch, side.device)
+    with torch.no_grad(), autocast_of(side):
         out = model.generate(**batch, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                              pad_token_id=_pad_id(model.config), output_scores=True,
-                             return_dict_in_generate=True)
+                             return_dict_in_generate=True, **options)
     start = out.sequences.shape[1] - len(out.scores)
     scores = torch.stack([s.detach().cpu() for s in out.scores], dim=1)  # (rows, steps, vocab)
     return {"tokens": out.sequences[:, start:].cpu(), "scores": scores}
+
+
+def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: int, reference: str | None = None,
+                        of: tuple[Side, ...] | None = None, dtype: str = "float32") -> GenerationRun:
+    """``greedy_of(side)`` on every side of ``of`` (default ``sides(target)``), the target's
+    tokens and scores judged against side ``reference`` (default ``reference_of(target)``;
+    see ``judge.generation_record``). In half precision (``dtype``) scores compare
+    normwise, and on an accelerator the CPU's own run, judged the same way against float64,
+    is the yardstick (``GenerationRun.yardstick``)."""
+    ref = reference or reference_of(target)
+    half = dtype != "float32"
+
+    def run_of(side: dict) -> GenerationRun:
+        record = judge.generation_record(side, runs[ref], out_tol, normwise=half)
+        return GenerationRun(name, target, ref, new_tokens, **record, dtype=dtype,
+                             non_finite=non_finite(side, runs["float64"], keys=("scores",)) if "float64" in runs
+                             else 0)
+
+    def passes(run: GenerationRun) -> bool:
+        judged = judge.judge_generation(run, judge.as_tolerance(out_tol))
+        return run.scores["ok"] and judged["verdict"] != "diverged"
+    runs = runs_on(target, greedy_of, of)
+    result = run_of(runs["target"])
+    if half and target != "cpu" and "cpu" in runs and ref != "cpu":
+        result.yardstick = run_of(runs["cpu"])
+    if not passes(result) or result.non_finite:
+        def rerun(trial: str):
+            import torch
+            if trial == "nondeterministic":
+                return not torch.equal(runs_on(target, greedy_of, of)["target"]["scores"], runs["target"]["scores"])
+            if trial == "tf32":
+                with devices.tf32(False):
+                    again = runs_on(target, greedy_of, of)["target"]
+                return passes(run_of(again))
+            return None
+        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
+    return result
 
 
 def generate(name: str, target: str, out_tol, new_tokens: int = NEW_TOKENS) -> GenerationRun:
     """Greedy generation on the target and on its reference, from the same prompts
     (the dataset's first BATCH sentences); see ``judge.generation_record``."""
     base, rows = models.MODELS[name].make(), dataset()[:BATCH]
-    ref = reference_of(target)
 
-    def greedy(side):
-        return _greedy(name, base, rows, side, new_tokens)
-
-    def run_of(target_side: dict) -> GenerationRun:
-        return GenerationRun(name, target, ref, new_tokens, **judge.generation_record(target_side, runs[ref], out_tol))
-
-    def passes(run: GenerationRun) -> bool:
-        judged = judge.judge_generation(run, judge.as_tolerance(out_tol))
-        return run.scores["ok"] and judged["verdict"] != "diverged"
-    runs = runs_on(target, greedy)
-    result = run_of(runs["target"])
-    if target != "cpu" and not passes(result):
-        def rerun(trial: str):
-            import torch
-            if trial == "nondeterministic":
-                return not torch.equal(runs_on(target, greedy)["target"]["scores"], runs["target"]["scores"])
-            if trial == "tf32":
-                with devices.tf32(False):
-                    again = runs_on(target, greedy)["target"]
-                return passes(run_of(again))
-            return None
-        result.diagnosis = diagnose(target, rerun)
-    return result
+    def greedy_of(side):
+        model = place(copy.deepcopy(base), side)
+        return greedy(model, prompts(name, model, rows), side, new_tokens)
+    return compare_generations(name, target, greedy_of, out_tol, new_tokens)

@@ -54,6 +54,32 @@ TABLE: dict[tuple[str, str], Tolerance] = {
                                          "its largest element; atol 1e-6 of the model's largest gradient element, "
                                          "measured: 20x float32's error on a gradient that is exactly zero "
                                          "(MiniLM's attention key biases, 4.5e-8)"),
+    # whole models under torch.autocast (harness/parity/models/precision.py) against float64 on the
+    # CPU: outputs, loss and greedy scores normwise (relative to the output's largest value: a
+    # random model's logits sit near zero, where no relative rule holds); each gradient normwise
+    # as in float32, its atol in units of the model's largest gradient element. Measured on the
+    # CPU (torch 2.15, x86_64, 2 cores), the padded inputs of harness/parity/models/inputs.py,
+    # every built-in model; the bound of a loss curve is (step + 1) x rtol (judge.curve_bound).
+    ("model", "float16"): Tolerance(2e-3, 1e-5, "measured, autocast float16 against float64 on the CPU: outputs at "
+                                    "most 9.2e-4 of their largest value off (the tiny BERT's logits, all under 0.013; "
+                                    "T5 6.4e-4, MiniLM 5.4e-4), the loss 3.9e-4 relative (MiniLM), greedy scores at "
+                                    "margin 0.29 (Llama), loss curves at 0.008 (T5): rtol 2e-3 leaves 2x or more; "
+                                    "atol 1e-5 a floor for outputs near zero"),
+    ("model", "bfloat16"): Tolerance(1.6e-2, 1e-5, "measured, autocast bfloat16 against float64 on the CPU: outputs "
+                                     "at most 6.9e-3 of their largest value off (BERT's logits; T5 6.6e-3, MiniLM "
+                                     "4.0e-3), the loss 2.5e-4 relative (MiniLM), greedy scores at margin 0.32 (T5), "
+                                     "loss curves at 0.013 (T5): bfloat16 keeps 3 bits fewer than float16, 8x the "
+                                     "error; rtol 1.6e-2 (assert_close's bfloat16 rtol too) leaves 2.4x"),
+    ("model-grad", "float16"): Tolerance(1e-2, 2e-3, "measured, autocast float16 against float64 on the CPU, per "
+                                         "gradient tensor: the worst MiniLM's first output LayerNorm weight, 0.94% of "
+                                         "its largest element off and 1.4e-3 of the model's largest gradient element "
+                                         "(margin 0.40), then T5's encoder FFN wi, 0.36% (margin 0.22); BERT's, "
+                                         "GPT-2's and Llama's within 0.08%"),
+    ("model-grad", "bfloat16"): Tolerance(1e-1, 8e-2, "measured, autocast bfloat16 against float64 on the CPU, per "
+                                          "gradient tensor: T5's decoder FFN wi gradient is 14% of its largest element "
+                                          "off (5.6e-2 of the model's largest gradient element; margin 0.47), every "
+                                          "other model's within 1.1% (MiniLM's token-type "
+                                          "embeddings 1.0%, BERT's classifier bias 0.6%)"),
 }
 
 # On an accelerator the target is judged by its accuracy (harness.parity.numerics.accuracy.compare_accuracy):

@@ -1,0 +1,363 @@
+"""Whole-model parity on the inputs users get burned by (suites/parity/test_model_inputs.py):
+the inputs are padded as promised, the long length follows the memory, a NaN is a failure
+of its own cause and never a precision limit, and each injected attention fault
+(tests/model_faults.py) fails exactly the checks built to catch it, while a clean run and
+the stand-in accelerators pass."""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from harness.core import isolate, models
+from harness.core.records import Status
+from harness.parity.models import inputs, judge, precision, references, runs
+from harness.parity.models.judge import StepRun
+from harness.parity.numerics.tolerances import TABLE
+from tests import model_faults
+from tests.conftest import run_suite
+
+SUITE = "suites/parity/test_model_inputs.py"
+OUTPUTS = TABLE[("model", "float32")]
+GRADIENTS = TABLE[("model-grad", "float32")]
+O, G = (OUTPUTS.rtol, OUTPUTS.atol), (GRADIENTS.rtol, GRADIENTS.atol)
+
+
+def _half(dtype: str):
+    return TABLE[("model", dtype)], TABLE[("model-grad", dtype)]
+
+
+@pytest.fixture
+def fault():
+    """``fault(name)`` injects a fault of tests/model_faults.py into this process until the test ends."""
+    yield lambda name: model_faults.install([name])
+    model_faults.uninstall()
+
+
+# --------------------------------------------------------------------------- the inputs
+
+def test_encoders_are_padded_on_the_right_decoders_on_the_left_and_one_row_is_mostly_padding():
+    right, left = inputs.padded_rows("bert"), inputs.padded_rows("llama")
+    lengths = right["attention_mask"].sum(1).tolist()
+    assert lengths == left["attention_mask"].sum(1).tolist() and lengths[0] == inputs.MAX_LENGTH
+    assert lengths[-1] * 4 <= inputs.MAX_LENGTH  # the last row: mostly padding
+    assert bool(right["attention_mask"][:, 0].all()) and not bool(right["attention_mask"][:, -1].all())
+    assert bool(left["attention_mask"][:, -1].all()) and not bool(left["attention_mask"][:, 0].all())
+    assert [inputs.padding_side(n) for n in models.MODELS] == ["right", "left", "right", "left", "right"]
+
+
+def test_a_left_padded_decoder_gets_positions_from_its_first_real_token_and_no_label_from_padding():
+    model = models.MODELS["gpt2"].make()
+    batch = inputs.padded_batch("gpt2", model)
+    mask, labels, positions = batch["attention_mask"], batch["labels"], batch["position_ids"]
+    for row in range(mask.shape[0]):
+        first = int((mask[row] == 1).nonzero()[0])
+        assert int(positions[row, first]) == 0 and positions[row, -1] == int(mask[row].sum()) - 1
+        assert labels[row, first] == -100 and bool((labels[row, :first] == -100).all())
+        assert bool((labels[row, first + 1:] != -100).all())
+    real = inputs.real_positions("gpt2", model, batch)
+    assert torch.equal(real, mask.bool()) and inputs.real_positions("bert", models.MODELS["bert"].make(), {}) is None
+
+
+def test_generation_prompts_have_different_lengths_left_padded():
+    batch = inputs.prompt_batch("llama", models.MODELS["llama"].make())
+    assert batch["attention_mask"].sum(1).tolist() == list(inputs.PROMPT_LENGTHS)
+    assert bool(batch["attention_mask"][:, -1].all())
+    t5 = inputs.prompt_batch("t5", models.MODELS["t5"].make())
+    assert "labels" not in t5 and not bool(t5["attention_mask"][:, -1].all())  # T5's encoder: right-padded
+
+
+def test_the_long_length_is_1024_on_the_cpu_and_follows_the_memory_on_an_accelerator():
+    assert inputs.long_tokens("cpu")[0] == inputs.LONG_TOKENS_CPU == 1024
+    gib = 2 ** 30
+
+    def readings(device_gib, host_gib):
+        return lambda where: ((device_gib if where != "cpu" else host_gib) * gib, "a stated reading")
+    assert inputs.long_tokens("cuda", memory=readings(80, 8))[0] == 4096          # the host's float64 bounds it
+    assert inputs.long_tokens("cuda", host_side=False, memory=readings(80, 8))[0] == 8192
+    assert inputs.long_tokens("mps", memory=readings(2, 64))[0] == 2048           # the device bounds it
+    length, why = inputs.long_tokens("mps", memory=readings(0.01, 64))
+    assert length == 1024 and "no longer prompt fits" in why
+
+
+def test_a_long_model_has_room_for_the_cache_and_the_same_weights_for_sdpa_and_eager():
+    sdpa, eager = (inputs.long_model("gpt2", attn, 1028) for attn in ("sdpa", "eager"))
+    assert sdpa.config.n_positions == 1028 and sdpa.config._attn_implementation == "sdpa"
+    assert eager.config._attn_implementation == "eager"
+    assert all(torch.equal(a, b) for a, b in zip(sdpa.state_dict().values(), eager.state_dict().values()))
+
+
+# --------------------------------------------------------------------------- which autocast a target offers
+
+def test_the_cpu_offers_bfloat16_and_float16_only_from_torch_2_5(monkeypatch):
+    assert precision.unsupported("cpu", "bfloat16") is None
+    assert precision.unsupported("cpu", "float16") is None  # torch 2.15 here
+    monkeypatch.setattr(torch, "__version__", "2.4.1+cpu")
+    why = precision.unsupported("cpu", "float16")
+    assert "from torch 2.5" in why and "upgrade torch" in why
+    assert precision.unsupported("cpu", "bfloat16") is None
+    # and on an accelerator without the CPU's float16, the yardstick side is left out
+    assert [s.name for s in precision.sides("standin-noisy", "float16")] == ["target", "float64"]
+
+
+# --------------------------------------------------------------------------- a NaN is never a precision limit
+
+def _step_run(nan: bool, **diagnosis) -> StepRun:
+    expected = {"output": torch.linspace(-1, 1, 8, dtype=torch.float64), "loss": torch.tensor(2.0, dtype=torch.float64),
+                "grads": {"w": torch.ones(4, dtype=torch.float64)}}
+    actual = {k: (v.float() if k != "grads" else {n: g.float() for n, g in v.items()}) for k, v in expected.items()}
+    if nan:
+        actual["output"][3] = float("nan")
+    out, grad = _half("bfloat16")
+    return StepRun("m", "cpu", "float64", "logits", **judge.measure(actual, expected, out, grad, normwise=True),
+                   dtype="bfloat16", non_finite=runs.non_finite(actual, expected), diagnosis=diagnosis)
+
+
+def test_nan_where_float64_has_a_number_fails_with_its_own_cause_on_the_cpu_too():
+    never = lambda trial: pytest.fail("a NaN needs no rerun")  # noqa: E731
+    assert runs.diagnose("cpu", never, "bfloat16", non_finite=1)["cause"] == "non-finite"
+    assert runs.diagnose("standin-noisy", lambda trial: True, "float16", non_finite=3)["cause"] == "non-finite"
+    assert runs.diagnose("cpu", lambda trial: True, "bfloat16") == {}  # no NaN: the CPU's miss is the tolerance's
+    run = _step_run(True)
+    assert run.non_finite == 1
+    run.diagnosis = runs.diagnose("cpu", None, "bfloat16", run.non_finite)
+    verdict = judge.judge_forward_backward(run, *_half("bfloat16"))
+    assert (verdict.status, verdict.cause) == (Status.FAIL, "non-finite") and verdict.metrics["non_finite"] == 1
+    assert verdict.metrics["margin"] == float("inf")
+    from harness.parity.numerics import causes
+    assert verdict.message.startswith(causes.CAUSES["non-finite"].what.format(dtype="bfloat16"))
+    assert verdict.metrics["dtype"] == "bfloat16"
+    assert judge.judge_forward_backward(_step_run(False), *_half("bfloat16")).status == Status.PASS
+
+
+def test_a_gradscaler_that_skips_every_step_fails_as_non_finite_and_one_skip_is_calibration(monkeypatch):
+    tol = TABLE[("model", "float16")]
+    curve = [6.0, 5.9, 5.8, 5.7]
+
+    def fake(skips):
+        def losses(name, base, side, steps=precision.STEPS, skip=None):
+            if side.autocast:  # the target's GradScaler
+                return {"losses": curve, "skipped": skips, "scales": [2.0 ** (15 - k) for k in range(steps)]}
+            assert skip == skips, "float64 follows the target's skipped steps"
+            return {"losses": curve, "skipped": list(skip), "scales": []}
+        return losses
+    monkeypatch.setattr(precision, "losses", fake([True, False, False]))
+    calibrating = precision.train("bert", "cpu", "float16", (tol.rtol, tol.atol))
+    passed = judge.judge_training_run(calibrating, tol)
+    assert passed.status == Status.PASS and passed.metrics["skipped_steps"]["target"] == [True, False, False]
+    monkeypatch.setattr(precision, "losses", fake([True, True, True]))
+    never = precision.train("bert", "cpu", "float16", (tol.rtol, tol.atol))
+    failed = judge.judge_training_run(never, tol)
+    assert (failed.status, failed.cause) == (Status.FAIL, "non-finite") and "skipped every step" in failed.message
+
+
+def test_where_the_cpu_misses_float64_and_the_target_does_not_it_is_a_finding_about_the_cpu():
+    out, grad = _half("float16")
+    exact = {"output": torch.linspace(1, 2, 8, dtype=torch.float64), "loss": torch.tensor(2.0, dtype=torch.float64),
+             "grads": {"w": torch.ones(4, dtype=torch.float64)}}
+    close = {"output": exact["output"].half(), "loss": exact["loss"].float(), "grads": {"w": torch.ones(4)}}
+    off = {**close, "output": (exact["output"] * 1.01).half()}   # 1%: 5x float16's output tolerance
+    runs_ = {"target": close, "cpu": off, "float64": exact}
+    finding = judge.cpu_finding(runs_, out, grad, normwise=True)
+    assert finding["missed"] == ["output"] and finding["cpu_margin"] > 1 > finding["target_err"]
+    run = StepRun("m", "mps", "float64", "logits", **judge.measure_accuracy(runs_, out, grad, "float16", normwise=True),
+                  dtype="float16", cpu_finding=finding)
+    verdict = judge.judge_forward_backward(run, out, grad)
+    assert verdict.status == Status.PASS and verdict.message.startswith("the CPU is the inaccurate side")
+    assert verdict.metrics["cpu_finding"] == finding
+
+
+def _generation_run(target_scores, reference_scores, dtype="bfloat16", yardstick=None):
+    def side(scores):
+        scores = torch.tensor(scores, dtype=torch.float64).unsqueeze(0)
+        return {"tokens": scores.argmax(-1), "scores": scores}
+    out, _ = _half(dtype)
+    record = judge.generation_record(side(target_scores), side(reference_scores), (out.rtol, out.atol), normwise=True)
+    return judge.GenerationRun("m", "mps", "float64", len(target_scores), **record, dtype=dtype, yardstick=yardstick)
+
+
+def test_half_precision_generation_passes_a_miss_no_worse_than_the_cpus_own_and_fails_a_worse_one():
+    out, _ = _half("bfloat16")
+    ref = [[5.0, 1.0, 0.0], [1.0, 3.0, 0.0]]
+    off = [[5.0, 1.0, 0.0], [1.0, 3.4, 0.0]]            # 0.4 of a largest 5: 5x bfloat16's rule, same tokens
+    worse_cpu = _generation_run([[5.0, 1.0, 0.0], [1.0, 3.6, 0.0]], ref)
+    fine_cpu = _generation_run(ref, ref)
+    excused = judge.judge_generation_run(_generation_run(off, ref, yardstick=worse_cpu), out)
+    assert excused.status == Status.PASS and excused.metrics["rule"] == "as-accurate-as-cpu"
+    assert excused.metrics["cpu_finding"]["cpu_margin"] > excused.metrics["margin"] > 1
+    assert judge.judge_generation_run(_generation_run(off, ref, yardstick=fine_cpu), out).status == Status.FAIL
+    assert judge.judge_generation_run(_generation_run(off, ref), out).status == Status.FAIL
+
+
+def test_nan_half_makes_masked_rows_nan_in_half_precision_only(fault):
+    fault("nan-half")
+    q = torch.randn(1, 2, 3, 4)
+    mask = torch.tensor([True, True, False]).expand(3, 3)
+    assert not F.scaled_dot_product_attention(q, q, q, attn_mask=mask).isnan().any()  # float32: untouched
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        plain = F.scaled_dot_product_attention(q, q, q)
+        soft = F.softmax(torch.tensor([[0.0, -1e9], [0.0, 1.0]]), dim=-1)
+    assert bool(out.isnan().all()) and not plain.isnan().any()
+    assert bool(soft[0].isnan().all()) and not soft[1].isnan().any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gqa_maps_grouped_heads_wrongly_in_every_dtype_and_only_with_enable_gqa(fault, dtype):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, h, 5, 8, generator=gen, dtype=dtype) for h in (4, 2, 2))
+    right = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    fault("gqa")
+    wrong = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert torch.equal(wrong[:, [0, 3]], right[:, [0, 3]]) and not torch.allclose(wrong[:, 1], right[:, 1])
+    repeated = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    assert torch.allclose(F.scaled_dot_product_attention(q, *repeated), right)  # transformers' own repeat: spared
+
+
+def test_long_is_wrong_only_past_512_keys_for_a_few_query_rows(fault):
+    gen = torch.Generator().manual_seed(0)
+
+    def attend(queries, keys):
+        q, k = torch.randn(1, 2, queries, 8, generator=gen), torch.randn(1, 2, keys, 8, generator=gen)
+        right = model_faults._REAL["sdpa"](q, k, k)
+        return torch.allclose(F.scaled_dot_product_attention(q, k, k), right, atol=1e-6)
+    fault("long")
+    assert attend(1, 512) and attend(600, 600) and not attend(1, 1025) and not attend(8, 700)
+
+
+# --------------------------------------------------------------------------- the runs, in this process
+
+def test_under_nan_half_the_autocast_forward_backward_fails_as_non_finite_and_float32_passes(fault):
+    fault("nan-half")
+    out, grad = _half("bfloat16")
+    run = precision.forward_backward("llama", "cpu", "bfloat16", (out.rtol, out.atol), (grad.rtol, grad.atol))
+    assert run.non_finite > 0 and run.diagnosis["cause"] == "non-finite"
+    verdict = judge.judge_forward_backward(run, *_half("bfloat16"))
+    assert verdict.status == Status.FAIL and verdict.cause == "non-finite"
+    clean = inputs.forward_backward("llama", "cpu", O, G)
+    assert judge.judge_forward_backward(clean, OUTPUTS, GRADIENTS).status == Status.PASS
+
+
+def test_gqa_is_caught_by_sdpa_against_eager_at_the_long_length_and_cancels_against_float64(fault):
+    fault("gqa")
+    caught = judge.judge_generation_run(references.sdpa_vs_eager_long("llama", "cpu", O), OUTPUTS)
+    assert caught.status == Status.FAIL and caught.metrics["reference"] == "eager"
+    assert caught.metrics["long_tokens"] == 1024
+    blind = judge.judge_generation_run(inputs.generate("llama", "cpu", O, inputs.LONG_NEW_TOKENS, long=True), OUTPUTS)
+    assert blind.status == Status.PASS  # float64 runs the same wrong mapping: the reason for the reference above
+
+
+def test_long_is_caught_by_the_cache_against_recomputation(fault):
+    fault("long")
+    run = references.cache_vs_recompute("gpt2", "cpu", O, long=True)
+    verdict = judge.judge_generation_run(run, OUTPUTS)
+    assert verdict.status == Status.FAIL and run.reference == "no-cache" and run.setting["kv_cache_tokens"] >= 1024
+    assert run.tokens[0][0] == run.reference_tokens[0][0]  # the prefill is right; decoding is not
+
+
+@pytest.mark.parametrize("device", ["standin-oracle", "standin-noisy"])
+def test_half_precision_on_a_stand_in_passes_judged_with_the_cpu_as_yardstick(device):
+    from tests import standins  # noqa: F401  registers the stand-ins
+    out, grad = _half("bfloat16")
+    run = precision.forward_backward("gpt2", device, "bfloat16", (out.rtol, out.atol), (grad.rtol, grad.atol))
+    assert run.vs_float64 is not None and set(run.vs_float64) == {"target", "cpu"}
+    assert judge.judge_forward_backward(run, out, grad).status == Status.PASS and not run.diagnosis
+    gen = precision.generate("llama", device, "bfloat16", (out.rtol, out.atol), 4)
+    assert gen.reference == "float64" and gen.yardstick is not None
+    assert judge.judge_generation_run(gen, out).status == Status.PASS
+
+
+def test_sdpa_against_eager_on_a_tf32_stand_in_fails_naming_tf32():
+    from tests import standins  # noqa: F401
+    run = references.sdpa_vs_eager("gpt2", "standin-tf32", O, G)
+    verdict = judge.judge_forward_backward(run, OUTPUTS, GRADIENTS)
+    assert verdict.status == Status.FAIL and verdict.cause == "tf32"
+
+
+# --------------------------------------------------------------------------- the suite, in child pytest runs
+
+def _child_env(faults: str = "") -> dict:
+    """A child run's environment: the fault module preloaded in its sandbox child, and one
+    torch thread there (beside other xdist workers on 2 cores, two threads per child made
+    the same checks 10x slower: 190 s against 17 s, measured)."""
+    preload = [m for m in os.environ.get(isolate.PRELOAD_VAR, "").split(",") if m and m != "tests.model_faults"]
+    return {isolate.PRELOAD_VAR: ",".join([*preload, "tests.model_faults"]), model_faults.VAR: faults,
+            isolate.THREADS_VAR: "1"}
+
+
+def _outcomes(records: list[dict]) -> dict:
+    return {r["check"]: r for r in records}
+
+
+def _failed(records: list[dict]) -> set:
+    return {r["check"] for r in records if r["status"] not in (Status.PASS, Status.SKIP)}
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    return run_suite(tmp_path_factory.mktemp("model-inputs"), SUITE, "parity and cpu", "-n", "0",
+                     env=_child_env())
+
+
+@pytest.mark.slow
+def test_a_clean_run_passes_every_check_under_its_documented_id(clean_run):
+    res, records = clean_run
+    assert res.returncode == 0, res.stdout[-3000:]
+    checks = _outcomes(records)
+    assert {r["status"] for r in records} == {Status.PASS}
+    half = [f"parity/model_autocast_{what}/{m}/{d}" for what, names in (
+        ("forward_backward", models.MODELS), ("training_steps", [n for n in models.MODELS if n != "minilm"]),
+        ("greedy_generation", runs.DECODERS)) for m in names for d in precision.HALF]
+    long_ = [f"parity/model_{what}/{m}" for what in ("long_greedy_generation", "sdpa_vs_eager_long",
+                                                    "kv_cache_vs_recompute_long") for m in inputs.LONG_DECODERS]
+    rest = ([f"parity/model_padded_forward_backward/{m}" for m in models.MODELS]
+            + [f"parity/model_sdpa_vs_eager/{m}" for m in models.MODELS if m != "minilm"]
+            + [f"parity/model_{what}/{m}" for what in ("padded_greedy_generation", "kv_cache_vs_recompute")
+               for m in runs.DECODERS])
+    assert set(checks) == set(half + long_ + rest)
+    assert checks["parity/model_long_greedy_generation/llama"]["metrics"]["kv_cache_tokens"] >= 1024
+    assert checks["parity/model_autocast_forward_backward/bert/float16"]["metrics"]["dtype"] == "float16"
+    assert all(r["metrics"]["margin"] < 1 for r in records)
+
+
+@pytest.mark.slow
+def test_nan_half_fails_every_half_precision_check_as_non_finite_and_nothing_in_float32(tmp_path):
+    res, records = run_suite(tmp_path, SUITE, "parity and cpu", "-n", "0", "-k",
+                             "autocast or padded_forward_backward or padded_greedy", env=_child_env("nan-half"))
+    assert res.returncode == 1, res.stdout[-3000:]
+    failed = _failed(records)
+    assert failed == {r["check"] for r in records if r["subject"].startswith("model_autocast_")} and failed
+    for check in failed:
+        record = _outcomes(records)[check]
+        assert (record["status"], record["metrics"]["cause"]) == (Status.FAIL, "non-finite"), check
+        assert record["metrics"]["non_finite"] > 0 and "precision limit" not in record["reason"]
+
+
+@pytest.mark.slow
+def test_gqa_fails_llamas_sdpa_against_eager_and_nothing_in_bert(tmp_path):
+    res, records = run_suite(tmp_path, SUITE, "parity and cpu", "-n", "0", "-k",
+                             "sdpa_vs_eager or kv_cache or long_greedy or padded_forward_backward",
+                             env=_child_env("gqa"))
+    assert res.returncode == 1, res.stdout[-3000:]
+    assert _failed(records) == {"parity/model_sdpa_vs_eager_long/llama"}
+    assert _outcomes(records)["parity/model_sdpa_vs_eager/bert"]["status"] == Status.PASS
+
+
+@pytest.mark.slow
+def test_long_fails_the_long_cache_references_only(tmp_path):
+    res, records = run_suite(tmp_path, SUITE, "parity and cpu", "-n", "0", "-k",
+                             "long or kv_cache or sdpa_vs_eager or padded_greedy", env=_child_env("long"))
+    assert res.returncode == 1, res.stdout[-3000:]
+    assert _failed(records) == {f"parity/model_{what}/{m}" for what in ("sdpa_vs_eager_long",
+                                                                         "kv_cache_vs_recompute_long")
+                                for m in inputs.LONG_DECODERS}
+    # float64 runs the same wrong kernel: the long check against it is blind, as documented
+    assert _outcomes(records)["parity/model_long_greedy_generation/gpt2"]["status"] == Status.PASS
+
+
+def test_the_check_ids_are_the_documented_ones():
+    """The module docstring lists every subject the file defines."""
+    import importlib
+    suite = importlib.import_module("suites.parity.test_model_inputs")
+    subjects = {name.removeprefix("test_") for name in dir(suite) if name.startswith("test_model_")}
+    assert all(f"parity/{s}/" in suite.__doc__ for s in subjects) and len(subjects) == 10
