@@ -468,6 +468,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     import torch
 
     from harness.parity.numerics import accuracy, outputs
+    from harness.parity.ops.check import worse
     from harness.parity.ops.samples import TRIALS, wide_reference
     tol = run.tolerance
     try:
@@ -514,10 +515,10 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
         slack = settled(accuracy.slack_of(ref, [wide_reference(call, sample, dt, wide, pass_, trial, like=eager)
                                                 for trial in range(len(TRIALS))]))
         found = judged(got_s)
-    run.vs_eager = _worse(run.vs_eager, accuracy.compare(got_s, eager_s, tol))
+    run.vs_eager = worse(run.vs_eager, accuracy.compare(got_s, eager_s, tol))
     if ref_s is not None:
-        run.compiled_ref = _worse(run.compiled_ref, accuracy.compare(got_s, ref_s, tol))
-        run.eager_ref = _worse(run.eager_ref, accuracy.compare(eager_s, ref_s, tol))
+        run.compiled_ref = worse(run.compiled_ref, accuracy.compare(got_s, ref_s, tol))
+        run.eager_ref = worse(run.eager_ref, accuracy.compare(eager_s, ref_s, tol))
     if not found["ok"]:
         def misses(backend=None, **inductor) -> bool:
             return not judged(prepared(_compile_and_run(call, sample, target, dt, pass_, backend, **inductor)[0]))["ok"]
@@ -537,7 +538,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
         found.update(diagnose(str(dt).removeprefix("torch."), rerun))
     found["sample"] = index
     run.compared += 1
-    run.worst = _worse(run.worst, found)
+    run.worst = worse(run.worst, found)
     return found
 
 
@@ -549,14 +550,6 @@ def _failing_stage(call, sample, target, dt, pass_) -> str:
         except Exception:
             return backend
     return "inductor"
-
-
-def _worse(a: dict | None, b: dict) -> dict:
-    if a is None:
-        return b
-    if a["ok"] != b["ok"]:
-        return a if not a["ok"] else b
-    return a if a["margin"] >= b["margin"] else b
 
 
 def diagnose(dtype: str, rerun) -> dict:

@@ -160,7 +160,9 @@ class OpParityRun:
     seconds: float = 0.0
 
 
-def _worse(a: dict | None, b: dict) -> dict:
+def worse(a: dict | None, b: dict) -> dict:
+    """The worse of two comparisons (a miss before a pass, then the larger margin): the one a
+    check keeps across its samples."""
     if a is None:
         return b
     if a["ok"] != b["ok"]:
@@ -230,7 +232,7 @@ def _compare_sample(op, sample, index, device, dt, wide, pass_, run: OpParityRun
         return
     found["sample"] = index
     run.compared += 1
-    run.worst = _worse(run.worst, found)
+    run.worst = worse(run.worst, found)
 
 
 # --------------------------------------------------------------------------- on an accelerator
@@ -297,11 +299,11 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
     if not found["ok"] and random_output(op, sample, pass_, cpu):
         run.random += 1
         return None
-    run.vs_cpu = _worse(run.vs_cpu, accuracy.compare(tgt_s, cpu_s, _by_output_dtype(op, tol)))
+    run.vs_cpu = worse(run.vs_cpu, accuracy.compare(tgt_s, cpu_s, _by_output_dtype(op, tol)))
     if ref_s is not None:
-        run.target_ref = _worse(run.target_ref, accuracy.compare(tgt_s, ref_s, tol))
+        run.target_ref = worse(run.target_ref, accuracy.compare(tgt_s, ref_s, tol))
         cpu_vs_ref = accuracy.compare(cpu_s, ref_s, tol)
-        run.cpu_ref = _worse(run.cpu_ref, cpu_vs_ref)
+        run.cpu_ref = worse(run.cpu_ref, cpu_vs_ref)
         if found["ok"] and not cpu_vs_ref["ok"] and not accuracy.compare(cpu_s, ref_s, tol, normwise=True)["ok"]:
             target_vs_ref = accuracy.compare(tgt_s, ref_s, tol, normwise=True)
             if target_vs_ref["ok"] and (run.cpu_off is None or cpu_vs_ref["margin"] > run.cpu_off["cpu_margin"]):
