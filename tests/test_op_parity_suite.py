@@ -339,3 +339,12 @@ def test_a_softmax_that_gives_nan_on_masked_rows_in_half_precision_fails_and_is_
             assert verdict.status == "fail", (target, dtype, verdict.message)
             assert verdict.metrics["cause"] == "non-finite" and "precision limit" not in verdict.message
             assert "NaN or inf" in verdict.message and "float32" in verdict.metrics["switch"]
+
+
+def test_more_accurate_names_the_side_nearer_float64_and_keeps_each_sides_error():
+    near, far = {"max_abs_err": 1e-7}, {"max_abs_err": 3e-6}
+    assert check.more_accurate(("target", near), ("cpu", far)) == {
+        "target_ref_err": 1e-7, "cpu_ref_err": 3e-6, "more_accurate": "target"}
+    assert check.more_accurate(("compiled", far), ("eager", near))["more_accurate"] == "eager"
+    assert check.more_accurate(("target", near), ("cpu", dict(near)))["more_accurate"] == "same"
+    assert check.more_accurate(("target", None), ("cpu", far)) == {"cpu_ref_err": 3e-6}   # one side: no verdict

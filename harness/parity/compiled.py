@@ -727,6 +727,7 @@ def _graph_metrics(run) -> dict:
 
 def judge_op(run: CompiledOpRun) -> Verdict:
     """The check's verdict and metrics from ``run_op``'s CompiledOpRun."""
+    from harness.parity.ops.check import more_accurate
     tol = run.tolerance
     metrics = {"reference": "float64", "yardstick": "eager", "samples": run.samples, "chosen": run.chosen,
                "compared": run.compared, "rtol": tol.rtol, "atol": tol.atol, "tolerance_source": tol.source,
@@ -736,14 +737,12 @@ def judge_op(run: CompiledOpRun) -> Verdict:
     for key in ("random", "no_reference", "not_compiled"):
         if getattr(run, key):
             metrics[f"samples_{key}"] = getattr(run, key)
-    if run.unsupported:
-        return Verdict(Status.SKIP, Category.PARITY, run.unsupported, metrics)
-    if run.eager_error:
-        return Verdict(Status.SKIP, Category.PARITY, f"eager fails here too, nothing to compare the compiled op "
-                       f"with (the ops suite's record says more): {run.eager_error}", metrics)
     if run.compile_error:
         metrics["worst_sample"] = run.error_sample
-        return _compile_failed(run.compile_error, run.compile_stage, f"sample {run.error_sample}", metrics)
+    settled = _not_compared(run, metrics, "eager fails here too, nothing to compare the compiled op with (the ops "
+                            "suite's record says more)", f"sample {run.error_sample}")
+    if settled:
+        return settled
     worst = run.worst
     if worst is None:
         why = ("dynamo captured no graph (the function ran eagerly" + (
@@ -755,12 +754,7 @@ def judge_op(run: CompiledOpRun) -> Verdict:
     metrics["worst_sample"] = worst.get("sample")
     if run.vs_eager:
         metrics.update(vs_eager_max_abs_err=run.vs_eager["max_abs_err"], vs_eager_margin=run.vs_eager["margin"])
-    for side in ("compiled_ref", "eager_ref"):
-        if getattr(run, side):
-            metrics[f"{side}_err"] = getattr(run, side)["max_abs_err"]
-    if metrics.get("compiled_ref_err") is not None and metrics.get("eager_ref_err") is not None:
-        c, e = metrics["compiled_ref_err"], metrics["eager_ref_err"]
-        metrics["more_accurate"] = "same" if c == e else ("compiled" if c < e else "eager")
+    metrics.update(more_accurate(("compiled", run.compiled_ref), ("eager", run.eager_ref)))
     if worst["ok"]:
         return Verdict(Status.PASS, Category.PARITY, "", metrics)
     metrics.update({k: worst[k] for k in ("cause", "cause_what", "switch") if worst.get(k)})
@@ -771,6 +765,19 @@ def judge_op(run: CompiledOpRun) -> Verdict:
                    f"{worst['max_abs_err']:.3g}" + (f" (eager: {eager_err:.3g})" if eager_err is not None else "")
                    + f", margin {worst['margin']:.3g}; {worst.get('switch', REPORT)}. {_eager_words(worst['reason'])}",
                    metrics, cause=worst.get("cause"))
+
+
+def _not_compared(run, metrics: dict, eager_fails: str, where: str) -> Verdict | None:
+    """The verdict of a run that compared nothing, an op's or a model's: a target that cannot
+    compile or an eager run that fails (skips), or a compile error (compile-failed); None when
+    there are numbers to judge."""
+    if run.unsupported:
+        return Verdict(Status.SKIP, Category.PARITY, run.unsupported, metrics)
+    if run.eager_error:
+        return Verdict(Status.SKIP, Category.PARITY, f"{eager_fails}: {run.eager_error}", metrics)
+    if run.compile_error:
+        return _compile_failed(run.compile_error, run.compile_stage, where, metrics)
+    return None
 
 
 def _eager_words(reason: str) -> str:
@@ -786,13 +793,10 @@ def judge_model(run: CompiledModelRun, out_tol: Tolerance, grad_tol: Tolerance) 
                "rtol": out_tol.rtol, "atol": out_tol.atol, "tolerance_source": out_tol.source,
                "grad_rtol": grad_tol.rtol, "grad_atol": grad_tol.atol, "grad_tolerance_source": grad_tol.source,
                **_graph_metrics(run)}
-    if run.unsupported:
-        return Verdict(Status.SKIP, Category.PARITY, run.unsupported, metrics)
-    if run.eager_error:
-        return Verdict(Status.SKIP, Category.PARITY, f"the eager step fails here too, nothing to compare the "
-                       f"compiled one with (the model parity check says more): {run.eager_error}", metrics)
-    if run.compile_error:
-        return _compile_failed(run.compile_error, run.compile_stage, f"model {run.model}", metrics)
+    settled = _not_compared(run, metrics, "the eager step fails here too, nothing to compare the compiled one "
+                            "with (the model parity check says more)", f"model {run.model}")
+    if settled:
+        return settled
     if run.graphs == 0:
         return Verdict(Status.SKIP, Category.PARITY, "nothing compiled to compare: dynamo captured no graph of "
                        "the model" + (f" (graph breaks: {'; '.join(run.graph_breaks)})" if run.graph_breaks else ""),

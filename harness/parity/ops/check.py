@@ -422,6 +422,17 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
 
 # --------------------------------------------------------------------------- judging
 
+def more_accurate(first: tuple[str, dict | None], second: tuple[str, dict | None]) -> dict:
+    """Two sides' errors against float64 as record metrics (``<side>_ref_err``, from each
+    side's worst comparison, where it has one) and which side is nearer float64
+    (``more_accurate``: a side's name, or "same")."""
+    out = {f"{name}_ref_err": found["max_abs_err"] for name, found in (first, second) if found}
+    if len(out) == 2:
+        (a, a_err), (b, b_err) = ((name, out[f"{name}_ref_err"]) for name, _ in (first, second))
+        out["more_accurate"] = "same" if a_err == b_err else (a if a_err < b_err else b)
+    return out
+
+
 def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     """The check's verdict and metrics from ``run_case``'s OpParityRun; ``known`` is the
     case's known limit (``ParityCase.known``), if any."""
@@ -459,12 +470,7 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
         if run.vs_cpu:  # same-dtype agreement with the CPU: recorded, not judged
             metrics["vs_cpu_max_abs_err"] = run.vs_cpu["max_abs_err"]
             metrics["vs_cpu_margin"] = run.vs_cpu["margin"]
-    for side in ("target_ref", "cpu_ref"):
-        if getattr(run, side):
-            metrics[f"{side}_err"] = getattr(run, side)["max_abs_err"]
-    if metrics.get("target_ref_err") is not None and metrics.get("cpu_ref_err") is not None:
-        t, c = metrics["target_ref_err"], metrics["cpu_ref_err"]
-        metrics["more_accurate"] = "same" if t == c else ("target" if t < c else "cpu")
+    metrics.update(more_accurate(("target", run.target_ref), ("cpu", run.cpu_ref)))
     expected_to_differ = bool(run.declared and run.declared[0] == declarations.XFAIL)
     if worst["ok"]:
         note = ""
