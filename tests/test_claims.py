@@ -1,11 +1,16 @@
 """The claims table: every claim cites a seed and quotes it, every number has a source,
-seed 003's path is as the seed reports it, and the gates judge recorded machines right."""
+seed 003's path is as the seed reports it, the gates judge recorded machines right, and
+what users read names each document by its title and gives every Chinese quote its English."""
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from harness.core.records import Category
 from harness.optim import claims as C
+from harness.optim import documents as D
+from harness.optim import techniques
 from harness.env import devices
 from tests.conftest import ROOT, load_facts
 
@@ -249,3 +254,134 @@ def test_every_gate_evaluates_on_every_recorded_machine(machine):
                 assert isinstance(ok, bool) and reason.startswith(claim.name)
                 if not ok:
                     assert "Fix:" in reason
+
+
+# --------------------------------------------------------------------------- what users read
+
+MACHINES = sorted(p.stem for p in (Path(__file__).parent / "fixtures" / "facts").glob("*.json"))
+# Fields in the original language or naming the file: where a claim's words are looked up,
+# never shown as they are (a quote is shown through C.quoted, which the walk checks too).
+ORIGINAL = {(C.Claim, "source"), (C.Claim, "section"), (C.Claim, "quote"), (C.SeedPath, "source"),
+            (C.SeedPath, "section"), (C.PathStep, "row"), (C.PathStep, "target_object")}
+
+
+def _strings(obj, where: str):
+    """Every string reachable from ``obj`` (dataclass fields, tuples, mappings), with where it is."""
+    if isinstance(obj, str):
+        yield where, obj
+    elif dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            if (type(obj), f.name) not in ORIGINAL:
+                yield from _strings(getattr(obj, f.name), f"{where}.{f.name}")
+    elif isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            yield from _strings(item, f"{where}[{i}]")
+    elif hasattr(obj, "items"):
+        for key, item in obj.items():
+            yield from _strings(item, f"{where}[{key!r}]")
+
+
+def _problems(pairs) -> list[str]:
+    return [f"{where}: {problem} in {text!r}" for where, text in pairs for problem in D.problems(text)]
+
+
+def _shown(claim: C.Claim):
+    """What a user can read of ``claim``: every string of its table row but the original-language
+    fields, its quote as shown, and for each of its cases on each target the record's metrics, the
+    skip message on every recorded machine, and the verdict's message had it been measured."""
+    yield from _strings(claim, claim.name)
+    yield f"{claim.name} quoted", C.quoted(claim)
+    for case in (c for c in C.CASES if c.subject == claim.name):
+        for target in C.TARGET_CLASSES:
+            yield from _strings(case.metrics(target), f"{case.id} {target} metrics")
+            if case.known is not None:
+                yield from _strings(case.known, f"{case.id} known")
+            for machine in MACHINES:
+                skip = case.not_measured(target, C.with_extra_packages(load_facts(machine)))
+                if skip is not None:
+                    yield f"{case.id} {target} on {machine} skip", skip.message
+            expect = case.expect(target)
+            if expect.kind != "none":
+                run = techniques.ClaimRun(claim.name, case.quantity, expect.kind, 1.0, expect.ratio, expect.source,
+                                          "baseline", "variant", 1.5, 1.4, 1.6, 5, Category.DOES_NOT_HOLD)
+                verdict = techniques.claim_verdict(run, case.document)
+                yield f"{case.id} {target} verdict", verdict.message
+
+
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
+def test_what_users_read_of_a_claim_names_no_file_and_glosses_every_chinese_quote(claim):
+    """Every user-facing string of every claim (source, basis, technique, gates' reasons, fixes and
+    sources, notes, the quote as shown, the record's metrics, the skip and verdict messages): no seed
+    file name, no "seed" for a document, no Chinese without its English beside it."""
+    assert _problems(_shown(claim)) == []
+
+
+def test_what_users_read_of_seed_003s_table_names_no_file_and_glosses_every_chinese_quote():
+    assert _problems(_strings(C.SEED_003_PATH, "SEED_003_PATH")) == []
+    assert "macbert-large" in C.SEED_003_PATH.title and "32" in C.SEED_003_PATH.title
+
+
+def test_the_walk_reaches_every_field_a_planted_leak_hides_in():
+    claim = C.by_name("bf16-autocast")
+    gate = dataclasses.replace(claim.gates[0], reason="see 002_30922ac40e33578f.txt")
+    planted = dataclasses.replace(claim, notes="梯度累积 helps", gates=(gate,) + claim.gates[1:],
+                                  tolerance=dataclasses.replace(claim.tolerance, source="seed 003's figure"))
+    found = _problems(_strings(planted, "planted"))
+    assert any(".notes: no English beside '梯度累积'" in p for p in found)
+    assert any(".gates[0].reason: file name 002_30922ac40e33578f.txt" in p for p in found)
+    assert any(".tolerance.source: jargon 'seed'" in p for p in found)
+    assert not _problems(_strings(claim, "clean"))
+
+
+@pytest.mark.parametrize("text, found", [
+    ('"梯度累积" (gradient accumulation)', []),
+    ('row "梯度累积" (gradient accumulation), column "提高训练速度" (speeds up training): "否" (no)', []),
+    ('"(否)" (no, qualified by a note)', []),
+    ('the memory for "优化器状态" (optimizer state (fp32))', []),
+    ("梯度累积 (gradient accumulation)", ["no English beside '梯度累积'"]),
+    ('"梯度累积"', ["no English beside '梯度累积'"]),
+    ('"梯度累积" (梯度)', ["no English beside '梯度累积'", "no English beside '梯度'"]),
+    ('"梯度累积" and then (gradient accumulation)', ["no English beside '梯度累积'"]),
+    ('"GA" (gradient accumulation) 否', ["no English beside '否'"]),
+    ("（", ["no English beside '（'"]),
+    ("002_30922ac40e33578f.txt makes no memory claim", ["file name 002_30922ac40e33578f.txt"]),
+    ("as seed 003 measured", ["jargon 'seed'"]),
+    ("the Seeds' name", ["jargon 'Seeds'"]),
+    ("weights seeded, a seedless run", []),
+])
+def test_the_text_rule_finds_file_names_jargon_and_chinese_without_english(text, found):
+    assert D.problems(text) == found
+
+
+def test_a_quote_is_shown_with_its_english_beside_it():
+    assert D.glossed("梯度累积", "gradient accumulation") == '"梯度累积" (gradient accumulation)'
+    assert D.glossed('padding="max_length"', "pads to max_length") == "'padding=\"max_length\"' (pads to max_length)"
+    with pytest.raises(ValueError, match="must be English"):
+        D.glossed("梯度累积", "梯度累积")
+    with pytest.raises(ValueError, match="must be English"):
+        D.glossed("梯度累积", "...")
+    claim = C.by_name("gradient-accumulation")
+    assert C.quoted(claim) == f'"{claim.quote}" ({claim.quote_en})'
+
+
+def test_every_document_has_a_title_and_the_file_names_none():
+    assert tuple(D.DOCUMENTS) == C.SEED_FILES
+    for doc in D.DOCUMENTS.values():
+        for text in (doc.short, doc.title, doc.cited()):
+            assert D.problems(text) == [], text
+        assert doc.short.split('"')[1] in doc.title   # the short name is the title's own words
+        assert D.CJK.search(doc.original) and doc.original_en
+    assert D.title(C.SEED_002) == ('Hugging Face guide "Efficient training on a single GPU" (Chinese translation of '
+                                   'perf_train_gpu_one, v4.37.2)')
+    case = next(c for c in C.CASES if c.subject == "larger-batch" and c.quantity == "memory")
+    skip = case.not_measured("cuda", load_facts("linux_x86_64"))
+    assert skip.message == (f"{D.title(C.SEED_002)} makes no memory claim for cuda (batch size choice: a larger "
+                            "batch for throughput)")
+    assert case.metrics("cuda")["document"] == D.title(C.SEED_002)
+
+
+@needs_seeds
+@pytest.mark.parametrize("file", C.SEED_FILES)
+def test_each_documents_original_title_stands_in_its_first_lines(file):
+    head = "\n".join(_seed_text(file).splitlines()[:60])
+    assert D.document(file).original in head

@@ -2,7 +2,7 @@
 
 Each ``Claim`` is one technique from the seed documents (../shared/seeds/, not part of this
 repository): where it is stated (seed file, section title in the original language with an
-English gloss, and a short quote that occurs in the file), the knob that turns it on
+English gloss, and a short quote that occurs in the file, with its English), the knob that turns it on
 (``transformers.TrainingArguments`` fields, and the plain-PyTorch equivalent), what it is
 expected to do to memory and to time on each target class (cpu, cuda, mps), how much
 worse than that still counts as "holds", and when it applies at all (gates over a fact set
@@ -26,11 +26,15 @@ past 1.0 (a reduction must stay a reduction).
 ``SEED_003_PATH`` is seed 003's measured cumulative table as data: each row adds one
 technique to the row before it, so each row-over-previous ratio is the effect of that
 technique with the earlier ones on.
+
+What users read (a record's source, basis, quote and document, skip and verdict messages,
+gates' reasons) names a document by its title (harness/optim/documents.py), never by its
+file or by "seed NNN", and gives every Chinese quote its English beside it
+(``documents.glossed``); tests/test_claims.py walks every claim's strings to keep it so.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
 from types import MappingProxyType
 from typing import Mapping
 
@@ -40,19 +44,35 @@ from harness.core.cases import Known
 from harness.core.records import ClaimKind, Status, Verdict
 from harness.env import fitness
 from harness.env.facts import package_versions
+from harness.optim import documents
+from harness.optim.documents import (SEED_000, SEED_001, SEED_002, SEED_003, SEED_004, SEED_FILES,  # noqa: F401
+                                     SEED_NAME)
+from harness.optim.documents import glossed as zh
 
 TARGET_CLASSES = ("cpu", "cuda", "mps")
 QUANTITIES = ("memory", "time")
 
-# The seed documents, by number. Stored as names only: the folder lives outside the repo
-# (../shared/seeds, relative to the repository root).
-SEED_000 = "000_d9db61ef21f62cee.txt"   # ChatGPT-4 advice for training on a MacBook M3 (blog)
-SEED_001 = "001_149361ff5abf473b.txt"   # HF docs zh: perf_train_special (PyTorch on Apple silicon)
-SEED_002 = "002_30922ac40e33578f.txt"   # HF guide zh: perf_train_gpu_one (v4.37.2)
-SEED_003 = "003_7cd14bfa87c3ab04.txt"   # memory-optimization table, chinese-macbert-large
-SEED_004 = "004_b8ff7e651c792e6c.txt"   # "GPU acceleration comes to PyTorch on M1 Macs" (zh)
-SEED_FILES = (SEED_000, SEED_001, SEED_002, SEED_003, SEED_004)
-SEED_NAME = re.compile(r"^\d{3}_[0-9a-f]{16}\.txt$")
+# The seed documents (SEED_000 .. SEED_004, their files) and their titles: harness/optim/documents.py.
+# What users read names a document by its title, never by its file or its number: the
+# short names below are what the table's sentences cite, and a Chinese quote always
+# carries its English beside it (``zh``: documents.glossed).
+M3_POST = documents.short(SEED_000)      # blog post "Transformers optimization (MacBook M3)"
+HF_MAC = documents.short(SEED_001)       # HF guide "PyTorch training on Apple silicon"
+HF_GPU = documents.short(SEED_002)       # HF guide "Efficient training on a single GPU"
+TUTORIAL = documents.short(SEED_003)     # tutorial "Simple GPU-memory optimization for Transformers"
+M1_ARTICLE = documents.short(SEED_004)   # article "GPU acceleration comes to PyTorch on M1 Macs"
+
+# The HF single-GPU guide's summary table (its first table): method/tool -> "speeds up
+# training" / "optimizes memory use", answered "是" (yes), "否" (no) or "(否)" (no, see the note).
+_COLUMN = {"time": ("提高训练速度", "speeds up training"), "memory": ("优化内存利用率", "optimizes memory use")}
+_ANSWER = {"是": "yes", "否": "no", "(否)": "no, qualified by a note under the table"}
+
+
+def _guide_table(row: str, row_en: str | None, quantity: str, answer: str) -> str:
+    """A cell of the HF single-GPU guide's summary table, cited with its English."""
+    column, column_en = _COLUMN[quantity]
+    shown = zh(row, row_en) if row_en else row
+    return f"{HF_GPU}, summary table, row {shown}, column {zh(column, column_en)}: {zh(answer, _ANSWER[answer])}"
 
 
 # --------------------------------------------------------------------------- records
@@ -136,7 +156,7 @@ class Gate:
 class Claim:
     name: str
     technique: str
-    source: str               # seed file name
+    source: str               # seed file name (internal: users read documents.title(source))
     section: str              # section title, original language (occurs in the file)
     section_en: str
     quote: str                # the claim's words, original language (occurs in the file)
@@ -177,12 +197,12 @@ SLACK_DEFAULT = Slack(
     source="reasoning: peak memory of one program repeats up to allocator rounding (CUDA caching allocator "
            "blocks/segments, MPS heaps), 10% on the suite's small models whose peaks are tens of MB; step times "
            "as interleaved A/B medians spread ~5-10% on a shared machine, and a Mac adds thermal/power drift "
-           "(seed 000: 确保良好的散热), hence 15%")
+           f"({M3_POST}: {zh('确保良好的散热', 'ensure good cooling')}), hence 15%")
 SLACK_TRANSFER = Slack(
     memory=0.25, time=0.35,
-    source="reasoning: the ratio was measured by seed 003 on chinese-macbert-large (BERT-large, ~326M params) on "
-           "an unnamed GPU; a small model splits memory between weights, optimizer state and activations "
-           "differently, and time between kernels differently, so the seed's ratio is matched within 25% "
+    source=f"reasoning: the ratio was measured by the {TUTORIAL} on chinese-macbert-large (BERT-large, ~326M "
+           "params) on an unnamed GPU; a small model splits memory between weights, optimizer state and activations "
+           "differently, and time between kernels differently, so the tutorial's ratio is matched within 25% "
            "(memory) / 35% (time)")
 SLACK_OPT_STATE = Slack(
     memory=0.05, time=0.35,
@@ -191,8 +211,8 @@ SLACK_OPT_STATE = Slack(
            "time as SLACK_TRANSFER")
 SLACK_DEVICE = Slack(
     memory=0.25, time=0.35,
-    source="reasoning: seed 004 compared a first-generation M1 MacBook Pro against its CPU on BERT; another chip "
-           "(core counts differ 8x across M-series) moves the ratio, hence 35%")
+    source=f"reasoning: the {M1_ARTICLE} compared a first-generation M1 MacBook Pro against its CPU on BERT; "
+           "another chip (core counts differ 8x across M-series) moves the ratio, hence 35%")
 
 # Bytes of optimizer state per trainable parameter (fp32 training).
 ADAMW_STATE_B = 8      # seed 003 "8bytes*模型参数量"; seed 002 "为每个参数使用8字节"
@@ -220,6 +240,7 @@ class SeedPath:
     source: str
     section: str
     section_en: str
+    title: str                # what users read as the table's name (the file and the word "seed" are code's)
     model: str
     batch_size: int
     max_length: int
@@ -243,6 +264,7 @@ _AF = _GC + (("optim", "adafactor"),)
 SEED_003_PATH = SeedPath(
     source=SEED_003, section="以chinese-macbert-large模型为例构建优化案例",
     section_en="an optimization case built on chinese-macbert-large",
+    title="Memory optimizations, one added per row (chinese-macbert-large table, batch 32, length 128)",
     model="chinese-macbert-large (hfl/chinese-macbert-large, BERT-large architecture)",
     batch_size=32, max_length=128,
     steps=(
@@ -257,11 +279,17 @@ SEED_003_PATH = SeedPath(
         PathStep("+Data Length(BS 1,GA 32,MaxLength 64)", "shorter-max-length", "前向激活值", 1, 32, 64,
                  3.4, 110, _AF, extra="tokenizer(..., max_length=64, truncation=True, padding='max_length')"),
     ),
-    notes="Memory is '显存占用' in 'G' (GB or GiB not said; ratios are unaffected), presumably as nvidia-smi shows "
-          "it (CUDA context included) since the title speaks of 显存 (GPU memory); the GPU is not named. "
-          "'训练时间' is the time of the whole run on the same data (dataset and epochs not given): compare per "
-          "sample. The seed's recommended code uses max_length=32, not the table's 64.",
+    notes=f"Memory is the table's {zh('显存占用', 'GPU memory used')} column in 'G' (GB or GiB not said; ratios are "
+          "unaffected), presumably as nvidia-smi shows it (CUDA context included) since the title speaks of "
+          f"{zh('显存', 'GPU memory')}; the GPU is not named. {zh('训练时间', 'training time')} is the time of the "
+          "whole run on the same data (dataset and epochs not given): compare per sample. The tutorial's "
+          "recommended code uses max_length=32, not the table's 64.",
 )
+
+
+def quoted(claim: Claim) -> str:
+    """The claim's words as users read them: the original with its English beside it."""
+    return documents.glossed(claim.quote, claim.quote_en)
 
 
 def _r003(claim: str, quantity: str) -> float:
@@ -275,8 +303,8 @@ def _never(targets, reason, fix, source, via="both") -> Gate:
     return Gate(tuple(targets), reason, fix, source, never=True, via=via)
 
 
-NO_DISTRIBUTED_MPS = ("seed 001: 用于分布式设置的后端(如gloo和nccl)不支持mps设备 "
-                      "(distributed backends gloo/nccl do not support mps)")
+NO_DISTRIBUTED_MPS = (f"{HF_MAC}: the backends for distributed settings (gloo, nccl) "
+                      f"{zh('不支持mps设备', 'do not support the mps device')}")
 
 
 # --------------------------------------------------------------------------- the table
@@ -294,10 +322,12 @@ CLAIMS: tuple[Claim, ...] = (
                              "means choosing a batch that fills memory, not a reduction")),
         time=_per_target(
             cpu=no_claim("the guide concerns GPUs; on a CPU larger GEMMs help little once cores are busy"),
-            cuda=lower(ANY_REDUCTION, "seed 002 table: 批处理大小选择 提高训练速度 是; " + ANY_REDUCTION_SRC,
-                       "per-sample"),
-            mps=lower(ANY_REDUCTION, "seed 002 table (GPUs generally); seed 004: MPS beats the CPU clearly only at "
-                      "larger batches (对于较小的批量，这不是很明显); " + ANY_REDUCTION_SRC, "per-sample")),
+            cuda=lower(ANY_REDUCTION, _guide_table("批处理大小选择", "batch size choice", "time", "是") + "; "
+                       + ANY_REDUCTION_SRC, "per-sample"),
+            mps=lower(ANY_REDUCTION, f"{HF_GPU}, summary table (GPUs generally); {M1_ARTICLE}: MPS beats the CPU "
+                      "clearly only at larger batches, "
+                      f"{zh('对于较小的批量，这不是很明显', 'for smaller batches this is not very noticeable')}; "
+                      + ANY_REDUCTION_SRC, "per-sample")),
         tolerance=SLACK_DEFAULT,
         notes="Measure per sample: a larger batch makes each step slower but each sample cheaper.",
     ),
@@ -312,9 +342,10 @@ CLAIMS: tuple[Claim, ...] = (
         memory=_all(no_claim("the advice concerns speed (Tensor Core tiling)")),
         time=_per_target(
             cpu=no_claim("the stated reason is NVIDIA Tensor Core tile sizes; no claim for CPUs"),
-            cuda=not_higher(SAME, "seed 002: Tensor Core 要求 ... fp16 推荐使用8的倍数 (per sample, a multiple of 8 "
-                            "is no slower than one below it)", "per-sample"),
-            mps=not_higher(SAME, "seed 002 gives the advice for GPUs without naming a vendor; the suite shows "
+            cuda=not_higher(SAME, f"{HF_GPU}: {zh('Tensor Core要求', 'Tensor Core requirements')} ... "
+                            f"{zh('对于fp16数据类型，推荐使用8的倍数', 'for the fp16 data type, multiples of 8 are recommended')}"
+                            "; per sample, a multiple of 8 is no slower than one below it", "per-sample"),
+            mps=not_higher(SAME, f"the {HF_GPU} gives the advice for GPUs without naming a vendor; the suite shows "
                            "whether Apple GPUs share it", "per-sample")),
         tolerance=SLACK_DEFAULT,
         notes="The strongest effect is in fp16 on Tensor Cores; in fp32 on CUDA the difference may be nil.",
@@ -325,17 +356,22 @@ CLAIMS: tuple[Claim, ...] = (
         quote="通过使用梯度累积，可以将**有效批次大小**增加到GPU内存容量所施加的限制之外",
         quote_en="gradient accumulation raises the effective batch size beyond what GPU memory allows",
         knob_trainer=(Knob((("per_device_train_batch_size", 1), ("gradient_accumulation_steps", 32)),
-                           "seed 003's setting; seed 002's example is batch 1 x 4"),),
+                           "the tutorial's setting; the HF guide's example is batch 1 x 4"),),
         knob_torch="loss / accumulation_steps; backward every micro-batch; optimizer.step() and zero_grad() every "
                    "accumulation_steps micro-batches",
         baseline="batch 32, no accumulation", variant="batch 1, gradient_accumulation_steps=32",
-        memory=_all(lower(_r003("gradient-accumulation", "memory"), "seed 003 table: 15.1G -> 7.5G (BS 32 -> BS 1, GA 32)", "peak")),
-        time=_all(not_higher(_r003("gradient-accumulation", "time"), "seed 003 table: 44.1s -> 122s (x2.77); seed 002 table: 梯度累积 "
-                             "提高训练速度 否 and 可能会减慢训练过程", "per-sample")),
+        memory=_all(lower(_r003("gradient-accumulation", "memory"),
+                          f"{TUTORIAL}, table: 15.1G -> 7.5G (BS 32 -> BS 1, GA 32)", "peak")),
+        time=_all(not_higher(_r003("gradient-accumulation", "time"),
+                             f"{TUTORIAL}, table: 44.1s -> 122s (x2.77); "
+                             + _guide_table("梯度累积", "gradient accumulation", "time", "否")
+                             + f", and it {zh('可能会减慢训练过程', 'may slow down training')}", "per-sample")),
         tolerance=SLACK_TRANSFER,
-        notes="Seed 000 gives the same advice for a Mac (小批量训练（Gradient Accumulation）... 降低每次迭代所需的显存). "
-              "The memory ratio depends on how much of the peak is activations; seed 003's regime is "
-              "activation-heavy (BERT-large, length 128).",
+        notes=f"The {M3_POST} gives the same advice for a Mac: "
+              f"{zh('小批量训练（Gradient Accumulation）', 'small-batch training, gradient accumulation')} ... "
+              f"{zh('降低每次迭代所需的显存', 'lowers the GPU memory each iteration needs')}. The memory ratio depends "
+              "on how much of the peak is activations; the tutorial's regime is activation-heavy (BERT-large, "
+              "length 128).",
     ),
     Claim(
         name="gradient-checkpointing", technique="gradient (activation) checkpointing",
@@ -343,15 +379,17 @@ CLAIMS: tuple[Claim, ...] = (
         quote="虽然梯度检查点可能提高内存效率，但会使训练速度减慢约20%。",
         quote_en="checkpointing may improve memory efficiency but slows training by about 20%",
         knob_trainer=(Knob((("activation_checkpointing", True),), "transformers 5.x name"),
-                      Knob((("gradient_checkpointing", True),), "the seeds' name; a deprecated alias in 5.x")),
+                      Knob((("gradient_checkpointing", True),), "the documents' name; a deprecated alias in 5.x")),
         knob_torch="torch.utils.checkpoint via model.gradient_checkpointing_enable()",
-        baseline="batch 1, GA 32 (seed 003's previous row)", variant="the same with checkpointing",
-        memory=_all(lower(_r003("gradient-checkpointing", "memory"), "seed 003 table: 7.5G -> 7.3G at BS 1, GA 32 (the only figure; at a "
-                          "larger batch activations dominate and the saving is larger)", "peak")),
-        time=_all(not_higher(1.2, "seed 002: 会使训练速度减慢约20% (~20% slower)", "per-sample")),
+        baseline="batch 1, GA 32 (the tutorial's previous row)", variant="the same with checkpointing",
+        memory=_all(lower(_r003("gradient-checkpointing", "memory"),
+                          f"{TUTORIAL}, table: 7.5G -> 7.3G at BS 1, GA 32 (the only figure; at a larger batch "
+                          "activations dominate and the saving is larger)", "peak")),
+        time=_all(not_higher(1.2, f"{HF_GPU}: {zh('会使训练速度减慢约20%', 'slows training down by about 20%')}",
+                             "per-sample")),
         tolerance=SLACK_DEFAULT,
-        notes="Seed 003 measured 122s -> 461s (x3.78) for this row, far beyond the guide's ~20%; the path keeps the "
-              "seed's figure, this claim the guide's.",
+        notes="The tutorial measured 122s -> 461s (x3.78) for this row, far beyond the guide's ~20%; the path keeps "
+              "the tutorial's figure, this claim the guide's.",
     ),
     Claim(
         name="fp16-autocast", technique="fp16 mixed precision (autocast)",
@@ -361,13 +399,18 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("fp16", True),)),),
         knob_torch="torch.autocast(device_type, dtype=torch.float16) + torch.amp.GradScaler(device_type)",
         baseline="float32", variant="float16 autocast",
-        memory=_all(no_claim("seed 002 table: 混合精度训练 优化内存利用率 (否); note: 对于大模型和小批处理大小，内存使用量会更大 "
-                             "(weights exist in 16 and 32 bit: 1.5x) — depends on model and batch")),
+        memory=_all(no_claim(_guide_table("混合精度训练", "mixed precision training", "memory", "(否)")
+                             + "; the note: "
+                             + zh("对于大模型和小批处理大小，内存使用量会更大", "for large models and small batch sizes, "
+                                  "memory use is higher")
+                             + ", weights exist in 16 and 32 bit: 1.5x; depends on model and batch")),
         time=_per_target(
             cpu=no_claim("the guide concerns GPUs; most CPUs have no fast fp16 arithmetic"),
-            cuda=lower(ANY_REDUCTION, "seed 002 table: 混合精度训练 提高训练速度 是; " + ANY_REDUCTION_SRC, "per-sample"),
-            mps=lower(ANY_REDUCTION, "seed 002 table (GPUs); seed 000 for a Mac: 使用混合精度训练...来加速训练过程; "
-                      + ANY_REDUCTION_SRC, "per-sample")),
+            cuda=lower(ANY_REDUCTION, _guide_table("混合精度训练", "mixed precision training", "time", "是") + "; "
+                       + ANY_REDUCTION_SRC, "per-sample"),
+            mps=lower(ANY_REDUCTION, f"{HF_GPU}, summary table (GPUs); {M3_POST}, for a Mac: "
+                      f"{zh('使用混合精度训练', 'use mixed precision training')} ... "
+                      f"{zh('来加速训练过程', 'to speed up training')}; " + ANY_REDUCTION_SRC, "per-sample")),
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(("mps",), "fp16 autocast on MPS needs torch >= 2.5", "pip install -U 'torch>=2.5'",
@@ -385,17 +428,21 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("bf16", True),)),),
         knob_torch="torch.autocast(device_type, dtype=torch.bfloat16) (no GradScaler needed)",
         baseline="float32", variant="bfloat16 autocast",
-        memory=_all(no_claim("seed 002 table: 混合精度训练 优化内存利用率 (否) — depends on model and batch")),
+        memory=_all(no_claim(_guide_table("混合精度训练", "mixed precision training", "memory", "(否)")
+                             + "; depends on model and batch")),
         time=_per_target(
             cpu=no_claim("the guide speaks of Ampere GPUs only"),
-            cuda=lower(ANY_REDUCTION, "seed 002 table: 混合精度训练 提高训练速度 是; " + ANY_REDUCTION_SRC, "per-sample"),
+            cuda=lower(ANY_REDUCTION, _guide_table("混合精度训练", "mixed precision training", "time", "是") + "; "
+                       + ANY_REDUCTION_SRC, "per-sample"),
             mps=no_claim("the guide speaks of Ampere GPUs only; Apple GPUs have no bf16 matrix units before M4 "
                          "(reasoning), so no speed claim is carried over")),
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(("cuda",), "bf16 needs an Ampere or newer GPU (compute capability >= 8.0)",
-                 "use fp16=True instead", "seed 002: 如果您可以访问Ampere或更新的硬件; transformers TrainingArguments "
-                 "raises 'Your setup doesn't support bf16/gpu' otherwise", cuda_capability="8.0"),
+                 "use fp16=True instead",
+                 f"{HF_GPU}: {zh('如果您可以访问Ampere或更新的硬件', 'if you have access to Ampere or newer hardware')}"
+                 "; transformers TrainingArguments raises 'Your setup doesn't support bf16/gpu' otherwise",
+                 cuda_capability="8.0"),
             Gate(("mps",), "bf16 autocast on MPS needs torch >= 2.6 and macOS 14",
                  "pip install -U 'torch>=2.6'; update macOS to 14", fitness.GATES["mps-bf16-autocast"].source,
                  facts_gate="mps-bf16-autocast"),
@@ -413,15 +460,17 @@ CLAIMS: tuple[Claim, ...] = (
         memory=_all(no_claim("TF32 changes only how matmuls are computed; tensors stay float32")),
         time=_per_target(
             cpu=no_claim("TF32 is an NVIDIA Ampere data type"),
-            cuda=lower(ANY_REDUCTION, "seed 002: 高达3倍的吞吐量改进 ('up to' 3x: an upper figure, not a bound, so "
-                       "the bound is " + ANY_REDUCTION_SRC + ")", "per-sample"),
+            cuda=lower(ANY_REDUCTION, f"{HF_GPU}: {zh('高达3倍的吞吐量改进', 'up to 3x throughput improvement')}; "
+                       "'up to' 3x is an upper figure, not a bound, so the bound is: " + ANY_REDUCTION_SRC,
+                       "per-sample"),
             mps=no_claim("TF32 is an NVIDIA Ampere data type")),
         tolerance=SLACK_DEFAULT,
         gates=(
             _never(("cpu", "mps"), "TF32 is a CUDA-internal data type of NVIDIA Ampere+ GPUs; TrainingArguments("
                    "tf32=True) raises '--tf32 requires Ampere or a newer GPU arch' without one",
                    "leave tf32 unset (or False) off CUDA; on a Mac use fp16/bf16 autocast for speed",
-                   "seed 002: CUDA将在可能的情况下自动切换到使用tf32 ... 假设所使用的GPU来自Ampere系列; "
+                   f"{HF_GPU}: {zh('CUDA将在可能的情况下自动切换到使用tf32', 'CUDA switches to tf32 on its own where it can')}"
+                   f" ... {zh('假设所使用的GPU来自Ampere系列', 'assuming the GPU used is of the Ampere series')}; "
                    "transformers training_args.py (is_torch_tf32_available)"),
             Gate(("cuda",), "TF32 needs an Ampere or newer GPU (compute capability >= 8.0)",
                  "leave tf32 unset on older GPUs", "transformers is_torch_tf32_available: major >= 8",
@@ -436,13 +485,15 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("optim", "adafactor"),)),),
         knob_torch="transformers.optimization.Adafactor(params, scale_parameter=False, relative_step=False, lr=...) "
                    "(or torch.optim.Adafactor, torch >= 2.5)",
-        baseline="AdamW (seed 003's previous row: BS 1, GA 32, checkpointing)", variant="Adafactor",
-        memory=_all(lower(_r003("adafactor", "memory"), "seed 003 table: 7.3G -> 5.5G; state: AdamW 8 B/param vs Adafactor "
-                          "~4 (seed 002: 略多于4字节)", "peak")),
-        time=_all(not_higher(SAME, "seed 003 table: 461s -> 455s; seed 002: 在保持吞吐量的同时 (keeping throughput)",
-                             "per-sample")),
+        baseline="AdamW (the tutorial's previous row: BS 1, GA 32, checkpointing)", variant="Adafactor",
+        memory=_all(lower(_r003("adafactor", "memory"), f"{TUTORIAL}, table: 7.3G -> 5.5G; state: AdamW 8 B/param "
+                          f"vs Adafactor ~4, by the {HF_GPU}: {zh('略多于4字节', 'slightly more than 4 bytes')}",
+                          "peak")),
+        time=_all(not_higher(SAME, f"{TUTORIAL}, table: 461s -> 455s; {HF_GPU}: "
+                             f"{zh('在保持吞吐量的同时', 'while keeping the throughput')}", "per-sample")),
         tolerance=SLACK_TRANSFER,
-        notes="Seed 002: Adafactor may converge worse than Adam (收敛性可能比Adam更差); not measured here.",
+        notes=f"The {HF_GPU} warns that Adafactor may converge worse than Adam: "
+              f"{zh('收敛性可能比Adam更差', 'its convergence may be worse than Adam')}; not measured here.",
     ),
     Claim(
         name="adamw-8bit", technique="8-bit AdamW (bitsandbytes)",
@@ -452,9 +503,10 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("optim", "adamw_bnb_8bit"),)),),
         knob_torch="bitsandbytes.optim.AdamW8bit(params, lr=...)",
         baseline="AdamW (fp32 state)", variant="bitsandbytes 8-bit AdamW",
-        memory=_all(lower(ADAM8BIT_STATE_B / ADAMW_STATE_B, "seed 002: 8 bytes/param for AdamW (24GB for t5-3b) vs "
-                          "2 bytes/param 8-bit (2*3 = 6GB): 2/8", "optimizer-state")),
-        time=_all(no_claim("seed 002: 比使用Adafactor时的吞吐量稍高 — relative to Adafactor, not to AdamW")),
+        memory=_all(lower(ADAM8BIT_STATE_B / ADAMW_STATE_B, f"{HF_GPU}: 8 bytes/param for AdamW (24GB for t5-3b) "
+                          "vs 2 bytes/param 8-bit (2*3 = 6GB): 2/8", "optimizer-state")),
+        time=_all(no_claim(f"{HF_GPU}: {zh('比使用Adafactor时的吞吐量稍高', 'slightly higher throughput than with Adafactor')}"
+                           " — relative to Adafactor, not to AdamW")),
         tolerance=SLACK_OPT_STATE,
         gates=(
             _never(("mps",), "bitsandbytes has no released MPS support: its 8-bit optimizers do not run on the mps "
@@ -464,7 +516,9 @@ CLAIMS: tuple[Claim, ...] = (
                  "pip install -U 'bitsandbytes>=0.50'", "DESIGN.md: bitsandbytes 8-bit optimizers: CPU from 0.50",
                  package="bitsandbytes", package_min="0.50"),
             Gate(("cuda",), "8-bit AdamW needs the bitsandbytes package", "pip install bitsandbytes",
-                 "seed 002: 首先，按照GitHub repo中的安装指南安装实现8位Adam优化器的bitsandbytes库",
+                 f"{HF_GPU}: " + zh("首先，按照GitHub repo中的安装指南安装实现8位Adam优化器的bitsandbytes库",
+                                    "first install bitsandbytes, the library that implements the 8-bit Adam "
+                                    "optimizer, following the installation guide in its GitHub repo"),
                  package="bitsandbytes"),
         ),
     ),
@@ -479,7 +533,8 @@ CLAIMS: tuple[Claim, ...] = (
         baseline="torch.optim.AdamW (foreach)", variant="torch.optim.AdamW(fused=True)",
         memory=_all(not_higher(SAME, "reasoning: the same exp_avg / exp_avg_sq state (8 B/param) in one kernel",
                                "optimizer-state")),
-        time=_all(lower(ANY_REDUCTION, "seed 002: 最快的训练体验 (fastest of the AdamW variants); "
+        time=_all(lower(ANY_REDUCTION, f"{HF_GPU}: "
+                        f"{zh('最快的训练体验', 'the fastest training experience, of all supported AdamW optimizers')}; "
                         + ANY_REDUCTION_SRC, "optimizer-step")),
         tolerance=SLACK_DEFAULT,
         gates=(
@@ -501,9 +556,12 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("dataloader_num_workers", 4),)),),
         knob_torch="DataLoader(dataset, num_workers=4)",
         baseline="num_workers=0 (loading in the main process)", variant="num_workers=4",
-        memory=_all(no_claim("seed 002 table: 数据预加载 优化内存利用率 否 (workers use host memory, not the device's)")),
-        time=_all(lower(ANY_REDUCTION, "seed 002 table: 数据预加载 提高训练速度 是, when loading is the bottleneck "
-                        "(seed 000 says the same for a Mac: 以减少数据加载的瓶颈); " + ANY_REDUCTION_SRC, "per-sample")),
+        memory=_all(no_claim(_guide_table("数据预加载", "data preloading", "memory", "否")
+                             + "; workers use host memory, not the device's")),
+        time=_all(lower(ANY_REDUCTION, _guide_table("数据预加载", "data preloading", "time", "是")
+                        + f", when loading is the bottleneck; the {M3_POST} says the same for a Mac: "
+                        + zh("以减少数据加载的瓶颈", "to reduce the data-loading bottleneck") + "; "
+                        + ANY_REDUCTION_SRC, "per-sample")),
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(TARGET_CLASSES, "worker processes need at least 2 usable CPU cores to overlap with training",
@@ -521,21 +579,24 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("dataloader_pin_memory", True),), "the Trainer's default is already True"),),
         knob_torch="DataLoader(dataset, pin_memory=True); tensor.to(device, non_blocking=True)",
         baseline="pin_memory=False", variant="pin_memory=True",
-        memory=_all(no_claim("seed 002 table: 数据预加载 优化内存利用率 否")),
+        memory=_all(no_claim(_guide_table("数据预加载", "data preloading", "memory", "否"))),
         time=_per_target(
             cpu=no_claim("pinning concerns host-to-device copies; the CPU target has none"),
-            cuda=not_higher(SAME, "seed 002: 通常会导致从CPU到GPU内存的传输速度更快 (usually faster transfers; the copy "
-                            "is a small part of a step, so the bound is 'no slower')", "per-sample"),
+            cuda=not_higher(SAME, f"{HF_GPU}: " + zh("通常会导致从CPU到GPU内存的传输速度更快",
+                                                     "usually makes transfers from CPU to GPU memory faster")
+                            + "; the copy is a small part of a step, so the bound is 'no slower'", "per-sample"),
             mps=no_claim("DataLoader turns pin_memory off on MPS")),
         tolerance=SLACK_DEFAULT,
         gates=(
             _never(("cpu",), "pinned memory speeds host-to-accelerator copies; with the CPU as target there is no copy",
                    "nothing to do: dataloader_pin_memory has no effect here",
-                   "seed 002: 从CPU到GPU内存的传输; torch DataLoader pins only when an accelerator is available"),
+                   f"{HF_GPU}: {zh('从CPU到GPU内存的传输', 'transfers from CPU to GPU memory')}; torch DataLoader "
+                   "pins only when an accelerator is available"),
             _never(("mps",), "torch's DataLoader disables pin_memory on MPS ('pin_memory' argument is set as true "
                    "but not supported on MPS now) — unified memory needs no staging copy",
                    "set dataloader_pin_memory=False on a Mac to silence the warning",
-                   "torch/utils/data/dataloader.py (pytorch/pytorch#86060), torch 2.15; seed 001: GPU 的统一内存架构"),
+                   "torch/utils/data/dataloader.py (pytorch/pytorch#86060), torch 2.15; "
+                   f"{HF_MAC}: {zh('GPU 的统一内存架构', 'the unified memory architecture of the GPU')}"),
         ),
     ),
     Claim(
@@ -546,13 +607,14 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("torch_compile", True),)),),
         knob_torch="model = torch.compile(model) (after warm-up steps; compile time excluded)",
         baseline="eager", variant="torch.compile (inductor)",
-        memory=_all(no_claim("seed 002 table: torch.compile 优化内存利用率 否")),
-        time=_all(lower(ANY_REDUCTION, "seed 002 table: torch.compile 提高训练速度 是; " + ANY_REDUCTION_SRC,
+        memory=_all(no_claim(_guide_table("torch.compile", None, "memory", "否"))),
+        time=_all(lower(ANY_REDUCTION, _guide_table("torch.compile", None, "time", "是") + "; " + ANY_REDUCTION_SRC,
                         "per-sample")),
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(TARGET_CLASSES, "torch.compile needs torch >= 2.0", "pip install -U 'torch>=2.0'",
-                 "seed 002: PyTorch 2.0引入了一个新的编译函数", torch="2.0"),
+                 f"{HF_GPU}: {zh('PyTorch 2.0引入了一个新的编译函数', 'PyTorch 2.0 introduced a new compile function')}",
+                 torch="2.0"),
             Gate(("mps",), "torch.compile on MPS is a prototype from torch 2.7", "pip install -U 'torch>=2.7'",
                  "DESIGN.md: torch.compile on MPS: prototype from 2.7 (PyTorch 2.7 release notes)", torch="2.7"),
             Gate(TARGET_CLASSES, "torch.compile supports Python 3.12 from torch 2.4", "pip install -U 'torch>=2.4'",
@@ -572,14 +634,16 @@ CLAIMS: tuple[Claim, ...] = (
         knob_torch="peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=[...])): base weights frozen, "
                    "low-rank adapters trainable",
         baseline="full fine-tuning", variant="LoRA adapters only",
-        memory=_all(lower(1.0, "seed 002: 优化器状态 12 * 7 = 84 GB -> 12 * 0.2 = 2.4GB: the state scales with "
-                          "the trainable parameters (ratio = trainable fraction)", "optimizer-state",
-                          scale="trainable_fraction")),
-        time=_all(no_claim("seed 002 table: PEFT 提高训练速度 否")),
+        memory=_all(lower(1.0, f"{HF_GPU}: {zh('优化器状态', 'optimizer state')} 12 * 7 = 84 GB -> 12 * 0.2 = 2.4GB: "
+                          "the state scales with the trainable parameters (ratio = trainable fraction)",
+                          "optimizer-state", scale="trainable_fraction")),
+        time=_all(no_claim(_guide_table("参数高效微调（PEFT）", "parameter-efficient fine-tuning, PEFT", "time",
+                                        "否"))),
         tolerance=SLACK_OPT_STATE,
         gates=(
             Gate(TARGET_CLASSES, "LoRA needs the peft package", "pip install peft",
-                 "seed 002: 在PEFT文档或PEFT存储库中详细了解", package="peft"),
+                 f"{HF_GPU}: {zh('在PEFT文档或PEFT存储库中详细了解', 'learn more in the PEFT docs or the PEFT repository')}",
+                 package="peft"),
         ),
     ),
     Claim(
@@ -589,13 +653,14 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((), "not a TrainingArguments field: for p in model.bert.parameters(): "
                            "p.requires_grad = False"),),
         knob_torch="requires_grad_(False) on the backbone; optimizer over the trainable parameters only",
-        baseline="seed 003's previous row (BS 1, GA 32, checkpointing, Adafactor)", variant="backbone frozen",
-        memory=_all(lower(_r003("freeze-backbone", "memory"), "seed 003 table: 5.5G -> 3.5G", "peak")),
-        time=_all(lower(_r003("freeze-backbone", "time"), "seed 003 table: 455s -> 119s (with checkpointing on, which a frozen "
-                        "backbone no longer recomputes)", "per-sample")),
+        baseline="the tutorial's previous row (BS 1, GA 32, checkpointing, Adafactor)", variant="backbone frozen",
+        memory=_all(lower(_r003("freeze-backbone", "memory"), f"{TUTORIAL}, table: 5.5G -> 3.5G", "peak")),
+        time=_all(lower(_r003("freeze-backbone", "time"), f"{TUTORIAL}, table: 455s -> 119s (with checkpointing on, "
+                        "which a frozen backbone no longer recomputes)", "per-sample")),
         tolerance=SLACK_TRANSFER,
-        notes="Seed 004 did the same on MPS (冻结已经预先训练好的模型核心): ~4 min instead of ~18 min, but at a "
-              "different batch (about 64 vs 1), so its ratio is not used.",
+        notes=f"The {M1_ARTICLE} did the same on MPS, "
+              f"{zh('冻结已经预先训练好的模型*核心*', 'freezing the already pretrained *core* of the model')}: ~4 min "
+              "instead of ~18 min, but at a different batch (about 64 vs 1), so its ratio is not used.",
     ),
     Claim(
         name="shorter-max-length", technique="a shorter max sequence length",
@@ -603,23 +668,24 @@ CLAIMS: tuple[Claim, ...] = (
         quote="+Data Length(BS 1,GA 32,MaxLength 64)", quote_en="+data length 64 instead of 128",
         knob_trainer=(Knob((), "not a TrainingArguments field: tokenizer(..., max_length=64, truncation=True)"),),
         knob_torch="tokenizer(texts, max_length=64, truncation=True, padding='max_length')",
-        baseline="max length 128 (seed 003's previous row)", variant="max length 64",
-        memory=_all(lower(_r003("shorter-max-length", "memory"), "seed 003 table: 3.5G -> 3.4G", "peak")),
-        time=_all(lower(_r003("shorter-max-length", "time"), "seed 003 table: 119s -> 110s", "per-sample")),
+        baseline="max length 128 (the tutorial's previous row)", variant="max length 64",
+        memory=_all(lower(_r003("shorter-max-length", "memory"), f"{TUTORIAL}, table: 3.5G -> 3.4G", "peak")),
+        time=_all(lower(_r003("shorter-max-length", "time"), f"{TUTORIAL}, table: 119s -> 110s", "per-sample")),
         tolerance=SLACK_TRANSFER,
         notes="Activations scale with length (attention scores with its square); with a frozen backbone at batch 1 "
-              "little is left to save, hence the seed's small ratio.",
+              "little is left to save, hence the tutorial's small ratio.",
     ),
     Claim(
         name="dynamic-padding", technique="dynamic padding / grouping by length",
         source=SEED_003, section="显存优化策略", section_en="memory optimization strategies",
-        quote='padding="max_length"', quote_en="the seed pads every example to max_length",
+        quote='padding="max_length"', quote_en="the tutorial pads every example to max_length",
         knob_trainer=(Knob((("train_sampling_strategy", "group_by_length"),), "transformers 5.x"),
                       Knob((("group_by_length", True),), "transformers 4.x")),
         knob_torch="tokenizer(..., padding=False) + DataCollatorWithPadding (padding='longest' per batch)",
         baseline="padding='max_length'", variant="padding to the longest in the batch (grouped by length)",
-        memory=_all(not_higher(SAME, "reasoning from seed 003's '+Data Length' row (优化对象 前向激活值): a batch padded "
-                               "to its longest is never longer than max_length", "peak")),
+        memory=_all(not_higher(SAME, f"reasoning from the '+Data Length' row of the {TUTORIAL}, whose "
+                               f"{zh('优化对象', 'what it optimizes')} is {zh('前向激活值', 'forward activations')}: "
+                               "a batch padded to its longest is never longer than max_length", "peak")),
         time=_all(not_higher(SAME, "same reasoning: fewer or equal tokens per batch", "per-sample")),
         tolerance=SLACK_DEFAULT,
         notes="On MPS every new input shape builds and caches another MPSGraph; varying lengths cost graph builds "
@@ -636,47 +702,53 @@ CLAIMS: tuple[Claim, ...] = (
         baseline="attn_implementation='eager'", variant="attn_implementation='sdpa'",
         memory=_per_target(
             cpu=not_higher(SAME, "reasoning: the CPU's SDPA kernel does not materialize more than eager", "peak"),
-            cuda=lower(ANY_REDUCTION, "seed 002: 内存高效注意力 (memory-efficient attention kernels); "
+            cuda=lower(ANY_REDUCTION, f"{HF_GPU}: {zh('内存高效注意力', 'memory-efficient attention')} kernels; "
                        + ANY_REDUCTION_SRC, "peak"),
-            mps=not_higher(SAME, "the fused kernels the seed names are CUDA kernels; on MPS only 'no worse' is carried "
+            mps=not_higher(SAME, "the fused kernels the guide names are CUDA kernels; on MPS only 'no worse' is carried "
                            "over", "peak")),
         time=_per_target(
             cpu=not_higher(SAME, "reasoning as for memory", "per-sample"),
-            cuda=lower(ANY_REDUCTION, "seed 002: 融合的GPU内核 (fused kernels); " + ANY_REDUCTION_SRC, "per-sample"),
+            cuda=lower(ANY_REDUCTION, f"{HF_GPU}: {zh('融合的GPU内核', 'fused GPU kernels')}; " + ANY_REDUCTION_SRC,
+                       "per-sample"),
             mps=not_higher(SAME, "as for memory", "per-sample")),
         tolerance=SLACK_DEFAULT,
         gates=(
             Gate(TARGET_CLASSES, "scaled_dot_product_attention needs torch >= 2.0", "pip install -U 'torch>=2.0'",
-                 "seed 002: PyTorch 2.0发布了一个原生的scaled_dot_product_attention", torch="2.0"),
+                 f"{HF_GPU}: " + zh("PyTorch 2.0发布了一个原生的scaled_dot_product_attention",
+                                    "PyTorch 2.0 released a native scaled_dot_product_attention"), torch="2.0"),
         ),
-        notes="The model class must support SDPA (model._supports_sdpa). Seed 002: Flash kernels only without an "
-              "attention_mask (只有在没有提供attention_mask时才能分派到Flash Attention).",
+        notes=f"The model class must support SDPA (model._supports_sdpa). The {HF_GPU}: Flash kernels only without "
+              "an attention_mask, " + zh("只有在没有提供attention_mask时才能分派到Flash Attention",
+                                         "dispatches to Flash Attention only when no attention_mask is given") + ".",
     ),
     Claim(
         name="accelerator-vs-cpu", technique="training on the Apple GPU (MPS) instead of the CPU",
         source=SEED_004, section="培训测试", section_en="training test",
         quote="对于 1000 行 TREC 数据的训练，CPU 需要大约 25 分钟，MPS 需要大约 18 分钟",
         quote_en="training on 1000 TREC rows took ~25 min on the CPU and ~18 min on MPS",
-        knob_trainer=(Knob((), "TrainingArguments picks mps by default when available (seed 001); the baseline is "
-                           "use_cpu=True"),),
+        knob_trainer=(Knob((), f"TrainingArguments picks mps by default when available (the {HF_MAC}); the "
+                           "baseline is use_cpu=True"),),
         knob_torch="model.to('mps') and every batch .to('mps'), vs the CPU",
         baseline="the CPU of the same machine", variant="the mps device",
         memory=_all(no_claim("unified memory: both use the same RAM; no memory claim")),
         time=_per_target(
             cpu=no_claim("the CPU is this comparison's baseline"),
-            cuda=no_claim("seed 004 compares MPS with the CPU only"),
-            mps=lower(round(18 / 25, 2), "seed 004: CPU ~25 min, MPS ~18 min (BERT, 1000 TREC rows, first-generation "
-                      "M1 MacBook Pro)", "per-sample")),
+            cuda=no_claim(f"the {M1_ARTICLE} compares MPS with the CPU only"),
+            mps=lower(round(18 / 25, 2), f"{M1_ARTICLE}: CPU ~25 min, MPS ~18 min (BERT, 1000 TREC rows, "
+                      "first-generation M1 MacBook Pro)", "per-sample")),
         tolerance=SLACK_DEVICE,
         gates=(
             _never(("cpu",), "the CPU is the baseline of this comparison, not a variant", "run the mps target",
-                   "seed 004"),
-            _never(("cuda",), "seed 004 compares MPS with the CPU; it makes no CUDA claim", "run the mps target",
-                   "seed 004"),
+                   M1_ARTICLE),
+            _never(("cuda",), f"the {M1_ARTICLE} compares MPS with the CPU; it makes no CUDA claim",
+                   "run the mps target", M1_ARTICLE),
         ),
-        notes="Seed 004's MPS run used batch 1 (MPS 设备(GPU)可以处理不超过一个*一个*的批处理大小) and the CPU run "
-              "batch 32, so the seed's ratio mixes device and batch; the suite compares at one batch size. "
-              "Seed 004 also quotes the PyTorch blog: 训练加速约 7 倍 on an M1 Ultra.",
+        notes="The article's MPS run used batch 1, "
+              + zh("MPS 设备(GPU)可以处理不超过一个*一个*的批处理大小",
+                   "the MPS device, the GPU, could handle a batch size of no more than *one*")
+              + ", and the CPU run batch 32, so the article's ratio mixes device and batch; the suite compares at one "
+              f"batch size. The article also quotes the PyTorch blog: {zh('训练加速约 7 倍', 'about 7x faster training')} "
+              "on an M1 Ultra.",
     ),
     Claim(
         name="deepspeed-zero", technique="DeepSpeed ZeRO (applicability only)",
@@ -687,7 +759,8 @@ CLAIMS: tuple[Claim, ...] = (
         knob_torch="deepspeed.initialize(model=..., config=...) under the deepspeed launcher",
         baseline="plain training", variant="ZeRO stage 2/3 (+ CPU offload)",
         memory=_all(no_claim("applicability only: ZeRO helps when the model does not fit one GPU")),
-        time=_all(no_claim("applicability only; seed 002: 只会减慢速度 when the model fits")),
+        time=_all(no_claim(f"applicability only; {HF_GPU}: {zh('只会减慢速度', 'it will only slow things down')} "
+                           "when the model fits")),
         tolerance=SLACK_DEFAULT,
         gates=(
             _never(("mps",), "DeepSpeed ZeRO does not run on MPS: it needs a distributed backend and device ops that do "
@@ -696,36 +769,38 @@ CLAIMS: tuple[Claim, ...] = (
             _never(("cpu",), "DeepSpeed ZeRO partitions state across accelerator processes (offloading to the CPU "
                    "from a GPU); on a single CPU there is nothing to partition",
                    "use it on CUDA GPUs; on a CPU use the memory techniques of this table",
-                   "seed 002: ZeRO + CPU Offload ... 模型无法适应单个GPU"),
+                   f"{HF_GPU}: ZeRO + CPU Offload ... {zh('模型无法适应单个GPU', 'the model cannot fit on a single GPU')}"),
             Gate(("cuda",), "DeepSpeed runs on Linux", "use Linux (WSL on Windows)",
                  "DeepSpeed installation docs: Linux is the supported platform", os="Linux"),
             Gate(("cuda",), "DeepSpeed ZeRO needs the deepspeed package", "pip install deepspeed",
-                 "seed 002: 您需要单独安装该库", package="deepspeed"),
+                 f"{HF_GPU}: {zh('您需要单独安装该库', 'you need to install the library separately')}",
+                 package="deepspeed"),
         ),
     ),
     Claim(
-        name="torch-cuda-amp-on-mac", technique="seed 000's advice: torch.cuda.amp mixed precision on a Mac",
+        name="torch-cuda-amp-on-mac", technique="torch.cuda.amp mixed precision on a Mac",
         source=SEED_000, section="混合精度训练", section_en="mixed precision training",
         quote="在 PyTorch 中，可以通过 `torch.cuda.amp` 进行混合精度训练",
         quote_en="in PyTorch, use torch.cuda.amp for mixed precision training",
-        knob_trainer=(Knob((), "not a TrainingArguments field: the seed's loop uses torch.cuda.amp.autocast() and "
+        knob_trainer=(Knob((), "not a TrainingArguments field: the post's loop uses torch.cuda.amp.autocast() and "
                            "torch.cuda.amp.GradScaler()"),),
         knob_torch="with torch.cuda.amp.autocast(): ...; scaler = torch.cuda.amp.GradScaler()",
-        baseline="the same loop without autocast / GradScaler", variant="the seed's torch.cuda.amp loop",
+        baseline="the same loop without autocast / GradScaler", variant="the post's torch.cuda.amp loop",
         memory=_per_target(
-            cpu=no_claim("the seed's claim is about a Mac"),
-            cuda=no_claim("the seed's claim is about a Mac"),
-            mps=lower(ANY_REDUCTION, "seed 000: 同时减少显存使用 (also lowers memory), as the seed states it; "
-                      + ANY_REDUCTION_SRC, "peak")),
+            cpu=no_claim(f"the {M3_POST} makes its claim for a Mac"),
+            cuda=no_claim(f"the {M3_POST} makes its claim for a Mac"),
+            mps=lower(ANY_REDUCTION, f"{M3_POST}: {zh('同时减少显存使用', 'while also reducing GPU memory use')}, as "
+                      "the post states it; " + ANY_REDUCTION_SRC, "peak")),
         time=_per_target(
-            cpu=no_claim("the seed's claim is about a Mac"),
-            cuda=no_claim("the seed's claim is about a Mac"),
-            mps=lower(ANY_REDUCTION, "seed 000: 来加速训练过程 (speeds up training), as the seed states it; "
-                      + ANY_REDUCTION_SRC, "per-sample")),
+            cpu=no_claim(f"the {M3_POST} makes its claim for a Mac"),
+            cuda=no_claim(f"the {M3_POST} makes its claim for a Mac"),
+            mps=lower(ANY_REDUCTION, f"{M3_POST}: {zh('来加速训练过程', 'to speed up training')}, as the post states "
+                      "it; " + ANY_REDUCTION_SRC, "per-sample")),
         tolerance=SLACK_DEFAULT,
         gates=(
-            _never(("cpu", "cuda"), "seed 000 makes this claim for a Mac (MacBook M3) only",
-                   "see fp16-autocast / bf16-autocast for these targets", "seed 000: 在 MacBook 上使用 M3 芯片"),
+            _never(("cpu", "cuda"), f"the {M3_POST} makes this claim for a Mac (MacBook M3) only",
+                   "see fp16-autocast / bf16-autocast for these targets",
+                   f"{M3_POST}: {zh('在 MacBook 上使用 M3 芯片', 'using the M3 chip on a MacBook')}"),
         ),
         notes="Expected not to hold: on a Mac CUDA is unavailable, torch.cuda.amp.autocast warns and disables itself "
               "and GradScaler disables itself, so nothing runs in half precision (DESIGN.md). The table records "
@@ -942,11 +1017,19 @@ class ClaimCase:
     def expect(self, target: str) -> Expect:
         return self.claim.expect(self.quantity)[target]
 
+    @property
+    def document(self) -> str:
+        """The title of the document the claim comes from (never its file name)."""
+        return documents.title(self.claim.source)
+
     def metrics(self, target: str) -> dict:
-        """What every record of this check says, measured or not: the claim's source, basis and kind."""
+        """What every record of this check says, measured or not: the claim's source, basis and
+        kind, the document it comes from (by title) and its words (glossed: the original with
+        its English beside it)."""
         expect = self.expect(target)
         entry = {"entry": TRAINER} if self.entry == TRAINER else {}
-        return {"source": expect.source or self.claim.source, "basis": expect.basis, "kind": expect.kind, **entry}
+        return {"source": expect.source or self.document, "basis": expect.basis, "kind": expect.kind,
+                "document": self.document, "quote": quoted(self.claim), **entry}
 
     def not_measured(self, target: str, facts: dict) -> Verdict | None:
         """Why this check is not measured on ``target`` (a skip Verdict), or None when it is:
@@ -955,7 +1038,7 @@ class ClaimCase:
         elsewhere (``known``)."""
         claim = self.claim
         if self.expect(target).kind == ClaimKind.NONE:
-            return Verdict(Status.SKIP, message=f"{claim.source} makes no {self.quantity} claim for {target} "
+            return Verdict(Status.SKIP, message=f"{self.document} makes no {self.quantity} claim for {target} "
                                                 f"({claim.technique})")
         return not_applicable(claim, target, facts, via="trainer" if self.entry == TRAINER else "torch") or (
             Verdict(Status.SKIP, message=self.known.reason) if self.known is not None else None)

@@ -74,7 +74,7 @@ def path_table(rows: list[dict], seed_path) -> str:
         body.append([theirs.row, f"{mine['peak_bytes'] / 2**20:.1f}", f"{mine['peak_bytes'] / base['peak_bytes']:.2f}",
                      f"{theirs.memory_gb / seed_base.memory_gb:.2f}", f"{mine['step_s']:.3f}", time_cell(mine, base),
                      f"{theirs.time_s / seed_base.time_s:.2f}"])
-    return tabulate(body, headers=("row (seed 003)", "peak MiB", "x baseline", "seed x baseline", "step s",
+    return tabulate(body, headers=("row (the tutorial's)", "peak MiB", "x baseline", "seed x baseline", "step s",
                                    "x baseline [95%]", "seed x baseline"), tablefmt="simple")
 
 

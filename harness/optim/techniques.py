@@ -188,7 +188,8 @@ SAYS = {Category.HOLDS: "the claim holds", Category.DOES_NOT_HOLD: "the claim do
 def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Verdict:
     """A measured claim as a verdict: category holds, does-not-hold or inconclusive; the
     ratio, its interval and the bound in the message and the metrics (with ``metrics``, the
-    workload's, added); ``source``: the claim's own, where its expectation names none."""
+    workload's, added); ``source``: the title of the claim's document (ClaimCase.document),
+    where its expectation names none."""
     kept = {run.ratio_key: run.ratio, "ci_low": run.ci_low, "ci_high": run.ci_high, "rounds": run.rounds,
             "claimed_ratio": run.claimed_ratio, "bound": run.bound, "baseline": run.baseline,
             "variant": run.variant, **(metrics or {}), **run.measured}

@@ -40,7 +40,7 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     scale = workload["name"]
     outcome = sandbox.call(MEASURE[case.entry], case.subject, case.quantity, target, scale, timeout=TIMEOUT[scale])
     run = record.value_of(outcome, "the measurement")
-    record.conclude(techniques.claim_verdict(run, case.claim.source, _workload_metrics(workload)))
+    record.conclude(techniques.claim_verdict(run, case.document, _workload_metrics(workload)))
 
 
 def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record, request, workload):
@@ -55,7 +55,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     if reporter is not None and capture is not None:  # printed past pytest's output capture
         with capture.global_and_fixture_disabled():
             reporter.write_line("")
-            reporter.write_line(f"seed 003's path on {target} ({scale} workload: {workload['setup']}):")
+            reporter.write_line(f"{claims.SEED_003_PATH.title}, on {target} ({scale} workload: {workload['setup']}):")
             for line in table.splitlines():
                 reporter.write_line(line)
     record.conclude(seedpath.path_verdict(rows, _workload_metrics(workload)))
