@@ -88,7 +88,7 @@ def test_truncated_file_from_a_killed_run(tmp_path, two_versions, capsys):
     assert report.main([str(a), str(b), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "truncated last line" in err and str(b) in err and len(err.splitlines()) == 1
-    assert "no (cut off)" in (out / "matrix.md").read_text()
+    assert "a run was cut off" in (out / "matrix.md").read_text()
 
 
 @pytest.mark.parametrize("content,says", [
@@ -410,7 +410,7 @@ def test_an_unexpected_error_is_one_line_exit_2_and_the_old_matrix_kept(tmp_path
                                                                         monkeypatch):
     def broken(*args):
         raise RuntimeError("boom\nsecond line")
-    monkeypatch.setattr(report, "render_json", broken)   # after matrix.md and matrix.html are rendered
+    monkeypatch.setattr(report, "json_text", broken)   # after matrix.md and matrix.html are rendered
     monkeypatch.delenv("MPS_COMPAT_TRACEBACK", raising=False)
     assert report.main([*map(str, two_versions), "--out", str(old_matrix)]) == 2
     err = capsys.readouterr().err
@@ -495,9 +495,9 @@ def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
     assert {t for (check, t) in side.records if check in both} == {"cuda [small workload]", "cuda [large workload]"}
 
 
-def test_the_page_opens_on_what_to_act_on(tmp_path, recorded):
-    """Findings first: per column, the failures, crashes, known bugs, unexpected passes and
-    claims that do not hold, before the environments and the matrix."""
+def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
+    """The verdicts first: per column, the environment, the ops, what fails and why, before the
+    environments and the matrix; then every failure, grouped by cause."""
     records = [rec("threads", "fail", reason="oversubscribed"),
                rec("softmax", "crash", suite="ops", category="crash", reason="SIGSEGV"),
                rec("erf", "xpass", suite="ops", category="native"),
@@ -507,13 +507,15 @@ def test_the_page_opens_on_what_to_act_on(tmp_path, recorded):
     report.main([str(tmp_path / "a.jsonl"), "--out", str(out)])
     md = (out / "matrix.md").read_text()
     headings = re.findall(r"^## (.+)$", md, flags=re.M)
-    assert headings[0] == "What to act on" and headings.index("Environments") > headings.index("What to act on")
-    first = md.split("## What to act on")[1].split("\n## ")[0]
-    assert "| fails " in first and "env/threads" in first
-    assert "| crash / timeout " in first and "ops/softmax" in first
-    assert "| unexpected passes " in first and "ops/erf" in first and "env/ok" not in first
+    assert headings[0] == "Verdict per machine" and headings.index("Environments") > headings.index("Failures by cause")
+    first = md.split("## Verdict per machine")[1].split("\n## ")[0]
+    assert "not fit for cpu: oversubscribed" in first and "crashed" not in first.split("environment")[0]
+    assert "1 fail or error" in first
+    failures = md.split("## Every failure, by cause and family")[1].split("\n## ")[0]
+    assert "env/threads" in failures and "ops/softmax" in failures and "ops/erf" in failures
+    assert "env/ok" not in failures
     html = (out / "matrix.html").read_text()
-    assert html.index("What to act on") < html.index("Environments")
+    assert html.index("Verdict per machine") < html.index("Environments")
 
 
 def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_breaks_no_margin_summary(tmp_path,

@@ -19,6 +19,17 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found
                                     "it (Debian: apt-get install chromium fonts-noto-cjk; macOS: brew install --cask "
                                     "chromium), as .ci/run does")
 
+
+@pytest.fixture(scope="module", autouse=True)
+def one_browser():
+    """One Playwright and one Chromium for the module's browser tests, stopped after them
+    (render_check.session: every check and page inside shares it)."""
+    if CHROMIUM is None:
+        yield
+        return
+    with render_check.session():
+        yield
+
 # host, recorded facts, torch versions in the order their runs were written, targets
 HOSTS = (("studio", "apple_silicon_native", ("2.10.0", "2.8.0", "2.9.0"), ("cpu", "mps")),
          ("linux-ci", "linux_x86_64", ("2.10.0", "2.8.0"), ("cpu",)))
@@ -32,10 +43,10 @@ CHECKS = {"env/threads": {"metrics": {"threads": 2}},
 EXCEPTIONS = {("ops/softmax", "studio", "mps", "2.8.0"): {"status": "fail", "category": "unsupported"},
               ("parity/matmul", "studio", "mps", "2.10.0"): {"status": "fail", "metrics": {"margin": 3.5}},
               ("env/threads", "linux-ci", "cpu", "2.8.0"): {"status": "fail", "reason": "oversubscribed"}}
-COLUMNS = ["linux-ci torch 2.8.0 cpu", "linux-ci torch 2.10.0 cpu",
-           "studio torch 2.8.0 cpu", "studio torch 2.8.0 mps", "studio torch 2.9.0 cpu", "studio torch 2.9.0 mps",
-           "studio torch 2.10.0 cpu", "studio torch 2.10.0 mps"]
-LINUX, MAC = "linux-ci (AMD EPYC, Linux, x86_64)", "studio (Apple M3 Pro, macOS 14.5)"
+# (host, torch, target) of each column, in the order the matrix shows them
+COLUMNS = [("linux-ci", "2.8.0", "cpu"), ("linux-ci", "2.10.0", "cpu"), ("studio", "2.8.0", "cpu"),
+           ("studio", "2.8.0", "mps"), ("studio", "2.9.0", "cpu"), ("studio", "2.9.0", "mps"),
+           ("studio", "2.10.0", "cpu"), ("studio", "2.10.0", "mps")]
 
 
 def _records(host: str, version: str, targets: tuple) -> list[dict]:
@@ -99,14 +110,18 @@ class Tables(HTMLParser):
 
 def test_columns_are_grouped_by_host_and_ordered_by_torch_version(many_hosts):
     doc, page, md = many_hosts
-    assert [c["label"] for c in doc["columns"]] == COLUMNS  # 2.9 before 2.10: numeric, not text order
+    cols_of = [(c["label"].split(" ")[0], c["label"].split(" torch ")[1].split(" ")[0], c["target"])
+               for c in doc["columns"]]
+    assert cols_of == COLUMNS  # 2.9 before 2.10: numeric, not text order
+    linux, mac = doc["columns"][0]["host"], doc["columns"][2]["host"]
+    assert linux.startswith("linux-ci") and "AMD EPYC" in linux and mac.startswith("studio") and "M3 Pro" in mac
     hosts, cols, bars, *_ = Tables(page).matrix("env")
-    assert [(text, a.get("colspan")) for text, a in hosts] == [("", "1"), (LINUX, "2"), (MAC, "6")]
-    assert [text for text, _ in cols] == ["check"] + [c.split(" ", 1)[1] for c in COLUMNS]
-    assert [a.get("data-target") for _, a in cols[1:]] == [c.rsplit(" ", 1)[1] for c in COLUMNS]
+    assert [(text, a.get("colspan")) for text, a in hosts] == [("", "1"), (linux, "2"), (mac, "6")]
+    assert [text for text, _ in cols] == ["check"] + [f"torch {v} {t}" for _, v, t in COLUMNS]
+    assert [a.get("data-target") for _, a in cols[1:]] == [t for _, _, t in COLUMNS]
     assert [text for text, _ in bars] == ["results"] + [""] * len(COLUMNS)  # a bar per column, drawn, no text
     assert re.search(r"<th data-target='cpu'><div class='bar' title='✓ pass: 1'><span class='pass'", page)
-    assert (f"Columns by host: **{LINUX}**: torch 2.8.0 cpu, torch 2.10.0 cpu; **{MAC}**: torch 2.8.0 cpu, "
+    assert (f"Columns by host: **{linux}**: torch 2.8.0 cpu, torch 2.10.0 cpu; **{mac}**: torch 2.8.0 cpu, "
             "torch 2.8.0 mps, torch 2.9.0 cpu, torch 2.9.0 mps, torch 2.10.0 cpu, torch 2.10.0 mps") in md
 
 
@@ -146,21 +161,11 @@ def test_charts_of_ratios_and_worst_margins_are_embedded(many_hosts):
 
 # ------------------------------------------------------------------ in headless Chromium
 
-def render(page: str, tmp_path, name: str = "page.html") -> render_check.Rendered:
+def opened(page: str, tmp_path, width: int = 1400, name: str = "page.html") -> render_check.Opened:
+    """The page open in headless Chromium (Playwright), rendered, for a test to act on like a reader."""
     path = tmp_path / name
     path.write_text(page, encoding="utf-8")
-    code, dom, stderr = render_check.run_chromium(CHROMIUM, path, 60)
-    assert dom.strip(), f"Chromium dumped nothing (exit {code})"
-    return render_check.read_dom(dom, stderr)
-
-
-def probe(page: str, script: str) -> str:
-    """The page with a script after its own, which acts like a reader and writes what it saw
-    onto <html data-probe-*>. ``say(name, value)`` is defined for it."""
-    lead = ("var root = document.documentElement; function say(n, v) { root.setAttribute('data-probe-' + n, "
-            "String(v)); } function all(sel) { return Array.prototype.slice.call(document.querySelectorAll(sel)); }")
-    assert page.count("</body>") == 1
-    return page.replace("</body>", f"<script>{lead}{script}</script></body>")
+    return render_check.open_page(CHROMIUM, path, width, 900)
 
 
 @needs_chromium
@@ -169,33 +174,40 @@ def test_the_page_renders_in_headless_chromium(many_hosts, tmp_path, capsys):
     (tmp_path / "matrix.html").write_text(page, encoding="utf-8")
     assert render_check.main([str(tmp_path / "matrix.html")]) == 0
     line = capsys.readouterr().out.strip()
-    assert line.endswith(f"no JavaScript errors: {len(doc['suites'])} matrix tables, {len(doc['cells'])} rows, "
-                         f"{len(doc['columns'])} columns")
+    assert "works in headless Chromium at 1400x900 and 420x900, no JavaScript errors" in line
+    rows = sum(len(t[1]) - 1 for t in Tables(page).tables if t[0].get("class") != "matrix") + sum(
+        len(t[1]) - 3 for t in Tables(page).tables if t[0].get("class") == "matrix")
+    assert f" {rows:,} rows;" in line and line.count("\n") == 0
 
 
-FILTER_AND_CLICK = """
+FILTER_AND_CLICK = """() => {
+const out = {}, all = sel => Array.from(document.querySelectorAll(sel));
 document.querySelector("input[name=target][value=mps]").click();
-say("mps-hidden", all("th[data-target=mps]").every(function (th) { return th.hidden; }));
-say("mac-span", document.querySelector("table.matrix th.host[data-group='1']").colSpan);
+out.mpsHidden = all("table.matrix th[data-target=mps]").every(th => th.hidden);
+out.macSpan = document.querySelector("table.matrix[data-suite=env] th.host[data-group='1']").colSpan;
 document.querySelector("input[name=target][value=mps]").click();
-all("input[name=key]").forEach(function (box) { if (!/^(fail|unsupported)$/.test(box.value)) { box.click(); } });
-say("shown", document.getElementById("shown").textContent);
+all("input[name=key]").forEach(box => { if (!/^(fail|unsupported)$/.test(box.value)) { box.click(); } });
+out.matrixShown = all("table.matrix tbody tr").filter(tr => !tr.hidden).length;
+out.matrixRows = all("table.matrix tbody tr").length;
 document.querySelector("table.matrix td[data-k=fail]").click();
-say("panel-open", !document.getElementById("details").hidden);
-say("panel", all("#details tr").map(function (tr) { return tr.textContent; }).join("|"));
-"""
+out.panelOpen = !document.getElementById("details").hidden;
+out.panel = all("#details tr").map(tr => tr.textContent).join("|");
+return out;
+}"""
 
 
 @needs_chromium
 def test_filters_hide_columns_and_rows_and_a_click_shows_every_metric(many_hosts, tmp_path):
-    page = probe(many_hosts[1], FILTER_AND_CLICK)
-    r = render(page, tmp_path)
-    assert r.problem() is None
-    assert r.root["data-probe-mps-hidden"] == "true" and r.root["data-probe-mac-span"] == "3"
-    assert r.root["data-probe-shown"] == "3 of 4 matrix rows shown"  # optim passes everywhere
-    assert r.root["data-probe-panel-open"] == "true"
-    assert r.root["data-probe-panel"] == ("checkenv/threads|columnlinux-ci torch 2.8.0 cpu|result✗ fail|"
-                                          "categoryn/a|reasonoversubscribed|duration s0.1|metrics1 below|threads2")
+    with opened(many_hosts[1], tmp_path) as o:
+        r = o.page.evaluate(FILTER_AND_CLICK)
+        assert not o.all_errors()
+    assert r["mpsHidden"] and r["macSpan"] == 3
+    assert (r["matrixShown"], r["matrixRows"]) == (3, 4)  # optim passes everywhere
+    assert r["panelOpen"]
+    label = next(c["label"] for c in many_hosts[0]["columns"] if c["label"].startswith("linux-ci")
+                 and " torch 2.8.0 " in c["label"])
+    assert r["panel"] == (f"checkenv/threads|column{label}|result✗ fail|"
+                          "categoryn/a|reasonoversubscribed|duration s0.1|metrics1 below|threads2")
 
 
 PAYLOADS = ("</script><script>alert(1)</script>",
@@ -235,34 +247,38 @@ def test_hostile_strings_are_escaped_in_the_page_source(hostile):
     assert LONG_REASON in [r["reason"] for r in json.loads(data)]  # the 5,000-character reason, whole
 
 
-HOSTILE_PROBE = """
-var cell = document.querySelector("table.matrix[data-suite=parity] td[data-i]");
+HOSTILE_PROBE = """() => {
+const cell = document.querySelector("table.matrix[data-suite=parity] td[data-i]");
 cell.click();
-var shown = document.querySelector("#details table").rows;
-var records = JSON.parse(document.getElementById("records").textContent);
-say("reason-is-text", shown[4].cells[1].textContent === records[Number(cell.getAttribute("data-i"))].reason);
-say("host-is-text", document.querySelector("th.host").textContent.indexOf("<img src=x onerror=") >= 0);
-say("scripts", document.scripts.length);
-say("images", all("img").filter(function (i) { return i.src.indexOf("data:image/png;base64,") !== 0; }).length);
-"""
+const shown = document.querySelector("#details table").rows;
+const records = JSON.parse(document.getElementById("records").textContent);
+return {reasonIsText: shown[4].cells[1].textContent === records[Number(cell.getAttribute("data-i"))].reason,
+        hostIsText: document.querySelector("th.host").textContent.indexOf("<img src=x onerror=") >= 0,
+        scripts: document.scripts.length, pwned: document.documentElement.hasAttribute("data-pwned"),
+        foreignImages: Array.from(document.images).filter(i => i.src.indexOf("data:image/png;base64,") !== 0).length};
+}"""
 
 
 @needs_chromium
 def test_hostile_strings_stay_text_in_headless_chromium(hostile, tmp_path):
-    r = render(probe(hostile[1], HOSTILE_PROBE), tmp_path)
-    assert r.problem() is None
-    assert "data-pwned" not in r.root and r.root["data-probe-scripts"] == "4"  # the page's three and the probe
-    assert r.root["data-probe-images"] == "0"
-    assert r.root["data-probe-reason-is-text"] == "true" and r.root["data-probe-host-is-text"] == "true"
+    with opened(hostile[1], tmp_path) as o:
+        r = o.page.evaluate(HOSTILE_PROBE)
+        o.page.fill("#search", "</script>")  # the search reads the same strings, as text
+        o.page.wait_for_function(render_check.ANSWERED, arg="</script>")
+        found = o.page.evaluate("() => document.getElementById('search-count').getAttribute('data-count')")
+        assert not o.all_errors()
+    assert not r["pwned"] and r["scripts"] == 3 and r["foreignImages"] == 0  # the page's three scripts
+    assert r["reasonIsText"] and r["hostIsText"]
+    assert int(found) >= 1
 
 
 # ------------------------------------------------------------------ the render check can fail
 
 BREAKAGES = [
     pytest.param(lambda p: p.replace("</body>", "<script>notDefinedAnywhere();</script></body>"),
-                 "JavaScript error: Uncaught ReferenceError: notDefinedAnywhere is not defined", id="js-error"),
-    pytest.param(lambda p: p.replace("function apply() {", "function apply() {{", 1),
-                 "JavaScript error: Uncaught SyntaxError", id="syntax-error"),
+                 "JavaScript error: ReferenceError: notDefinedAnywhere is not defined", id="js-error"),
+    pytest.param(lambda p: p.replace("function refresh() {", "function refresh() {{", 1),
+                 "JavaScript error: SyntaxError", id="syntax-error"),
     pytest.param(lambda p: p.replace('root.setAttribute("data-rendered", "yes");', "", 1),
                  "no data-rendered marker", id="no-marker"),
     pytest.param(lambda p: re.sub(r"(<table class='matrix'[^>]*>.*?<tbody>).*?(</tbody>)", r"\1\2", p, count=1,
@@ -277,7 +293,7 @@ def test_the_render_check_fails_on_a_broken_page(many_hosts, tmp_path, capsys, b
     broken = breakage(page)
     assert broken != page
     (tmp_path / "broken.html").write_text(broken, encoding="utf-8")
-    assert render_check.main([str(tmp_path / "broken.html")]) == 1
+    assert render_check.main([str(tmp_path / "broken.html"), "--timeout", "10"]) == 1
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
 
@@ -295,23 +311,3 @@ def test_without_chromium_the_render_check_says_so_and_exits_2(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "Chromium not found" in err and err.count("\n") == 1
     assert render_check.main([str(tmp_path / "absent.html")]) == 2
-
-
-MATRIX = ("<table class='matrix'><thead><tr class='cols'><th>check</th><th data-col='h/cpu'>cpu</th></tr></thead>"
-          "<tbody>{rows}</tbody></table>")
-
-
-@pytest.mark.parametrize("dom,stderr,problem", [
-    ("<html data-rendered='yes'>" + MATRIX.format(rows="<tr><td>a</td><td>✓</td></tr>"), "", None),
-    ("<html data-rendered='yes' data-js-errors='boom&#10;'>" + MATRIX.format(rows="<tr></tr>"), "",
-     "JavaScript error: boom"),
-    ("<html data-rendered='yes'>" + MATRIX.format(rows="<tr></tr>"),
-     '[1:1:1/1.1:INFO:CONSOLE:3] "Uncaught TypeError: x is null", source: file:///p.html (3)\n',
-     "JavaScript error: Uncaught TypeError: x is null (line 3)"),
-    ("<html>" + MATRIX.format(rows="<tr></tr>"), "", "the page's script did not finish"),
-    ("<html data-rendered='yes'><table><tbody><tr></tr></tbody></table>", "", "no matrix table on the page"),
-    ("<html data-rendered='yes'>" + MATRIX.format(rows=""), "", "1 of 1 matrix table(s) have no data rows"),
-], ids=["ok", "page-recorded-error", "console-error", "no-marker", "no-matrix", "empty-matrix"])
-def test_reading_a_dumped_dom(dom, stderr, problem):
-    found = render_check.read_dom(dom, stderr).problem()
-    assert found == problem if problem is None else found.startswith(problem)

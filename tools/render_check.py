@@ -1,33 +1,45 @@
-"""Does the HTML matrix render: open it in headless Chromium and read back the DOM.
+"""Does the HTML matrix work: open it in headless Chromium, as a reader would, at desktop and phone width.
 
-    python -m tools.render_check reports/matrix.html [--timeout 60] [--chromium PATH]
+    python -m tools.render_check reports/matrix.html [--screenshots DIR] [--timeout 60] [--chromium PATH]
 
 Escaping is checked on the page's source; whether the page works is only known once a
-browser has run it. The page's first script writes every JavaScript error onto
-``<html data-js-errors>`` and its last one sets ``data-rendered="yes"``; Chromium's own
-console lines ("Uncaught ...") are read as well, so an error that stops the first script
-is caught too. Exit 0 with one line (tables, rows, columns) when the page rendered
-without an error and every matrix table has rows; 1 with one line saying what is wrong;
-2 when the page or Chromium is missing.
+browser has run it. Playwright drives the system's Chromium (no browser is downloaded) at
+1400x900 and at 420x900, and at each width the page must:
+
+- run without a JavaScript error: an uncaught exception (Playwright's pageerror), an error
+  on the console, or one the page's first script wrote onto ``<html data-js-errors>``;
+- finish: its last script sets ``<html data-rendered="yes">``;
+- show the verdict cards on the first screen: ``#verdicts`` starts above the fold;
+- not overflow sideways: the document is no wider than the window (wide tables scroll in
+  their own box);
+- have every in-page link (``a[href^="#"]``) point at an element's id, and a table of
+  contents (``nav#toc``) linking every section;
+- show a clicked result's details panel inside the window;
+- find a check by its id: typed into ``#search`` (an id taken from the page, from a folded
+  section when there is one), the row with it is shown and ``#search-count`` counts exactly
+  the rows shown; clearing the box gives back the rows and folds there were before;
+- (desktop) open a folded section when its entry in the contents is clicked, and scroll there.
+
+``--screenshots DIR`` writes desktop.png and phone.png there: the first screen at each
+width, as the page opened. Exit 0 with one line when all of it holds; 1 with one line
+naming the first problem; 2 when the page, Chromium or Playwright is missing.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-         "--enable-logging=stderr", "--v=0", "--dump-dom")
-CONSOLE = re.compile(r':CONSOLE[^\]]*\] "(?P<message>Uncaught.*?)", source: (?P<source>\S*) \((?P<line>\d+)\)')
+VIEWPORTS = (("desktop", 1400, 900), ("phone", 420, 900))
+
+
+class Missing(Exception):
+    """Chromium or Playwright is not there (exit status 2)."""
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
@@ -36,112 +48,353 @@ def find_chromium(explicit: str | None = None) -> str | None:
     return next((path for name in names if name and (path := shutil.which(name))), None)
 
 
-@dataclasses.dataclass
-class Rendered:
-    root: dict          # attributes of <html> after the scripts ran
-    rows: list[int]     # data rows of each matrix table
-    columns: set[str]   # matrix column ids seen in the headers
-    console_errors: list[str]
+# --------------------------------------------------------------------------- the browser
 
-    def problem(self) -> str | None:
-        """The first thing wrong with the page, in one line; None when it rendered."""
-        errors = [e for e in (self.root.get("data-js-errors") or "").splitlines() if e] + self.console_errors
-        if errors:
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            return f"JavaScript error: {errors[0]}{more}"
-        if self.root.get("data-rendered") != "yes":
-            return "the page's script did not finish: no data-rendered marker on <html>"
-        if not self.rows:
-            return "no matrix table on the page"
-        if empty := self.rows.count(0):
-            return f"{empty} of {len(self.rows)} matrix table(s) have no data rows"
-        return None
+class _Session:
+    """Playwright and the browsers it started, while a ``session`` is open."""
+    depth = 0
+    playwright = None
+    browsers: dict = {}
 
 
-class _DomReader(HTMLParser):
-    """Counts, in the dumped DOM, the rows of each ``table.matrix`` body and its columns."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.root: dict | None = None
-        self.rows: list[int] = []
-        self.columns: set[str] = set()
-        self._tables: list[bool] = []   # open tables: is it a matrix
-        self._in_body = False
-
-    def handle_starttag(self, tag, attrs):
-        a = {k: v or "" for k, v in attrs}
-        if tag == "html" and self.root is None:
-            self.root = a
-        elif tag == "table":
-            self._tables.append("matrix" in a.get("class", "").split())
-            if self._tables[-1]:
-                self.rows.append(0)
-        elif tag == "tbody":
-            self._in_body = True
-        elif self._tables and self._tables[-1]:
-            if tag == "tr" and self._in_body:
-                self.rows[-1] += 1
-            elif tag == "th" and "data-col" in a:
-                self.columns.add(a["data-col"])
-
-    def handle_endtag(self, tag):
-        if tag == "table" and self._tables:
-            self._tables.pop()
-        elif tag == "tbody":
-            self._in_body = False
-
-
-def read_dom(dom: str, stderr: str) -> Rendered:
-    reader = _DomReader()
-    reader.feed(dom)
-    reader.close()
-    console = [f"{m['message']} (line {m['line']})" for m in CONSOLE.finditer(stderr)]
-    return Rendered(reader.root or {}, reader.rows, reader.columns, console)
-
-
-def run_chromium(chromium: str, page: Path, timeout: float) -> tuple[int, str, str]:
-    """Dump the page's DOM after its scripts ran, with a throw-away profile. On a timeout
-    Chromium and every process it started (its own session, not yet reaped, so the group
-    id is still its own) are killed, then TimeoutExpired is raised."""
-    with tempfile.TemporaryDirectory(prefix="render-check-", ignore_cleanup_errors=True) as profile:
-        proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", page.resolve().as_uri()],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+@contextlib.contextmanager
+def session():
+    """Playwright, started by the outermost ``with session()`` and stopped when that one ends;
+    inner ones (a test's, then the check's own) share it. Nothing of it is left running in
+    between: its event loop, alive, would stop ``asyncio.run`` anywhere else in the process."""
+    if _Session.depth == 0:
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            proc.communicate()
+            from playwright.sync_api import sync_playwright
+        except ImportError as exc:
+            raise Missing(f"Playwright is not installed ({exc}); it is in the dev dependencies") from None
+        _Session.playwright, _Session.browsers = sync_playwright().start(), {}
+    _Session.depth += 1
+    try:
+        yield _Session
+    finally:
+        _Session.depth -= 1
+        if _Session.depth == 0:
+            for b in _Session.browsers.values():
+                try:
+                    b.close()
+                except Exception:  # already gone with its process
+                    pass
+            _Session.playwright.stop()
+            _Session.playwright, _Session.browsers = None, {}
+
+
+def browser(chromium: str):
+    """A headless Chromium (the system's, ``chromium``) in the open session, started on first use."""
+    from playwright.sync_api import Error
+    assert _Session.depth, "browser() is for inside `with session():`"
+    found = _Session.browsers.get(chromium)
+    if found is None or not found.is_connected():
+        try:
+            found = _Session.browsers[chromium] = _Session.playwright.chromium.launch(
+                executable_path=chromium, args=["--no-sandbox"])
+        except Error as exc:
+            raise Missing(f"Chromium ({chromium}) did not start: {str(exc).splitlines()[0]}") from None
+    return found
+
+
+class Opened:
+    """One page open at one size; ``errors`` collects every JavaScript error while it is open.
+    It holds a session (``session``) until it is closed."""
+
+    def __init__(self, chromium: str, path: Path, width: int, height: int, timeout: float):
+        self._session = session()
+        self._session.__enter__()
+        try:
+            self.context = browser(chromium).new_context(viewport={"width": width, "height": height},
+                                                         device_scale_factor=1)
+        except BaseException:
+            self._session.__exit__(None, None, None)
             raise
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        self.context.set_default_timeout(timeout * 1000)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(f"{exc.name}: {exc.message}".strip(": ")))
+        self.page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        self.width, self.height, self.timeout = width, height, timeout
+        try:  # the page's scripts are inline and synchronous: by the load event the last one has
+            # marked the page done (data-rendered), or never will
+            self.page.goto(path.resolve().as_uri(), wait_until="load")
+        except BaseException:
+            self.close()
+            raise
+
+    def all_errors(self) -> list[str]:
+        written = self.page.evaluate("() => document.documentElement.getAttribute('data-js-errors') || ''")
+        return self.errors + [e for e in written.splitlines() if e and e not in self.errors]
+
+    def close(self) -> None:
+        try:
+            self.context.close()
+        finally:
+            self._session.__exit__(None, None, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
-def _kill_group(pgid: int) -> None:
+def open_page(chromium: str, path: Path, width: int = 1400, height: int = 900, timeout: float = 60.0) -> Opened:
+    """The page, open and rendered, for a test to look into (``.page`` is Playwright's)."""
+    return Opened(chromium, path, width, height, timeout)
+
+
+# --------------------------------------------------------------------------- what is looked at
+
+FACTS = """() => {
+  const root = document.documentElement, doc = root, w = window.innerWidth;
+  const verdicts = document.getElementById('verdicts');
+  const top = verdicts && verdicts.getClientRects().length ? verdicts.getBoundingClientRect().top + scrollY : null;
+  let widest = '';
+  if (doc.scrollWidth > w) {
+    for (const el of document.body.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.right > w + 1 && !el.closest('.scroll') && el.getClientRects().length) {
+        widest = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+          (el.classList.length ? '.' + Array.from(el.classList).join('.') : '') + ' (' + Math.round(r.right) + ' px)';
+        break;
+      }
+    }
+  }
+  const broken = Array.from(document.querySelectorAll('a[href^="#"]')).map(a => a.getAttribute('href'))
+    .filter(h => { try { return !document.getElementById(decodeURIComponent(h.slice(1))); } catch (e) { return true; } });
+  const toc = document.getElementById('toc');
+  const linked = new Set(toc ? Array.from(toc.querySelectorAll('a[href^="#"]')).map(a => a.getAttribute('href').slice(1)) : []);
+  const sections = Array.from(document.querySelectorAll('main section[id]'));
+  return {rendered: root.getAttribute('data-rendered') === 'yes', verdicts: !!verdicts, verdictsTop: top,
+          scrollWidth: Math.max(doc.scrollWidth, document.body.scrollWidth), scrollHeight: doc.scrollHeight,
+          widest: widest, broken: broken, toc: !!toc, unlisted: sections.map(s => s.id).filter(id => !linked.has(id)),
+          sections: sections.length, tables: document.querySelectorAll('main table').length,
+          matrices: document.querySelectorAll('main table.matrix').length,
+          emptyMatrices: Array.from(document.querySelectorAll('main table.matrix'))
+            .filter(t => !t.tBodies.length || !t.tBodies[0].rows.length).length,
+          rows: document.querySelectorAll('main tbody tr').length};
+}"""
+
+PANEL = """() => {
+  const td = Array.from(document.querySelectorAll('main td[data-i]')).find(td => td.getClientRects().length);
+  if (!td) { return null; }
+  td.click();
+  const panel = document.getElementById('details');
+  const r = panel.getBoundingClientRect();
+  const out = {shown: !panel.hidden && panel.getClientRects().length > 0, left: r.left, right: r.right,
+               top: r.top, bottom: r.bottom, rows: panel.querySelectorAll('tr').length};
+  document.getElementById('details-close').click();
+  return out;
+}"""
+
+# A check id from the page: the record behind a result in a folded section when there is
+# one (the search must open it), else any; else the first cell of a table.
+PICK = """() => {
+  const records = JSON.parse(document.getElementById('records').textContent);
+  const cells = Array.from(document.querySelectorAll('main td[data-i]'));
+  const td = cells.find(td => { const d = td.closest('details'); return d && !d.open; }) || cells[0];
+  if (td) { return records[Number(td.getAttribute('data-i'))].check; }
+  const first = document.querySelector('main tbody td');
+  return first ? first.textContent.trim() : null;
+}"""
+
+VIEW = """() => {
+  const shown = Array.from(document.querySelectorAll('main tbody tr')).filter(tr => tr.getClientRects().length);
+  const c = document.getElementById('search-count');
+  return {shown: shown.length, texts: shown.map(tr => tr.textContent.toLowerCase()),
+          open: Array.from(document.querySelectorAll('main details')).map(d => d.open),
+          count: c ? c.getAttribute('data-count') : null, said: c ? c.textContent : null};
+}"""
+
+ANSWERED = "(q) => { const c = document.getElementById('search-count'); return !!c && c.getAttribute('data-query') === q; }"
+
+# The first entry of the contents whose section is folded, and where its section is.
+FOLDED = """() => {
+  for (const a of document.querySelectorAll('#toc a[href^="#"]')) {
+    const s = document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)));
+    const d = s && s.querySelector(':scope > details');
+    if (d && !d.open) { return a.getAttribute('href'); }
+  }
+  return null;
+}"""
+
+LANDED = """(href) => {
+  const s = document.getElementById(decodeURIComponent(href.slice(1)));
+  const r = s.getBoundingClientRect();
+  return {open: s.querySelector(':scope > details').open, top: r.top, height: window.innerHeight};
+}"""
+
+
+@dataclasses.dataclass
+class Seen:
+    """What one width showed: ``problem`` is the first thing wrong, in a few words, or None."""
+    name: str
+    width: int
+    height: int
+    problem: str | None = None
+    facts: dict = dataclasses.field(default_factory=dict)
+    searched: str = ""
+
+
+SEARCH_WAIT = 5.0   # seconds the page has to answer a search (it waits 0.12 s for the typing to stop)
+
+
+def _search(page, query: str, timeout: float) -> None:
+    page.fill("#search", query)
+    page.wait_for_function(ANSWERED, arg=query, timeout=min(timeout, SEARCH_WAIT) * 1000)
+
+
+def _look(opened: Opened, name: str, screenshots: Path | None) -> Seen:
+    seen = Seen(name, opened.width, opened.height)
+    page = opened.page
+    if screenshots is not None:
+        screenshots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshots / f"{name}.png"), full_page=False)
+    f = seen.facts = page.evaluate(FACTS)
+    seen.problem = _first_problem(opened, f) or _interact(opened, seen)
+    if seen.problem is None and (errors := opened.all_errors()):  # an error while it was used
+        seen.problem = _errors(errors)
+    return seen
+
+
+def _errors(errors: list[str]) -> str:
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"JavaScript error: {errors[0]}{more}"
+
+
+def _first_problem(opened: Opened, f: dict) -> str | None:
+    if errors := opened.all_errors():
+        return _errors(errors)
+    if not f["rendered"]:
+        return "the page's script did not finish: no data-rendered marker on <html>"
+    if not f["verdicts"]:
+        return "no verdict cards (#verdicts) on the page"
+    if f["verdictsTop"] is None:
+        return "the verdict cards (#verdicts) are not shown"
+    if f["verdictsTop"] >= opened.height:
+        return (f"the verdict cards start {f['verdictsTop']:.0f} px down, below the first screen "
+                f"({opened.height} px)")
+    if f["scrollWidth"] > opened.width:
+        return (f"the page is {f['scrollWidth']} px wide in a {opened.width} px window (horizontal overflow"
+                + (f"; first past the edge: {f['widest']})" if f["widest"] else ")"))
+    if f["broken"]:
+        more = f" (and {len(f['broken']) - 1} more)" if len(f["broken"]) > 1 else ""
+        return f"a link to {f['broken'][0]} points at no element{more}"
+    if not f["toc"]:
+        return "no table of contents (nav#toc)"
+    if f["unlisted"]:
+        return f"section #{f['unlisted'][0]} is not in the table of contents"
+    if not f["tables"] or not f["rows"]:
+        return "no table rows on the page"
+    if f["emptyMatrices"]:
+        return f"{f['emptyMatrices']} of {f['matrices']} matrix table(s) have no data rows"
+    return None
+
+
+def _interact(opened: Opened, seen: Seen) -> str | None:
+    page = opened.page
+    panel = page.evaluate(PANEL)
+    if panel is not None:
+        if not panel["shown"] or not panel["rows"]:
+            return "clicking a result did not open the details panel"
+        if panel["left"] < 0 or panel["right"] > opened.width or panel["top"] < 0 or panel["bottom"] > opened.height:
+            return (f"the details panel ({panel['left']:.0f}..{panel['right']:.0f} x {panel['top']:.0f}.."
+                    f"{panel['bottom']:.0f} px) does not fit the {opened.width}x{opened.height} window")
+    query = page.evaluate(PICK)
+    if not query:
+        return "no check id on the page to search for"
+    seen.searched = query
+    before = page.evaluate(VIEW)
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        _search(page, query, opened.timeout)
+    except Exception as exc:  # Playwright's TimeoutError, or no #search to type into
+        return f"the search box did not answer a search for {query!r} ({type(exc).__name__})"
+    found = page.evaluate(VIEW)
+    if not any(query.lower() in text for text in found["texts"]):
+        return f"a search for {query!r} shows no row with it"
+    if found["count"] != str(found["shown"]):
+        return (f"a search for {query!r} shows {found['shown']} row(s) but the match count says "
+                f"{found['count']!r} ({found['said']!r})")
+    if f"{found['shown']:,}" not in (found["said"] or ""):
+        return f"the match count for {query!r} does not say how many rows match: {found['said']!r}"
+    try:
+        _search(page, "", opened.timeout)
+    except Exception as exc:
+        return f"the search box did not answer when cleared ({type(exc).__name__})"
+    after = page.evaluate(VIEW)
+    if (after["shown"], after["open"]) != (before["shown"], before["open"]):
+        return (f"clearing the search did not restore the view ({before['shown']} rows shown before, "
+                f"{after['shown']} after; folds {'the same' if after['open'] == before['open'] else 'changed'})")
+    if seen.name == "desktop" and (href := page.evaluate(FOLDED)):
+        page.click(f"#toc a[href='{href}']")
+        landed = page.evaluate(LANDED, href)
+        if not landed["open"]:
+            return f"the contents' link to the folded section {href} did not open it"
+        if not 0 <= landed["top"] < landed["height"]:
+            return f"the contents' link to {href} did not scroll there (its top is at {landed['top']:.0f} px)"
+    return None
 
 
-def check(page: Path, chromium: str, timeout: float) -> tuple[int, str]:
+@dataclasses.dataclass
+class Result:
+    page: Path
+    seen: list[Seen]
+
+    @property
+    def problem(self) -> str | None:
+        bad = next((s for s in self.seen if s.problem), None)
+        return f"at {bad.width}x{bad.height} ({bad.name}): {bad.problem}" if bad else None
+
+    def line(self) -> str:
+        if self.problem:
+            return f"{self.page}: {self.problem}"
+        d = self.seen[0]
+        tall = ", ".join(f"{s.facts['scrollHeight']:,} px tall at {s.width}" for s in self.seen)
+        return (f"{self.page}: works in headless Chromium at " + " and ".join(f"{s.width}x{s.height}" for s in self.seen)
+                + f", no JavaScript errors: {d.facts['sections']} sections, {d.facts['tables']} tables, "
+                f"{d.facts['rows']:,} rows; {tall}; the search found {d.searched!r}")
+
+
+def inspect(page: Path, chromium: str, timeout: float = 60.0, screenshots: Path | None = None,
+            viewports=VIEWPORTS) -> Result:
+    """Open the page at each size and look (Missing when Chromium or Playwright is not there)."""
+    seen = []
+    with session():
+        for name, width, height in viewports:
+            seen.append(_at(page, chromium, timeout, screenshots, name, width, height))
+            if seen[-1].problem:
+                break
+    return Result(page, seen)
+
+
+def _at(page: Path, chromium: str, timeout: float, screenshots: Path | None, name: str, width: int,
+        height: int) -> Seen:
+    """The page at one size."""
+    try:
+        with Opened(chromium, page, width, height, timeout) as opened:
+            return _look(opened, name, screenshots)
+    except Missing:
+        raise
+    except Exception as exc:  # Playwright's TimeoutError above all
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "Timeout" in type(exc).__name__ or "Timeout" in text:
+            text = f"Chromium did not finish within {timeout:g} s"
+        return Seen(name, width, height, text)
+
+
+def check(page: Path, chromium: str, timeout: float = 60.0, screenshots: Path | None = None) -> tuple[int, str]:
     """(exit status, one line)."""
-    try:
-        code, dom, stderr = run_chromium(chromium, page, timeout)
-    except subprocess.TimeoutExpired:
-        return 1, f"{page}: Chromium did not finish within {timeout:g} s"
-    if not dom.strip():
-        return 1, f"{page}: Chromium dumped no DOM (exit status {code})"
-    rendered = read_dom(dom, stderr)
-    if problem := rendered.problem():
-        return 1, f"{page}: {problem}"
-    return 0, (f"{page}: rendered in headless Chromium, no JavaScript errors: {len(rendered.rows)} matrix tables, "
-               f"{sum(rendered.rows)} rows, {len(rendered.columns)} columns")
+    result = inspect(page, chromium, timeout, screenshots)
+    return (1 if result.problem else 0), result.line()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.render_check", description=__doc__.splitlines()[0])
     parser.add_argument("page", help="the HTML file, e.g. reports/matrix.html")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds Chromium may take (default 60)")
+    parser.add_argument("--screenshots", metavar="DIR", help="write desktop.png and phone.png (the first screen) here")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds each step may take (default 60)")
     parser.add_argument("--chromium", help="the browser binary (default: $CHROMIUM, else chromium on PATH)")
     args = parser.parse_args(argv)
     page = Path(args.page)
@@ -153,7 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: Chromium not found (tried " + ", ".join([args.chromium] if args.chromium else BROWSERS)
               + "); install it or pass --chromium PATH", file=sys.stderr)
         return 2
-    status, line = check(page, chromium, args.timeout)
+    try:
+        status, line = check(page, chromium, args.timeout, Path(args.screenshots) if args.screenshots else None)
+    except Missing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(line if status == 0 else f"error: {line}", file=sys.stdout if status == 0 else sys.stderr)
     return status
 

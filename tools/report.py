@@ -11,11 +11,14 @@ With nothing readable at all, no matrix is overwritten. An ``--out`` that cannot
 written, or an internal error, is one line and exit 2 too, and the old files stay whole
 (tools/cli.py).
 
-The HTML is one self-contained page (inline CSS, vanilla JS, charts as embedded PNG, no
-external URL): columns grouped by host, filters by suite / target / result, a details
-panel per cell. Every string from a run file is escaped, and the data the script reads
-is JSON in a script element that never runs. ``python -m tools.render_check`` checks
-that the page renders in headless Chromium.
+The page opens on one verdict per machine x torch x target (harness/report/verdict.py),
+which tools.report also prints. The HTML is one self-contained page (a Jinja2 template,
+harness/report/page.py; inline CSS and JS, charts as embedded PNG, no external URL): a
+table of contents, folded long lists, a search box and filters over every table, a
+details panel per cell. Every string from a run file is escaped, and the data the script
+reads is JSON in a script element that never runs. ``python -m tools.render_check``
+checks the page in headless Chromium. matrix.json's layout is
+harness/report/matrix.schema.json.
 
 With a baseline (``--baseline``, by default ``reports/baseline.jsonl`` where it exists) the
 perf section says what got slower, faster or started to grow against it, on the same machine
@@ -33,9 +36,10 @@ from pathlib import Path
 from harness.core import runfiles
 from harness.report import compare
 from harness.report.matrix import build
-from harness.report.render import render_html, render_json, render_md
+from harness.report import verdict
+from harness.report.render import json_doc, json_text, render_html, render_md
 from harness.report.sections import load_kernel_tables, sections
-from harness.report.speed import perf_sections
+from harness.report.speed import against_baseline, perf_sections
 from tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,13 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=None,
                         help="a kept baseline to compare the perf figures with (default: reports/baseline.jsonl "
                              "where it exists)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="compare with no baseline, even where reports/baseline.jsonl exists")
     args = parser.parse_args(argv)
     inputs = args.inputs or [str(ROOT / "reports" / "runs")]
     runs, files, errors = load(inputs)
     baseline = None
     kept = args.baseline or (str(ROOT / "reports" / "baseline.jsonl")
                              if (ROOT / "reports" / "baseline.jsonl").is_file() else None)
-    if kept:
+    if kept and not args.no_baseline:
         try:
             baseline = compare.load_side([kept], f"baseline {kept}")
         except compare.CompareError as exc:
@@ -88,18 +94,24 @@ def main(argv: list[str] | None = None) -> int:
             cli.error("no check records in " + ", ".join(inputs) + "; no matrix written")
         return 2
     m = build(runs)
-    secs = sections(m, tables, errors, perf_sections(m, baseline))
+    for note in m.notes:
+        cli.error(note)
+    regressions = against_baseline(m, baseline) if baseline is not None else None
+    found = verdict.verdicts(m, regressions)
+    secs = sections(m, tables, errors, perf_sections(m, baseline), regressions, found)
+    doc = json_doc(m, files, errors, tables, found)   # harness/report/matrix.schema.json (tests/test_report_truth.py)
     rendered = {s.image_name: s.image for s in secs if s.image} | {
         "matrix.md": render_md(secs, files).encode("utf-8"),
         "matrix.html": render_html(secs, files).encode("utf-8"),
-        "matrix.json": render_json(m, files, errors, tables).encode("utf-8")}
+        "matrix.json": json_text(doc).encode("utf-8")}
     out = Path(args.out)
     try:
         runfiles.write_files(out, rendered)
     except OSError as exc:
         return cli.error(f"cannot write the matrix to {out}: {_cause(exc, out)}; no file there was changed")
-    cli.say(f"wrote {out / 'matrix.md'}, matrix.html, matrix.json: {len(m.rows)} checks x {len(m.columns)} "
-            f"columns from {len(runs)} run(s) in {len(files)} file(s)\n")
+    cli.say("\n".join(verdict.terminal_lines(found)) + "\n")
+    cli.say(f"wrote {(out / 'matrix.html').resolve()} (the page; open it in a browser), matrix.md, matrix.json: "
+            f"{len(m.rows):,} checks x {len(m.columns)} columns from {len(runs)} run(s) in {len(files)} file(s)\n")
     return 2 if errors else 0
 
 

@@ -29,6 +29,16 @@ from typing import Callable
 
 SCHEMA = 2
 
+# The revision of each suite's judge: raised when a judge starts to say something else of the
+# same measurements, so a report can tell records of an older judge (``judge_of``) and judge
+# them again where their metrics allow (harness.parity.numerics.rejudge). Written into every
+# run's header. parity 2: an accelerator judged by its accuracy against float64 with the CPU's
+# own error as the yardstick (revision 1 judged same-dtype agreement with the CPU).
+JUDGES = {"parity": 2}
+# What a report shows for a record of an older judge whose metrics cannot settle what today's
+# judge would say (a tie in an index output, a copy read before it completed): run it again.
+RERUN = "rerun"
+
 
 # --------------------------------------------------------------------------- the vocabulary
 
@@ -264,6 +274,25 @@ def validate(record: dict) -> str | None:
 def kind_of(record: dict) -> str | None:
     """A (migrated) record's special kind (RecordKind), or None for an ordinary check."""
     return (record.get("metrics") or {}).get("record_kind")
+
+
+def judge_of(record: dict, header: dict | None = None) -> int | None:
+    """The revision of the judge that wrote ``record`` (JUDGES), None for a suite without one.
+    A header written before JUDGES existed says nothing: a parity record of an accelerator
+    is then revision 1 when it was judged against the CPU in the same dtype (``reference``
+    "cpu" for an op, "cpu-float32" for a model; no ``accuracy_source``), the current revision
+    otherwise."""
+    suite = record.get("suite")
+    if suite not in JUDGES:
+        return None
+    said = ((header or {}).get("judges") or {}).get(suite)
+    if isinstance(said, int) and not isinstance(said, bool):
+        return said
+    metrics = record.get("metrics") or {}
+    if (suite == "parity" and record.get("target") not in (None, "cpu") and "accuracy_source" not in metrics
+            and metrics.get("reference") in ("cpu", "cpu-float32")):
+        return 1
+    return JUDGES[suite]
 
 
 # --------------------------------------------------------------------------- reading older files

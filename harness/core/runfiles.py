@@ -146,7 +146,7 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
 
 def header(run_id: str, env_id: str, facts: dict, **extra) -> dict:
     return {"kind": "header", "schema": records.SCHEMA, "run": run_id, "env_id": env_id, "started": now_iso(),
-            "facts": facts, **extra}
+            "facts": facts, "judges": dict(records.JUDGES), **extra}
 
 
 # --------------------------------------------------------------------------- reading

@@ -31,7 +31,8 @@ LEGEND = (
     (Category.INCONCLUSIVE, "?", "measured: no verdict within the time budget"),
     (Status.SKIP, "–", "skipped: not applicable here, or target absent"),
     (Status.CRASH, "☠", "the process died in this check"),
-    (Status.TIMEOUT, "⏱", "ran out of time"),
+    (Status.TIMEOUT, "◷", "ran out of time"),
+    (records.RERUN, "↻", "written by an older judge whose metrics cannot settle it: run the check again"),
 )
 SYMBOL = {key: sym for key, sym, _ in LEGEND}
 # Cell colours, one per legend key: the matrix cells, the summary bars, the filters and
@@ -39,7 +40,7 @@ SYMBOL = {key: sym for key, sym, _ in LEGEND}
 KEY_COLOURS = {
     "pass": "#bfe8bf", "cpu-fallback": "#ffe39a", "unsupported": "#fbc28e", "fail": "#f3a0a0", "error": "#eeb0d0",
     "xfail": "#cfcffa", "xpass": "#a9daf7", "does-not-hold": "#f7b8a0", "inconclusive": "#dedede",
-    "skip": "#e4e4e4", "crash": "#d98f8f", "timeout": "#dcb6e8",
+    "skip": "#e4e4e4", "crash": "#d98f8f", "timeout": "#dcb6e8", "rerun": "#e8e0c8",
 }
 KEY_ORDER = [key for key, _, _ in LEGEND]
 PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable",
@@ -48,6 +49,8 @@ PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capabi
 
 def cell_key(record: dict) -> str:
     """What a record's cell shows: a key of LEGEND."""
+    if (record.get("judged_again") or {}).get("outcome") == "rerun":
+        return records.RERUN
     cat, status = record.get("category"), record["status"]
     if cat == Category.CPU_FALLBACK and status in Status.WORKS:
         return Category.CPU_FALLBACK
@@ -97,6 +100,65 @@ def key_metric(metrics: dict) -> str:
     return ""
 
 
+def _clean(name: str | None) -> str:
+    """A CPU or GPU name without trademark marks and doubled spaces."""
+    text = (name or "").replace("(R)", "").replace("(TM)", "").replace("(tm)", "")
+    return " ".join(text.split())
+
+
+def _gib(n) -> str:
+    return f"{n / 2 ** 30:.0f} GiB" if isinstance(n, (int, float)) and n > 0 else ""
+
+
+def chip_name(facts: dict) -> str:
+    """A Mac's chip with its GPU cores and memory where the OS told them (Apple M2 Pro, 19-core
+    GPU, 32 GiB); "" off a Mac."""
+    mac = facts.get("mac") or {}
+    if not mac:
+        return ""
+    cores = mac.get("gpu_cores")
+    parts = [_clean(mac.get("chip")) or "Mac", f"{cores}-core GPU" if cores else "", _gib(mac.get("memory_bytes"))]
+    return ", ".join(p for p in parts if p)
+
+
+def gpu_names(facts: dict) -> str:
+    """The CUDA devices with their memory (NVIDIA H100 80GB HBM3, 79 GiB); "" without one."""
+    devices = [d for d in ((facts.get("torch") or {}).get("cuda_devices") or []) if isinstance(d, dict)]
+    named = Counter(f"{_clean(d.get('name')) or 'CUDA device'}" + (f", {_gib(d.get('total_memory'))}"
+                                                                   if _gib(d.get("total_memory")) else "")
+                    for d in devices)
+    return " + ".join(f"{n} x {name}" if n > 1 else name for name, n in named.items())
+
+
+def device_name(facts: dict, target: str) -> str:
+    """What ``target`` runs on in the machine ``facts`` describe."""
+    if target == "cuda":
+        return gpu_names(facts) or ("no CUDA device" if not (facts.get("torch") or {}).get("cuda_available")
+                                    else "CUDA device (not recorded)")
+    if target == "mps":
+        return chip_name(facts) or ("no MPS device" if not facts.get("mac") else "MPS device (not recorded)")
+    return _clean((facts.get("cpu") or {}).get("model")) or "CPU (model not recorded)"
+
+
+def machine_name(facts: dict) -> str:
+    """The machine in one line: chip (a Mac) or CPU, GPUs, OS."""
+    os_, mac = facts.get("os") or {}, facts.get("mac") or {}
+    cpu = _clean((facts.get("cpu") or {}).get("model"))
+    if mac.get("version") or mac.get("chip"):
+        system = f"macOS {mac.get('version') or '?'}"
+        parts = [chip_name(facts), system]
+    else:
+        system = " ".join(str(x) for x in (os_.get("system"), os_.get("machine")) if x)
+        parts = [gpu_names(facts), cpu, system]
+    return ", ".join(p for p in parts if p) or "unknown machine"
+
+
+def hardware_key(facts: dict) -> str:
+    """What tells two machines apart that share a host name, Python and torch: the CPU, the
+    chip, the GPUs. Runs whose keys differ are not merged into one column."""
+    return "|".join([_clean((facts.get("cpu") or {}).get("model")), chip_name(facts), gpu_names(facts)])
+
+
 def _version_key(text: str | None):
     try:
         return (0, Version((text or "").split("+")[0]))
@@ -111,6 +173,7 @@ class Column:
     header: dict          # the newest run header of this environment
     runs: list[str]       # run ids merged into this column, oldest first
     complete: bool        # every merged run wrote its end line
+    headers: list = dataclasses.field(default_factory=list)   # the header of every merged run, oldest first
     label_suffix: str = ""  # set when two columns would otherwise share a label
     workload: str = ""      # the optimization suite's training workload ("" for checks that train nothing)
 
@@ -135,8 +198,8 @@ class Column:
 
     @property
     def label(self) -> str:
-        """Short: host, torch release and target."""
-        return f"{self.facts.get('host', '?')} {self.sublabel}"
+        """Short: host, what the target ran on, torch release and target."""
+        return f"{self.facts.get('host', '?')} {self.device} · {self.sublabel}"
 
     @property
     def sublabel(self) -> str:
@@ -144,16 +207,15 @@ class Column:
         return f"torch {self.torch_release} {self.target_label}{self.label_suffix}"
 
     @property
+    def device(self) -> str:
+        """What this column's target ran on, named: the GPU (and its memory) for cuda, the chip
+        and its GPU cores for mps, the CPU model for cpu."""
+        return device_name(self.facts, self.target)
+
+    @property
     def host_label(self) -> str:
-        """The host and what tells machines apart: chip and macOS on a Mac, CPU and OS elsewhere."""
-        f = self.facts
-        mac, os_ = f.get("mac") or {}, f.get("os") or {}
-        if mac.get("version"):
-            machine = f"{mac.get('chip') or (f.get('cpu') or {}).get('model') or '?'}, macOS {mac['version']}"
-        else:
-            machine = ", ".join(str(x) for x in ((f.get("cpu") or {}).get("model"), os_.get("system"),
-                                                 os_.get("machine")) if x)
-        return f"{f.get('host', '?')} ({machine or 'unknown machine'})"
+        """The machine: host, then chip or GPUs, CPU and OS (machine_name)."""
+        return f"{self.facts.get('host', '?')}: {machine_name(self.facts)}"
 
     def sort_key(self):
         """Host first (so a host's columns sit together), then torch version numerically."""
@@ -168,29 +230,49 @@ class Matrix:
     rows: list[str]                        # check ids, grouped by suite
     suites: dict[str, list[str]]           # suite -> check ids
     cells: dict[tuple[str, str], dict]     # (check, column id) -> record
+    notes: list[str] = dataclasses.field(default_factory=list)   # what the merge did that a reader must know
 
     def summary(self, column: Column) -> Counter:
         return Counter(cell_key(r) for (check, col), r in self.cells.items() if col == column.id)
 
 
 def build(runs: list[Run]) -> Matrix:
-    """Merge runs: per environment and target, the newest record of each check wins."""
-    by_env: dict[str, list[Run]] = defaultdict(list)
+    """Merge runs: per environment, machine and target, the newest record of each check wins.
+
+    An environment id names host, Python and torch; two runs under one id on different
+    hardware (another CPU, chip or GPU: ``hardware_key``) are split into columns of their own,
+    each id suffixed with its machine's number, and ``Matrix.notes`` says so in one line.
+    Records of an older judge are judged again here (``judged_again``)."""
+    by_env: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        by_env[run.env_id].append(run)
+        by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
+    machines: dict[str, list[str]] = defaultdict(list)
+    for env_id, hw in by_env:
+        machines[env_id].append(hw)
+    notes = []
+    for env_id, hws in machines.items():
+        if len(hws) > 1:
+            named = "; ".join(f"#{i + 1}: {machine_name(next(iter(by_env[(env_id, hw)])).header.get('facts') or {})}"
+                              for i, hw in enumerate(hws))
+            notes.append(f"runs of {env_id} came from {len(hws)} different machines ({named}): shown as separate "
+                         f"columns, not merged")
     columns: dict[str, Column] = {}
     cells: dict[tuple[str, str], dict] = {}
-    for env_id, env_runs in by_env.items():
+    for (env_id, hw), env_runs in by_env.items():
+        hws = machines[env_id]
+        key = env_id if len(hws) == 1 else f"{env_id}#{hws.index(hw) + 1}"
         env_runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
         for run in env_runs:
             for rec in run.records:
+                rec = judged_again(rec, run.header)
                 target, workload = rec.get("target") or "any", records.workload_of(rec)
-                col_id = Column(env_id, target, {}, [], True, workload=workload).id
+                col_id = Column(key, target, {}, [], True, workload=workload).id
                 col = columns.get(col_id)
                 if col is None:
-                    col = columns[col_id] = Column(env_id, target, run.header, [], True, workload=workload)
+                    col = columns[col_id] = Column(key, target, run.header, [], True, workload=workload)
                 if run.run_id not in col.runs:
                     col.runs.append(run.run_id)
+                    col.headers.append(run.header)
                     col.header = run.header
                     col.complete = col.complete and run.complete
                 cells[(rec["check"], col_id)] = rec
@@ -201,7 +283,41 @@ def build(runs: list[Run]) -> Matrix:
     rows = [c for s in ordered_suites.values() for c in s]
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
-    return Matrix(ordered, rows, ordered_suites, cells)
+    return Matrix(ordered, rows, ordered_suites, cells, notes)
+
+
+def judged_again(rec: dict, header: dict) -> dict:
+    """A record of an older judge (records.judge_of) as today's judge sees it, where its
+    metrics allow (harness.parity.numerics.rejudge): a failure that passes now passes, one
+    that only a rerun can settle shows ``rerun``, one that remains fails with its suspected
+    cause. The old judge's margin measured agreement with the CPU, not accuracy: it is kept
+    as ``older_judge_margin`` and no margin is shown. ``judged_again`` on the record says
+    what was done; a current record is returned as it is."""
+    judge = records.judge_of(rec, header)
+    if judge is None or judge >= records.JUDGES.get(rec.get("suite"), judge):
+        return rec
+    from harness.parity.numerics import rejudge
+    metrics = dict(rec.get("metrics") or {})
+    if "margin" in metrics:
+        metrics["older_judge_margin"] = metrics.pop("margin")
+    note = {"judge": judge, "was": rec["status"]}
+    out = {**rec, "metrics": metrics}
+    if rec["status"] != Status.FAIL:
+        note.update(outcome="kept", why=f"{rec['status']} under judge {judge}, which compared with the CPU in the "
+                                        f"same dtype; run it again for today's judge")
+        return {**out, "judged_again": note}
+    found = rejudge.classify(rec)
+    note.update(outcome=found.outcome, why=found.why)
+    reason = f"judged again from the metrics of judge {judge} (it said fail): {found.why}"
+    if found.outcome == "passes":
+        out.update(status=Status.PASS, reason=reason)
+    elif found.outcome == "rerun":
+        out.update(reason=reason + "; run the check again to judge it")
+    elif found.outcome == "remains":
+        out["reason"] = reason
+        if found.cause:
+            metrics.update(cause=found.cause, cause_suspected=True)
+    return {**out, "judged_again": note}
 
 
 def _disambiguate(columns: list[Column]) -> None:

@@ -17,16 +17,15 @@ from packaging.version import InvalidVersion, Version
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
+from harness.report import verdict
+from harness.report.verdict import DTYPES, dtype_of, has_bug
 from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, WORKS, History, Matrix,
                                    cell_key, key_metric, version_history)
 
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
 
 
-LIST_AT_MOST = 300        # rows of one listing in md/html; matrix.json has everything
-
-
-PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
+LONG = 40                 # a list longer than this starts folded on the page (every row is there)
 
 
 TITLE_METRICS = 5         # scalar metrics in a cell's hover text; the click panel shows all
@@ -62,6 +61,14 @@ class Section:
     columns: list = dataclasses.field(default_factory=list)
     suite: str = ""
     bars: list = dataclasses.field(default_factory=list)
+    # The page: the section's id (a fragment the table of contents links to; "" = from the
+    # title), whether it starts folded (a long list), and a kind the page draws in its own way
+    # ("verdicts": one card per column, from ``verdicts``; "legend": the symbols).
+    anchor: str = ""
+    fold: bool = False
+    kind: str = ""
+    verdicts: list = dataclasses.field(default_factory=list)   # harness.report.verdict.Verdict
+    caption: str = ""    # the chart's caption, said once (the chart's title and the page agree)
 
 
 def cell_of(rec: dict | None, where: str = "") -> Cell:
@@ -88,21 +95,6 @@ def scalar(value) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def more(rows: list, lead: str = "") -> str:
-    return f"{lead}The first {LIST_AT_MOST} of {len(rows)} are listed." if len(rows) > LIST_AT_MOST else ""
-
-
-DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "int64", "int32", "uint8", "bool")
-
-
-def dtype_of(rec: dict) -> str:
-    met = rec.get("metrics") or {}
-    if met.get("dtype"):
-        return str(met["dtype"]).removeprefix("torch.")
-    parts = [p for part in (rec.get("variant") or "").split("/") for p in part.split("-")]
-    return next((p for p in parts if p in DTYPES), "float32")
-
-
 def num(value) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) else ""
 
@@ -125,50 +117,59 @@ def env_rows(m: Matrix) -> list[dict]:
         pk = f.get("packages") or {}
         mac = f.get("mac") or {}
         py = f.get("python") or {}
+        recs = [r for (_, cid), r in m.cells.items() if cid == col.id]
+        partial = verdict.partial_note(col.headers or [col.header], recs, col.target)
         rows.append({
-            "column": col.label, "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),
+            "column": col.label, "machine": col.host_label, "runs on": col.device,
+            "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),
             "python": f"{py.get('version')} ({py.get('arch')})", "torch": pk.get("torch"),
             "transformers": pk.get("transformers"), "datasets": pk.get("datasets"), "accelerate": pk.get("accelerate"),
             "macOS": mac.get("version") or "-", "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
             "target available": (h.get("targets") or {}).get(col.target, {}).get("available"),
             "MPS fallback": (h.get("mps_fallback") or {}).get("setting"), "suite rev": f.get("suite_revision"),
-            "runs": len(col.runs), "complete": "yes" if col.complete else "no (cut off)",
+            "runs": len(col.runs), "complete": ("no: a run was cut off" + (f"; {partial}" if partial else "")
+                                                if not col.complete else partial or "yes"),
         })
     return rows
 
 
 def suite_sections(m: Matrix) -> list[Section]:
+    """Each suite's matrix, over the columns that ran it (a column of the optimization suite's
+    large workload is not an empty column of every other suite)."""
     bars = _suite_bars(m)
     out = []
     for suite, checks in m.suites.items():
-        heads = ["check"] + [c.label for c in m.columns]
-        matrix = {"columns": m.columns, "suite": suite, "bars": [Bar(bars[(suite, c.id)]) for c in m.columns]}
+        cols = [c for c in m.columns if any(bars[(suite, c.id)].values())]
+        heads = ["check"] + [c.label for c in cols]
+        matrix = {"columns": cols, "suite": suite, "bars": [Bar(bars[(suite, c.id)]) for c in cols]}
         if len(checks) <= SUMMARIZE_OVER:
-            out.append(Section(suite, heads, _check_rows(m, checks), **matrix))
+            out.append(Section(suite, heads, _check_rows(m, checks, cols), anchor=suite,
+                               fold=len(checks) > LONG, **matrix))
             continue
         counts = {c.id: Counter(_count_key(r) for (ch, col), r in m.cells.items()
                                 if col == c.id and r["suite"] == suite)
-                  for c in m.columns}
+                  for c in cols}
         out.append(Section(f"{suite}: {len(checks)} checks, by category", ["category"] + heads[1:],
-                           [[cat] + [str(counts[c.id].get(cat, 0)) for c in m.columns] for cat in
-                            (*Category.OPS, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in m.columns)],
+                           [[cat] + [str(counts[c.id].get(cat, 0)) for c in cols] for cat in
+                            (*Category.OPS, *KEY_ORDER, "skipped") if any(counts[c.id].get(cat) for c in cols)],
+                           anchor=suite,
                            intro="native: ran, no fallback; cpu-fallback: ran with ops on the CPU; unsupported: "
                                  "NotImplementedError; n/a: errors, crashes and timeouts (see below); other "
                                  "suites are counted by result (pass, fail, xfail ...); skipped: target absent "
                                  "or nothing to compare (see the skip reasons below).", **matrix))
         odd = [check for check in checks
                if any((r := m.cells.get((check, c.id))) and cell_key(r) != Status.PASS and r["status"] != Status.SKIP
-                      for c in m.columns)]
-        more = f" The first {LIST_AT_MOST} of {len(odd)} are listed; matrix.json has all." if len(odd) > LIST_AT_MOST else ""
+                      for c in cols)]
         out.append(Section(f"{suite}: checks that did not simply pass somewhere", heads,
-                           _check_rows(m, odd[:LIST_AT_MOST]), level=3,
-                           intro="Skips (target absent) are left out." + more,
+                           _check_rows(m, odd, cols), level=3, fold=len(odd) > LONG,
+                           intro=f"All {len(odd):,} of them; skips (target absent) are left out.",
                            empty="Every check passed where it ran.", **matrix))
     return out
 
 
-def _check_rows(m: Matrix, checks: list[str]) -> list[list]:
-    return [[check] + [cell_of(m.cells.get((check, c.id)), c.label) for c in m.columns] for check in checks]
+def _check_rows(m: Matrix, checks: list[str], cols: list | None = None) -> list[list]:
+    cols = m.columns if cols is None else cols
+    return [[check] + [cell_of(m.cells.get((check, c.id)), c.label) for c in cols] for check in checks]
 
 
 def _suite_bars(m: Matrix) -> dict[tuple[str, str], Counter]:
@@ -187,7 +188,9 @@ def _count_key(rec: dict) -> str:
 
 
 def outcome_sections(m: Matrix) -> list[Section]:
-    problems, limits, skips, disagreements = [], [], {}, []
+    """Every failure, grouped by cause and then by family (the page's second stop after the
+    verdicts); then PyTorch's own MPS expectations, the known limitations and the skips."""
+    broken, limits, skips, disagreements = [], [], {}, []
     for check in m.rows:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
@@ -195,31 +198,39 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 continue
             key, reason = cell_key(rec), rec.get("reason", "")
             result = Cell(f"{SYMBOL[key]} {key}", key, record=rec, where=col.label)
-            row = [check, col.label, result, reason]
             if (rec.get("metrics") or {}).get("disagreement"):
                 disagreements.append([check, col.label, rec["metrics"]["disagreement"],
                                       rec["metrics"].get("pytorch_expects", ""), result])
-            if key in PROBLEMS:
-                problems.append(row)
+            if key in verdict.PROBLEMS:
+                broken.append((col, rec, result))
             elif key == Status.XFAIL:
-                limits.append(row)
+                limits.append([check, col.label, result, reason])
             elif key == Status.SKIP:
                 group = skips.setdefault((col.target, reason), [0, set()])
                 group[0] += 1
                 group[1].add(col.label)
+    order = {g.cause: i for i, g in enumerate(verdict.failure_groups([rec for _, rec, _ in broken]))}
+    rows = sorted(([verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or "",
+                    verdict.family_of(rec), rec["check"], col.label, result, rec.get("reason", "")]
+                   for col, rec, result in broken),
+                  key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
     skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
     return [
-        Section("Failures, errors, crashes", ["check", "column", "result", "reason"], problems[:LIST_AT_MOST],
-                empty="No failures.", intro=more(problems)),
+        Section(f"Every failure, by cause and family ({len(rows):,})",
+                ["cause", "family", "check", "column", "result", "reason"], rows, anchor="failures",
+                fold=len(rows) > LONG, empty="No failures.",
+                intro="Fails, errors, crashes and timeouts grouped by the cause their judge or reruns found ("
+                      f"'{verdict.UNDETERMINED}' where none was), then by family; then unsupported ops, unexpected "
+                      "passes and claims that do not hold. Every one is listed."),
         Section("Disagreements with PyTorch's own MPS expectations", ["check", "column", "disagreement",
                                                                     "PyTorch expects", "result"],
-                disagreements[:LIST_AT_MOST], empty="None (or no MPS column).",
+                disagreements, empty="None (or no MPS column).", fold=len(disagreements) > LONG,
                 intro="From torch.testing._internal.common_mps of each column's torch: what an upgrade reviewer "
-                      "reads first." + more(disagreements)),
+                      "reads first."),
         Section("Known limitations (xfail), with what would lift them", ["check", "column", "result", "reason"],
-                limits[:LIST_AT_MOST], empty="None.", intro=more(limits)),
+                limits, empty="None.", fold=len(limits) > LONG, anchor="limitations"),
         Section("Skipped, grouped by reason", ["target", "checks", "columns", "reason"], skipped,
-                empty="Nothing skipped."),
+                empty="Nothing skipped.", fold=len(skipped) > LONG, anchor="skipped"),
     ]
 
 
@@ -293,64 +304,48 @@ def predicted_sections(tables: list[dict]) -> list[Section]:
     return out
 
 
-# What a user must act on, by kind, in the order the findings section lists them.
-ACT_ON = (
-    ("fails", "checks that fail: the machine or the setup is wrong; each reason names the cause and the switch"),
-    ("crash / timeout", "checks that crashed or hung: a kernel bug to report with the record"),
-    ("known bugs present", "reported accelerator bugs this machine has (the known-bugs section)"),
-    ("unsupported ops", "ops with no kernel and no fallback on this target"),
-    ("unexpected passes", "checks that pass against an expectation of failure: an expectation to update"),
-    ("claims that do not hold", "documented optimizations that did not do what the document says here"),
-)
+def verdict_section(m: Matrix, found: list) -> Section:
+    """The page's first section: one verdict per machine x torch x target (harness.report.verdict);
+    as a table in Markdown and JSON, as cards on the page."""
+    rows = [[Cell(v.title, _STATE_KEYS[v.state]), v.machine, v.headline,
+             *[Cell(a.line, _STATE_KEYS[a.state]) for a in v.aspects[:6]], v.partial or "complete"] for v in found]
+    notes = " ".join(m.notes)
+    return Section("Verdict per machine", ["target", "machine", "verdict", "environment", "ops", "numerics",
+                                           "optimizations", "known bugs", "speed and memory", "run"], rows,
+                   anchor="verdicts", kind="verdicts", verdicts=found, empty="No check ran.",
+                   intro="One verdict per machine, torch version and target: is the environment fit, which ops run "
+                         "natively or fall back to the CPU, whether the numbers are as right as the CPU's, which "
+                         "documented optimizations help here, which reported bugs are present. The sections below "
+                         "hold every record behind each line." + (" " + notes if notes else ""))
 
 
-def _act_on(rec: dict) -> str | None:
-    key = cell_key(rec)
-    if records.kind_of(rec) in RecordKind.KNOWN_BUGS and key in PROBLEMS:
-        return "known bugs present"
-    if key in (Status.CRASH, Status.TIMEOUT):
-        return "crash / timeout"
-    if key in (Status.FAIL, Status.ERROR):
-        return "fails"
-    return {Category.UNSUPPORTED: "unsupported ops", Status.XPASS: "unexpected passes",
-            Category.DOES_NOT_HOLD: "claims that do not hold"}.get(key)
+_STATE_KEYS = {verdict.GOOD: Status.PASS, verdict.WARN: Category.CPU_FALLBACK, verdict.BAD: Status.FAIL,
+               verdict.NONE: Status.SKIP}
 
 
-def findings_section(m: Matrix) -> Section:
-    """The page's first section: per column, what needs acting on, counted by kind, with
-    the first few checks of each (their reasons are in the sections below)."""
-    rows = []
-    for col in m.columns:
-        found: dict[str, list[str]] = {}
-        for check in m.rows:
-            rec = m.cells.get((check, col.id))
-            kind = _act_on(rec) if rec else None
-            if kind:
-                found.setdefault(kind, []).append(check)
-        for kind, what in ACT_ON:
-            checks = found.get(kind)
-            if checks:
-                rows.append([col.label, Cell(kind, "fail" if kind != "unexpected passes" else "xpass"),
-                             str(len(checks)), ", ".join(checks[:3]) + (f" and {len(checks) - 3} more"
-                                                                      if len(checks) > 3 else ""), what])
-    return Section("What to act on", ["column", "finding", "checks", "for example", "what it means"], rows,
-                   empty="Nothing: every check passed, or was skipped or a known limitation, with its reason below.",
-                   intro="First what needs a decision, per column; then the matrix. Failures are grouped by cause "
-                         "below, and every reason names the switch that changes it.")
+def legend_section() -> Section:
+    return Section("Legend", ["symbol", "result", "meaning"], [[s, Cell(k, k), t] for k, s, t in LEGEND],
+                   anchor="legend", kind="legend", level=3)
 
 
-def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: list[Section] = ()) -> list[Section]:
-    """The page: what to act on first (findings, failures by cause, the failures), then the
+def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: list[Section] = (),
+             regressions: dict | None = None, found: list | None = None) -> list[Section]:
+    """The page: the verdicts and the legend first, then the failures by cause, then the
     environments and the matrix, suite by suite, then the rest of the outcomes. ``speed``: the
-    perf suite's sections (harness.report.speed), placed after the optimizations'."""
+    perf suite's sections (harness.report.speed), placed after the optimizations'.
+    ``regressions``: column id -> the regressions against a baseline (verdict.against_baseline)."""
+    found = verdict.verdicts(m, regressions) if found is None else found
     envs = env_rows(m)
     failures, *rest_of_outcomes = outcome_sections(m)
     by_cause, *cpu_side = cause_sections(m)
-    out = [findings_section(m), by_cause, failures]
-    out.append(Section("Environments", list(envs[0]) if envs else [], [list(r.values()) for r in envs]))
+    out = [verdict_section(m, found), legend_section(), by_cause, failures]
+    out.append(Section("Environments", list(envs[0]) if envs else [], [list(r.values()) for r in envs],
+                       anchor="environments"))
     out.append(Section("Summary per column", ["column", "all suites"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER],
                        [[c.label, Bar(m.summary(c))] + [str(m.summary(c).get(k, 0)) for k in KEY_ORDER]
-                        for c in m.columns]))
+                        for c in m.columns], anchor="summary"))
+    if regressions is not None:
+        out.append(regressions_section(m, regressions))
     out.append(history_section(m))
     out += suite_sections(m)
     out += model_sections(m)
@@ -361,10 +356,26 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
     out += list(speed)
     out += rest_of_outcomes
     out += predicted_sections(kernel_tables)
-    out.append(Section("Legend", ["symbol", "result", "meaning"], [[s, k, t] for k, s, t in LEGEND]))
-    if errors:
-        out.append(Section("Problems reading the input", ["problem"], [[e] for e in errors]))
+    problems = list(m.notes) + list(errors)
+    if problems:
+        out.append(Section("Problems reading the input", ["problem"], [[e] for e in problems], anchor="problems"))
+    anchors = {s.anchor for s in out if s.anchor}
+    for v in found:   # a verdict links only to a section this page has
+        for a in v.aspects:
+            if a.anchor not in anchors:
+                a.anchor = ""
     return out
+
+
+def regressions_section(m: Matrix, regressions: dict) -> Section:
+    labels = {c.id: c.label for c in m.columns}
+    rows = [[labels.get(cid, cid), c.check, Cell(c.rule, Status.FAIL), c.before, c.after, c.detail]
+            for cid, changes in regressions.items() for c in changes]
+    return Section("Against the baseline: what regressed", ["column", "check", "rule", "before", "after", "detail"],
+                   rows, anchor="against-the-baseline", fold=len(rows) > LONG,
+                   empty="Nothing regressed against the baseline on the columns of its machine.",
+                   intro="The upgrade check's rules (python -m tools.compare) applied to each column of the "
+                         "baseline's machine and target.")
 
 
 def history_section(m: Matrix) -> Section:
@@ -379,12 +390,12 @@ def history_section(m: Matrix) -> Section:
              Cell(h.last_worked, "fail") if h.last_worked else "-", history_note(h)] for h in hist]
     return Section("Across torch versions: where a result changed",
                    ["check", "host / target", "versions tried (oldest first)", "first works", "last worked", "note"],
-                   rows[:LIST_AT_MOST], empty="No result changed between the torch versions of any host, target and "
+                   rows, anchor="history", fold=len(rows) > LONG, empty="No result changed between the torch versions of any host, target and "
                                               "Python (or only one version was run).",
                    intro=f"Per host, target and Python, the torch versions in numeric order; works = {works}. "
                          "first works: the first version of the final unbroken run of working versions. last "
                          "worked: when the newest version does not work, the newest that did. Skips are left out; "
-                         "a check whose result is the same everywhere is not listed." + more(rows, " "))
+                         "a check whose result is the same everywhere is not listed.")
 
 
 def history_note(h: History) -> str:
@@ -444,18 +455,21 @@ def parity_sections(m: Matrix) -> list[Section]:
         charted += [(f"{check} · {labels.get(key[0], key[0])}", margin_of(r), cell_key(r))
                     for check, r in recs if 0 < margin_of(r) < math.inf]
     charted = sorted(charted, key=lambda p: -p[1])[:WORST_CHARTED]
+    margin_caption = (f"The {len(charted)} largest finite margins over every column and dtype (log scale; past "
+                      "the red line at 1: outside tolerance)")
     return [
         Section("Numerical parity: margins per column and dtype",
                 ["column", "dtype", "compared", "pass", "fail", "xfail", "median margin", "worst margin"], summary,
-                empty="No parity checks measured anything.",
+                empty="No parity checks measured anything.", anchor="margins",
                 intro="margin = largest error / allowed error: <= 1 passes. The reference is float64 on the same "
                       "inputs; on an accelerator the allowed error is also the CPU's own error in the same dtype "
                       "(x 2, + 2 units in the last place), so an accelerator no less accurate than the CPU passes. "
                       "xfail: a float16/bfloat16 precision limit or a known float32 limit (the reason says which)."),
         Section(f"Numerical parity: the {WORST_PER_DTYPE} worst checks per column and dtype",
                 ["check", "column", "dtype", "result", "margin", "max abs err", "max rel err", "tolerance",
-                 "against"], worst, level=3, empty="No parity checks measured anything.",
-                image=margin_chart(charted) if charted else None, image_name="parity_worst_margins.png"),
+                 "against"], worst, level=3, empty="No parity checks measured anything.", fold=len(worst) > LONG,
+                caption=margin_caption, image=margin_chart(charted, title=margin_caption) if charted else None,
+                image_name="parity_worst_margins.png"),
     ]
 
 
@@ -463,62 +477,42 @@ CAUSE_EXAMPLES = 4
 
 
 def cause_sections(m: Matrix) -> list[Section]:
-    """Parity on accelerators: the failures grouped by the cause their reruns found
-    (harness.parity.numerics.causes), with the switch that changes each; then the checks where the CPU,
-    not the target, was the inaccurate side."""
-    from harness.parity.numerics import causes
+    """The broken checks of each column grouped by cause (verdict.failure_groups: the cause
+    their judge or reruns found, with the switch that changes it; a failure whose cause is
+    unknown says so, it is never dropped); then the checks where the CPU, not the target,
+    was the inaccurate side."""
     labels = {c.id: c.label for c in m.columns}
-    groups: dict[tuple[str, str], list[str]] = {}
-    found, cpu_off = {}, []
+    rows, cpu_off = [], []
+    for col in m.columns:
+        recs = [rec for (check, col_id), rec in sorted(m.cells.items()) if col_id == col.id]
+        for g in verdict.failure_groups(recs):
+            suites = Counter(check.split("/", 1)[0] for check in g.checks)
+            rows.append([Cell(g.cause, Status.FAIL), col.label, str(len(g.checks)),
+                         ", ".join(f"{s} {n}" for s, n in suites.most_common()),
+                         ", ".join(g.checks[:CAUSE_EXAMPLES]) + (f" and {len(g.checks) - CAUSE_EXAMPLES} more"
+                                                                 if len(g.checks) > CAUSE_EXAMPLES else ""),
+                         g.what, g.switch])
     for (check, col_id), rec in sorted(m.cells.items()):
-        met = rec.get("metrics") or {}
-        if rec.get("suite") != "parity":
-            continue
-        if met.get("cause") and cell_key(rec) in PROBLEMS:
-            groups.setdefault((met["cause"], col_id), []).append(check)
-            found[(met["cause"], col_id)] = met
-        finding = met.get("cpu_finding")
-        if isinstance(finding, dict):
+        finding = (rec.get("metrics") or {}).get("cpu_finding")
+        if rec.get("suite") == "parity" and isinstance(finding, dict):
             cpu_off.append([check, labels.get(col_id, col_id), num(finding.get("cpu_err")),
                             num(finding.get("target_err")), num(finding.get("cpu_margin"))])
-    order = {name: i for i, name in enumerate((*causes.ORDER, "unexplained"))}
-    rows = [[Cell(cause, "fail"), labels.get(col_id, col_id), str(len(checks)),
-             ", ".join(checks[:CAUSE_EXAMPLES]) + (f" and {len(checks) - CAUSE_EXAMPLES} more"
-                                                   if len(checks) > CAUSE_EXAMPLES else ""),
-             found[(cause, col_id)].get("cause_what", ""), found[(cause, col_id)].get("switch", "")]
-            for (cause, col_id), checks in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1]))]
     return [
-        Section("Numerical parity on accelerators: failures by cause",
-                ["cause", "column", "checks", "for example", "what happened", "the switch"], rows,
-                empty="No parity failure on an accelerator.",
-                intro="An accelerator is judged by its accuracy against float64, the CPU's own error as the "
-                      "yardstick. A failing sample is run again there with TF32 off, on float32 inputs, and a "
-                      "second time; the first rerun that changes the verdict names the cause."),
+        Section("Failures by cause", ["cause", "column", "checks", "suites", "for example", "what happened",
+                                      "the switch"], rows, anchor="failures-by-cause",
+                empty="No check failed, errored, crashed or timed out.",
+                intro="Every failing check of each column, grouped by what caused it: an accelerator's numbers are "
+                      "judged by their accuracy against float64 with the CPU's own error as the yardstick, and a "
+                      "failing sample is run again there with TF32 off, on float32 inputs and a second time; the "
+                      f"first rerun that changes the verdict names the cause ('{verdict.UNDETERMINED}' where none "
+                      "did). The next section lists every one."),
         Section("Numerical parity: where the CPU is the inaccurate side", ["check", "column", "CPU's error",
                                                                           "target's error", "CPU's margin"],
-                cpu_off[:LIST_AT_MOST], level=3, empty="None: wherever the target passed, the CPU met float64 too.",
+                cpu_off, level=3, empty="None: wherever the target passed, the CPU met float64 too.",
+                fold=len(cpu_off) > LONG, anchor="cpu-findings",
                 intro="The target passed; the CPU in the same dtype misses float64's rules. A finding about the "
-                      "CPU, not a failure of the target." + more(cpu_off)),
+                      "CPU, not a failure of the target."),
     ]
-
-
-def _has_bug(rec: dict) -> str:
-    """Whether the column shows the reported bug, in words."""
-    status, category = rec.get("status"), rec.get("category")
-    if status == Status.PASS:
-        return "no"
-    if status == Status.SKIP:
-        return "not run"
-    if status in (Status.CRASH, Status.TIMEOUT):
-        return f"{status} (a crash or hang in the op: report it with this shape)"
-    if category == Category.RAISES:
-        return "yes: raises"
-    if category == Category.UNREPEATABLE:
-        return "yes: other bits on a rerun"
-    met = rec.get("metrics") or {}
-    if met.get("cause") not in (None, "unexplained"):
-        return f"no, but differs: {met['cause']}"
-    return "yes: wrong result" + (" (intermittent)" if met.get("intermittent") else "")
 
 
 def known_bug_sections(m: Matrix) -> list[Section]:
@@ -544,13 +538,14 @@ def known_bug_sections(m: Matrix) -> list[Section]:
             label = labels.get(col_id, col_id)
             bug, again = recs.get(RecordKind.KNOWN_BUG), recs.get(RecordKind.REPEATABLE)
             shape = ((bug or again or {}).get("metrics") or {}).get("shape") or ""
-            said = [_has_bug(r) for r in (bug, again) if r]
+            said = [has_bug(r) for r in (bug, again) if r]
             found = [w for w in said if w not in ("no", "not run")]
             rows.append([name, f"pytorch#{met.get('issue')}", label, cell_of(bug, label), cell_of(again, label),
                          found[0] if found else "no" if "no" in said else "not run", shape])
     return [
         Section("Known accelerator bugs: does this machine have them",
                 ["case", "source", "column", "known-bug check", "repeatable", "has the bug", "shape run"], rows,
+                anchor="known-bugs",
                 empty="No known-bug case ran (suites/parity/test_known_bugs.py).",
                 intro="Wrong results users reported against an accelerator backend, confirmed in PyTorch's issue "
                       "tracker and run here at the reported edge: against float64 with the CPU as the yardstick, "
@@ -591,15 +586,18 @@ def optim_sections(m: Matrix) -> list[Section]:
         points.append((f"{rec['subject']} {rec['variant']} · {label}", finite(ratio), finite(met.get("ci_low")),
                        finite(met.get("ci_high")), finite(met.get("bound")), cell_key(rec)))
     points = [p for p in points if p[1] is not None and p[1] > 0]
+    shown = points[:CHART_ROWS]
+    ratio_caption = (f"Measured ratio (dot) with its 95% interval against the bound the claim must stay under "
+                     f"(red tick), log scale: {len(shown)} of {len(points)} claims x quantities x columns")
     out = [Section("Optimizations: the documents' claims, measured",
                    ["claim", "quantity", "column", "result", "verdict", "ratio", "95% interval", "holds if",
                     "claimed", "rounds", "source"], claims_rows, empty="No optimization claim was measured.",
+                   anchor="optimizations", fold=len(claims_rows) > LONG,
+                   caption=ratio_caption,
                    intro="ratio = variant / baseline (peak memory: tracked storage bytes, exact; time: median of "
                          "interleaved rounds, per sample, with a bootstrap interval). A claim holds when the whole "
-                         "interval is within the bound (the claimed ratio with the claim's tolerance)."
-                         + (f" The chart shows the first {CHART_ROWS} of {len(points)}." if len(points) > CHART_ROWS
-                            else ""),
-                   image=ratio_chart(points[:CHART_ROWS]) if points else None, image_name="optim_ratios.png")]
+                         "interval is within the bound (the claimed ratio with the claim's tolerance).",
+                   image=ratio_chart(shown, title=ratio_caption) if points else None, image_name="optim_ratios.png")]
     for label, rec in paths:
         out.append(_path_section(label, rec))
     return out
@@ -613,9 +611,14 @@ def _path_section(label: str, rec: dict) -> Section:
     table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",
               f"{s.memory_gb / seed[0].memory_gb:.2f}", r.get("peak_phase", ""), f"{r['step_s']:.3f}",
               time_cell(r, base), f"{s.time_s / seed[0].time_s:.2f}"] for r, s in zip(rows, seed)]
-    return Section(f"Seed 003's path on {label}", ["row", "peak MiB", "x baseline", "seed: x baseline", "peak phase",
-                                                   "step s", "x baseline [95% interval]", "seed: x baseline"], table,
-                   level=3, image=path_chart(label, rows), image_name=f"seed003_{slug(label)}.png",
+    caption = f"Peak memory and step time of each step, x the first row (log scale), on {label}"
+    return Section(f"Memory-saving steps, one after another, on {label}",
+                   ["row", "peak MiB", "memory x baseline", "memory x baseline in the table", "peak phase", "step s",
+                    "time x baseline [95% interval]", "time x baseline in the table"], table,
+                   level=3, image=path_chart(label, rows, title=caption), image_name=f"seed003_{slug(label)}.png",
+                   caption=caption,
                    intro=f"workload {rec['metrics'].get('workload')} "
                          f"({rec['metrics'].get('shape') or 'shape not recorded'}); {cell_of(rec).text}. Each row "
-                         "adds one technique to the row before it, as seed 003's macbert-large table does.")
+                         "adds one technique to the row before it, as the memory-optimization table for "
+                         "chinese-macbert-large (batch 32, length 128) in the source documents does; 'in the table' "
+                         "is that table's own figure.")

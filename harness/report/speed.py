@@ -140,3 +140,26 @@ def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Secti
     if not any(rec.get("suite") == "perf" for rec in m.cells.values()):
         return []
     return [baseline_section(m, baseline), model_section(m), ops_section(m), memory_section(m)]
+
+
+# ----------------------------------------------------------------------------- against a baseline
+
+def against_baseline(m: Matrix, baseline) -> dict[str, list]:
+    """Column id -> the regressions the upgrade check's rules (harness.report.compare) find
+    in that column against ``baseline`` (a compare.Side), for the columns of the baseline's
+    machine (host and hardware) whose target the baseline ran; other columns are left out."""
+    from harness.report.matrix import hardware_key
+    facts = baseline.header.get("facts") or {}
+    out: dict[str, list] = {}
+    for col in m.columns:
+        if (col.facts.get("host"), hardware_key(col.facts)) != (facts.get("host"), hardware_key(facts)):
+            continue
+        theirs = {k: r for k, r in baseline.records.items() if k[1] == col.target}
+        if not theirs:
+            continue
+        mine = {(check, records.target_of(rec)): rec for (check, cid), rec in m.cells.items() if cid == col.id}
+        side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [])
+        base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
+                            baseline.sources)
+        out[col.id] = compare.compare(base, side).regressions
+    return out

@@ -1,0 +1,508 @@
+"""One verdict per column (machine x torch x target): what the user reads first.
+
+Each column of the matrix is judged on what a user acts on, in six aspects:
+
+  environment            fit or not for this target (the env suite), and the fix when not
+  ops                    how many ran natively, fell back to the CPU (which ops), are unsupported
+  numerics               real failures by cause; findings about the CPU apart; records of an
+                         older judge judged again from their metrics (harness.parity.numerics.rejudge)
+  optimizations          which documented optimizations help here and by how much, which do not
+  known bugs             reported accelerator bugs this machine has
+  against the baseline   what regressed (only with a baseline)
+
+Every count comes from ``classify`` of the matrix's cells, the one source for the verdicts,
+the page's sections, matrix.md and matrix.json. The terminal's end summary reads the same
+verdicts for the run that just ended (``for_records``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from harness.core import records, runfiles
+from harness.core.records import Category, RecordKind, Status
+from harness.report.matrix import Column, Matrix, build, cell_key
+
+GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
+STATES = (BAD, WARN, GOOD, NONE)          # worst first
+SYMBOLS = {GOOD: "OK", WARN: "!!", BAD: "XX", NONE: "--"}   # plain ASCII, for the terminal and Markdown
+
+
+@dataclasses.dataclass
+class Aspect:
+    name: str             # environment | ops | numerics | optimizations | known bugs | against the baseline
+    state: str            # good | warn | bad | none (not run here)
+    line: str             # one line in the user's words: what is so, and the switch when it is bad
+    detail: list[str] = dataclasses.field(default_factory=list)   # what the line counts (ops, causes), complete
+    anchor: str = ""      # the section of the page that has the records behind the line
+    short: str = ""       # the headline's words for this aspect ("" to leave it out of the headline)
+
+
+@dataclasses.dataclass
+class Verdict:
+    column_id: str        # harness.report.matrix.Column.id
+    title: str            # machine, torch and target: "NVIDIA H100 80GB HBM3 · torch 2.11.0 · cuda"
+    machine: str          # the machine in full: host, chip or GPU with memory, CPU, OS
+    state: str            # the worst of the aspects'
+    headline: str         # the verdict in one line
+    aspects: list[Aspect]
+    partial: str = ""     # "" for a complete run; else what was selected and which targets were absent
+    older_judge: str = "" # "" unless records here were written by an older judge, and what the report did
+
+
+# ----------------------------------------------------------------------------- one record
+
+PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
+BROKEN = Status.BAD                                             # cell keys of a check that ran and did not hold
+UNDETERMINED = "cause not determined"
+
+# What a user must act on, by kind (``finding_of``), in the order the page lists them.
+FINDINGS = (
+    ("fails", "checks that fail: the machine or the setup is wrong; each reason names the cause and the switch"),
+    ("crash / timeout", "checks that crashed or hung: a kernel bug to report with the record"),
+    ("known bugs present", "reported accelerator bugs this machine has (the known-bugs section)"),
+    ("unsupported ops", "ops with no kernel and no fallback on this target"),
+    ("unexpected passes", "checks that pass against an expectation of failure: an expectation to update"),
+    ("claims that do not hold", "documented optimizations that did not do what the document says here"),
+)
+
+
+def finding_of(rec: dict) -> str | None:
+    """What a user must act on in this record (a kind of FINDINGS), None when nothing."""
+    key = cell_key(rec)
+    if records.kind_of(rec) in RecordKind.KNOWN_BUGS and key in PROBLEMS:
+        return "known bugs present"
+    if key in (Status.CRASH, Status.TIMEOUT):
+        return "crash / timeout"
+    if key in (Status.FAIL, Status.ERROR):
+        return "fails"
+    return {Category.UNSUPPORTED: "unsupported ops", Status.XPASS: "unexpected passes",
+            Category.DOES_NOT_HOLD: "claims that do not hold"}.get(key)
+
+
+def cause_of(rec: dict) -> str:
+    """Why a broken check broke, as the failure groups name it: the cause its judge or its
+    reruns found (harness.parity.numerics.causes), a crash or timeout, an error of the check
+    itself; UNDETERMINED otherwise, never dropped."""
+    met = rec.get("metrics") or {}
+    cause = met.get("cause")
+    if isinstance(cause, str) and cause and cause != "unexplained":
+        return cause + (" (suspected)" if met.get("cause_suspected") else "")
+    key = cell_key(rec)
+    if key in (Status.CRASH, Status.TIMEOUT):
+        return {Status.CRASH: "crashed", Status.TIMEOUT: "timed out"}[key]
+    if key == Status.ERROR:
+        return "the check itself errored"
+    if cause == "unexplained":
+        return "unexplained by any rerun (the kernel itself)"
+    return UNDETERMINED
+
+
+def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
+    """(what happened, the switch that changes it) for a failure group."""
+    met = rec.get("metrics") or {}
+    if met.get("cause_what") or met.get("switch"):
+        return met.get("cause_what") or "", met.get("switch") or ""
+    from harness.parity.numerics import causes
+    name = cause.removesuffix(" (suspected)")
+    if name in causes.CAUSES:
+        kind = {"cpu": "cpu", "cuda": "cuda", "mps": "mps"}.get(rec.get("target") or "", "stand-in")
+        said = causes.describe(name, kind, _dtype(rec))
+        what, switch = said.get("cause_what", ""), said.get("switch", "")
+        if cause.endswith("(suspected)"):
+            what = "suspected from an older judge's metrics: " + what
+        return what, switch
+    return {
+        "crashed": ("the process died in the check", "report it to PyTorch with the record (op, dtype, shape)"),
+        "timed out": ("the check ran past its time limit", "--check-timeout SECONDS raises the limit; a hang is a "
+                                                           "bug to report"),
+        "the check itself errored": ("the check's own code raised, not the op", "see the reason; report it to "
+                                                                                "mps-compat"),
+    }.get(cause, ("no rerun named a cause; each record's reason says what was seen",
+                  "read the reason of each check; rerun with today's judge where the record is older"))
+
+
+DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "int64", "int32", "uint8", "bool")
+
+
+def dtype_of(rec: dict) -> str:
+    met = rec.get("metrics") or {}
+    if met.get("dtype"):
+        return str(met["dtype"]).removeprefix("torch.")
+    parts = [p for part in (rec.get("variant") or "").split("/") for p in part.split("-")]
+    return next((p for p in parts if p in DTYPES), "float32")
+
+
+
+def _dtype(rec: dict) -> str:
+    return dtype_of(rec)
+
+
+FAMILY_PREFIXES = ("nn.functional", "linalg", "special", "fft", "masked", "sparse", "signal")
+
+
+def family_of(rec: dict) -> str:
+    """The family a check belongs to: for an op, its namespace (nn.functional, linalg, ...,
+    torch); else the kind of check (models, attention, known bugs, claims ...)."""
+    kind = records.kind_of(rec)
+    if kind in RecordKind.KNOWN_BUGS:
+        return "known bugs"
+    check, subject = rec.get("check", ""), rec.get("subject") or ""
+    if subject.startswith("model") or "model" in (rec.get("metrics") or {}):
+        return "models"
+    if rec.get("suite") in ("parity", "ops") and check.count("/") >= 2:
+        return next((p for p in FAMILY_PREFIXES if subject.startswith(p + ".")), "torch ops")
+    return rec.get("suite") or "other"
+
+
+@dataclasses.dataclass
+class FailureGroup:
+    cause: str
+    what: str
+    switch: str
+    checks: list[str]                 # check ids, in the order of the records
+    columns: list[str] = dataclasses.field(default_factory=list)   # the column of each check, where known
+
+
+def failure_groups(recs: list[dict] | list[tuple[str, dict]]) -> list[FailureGroup]:
+    """Broken checks (fail, error, crash, timeout) grouped by ``cause_of``, biggest group first,
+    UNDETERMINED last. ``recs``: records, or (column label, record) pairs."""
+    groups: dict[str, FailureGroup] = {}
+    for item in recs:
+        where, rec = item if isinstance(item, tuple) else ("", item)
+        if cell_key(rec) not in BROKEN:
+            continue
+        cause = cause_of(rec)
+        if cause not in groups:
+            groups[cause] = FailureGroup(cause, *_cause_words(rec, cause), [], [])
+        groups[cause].checks.append(rec.get("check", "?"))
+        groups[cause].columns.append(where)
+    return sorted(groups.values(), key=lambda g: (g.cause == UNDETERMINED, -len(g.checks), g.cause))
+
+
+def has_bug(rec: dict) -> str:
+    """Whether the column shows the reported bug, in words."""
+    status, category = rec.get("status"), rec.get("category")
+    if status == Status.PASS:
+        return "no"
+    if status == Status.SKIP:
+        return "not run"
+    if status in (Status.CRASH, Status.TIMEOUT):
+        return f"{status} (a crash or hang in the op: report it with this shape)"
+    if category == Category.RAISES:
+        return "yes: raises"
+    if category == Category.UNREPEATABLE:
+        return "yes: other bits on a rerun"
+    met = rec.get("metrics") or {}
+    if met.get("cause") not in (None, "unexplained"):
+        return f"no, but differs: {met['cause']}"
+    return "yes: wrong result" + (" (intermittent)" if met.get("intermittent") else "")
+
+
+
+# ----------------------------------------------------------------------------- one column
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+
+
+def _list(items, at_most: int = 3) -> str:
+    items = list(items)
+    return ", ".join(items[:at_most]) + (f" and {len(items) - at_most} more" if len(items) > at_most else "")
+
+
+def _environment(recs: list[dict], target: str) -> Aspect:
+    env = [r for r in recs if r.get("suite") == "env"]
+    ran = [r for r in env if r["status"] != Status.SKIP]
+    if not ran:
+        why = next((r.get("reason") for r in env if r.get("reason")), "")
+        return Aspect("environment", NONE, f"not checked here{': ' + why if why else ''} (./compat suites -m env "
+                                           "checks it in seconds)", anchor="environments", short="")
+    bad = [r for r in ran if cell_key(r) in BROKEN]
+    if bad:
+        first = bad[0].get("reason") or bad[0]["check"]
+        return Aspect("environment", BAD, f"not fit for {target}: {first}" + (f" (and {len(bad) - 1} more)"
+                                                                                if len(bad) > 1 else ""),
+                      [f"{r['check']}: {r.get('reason') or cell_key(r)}" for r in bad], "environments",
+                      short=f"NOT FIT ({bad[0]['check']})")
+    limits = [r for r in ran if cell_key(r) == Status.XFAIL]
+    line = f"fit for {target}: {_n(len(ran) - len(limits), 'check')} pass"
+    if limits:
+        return Aspect("environment", WARN, line + f", {_n(len(limits), 'known limitation')}",
+                      [f"{r['check']}: {r.get('reason') or ''}" for r in limits], "environments",
+                      short="fit, with limitations")
+    return Aspect("environment", GOOD, line, anchor="environments", short="fit")
+
+
+def _ops(recs: list[dict], target: str) -> Aspect:
+    ops = [r for r in recs if r.get("suite") == "ops" and r["status"] != Status.SKIP]
+    if not ops:
+        return Aspect("ops", NONE, "not run here (pytest suites/ -m ops)", anchor="ops")
+    keys = Counter(cell_key(r) for r in ops)
+    native = sum(1 for r in ops if cell_key(r) in (Status.PASS, Status.XPASS) and r.get("category") == Category.NATIVE)
+    fallback_ops = sorted({op for r in ops if cell_key(r) == Category.CPU_FALLBACK
+                           for op in ((r.get("metrics") or {}).get("fallback_ops") or [])})
+    unsupported = sorted({r.get("subject") or r["check"] for r in ops if cell_key(r) == Category.UNSUPPORTED})
+    broken = [r for r in ops if cell_key(r) in BROKEN]
+    parts = [f"{native:,} native", f"{keys.get(Category.CPU_FALLBACK, 0):,} fall back to the CPU",
+             f"{keys.get(Category.UNSUPPORTED, 0):,} unsupported"]
+    if broken:
+        parts.append(f"{len(broken):,} fail or error")
+    detail = []
+    if fallback_ops:
+        detail.append("ops that ran on the CPU: " + ", ".join(fallback_ops))
+    if unsupported:
+        detail.append("unsupported: " + ", ".join(unsupported))
+    detail += [f"{r['check']}: {r.get('reason') or cell_key(r)}" for r in broken]
+    state = BAD if broken else WARN if (fallback_ops or unsupported or keys.get(Category.CPU_FALLBACK)) else GOOD
+    short = f"ops {native:,} native"
+    if keys.get(Category.CPU_FALLBACK):
+        short += f", {keys[Category.CPU_FALLBACK]:,} fall back"
+    if keys.get(Category.UNSUPPORTED):
+        short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
+    if broken:
+        short += f", {len(broken):,} fail"
+    return Aspect("ops", state, ", ".join(parts) + f" (of {len(ops):,} op checks run)", detail, "ops", short)
+
+
+def _numerics(recs: list[dict]) -> Aspect:
+    par = [r for r in recs if r.get("suite") == "parity" and r["status"] != Status.SKIP]
+    if not par:
+        return Aspect("numerics", NONE, "not run here (pytest suites/ -m parity)", anchor="parity")
+    groups = failure_groups(par)
+    wrong = sum(len(g.checks) for g in groups)
+    rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
+    cpu_side = sum(1 for r in par if isinstance((r.get("metrics") or {}).get("cpu_finding"), dict))
+    if wrong:
+        line = f"{_n(wrong, 'check')} wrong against float64: " + "; ".join(f"{g.cause} {len(g.checks)}" for g in groups)
+    else:
+        line = f"as right as the CPU: {_n(len(par), 'check')}, none wrong"
+    if rerun:
+        line += f"; {len(rerun):,} of an older judge need a rerun to tell"
+    if cpu_side:
+        line += f"; the CPU was the less accurate side in {cpu_side:,} (findings about the CPU, not failures)"
+    detail = [f"{g.cause} ({len(g.checks)}): {g.switch}" for g in groups]
+    detail += [f"{g.cause}: {', '.join(g.checks)}" for g in groups]
+    if rerun:
+        detail.append("run again for today's judge: " + ", ".join(rerun))
+    state = BAD if wrong else WARN if rerun else GOOD
+    short = f"{wrong:,} numerically wrong" if wrong else "numbers right"
+    return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong else "parity", short)
+
+
+def _ratio_words(rec: dict) -> str:
+    """A claim's measurement in a few words: "peft-lora memory x0.0024 (large workload)"."""
+    met = rec.get("metrics") or {}
+    ratio = met.get("mem_ratio", met.get("time_ratio"))
+    what = "memory" if "mem_ratio" in met else "time"
+    workload = records.workload_of(rec)
+    said = f"{rec.get('subject')} {what}" + (f" x{ratio:.2g}" if isinstance(ratio, (int, float)) else "")
+    return said + (f" ({workload} workload)" if workload else "")
+
+
+def _optimizations(recs: list[dict]) -> Aspect:
+    claims = [r for r in recs if r.get("suite") == "optim" and r["status"] != Status.SKIP
+              and isinstance((r.get("metrics") or {}).get("mem_ratio", (r.get("metrics") or {}).get("time_ratio")),
+                             (int, float))]
+    if not claims:
+        return Aspect("optimizations", NONE, "not measured here (pytest suites/ -m optim)", anchor="optimizations")
+
+    def ratio(r):
+        met = r["metrics"]
+        return met.get("mem_ratio", met.get("time_ratio"))
+    holds = [r for r in claims if r.get("category") == Category.HOLDS]
+    helps = sorted((r for r in holds if ratio(r) < 1), key=ratio)
+    fails = [r for r in claims if cell_key(r) == Category.DOES_NOT_HOLD or r.get("category") == Category.DOES_NOT_HOLD]
+    unsure = [r for r in claims if r.get("category") == Category.INCONCLUSIVE]
+    line = (f"{_n(len(helps), 'measured saving')} as documented ({_list(_ratio_words(r) for r in helps)})"
+            if helps else "no documented saving was measured here")
+    if fails:
+        line += f"; {_n(len(fails), 'claim')} do not hold ({_list(_ratio_words(r) for r in fails)})"
+    if unsure:
+        line += f"; {len(unsure):,} inconclusive"
+    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r)}" for r in fails]
+              + [f"inconclusive: {_ratio_words(r)}" for r in unsure])
+    short = f"{len(helps)} optimizations help" + (f", {len(fails)} do not" if fails else "")
+    return Aspect("optimizations", WARN if fails else GOOD, line, detail, "optimizations", short)
+
+
+def _known_bugs(recs: list[dict]) -> Aspect:
+    bugs = [r for r in recs if records.kind_of(r) in RecordKind.KNOWN_BUGS and r["status"] != Status.SKIP]
+    if not bugs:
+        return Aspect("known bugs", NONE, "not run here (pytest suites/ -m parity -k known_bug)",
+                      anchor="known-bugs")
+    present = sorted({(r.get("metrics") or {}).get("known_bug") or r["check"] for r in bugs
+                      if has_bug(r).startswith("yes") or cell_key(r) in BROKEN})
+    cases = {(r.get("metrics") or {}).get("known_bug") or r["check"] for r in bugs}
+    if present:
+        return Aspect("known bugs", BAD, f"{_n(len(present), 'reported bug')} of {len(cases)} present here: "
+                                         + _list(present), present, "known-bugs", f"{len(present)} known bugs present")
+    return Aspect("known bugs", GOOD, f"none of the {len(cases)} reported bugs tried is present here",
+                  anchor="known-bugs", short="no known bug")
+
+
+def _speed(recs: list[dict]) -> Aspect:
+    perf = [r for r in recs if r.get("suite") == "perf" and r["status"] != Status.SKIP]
+    if not perf:
+        return Aspect("speed and memory", NONE, "not measured here (pytest suites/ -m perf)", anchor="perf")
+    bad = [r for r in perf if cell_key(r) in BROKEN]
+    if bad:
+        return Aspect("speed and memory", BAD, f"{_n(len(bad), 'check')} of {len(perf)} fail: "
+                                               + _list(r["check"] for r in bad),
+                      [f"{r['check']}: {r.get('reason') or ''}" for r in bad], "perf", f"{len(bad)} perf failures")
+    return Aspect("speed and memory", GOOD, f"{_n(len(perf), 'measurement')}, none failed", anchor="perf")
+
+
+def _against(regressions: list | None) -> Aspect | None:
+    if regressions is None:
+        return None
+    if not regressions:
+        return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
+                      short="no regression")
+    return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
+                                               + _list(f"{c.check} ({c.rule})" for c in regressions),
+                  [f"{c.check}: {c.rule}: {c.before} -> {c.after} {c.detail}".strip() for c in regressions],
+                  "against-the-baseline", f"{len(regressions)} regressed")
+
+
+# ----------------------------------------------------------------------------- partial runs
+
+WHOLE_SUITES = ("env", "ops", "parity", "optim", "perf")
+
+
+def selection_of(header: dict) -> dict:
+    """What a run selected: ``header["selection"]`` where the run wrote it, else read from its
+    pytest arguments (-m, -k, paths)."""
+    sel = dict(header.get("selection") or {})
+    args = [str(a) for a in header.get("pytest_args") or []]
+    if "markexpr" not in sel or "keyword" not in sel:
+        for flag, key in (("-m", "markexpr"), ("-k", "keyword")):
+            for i, a in enumerate(args):
+                if a == flag and i + 1 < len(args):
+                    sel.setdefault(key, args[i + 1])
+                elif a.startswith(flag) and len(a) > 2:
+                    sel.setdefault(key, a[2:])
+    sel.setdefault("args", args)
+    return sel
+
+
+def partial_note(col_headers: list[dict], recs: list[dict], target: str) -> str:
+    """"" when the column holds a whole run of every suite; else what was selected, which
+    suites did not run, which runs were cut off, and which targets were absent."""
+    parts, narrowed = [], []
+    for h in col_headers:
+        sel = selection_of(h)
+        said = " ".join(x for x in (f"-m \"{sel['markexpr']}\"" if sel.get("markexpr") else "",
+                                    f"-k \"{sel['keyword']}\"" if sel.get("keyword") else "") if x)
+        counts = ""
+        if isinstance(sel.get("selected"), int) and isinstance(sel.get("collected"), int):
+            counts = f" ({sel['selected']:,} of {sel['collected']:,} collected)"
+        if said or (isinstance(sel.get("deselected"), int) and sel["deselected"] > 0):
+            narrowed.append((said or "a selection") + counts)
+    if narrowed:
+        parts.append("ran " + "; ".join(dict.fromkeys(narrowed)))
+    ran = {r.get("suite") for r in recs if r["status"] != Status.SKIP}
+    missing = [s for s in WHOLE_SUITES if s not in ran]
+    if missing and any(r["status"] != Status.SKIP for r in recs):
+        parts.append("not run here: " + ", ".join(missing))
+    absent = {}
+    for h in col_headers:
+        for name, info in (h.get("targets") or {}).items():
+            if isinstance(info, dict) and info.get("selected") and not info.get("available") and name != target:
+                absent[name] = info.get("reason") or ""
+    note = ""
+    if parts:
+        note = "partial: " + "; ".join(parts)
+    if absent:
+        note += ("; " if note else "") + "absent on this machine: " + ", ".join(absent)
+    return note
+
+
+# ----------------------------------------------------------------------------- the verdicts
+
+def column_groups(m: Matrix) -> list[tuple[Column, list[Column]]]:
+    """The columns a verdict speaks for: one environment and target, its workloads together."""
+    groups: dict[tuple[str, str], list[Column]] = {}
+    for col in m.columns:
+        groups.setdefault((col.env_id, col.target), []).append(col)
+    order = {c.id: i for i, c in enumerate(m.columns)}
+    # a machine's accelerators before its CPU: the verdict a user came for comes first
+    return sorted(((cols[0], cols) for cols in groups.values()),
+                  key=lambda g: (g[0].host_label, g[0].target == "cpu", order[g[0].id]))
+
+
+def worst(states) -> str:
+    states = list(states)
+    return next((s for s in STATES if s in states), NONE)
+
+
+def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verdict]:
+    """One Verdict per machine x torch x target (``column_groups``). ``regressions``: column
+    id -> the regressions against a baseline, where a baseline was compared."""
+    out = []
+    for col, cols in column_groups(m):
+        ids = {c.id for c in cols}
+        recs = [r for (_, cid), r in m.cells.items() if cid in ids]
+        title = f"{col.device} · torch {col.torch_release} · {col.target}{col.label_suffix}"
+        headers = [h for c in cols for h in (c.headers or [c.header])]
+        partial = partial_note(headers, recs, col.target)
+        if all(r["status"] == Status.SKIP for r in recs):
+            why = Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
+            out.append(Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
+                Aspect("environment", NONE, why, anchor="environments")], partial))
+            continue
+        aspects = [_environment(recs, col.target), _ops(recs, col.target), _numerics(recs), _optimizations(recs),
+                   _known_bugs(recs), _speed(recs)]
+        compared = regressions is not None and any(cid in regressions for cid in ids)
+        against = _against([c for cid in ids for c in regressions.get(cid, [])] if compared else None)
+        if against:
+            aspects.append(against)
+        older = [r for r in recs if r.get("judged_again")]
+        older_note = ""
+        if older:
+            outcomes = Counter(r["judged_again"]["outcome"] for r in older)
+            judged = ", ".join(f"{n:,} {word}" for word, n in (
+                ("pass now", outcomes.get("passes", 0)), ("need a rerun", outcomes.get("rerun", 0)),
+                ("still fail", outcomes.get("remains", 0) + outcomes.get("not a parity result", 0)),
+                ("kept as they were", outcomes.get("kept", 0))) if n)
+            older_note = (f"{len(older):,} records were written by an older judge (parity revision "
+                          f"{min(r['judged_again']['judge'] for r in older)}; today's is "
+                          f"{records.JUDGES['parity']}): judged again from their metrics, {judged}. Run "
+                          f"`pytest suites/ -m \"parity and {col.target}\"` again for today's judge.")
+        state = worst(a.state for a in aspects)
+        headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or "nothing measured"
+        out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note))
+    return out
+
+
+def for_records(header: dict, recs: list[dict]) -> list[Verdict]:
+    """The verdicts of one run: its header and the records it wrote (the terminal's summary)."""
+    run = runfiles.Run(header.get("run") or "this-run", header, "this run", list(recs))
+    return verdicts(build([run]))
+
+
+TERMINAL_WIDTH = 240   # a terminal line is cut here (a reason from a run file can be any length)
+
+
+def _cut(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= TERMINAL_WIDTH else line[:TERMINAL_WIDTH - 1] + "…"
+
+
+def terminal_lines(found: list[Verdict]) -> list[str]:
+    """Each verdict as terminal lines: state, title and headline, then the aspects that are not
+    good, and the partial-run note; each line at most TERMINAL_WIDTH characters."""
+    return [_cut(line) for line in _terminal_lines(found)]
+
+
+def _terminal_lines(found: list[Verdict]) -> list[str]:
+    lines = []
+    for v in found:
+        lines.append(f"{SYMBOLS[v.state]} {v.title}: {v.headline}")
+        lines += [f"   {a.name}: {a.line}" for a in v.aspects if a.state in (BAD, WARN)]
+        if v.partial:
+            lines.append(f"   {v.partial}")
+        if v.older_judge:
+            lines.append(f"   {v.older_judge}")
+    return lines

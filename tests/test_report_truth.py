@@ -1,0 +1,290 @@
+"""The report tells the truth at a glance (harness/report/verdict.py): one verdict per machine,
+the machine named, partial runs labelled, records of an older judge judged again, and the
+verdicts, the sections, matrix.md and matrix.json never contradicting one another.
+
+Rendered from the recorded H100 runs (a real accelerator, written by an older parity judge)
+plus a small CPU run written here, as a user would see them."""
+import json
+import re
+
+import pytest
+
+from harness.core import records, runfiles
+from harness.core.records import Status
+from harness.report import schema, verdict
+from harness.report.matrix import build, cell_key, device_name, hardware_key, machine_name
+from harness.report.sections import sections
+from tests.conftest import ROOT
+from tests.test_report import rec, write_run
+from tools import report
+
+H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+
+
+def cpu_run(path, facts, selection=None, args=("suites/", "-m", "parity and cpu", "-k", "softmax")):
+    """A small CPU run of today's judge: a pass, a wrong softmax whose cause is unknown, a
+    float16 NaN named non-finite, an op that falls back, and an env check."""
+    w = runfiles.Writer(path)
+    from harness.env.facts import env_id
+    w.write(runfiles.header("C1", env_id(facts), facts, pytest_args=list(args),
+                            targets={"cpu": {"selected": True, "available": True, "reason": ""},
+                                     "mps": {"selected": True, "available": False, "reason": "not a Mac"}},
+                            **({"selection": selection} if selection else {})))
+    for r in [rec("threads", "pass"),
+              rec("softmax", "pass", suite="parity", variant="float32/forward", category="parity",
+                  metrics={"margin": 0.2, "reference": "float64"}),
+              rec("log_softmax", "fail", suite="parity", variant="float32/forward", category="parity",
+                  reason="off float64", metrics={"margin": 3.0, "reference": "float64"}),
+              rec("softmax", "fail", suite="parity", variant="float16/backward", category="parity",
+                  reason="NaN", metrics={"margin": "inf", "cause": "non-finite", "reference": "float64"}),
+              rec("nn.functional.softmax", "pass", suite="ops", variant="float32", category="cpu-fallback",
+                  metrics={"fallback_ops": ["aten::_softmax"]})]:
+        w.write({"kind": "check", "run": "C1", "duration_s": 0.1, "reason": "", "variant": "", "metrics": {},
+                 "category": "n/a", "check": "/".join(x for x in (r["suite"], r["subject"], r.get("variant")) if x),
+                 **r})
+    w.write({"kind": "end", "run": "C1", "exitstatus": 1})
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def h100_page(tmp_path_factory):
+    """The recorded H100 runs and a CPU run, rendered once: (out dir, matrix, verdicts, sections, json)."""
+    if not H100.is_dir():
+        pytest.skip(f"the recorded H100 runs are not beside the project ({H100})")
+    from tests.conftest import load_facts
+    tmp = tmp_path_factory.mktemp("truth")
+    cpu = cpu_run(tmp / "cpu.jsonl", load_facts("linux_x86_64"))
+    out = tmp / "out"
+    status = report.main([str(H100), str(cpu), "--out", str(out), "--kernels", str(tmp / "none"),
+                          "--no-baseline"])
+    runs, _, _ = report.load([str(H100), str(cpu)])
+    m = build(runs)
+    found = verdict.verdicts(m)
+    doc = json.loads((out / "matrix.json").read_text(encoding="utf-8"))
+    return status, out, m, found, sections(m, [], [], found=found), doc
+
+
+def by_title(found, text):
+    return next(v for v in found if text in v.title)
+
+
+# ----------------------------------------------------------------------------- what it says
+
+
+def test_the_machine_is_named_in_every_header(h100_page):
+    _, out, m, found, _, doc = h100_page
+    cuda = by_title(found, "cuda")
+    assert cuda.title.startswith("NVIDIA H100 80GB HBM3, 79 GiB · torch 2.11.0 · cuda"), cuda.title
+    assert "Intel Xeon Processor" in cuda.machine and "Linux x86_64" in cuda.machine
+    for name in ("matrix.md", "matrix.html"):
+        assert "NVIDIA H100 80GB HBM3" in (out / name).read_text(encoding="utf-8"), name
+    assert all(c["device"] and c["machine"] for c in doc["columns"])
+
+
+def test_a_failure_the_older_judge_gave_that_accuracy_clears_is_not_red(h100_page):
+    """The GPU was 17x more accurate than the CPU here: today's judge passes it."""
+    _, _, m, _, _, doc = h100_page
+    cell = doc["cells"]["parity/_batch_norm_with_update/float16/forward"]
+    (col, rec_), = [(c, r) for c, r in cell.items() if c.endswith("/cuda")]
+    assert rec_["key"] == "pass" and rec_["judged_again"]["was"] == "fail"
+    assert rec_["judged_again"]["outcome"] == "passes" and "more accurate" in rec_["judged_again"]["why"]
+
+
+def test_an_older_judge_s_margin_is_not_shown_as_a_margin(h100_page):
+    """parity/to/float32/forward passed with 'margin' 4.1e5 under the agreement judge: the page
+    shows no margin for it, and the margins section leaves it out."""
+    _, out, _, _, secs, doc = h100_page
+    (rec_,) = [r for c, r in doc["cells"]["parity/to/float32/forward"].items() if c.endswith("/cuda")]
+    assert "margin" not in rec_["metrics"] and rec_["metrics"]["older_judge_margin"] > 1e5
+    worst = next(s for s in secs if s.title.startswith("Numerical parity: the 10 worst"))
+    shown = [row[3].record for row in worst.rows]
+    assert shown and not any(r.get("judged_again") for r in shown), "an older judge's margins are not margins"
+    assert "parity/to/float32/forward" not in {row[0] for row in worst.rows}
+
+
+def test_the_older_judge_is_said_and_what_was_done(h100_page):
+    _, _, m, found, _, _ = h100_page
+    cuda = by_title(found, "cuda")
+    assert "older judge" in cuda.older_judge and "298 pass now" in cuda.older_judge
+    assert "41 need a rerun" in cuda.older_judge and 'pytest suites/ -m "parity and cuda"' in cuda.older_judge
+    reruns = [r for r in m.cells.values() if cell_key(r) == records.RERUN]
+    assert len(reruns) == 41
+
+
+def test_a_failure_without_a_cause_is_counted_never_dropped(h100_page):
+    _, _, m, found, secs, doc = h100_page
+    cuda = by_title(found, "cuda")
+    numerics = next(a for a in cuda.aspects if a.name == "numerics")
+    assert verdict.UNDETERMINED in numerics.line, numerics.line
+    by_cause = next(s for s in secs if s.anchor == "failures-by-cause")
+    assert any(row[0].text == verdict.UNDETERMINED for row in by_cause.rows)
+    assert not any("No parity failure" in (s.empty if not s.rows else "") for s in secs)
+
+
+def test_a_partial_run_is_labelled_with_its_selection_and_absent_targets(h100_page):
+    _, _, _, found, _, _ = h100_page
+    cpu = next(v for v in found if "AMD EPYC" in v.title or ("cpu" in v.title and "Xeon" not in v.title))
+    assert '-m "parity and cpu"' in cpu.partial and '-k "softmax"' in cpu.partial, cpu.partial
+    assert "absent on this machine: mps" in cpu.partial and "not run here: optim, perf" in cpu.partial
+
+
+def test_a_target_absent_from_the_machine_says_so_in_its_verdict(h100_page):
+    _, _, _, found, _, _ = h100_page
+    mps = by_title(found, "· mps")
+    assert mps.state == verdict.NONE and mps.headline.startswith("not run: not applicable: this is Linux")
+
+
+def test_the_optimization_workloads_stay_in_their_own_table(h100_page):
+    """A small and a large optimization workload are columns of the optim suite only, and one verdict."""
+    _, _, m, found, secs, _ = h100_page
+    workload_cols = {c.id for c in m.columns if c.workload}
+    assert workload_cols, "the recorded runs have a small and a large workload"
+    for s in secs:
+        if s.columns and s.suite != "optim":
+            assert not workload_cols & {c.id for c in s.columns}, s.title
+    assert len([v for v in found if v.title.endswith("· cuda")]) == 1
+
+
+def test_every_list_is_complete(h100_page):
+    _, out, m, _, secs, _ = h100_page
+    md = (out / "matrix.md").read_text(encoding="utf-8")
+    assert "The first 300" not in md and "are listed" not in md
+    failures = next(s for s in secs if s.anchor == "failures")
+    broken = [r for r in m.cells.values() if cell_key(r) in verdict.PROBLEMS]
+    assert len(failures.rows) == len(broken)
+
+
+# ----------------------------------------------------------------------------- it never contradicts itself
+
+
+def contradictions(found, secs, doc, md: str, page: str) -> list[str]:
+    """Where the verdicts, the sections, matrix.json, matrix.md and the page disagree."""
+    said = []
+    cells = doc["cells"]
+    failures = next(s for s in secs if s.anchor == "failures")
+    by_cause = next(s for s in secs if s.anchor == "failures-by-cause")
+    columns = {c["id"]: c for c in doc["columns"]}
+    for v in found:
+        ids = [cid for cid in columns if cid == v.column_id or cid.startswith(v.column_id + "/")]
+        labels = {columns[cid]["label"] for cid in ids}
+        numerics = next((a for a in v.aspects if a.name == "numerics"), None)
+        wrong = sum(1 for check, per in cells.items() for cid in ids
+                    if check.startswith("parity/") and cid in per and per[cid]["key"] in verdict.BROKEN)
+        if numerics and numerics.state != verdict.NONE:
+            said_wrong = int(m.group(1).replace(",", "")) if (m := re.match(r"([\d,]+) checks? wrong", numerics.line)) \
+                else 0
+            if said_wrong != wrong:
+                said.append(f"{v.title}: the verdict says {said_wrong} wrong, matrix.json has {wrong}")
+        listed = sum(1 for row in failures.rows if row[3] in labels and row[2].startswith("parity/")
+                     and row[4].key in verdict.BROKEN)
+        if listed != wrong:
+            said.append(f"{v.title}: the failure list has {listed} parity failures, matrix.json {wrong}")
+        grouped = sum(int(row[2]) for row in by_cause.rows if row[1] in labels)
+        json_grouped = sum(len(g["checks"]) for g in doc["failures_by_cause"] if g["column"] in ids)
+        broken = sum(1 for per in cells.values() for cid in ids if cid in per and per[cid]["key"] in verdict.BROKEN)
+        if not grouped == json_grouped == broken:
+            said.append(f"{v.title}: by cause {grouped}, matrix.json's groups {json_grouped}, its cells {broken}")
+        if v.headline not in page.replace("&#39;", "'").replace("&amp;", "&"):
+            said.append(f"{v.title}: the page does not show the headline {v.headline!r}")
+        if v.headline.replace("*", r"\*") not in md and v.headline not in md:
+            said.append(f"{v.title}: matrix.md does not show the headline")
+        if (v.state == verdict.BAD) == all(a.state != verdict.BAD for a in v.aspects):
+            said.append(f"{v.title}: state {v.state} against its aspects")
+    if doc["verdicts"] != [json.loads(json.dumps(records.json_safe(x.__dict__ | {
+            "aspects": [a.__dict__ for a in x.aspects]}))) for x in found]:
+        said.append("matrix.json's verdicts are not the page's")
+    if any(per[cid]["key"] in verdict.BROKEN for per in cells.values() for cid in per) and "No failures." in md:
+        said.append("matrix.md says 'No failures.' beside failing cells")
+    return said
+
+
+def test_the_page_does_not_contradict_itself(h100_page):
+    status, out, m, found, secs, doc = h100_page
+    assert status == 0
+    md = (out / "matrix.md").read_text(encoding="utf-8")
+    page = (out / "matrix.html").read_text(encoding="utf-8")
+    assert contradictions(found, secs, doc, md, page) == []
+
+
+def test_the_contradiction_finder_finds_a_dropped_failure(h100_page):
+    """The check above can fail: a failure group lost from the JSON, a cell turned red behind
+    the verdict's back, and a page without the headline are each found."""
+    _, out, m, found, secs, doc = h100_page
+    md = (out / "matrix.md").read_text(encoding="utf-8")
+    page = (out / "matrix.html").read_text(encoding="utf-8")
+    dropped = {**doc, "failures_by_cause": [g for g in doc["failures_by_cause"] if g["cause"] != verdict.UNDETERMINED]}
+    assert any("groups" in x for x in contradictions(found, secs, dropped, md, page))
+    cells = json.loads(json.dumps(doc["cells"]))
+    (cid,) = [c for c in cells["parity/_batch_norm_with_update/float16/forward"] if c.endswith("/cuda")]
+    cells["parity/_batch_norm_with_update/float16/forward"][cid]["key"] = "fail"
+    assert any("wrong" in x for x in contradictions(found, secs, {**doc, "cells": cells}, md, page))
+    assert any("headline" in x for x in contradictions(found, secs, doc, md, page.replace("numerically wrong", "")))
+
+
+def test_matrix_json_matches_its_schema(h100_page):
+    *_, doc = h100_page
+    assert schema.problem(doc) is None
+
+
+@pytest.mark.parametrize("break_it, where", [
+    (lambda d: d.pop("verdicts"), "verdicts"),
+    (lambda d: d["columns"][0].update(complete="yes"), "columns/0/complete"),
+    (lambda d: d["verdicts"][0].update(state="fine"), "verdicts/0/state"),
+    (lambda d: d["cells"]["parity/to/float32/forward"][next(iter(d["cells"]["parity/to/float32/forward"]))]
+     .update(key="green"), "cells/parity/to/float32/forward"),
+])
+def test_the_schema_catches_a_document_that_departs_from_it(h100_page, break_it, where):
+    *_, doc = h100_page
+    doc = json.loads(json.dumps(doc))
+    break_it(doc)
+    found = schema.problem(doc)
+    assert found and (where in found or where == "verdicts" and "'verdicts' is a required" in found), found
+
+
+# ----------------------------------------------------------------------------- machines and merges
+
+
+def test_runs_of_one_environment_id_on_two_machines_are_split_with_a_line(tmp_path, recorded, capsys):
+    facts = recorded("linux_x86_64")
+    other = {**facts, "cpu": {**facts["cpu"], "model": "AMD EPYC 9654 96-Core Processor"}}
+    assert hardware_key(facts) != hardware_key(other)
+    a = write_run(tmp_path / "a.jsonl", facts, [rec("threads", "pass")])
+    b = write_run(tmp_path / "b.jsonl", other, [rec("threads", "fail", reason="slow")], run="R2")
+    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "k")]) == 0
+    err = capsys.readouterr().err
+    assert "2 different machines" in err and "not merged" in err
+    doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
+    assert len(doc["columns"]) == 2 and doc["notes"]
+    assert {per[c]["status"] for per in doc["cells"].values() for c in per} == {"pass", "fail"}
+
+
+def test_a_mac_is_named_by_its_chip_gpu_cores_and_memory(recorded):
+    facts = recorded("apple_silicon_native")
+    facts = {**facts, "mac": {**facts["mac"], "chip": "Apple M2 Pro", "gpu_cores": 19, "memory_bytes": 32 * 2 ** 30}}
+    assert device_name(facts, "mps") == "Apple M2 Pro, 19-core GPU, 32 GiB"
+    assert machine_name(facts).startswith("Apple M2 Pro, 19-core GPU, 32 GiB, macOS ")
+    older = {**facts, "mac": {k: v for k, v in facts["mac"].items() if k not in ("gpu_cores", "memory_bytes")}}
+    assert device_name(older, "mps") == "Apple M2 Pro"     # a run file from before those facts
+
+
+def test_the_selection_is_read_from_the_header_or_from_pytest_s_arguments():
+    assert verdict.selection_of({"pytest_args": ["suites/", "-m", "ops and cpu", "-ksoftmax"]}) == {
+        "markexpr": "ops and cpu", "keyword": "softmax", "args": ["suites/", "-m", "ops and cpu", "-ksoftmax"]}
+    written = {"markexpr": "ops", "keyword": "", "collected": 4900, "selected": 201, "deselected": 4699}
+    note = verdict.partial_note([{"selection": written, "pytest_args": []}], [rec("x", Status.PASS, suite="ops")],
+                                "cpu")
+    assert '-m "ops" (201 of 4,900 collected)' in note
+
+
+def test_a_whole_run_has_no_partial_note():
+    recs = [rec(s, Status.PASS, suite=s) for s in verdict.WHOLE_SUITES]
+    assert verdict.partial_note([{"pytest_args": ["suites/"], "targets": {}}], recs, "cpu") == ""
+
+
+def test_the_terminal_lines_name_each_column_and_what_is_wrong(h100_page):
+    _, _, _, found, _, _ = h100_page
+    lines = verdict.terminal_lines(found)
+    cuda = next(line for line in lines if "H100" in line)
+    assert cuda.startswith("XX ") and "numerically wrong" in cuda
+    assert any(line.strip().startswith("numerics:") and "tf32" in line for line in lines)
