@@ -234,7 +234,178 @@ def test_env_id_names_host_python_and_torch():
     ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n", "550.54.14"),
     ("NVRM version: NVIDIA UNIX Kernel Module for aarch64  34.1.1  Release Build  (buildbrain@mobile-u64)\n", "34.1.1"),
     ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.142  Release Build  (dvs-builder@U22)\n", "580.142"),
+    # the open module's line as a 570 driver writes it; the word after "Module" is "for", never the version
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16-I3-B03-4-3)"
+     "  Thu Jan 16 23:21:36 UTC 2025\n", "570.86.15"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.86.15  Release Build  "
+     "(dvs-builder@U16-I3-B03-4-3)\n", "570.86.15"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 570.86.15 Release Build\n", "570.86.15"),  # single spaces
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64\t570.86.15\tRelease Build\n", "570.86.15"),   # tabs
+    # a blank line first
+    ("\nNVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build\n", "570.86.15"),
     ("something else entirely\n", "something else entirely"),  # still says a driver is there
 ])
 def test_the_nvidia_driver_version_is_read_from_either_kernel_module(text, version):
     assert facts.parse_nvidia_driver(text) == version
+
+
+# --------------------------------------------------------------------------- probes fed recorded outputs
+
+# What an M2 Pro Mac (19-core GPU, 32 GB) answers, in the shape system_profiler and sysctl
+# print it; a test feeds these to the probes through their ``run`` argument on any machine.
+M2_PRO_DISPLAYS = """{
+  "SPDisplaysDataType" : [
+    {
+      "_name" : "Apple M2 Pro",
+      "spdisplays_mtlgpufamilysupport" : "spdisplays_metal3",
+      "spdisplays_ndrvs" : [
+        {"_name" : "Color LCD", "spdisplays_main" : "spdisplays_yes", "spdisplays_pixelresolution" : "3024 x 1964"}
+      ],
+      "spdisplays_vendor" : "sppci_vendor_Apple",
+      "sppci_bus" : "spdisplays_builtin",
+      "sppci_cores" : "19",
+      "sppci_device_type" : "spdisplays_gpu",
+      "sppci_model" : "Apple M2 Pro"
+    }
+  ]
+}"""
+# An Intel MacBook Pro: two GPUs, neither Apple's, no core count.
+INTEL_DISPLAYS = """{"SPDisplaysDataType": [
+  {"_name": "Intel UHD Graphics 630", "sppci_model": "Intel UHD Graphics 630",
+   "spdisplays_vendor": "sppci_vendor_intel", "spdisplays_vram_shared": "1536 MB", "sppci_bus": "spdisplays_builtin"},
+  {"_name": "AMD Radeon Pro 5500M", "sppci_model": "AMD Radeon Pro 5500M", "spdisplays_vendor": "sppci_vendor_amd",
+   "spdisplays_vram": "8 GB", "sppci_bus": "spdisplays_pcie_device"}]}"""
+
+M2_PRO = {
+    ("sw_vers", "-productVersion"): "14.5",
+    ("sysctl", "-n", "sysctl.proc_translated"): "0",
+    ("sysctl", "-n", "hw.optional.arm64"): "1",
+    ("sysctl", "-n", "machdep.cpu.brand_string"): "Apple M2 Pro",
+    ("sysctl", "-n", "hw.model"): "Mac14,9",
+    ("sysctl", "-n", "hw.memsize"): "34359738368",
+    ("system_profiler", "SPDisplaysDataType", "-json"): M2_PRO_DISPLAYS,
+}
+INTEL_MAC = {
+    ("sw_vers", "-productVersion"): "13.6.7",
+    ("sysctl", "-n", "hw.optional.arm64"): None,            # no such key on an Intel Mac: sysctl fails
+    ("sysctl", "-n", "sysctl.proc_translated"): None,
+    ("sysctl", "-n", "machdep.cpu.brand_string"): "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz",
+    ("sysctl", "-n", "hw.model"): "MacBookPro16,1",
+    ("sysctl", "-n", "hw.memsize"): "17179869184",
+    ("system_profiler", "SPDisplaysDataType", "-json"): INTEL_DISPLAYS,
+}
+
+
+def fake_run(outputs: dict, asked: list | None = None):
+    """A command runner answering recorded outputs (None, as run_command gives for a
+    command that fails or is missing, for anything not recorded)."""
+    def run(cmd, env=None):
+        if asked is not None:
+            asked.append(tuple(cmd))
+        return outputs.get(tuple(cmd))
+    return run
+
+
+@pytest.fixture
+def no_mac_ver(monkeypatch):
+    """platform.mac_ver() as off a Mac (''), so the probes ask sw_vers, which the test answers."""
+    import platform
+    monkeypatch.setattr(platform, "mac_ver", lambda *a, **k: ("", ("", "", ""), ""))
+
+
+def test_an_apple_silicon_macs_gpu_cores_and_unified_memory(no_mac_ver):
+    mac = facts.mac_facts(fake_run(M2_PRO), system="darwin")
+    assert mac == {"version": "14.5", "proc_translated": False, "hw_arm64": True, "chip": "Apple M2 Pro",
+                   "model": "Mac14,9", "gpu_cores": 19, "memory_bytes": 34359738368}
+
+
+def test_under_rosetta_the_gpu_is_still_read(no_mac_ver):
+    mac = facts.mac_facts(fake_run({**M2_PRO, ("sysctl", "-n", "sysctl.proc_translated"): "1"}), system="darwin")
+    assert mac["proc_translated"] and mac["hw_arm64"] and mac["gpu_cores"] == 19
+
+
+def test_an_intel_mac_has_memory_but_no_gpu_core_count(no_mac_ver):
+    asked = []
+    mac = facts.mac_facts(fake_run(INTEL_MAC, asked), system="darwin")
+    assert mac["gpu_cores"] is None and mac["memory_bytes"] == 17179869184 and not mac["hw_arm64"]
+    assert facts.GPU_PROFILE_CMD not in [list(c) for c in asked]   # not asked: it has no Apple GPU
+    assert facts.parse_gpu_cores(INTEL_DISPLAYS) is None
+
+
+def test_a_mac_whose_probes_all_fail_says_none_for_each(no_mac_ver):
+    mac = facts.mac_facts(fake_run({("sysctl", "-n", "hw.optional.arm64"): "1"}), system="darwin")
+    assert mac["gpu_cores"] is None and mac["memory_bytes"] is None and mac["chip"] is None
+    assert mac["version"] is None
+
+
+def test_off_a_mac_nothing_is_asked():
+    asked = []
+    assert facts.mac_facts(fake_run(M2_PRO, asked), system="linux") is None
+    assert asked == []
+
+
+@pytest.mark.parametrize("text,cores", [
+    (M2_PRO_DISPLAYS, 19),
+    (None, None), ("", None), ("system_profiler: command not found", None), ("[]", None),
+    ('{"SPDisplaysDataType": {"not": "a list"}}', None),
+    ('{"SPDisplaysDataType": ["text", {"sppci_model": "Apple M1", "spdisplays_vendor": "sppci_vendor_Apple"}]}', None),
+    ('{"SPDisplaysDataType": [{"sppci_model": "Apple M1", "sppci_cores": "many"}]}', None),
+    ('{"SPDisplaysDataType": [{"sppci_model": "Apple M1", "sppci_cores": "0"}]}', None),
+    # an eGPU listed first, then the Apple GPU: the Apple one's count
+    ('{"SPDisplaysDataType": [{"sppci_model": "AMD Radeon RX 6800", "sppci_cores": "60", '
+     '"spdisplays_vendor": "sppci_vendor_amd"}, {"sppci_model": "Apple M1 Max", "sppci_cores": "32"}]}', 32),
+    ('{"SPDisplaysDataType": [{"_name": "Apple M4", "spdisplays_vendor": "sppci_vendor_Apple", '
+     '"sppci_cores": "10"}]}', 10),
+])
+def test_gpu_cores_are_read_from_the_apple_gpu_entry_only(text, cores):
+    assert facts.parse_gpu_cores(text) == cores
+
+
+@pytest.mark.parametrize("out,expect", [("34359738368", 34359738368), ("", None), (None, None), ("32 GB", None),
+                                        ("0", None)])
+def test_memory_bytes_is_a_positive_count_or_none(out, expect):
+    assert facts.mac_memory_bytes(fake_run({("sysctl", "-n", "hw.memsize"): out})) == expect
+
+
+def test_the_cpu_model_comes_from_sysctl_on_a_mac_and_cpuinfo_on_linux(tmp_path):
+    assert facts.cpu_model(fake_run(M2_PRO), system="darwin") == "Apple M2 Pro"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core Processor\n")
+    assert facts.cpu_model(fake_run({}), system="linux", cpuinfo=cpuinfo) == "AMD EPYC 9654 96-Core Processor"
+
+
+class _FakeMps:
+    def __init__(self, fn):
+        if fn is not None:
+            self.recommended_max_memory = fn
+
+
+def _boom():
+    raise RuntimeError("no Metal device")
+
+
+@pytest.mark.parametrize("fn,expect", [(lambda: 22906503168, 22906503168), (None, None), (_boom, None)])
+def test_mps_recommended_max_memory_where_torch_has_it(fn, expect):
+    import types
+    assert facts.mps_recommended_max_memory(types.SimpleNamespace(mps=_FakeMps(fn))) == expect
+    assert facts.mps_recommended_max_memory(types.SimpleNamespace()) is None   # a torch without torch.mps
+
+
+def test_the_recommended_max_memory_is_a_torch_fact_only_where_mps_is_available(monkeypatch):
+    import torch
+    f = facts.torch_facts()
+    if not f["mps_available"]:
+        assert "mps_recommended_max_memory" not in f
+    monkeypatch.setattr(torch.backends.mps, "is_built", lambda: True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 22906503168, raising=False)
+    assert facts.torch_facts()["mps_recommended_max_memory"] == 22906503168
+
+
+def test_recorded_fact_sets_without_the_new_keys_still_judge_and_name():
+    """Run files written before gpu_cores, memory_bytes and mps_recommended_max_memory
+    existed are read as they are (the keys are optional; the schema did not change)."""
+    f = load_facts("apple_silicon_native")
+    assert "gpu_cores" not in f["mac"] and "mps_recommended_max_memory" not in f["torch"]
+    assert f["facts_schema"] == facts.FACTS_SCHEMA == 1
+    assert fitness.mps_unavailable_cause(f) is None and facts.env_id(f) == "mac-py3.11.7-torch2.15.0"

@@ -1,4 +1,9 @@
-"""The real suites, as a user runs them on this machine (Linux, no GPU, no Mac)."""
+"""The real suites, as a user runs them on this machine (Linux, no GPU, no Mac); and
+./compat suites: the pytest runs it makes (tools/suiteplan.py), their arguments and their
+exit status, and its estimate of how long they take."""
+import hashlib
+import json
+import os
 import subprocess
 import sys
 
@@ -6,6 +11,7 @@ import pytest
 
 from harness.core import runfiles
 from tests.conftest import ROOT
+from tools import suiteplan
 
 
 def pytest_suites(tmp_path, *args):
@@ -71,3 +77,342 @@ def test_an_unwritable_baseline_is_a_usage_error_before_anything_runs(tmp_path):
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 4 and not run_file.exists() and "Traceback" not in res.stdout + res.stderr
     assert len(lines) == 1 and lines[0].startswith("ERROR: --save-baseline ") and "is not a directory" in lines[0]
+
+
+# --------------------------------------------------------------------------- ./compat suites: the runs it makes
+#
+# The script is run for real, with a stand-in venv (MPS_COMPAT_VENV) whose python records
+# each pytest call's arguments and answers the exit status a test scripted, and hands
+# everything else (set-up's hash, the planner, tools.envinfo) to this interpreter. No
+# suite runs.
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [ "$1" = -m ] && [ "$2" = tools.suiteplan ] && [ -n "${FAKE_PLAN:-}" ]; then
+  [ "$FAKE_PLAN" = fail ] && { echo "planner broke" >&2; exit 1; }
+  cat "$FAKE_PLAN"; exit 0
+fi
+case "$1 $2" in
+  "-m pytest"|"-m tools.kernels"|"-m tools.report")
+    exec "$REAL_PYTHON" -c '
+import json, os, sys
+log = os.environ["FAKE_LOG"]
+with open(log, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+status = 0
+if sys.argv[1] == "pytest":
+    queue = os.environ.get("FAKE_STATUSES", "").split()
+    calls = sum(1 for line in open(log) if json.loads(line)[0] == "pytest")
+    status = int(queue[calls - 1]) if calls <= len(queue) else 0
+sys.exit(status)' "${2}" "${@:3}" ;;
+esac
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+@pytest.fixture
+def fake_venv(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    h = hashlib.sha256()
+    for name in ("pyproject.toml", "uv.lock"):
+        h.update((ROOT / name).read_bytes())
+    (venv / ".mps-compat-installed").write_text(h.hexdigest() + "\n")   # set-up finds it synced
+    return venv
+
+
+def compat(venv, tmp_path, *args, plan=None, statuses=()):
+    env = {**os.environ, "MPS_COMPAT_VENV": str(venv), "REAL_PYTHON": sys.executable,
+           "FAKE_LOG": str(tmp_path / "calls.jsonl"), "FAKE_STATUSES": " ".join(map(str, statuses))}
+    env.pop("FAKE_PLAN", None)
+    if plan is not None:
+        if plan == "fail":
+            env["FAKE_PLAN"] = "fail"
+        else:
+            (tmp_path / "plan.txt").write_text(plan)
+            env["FAKE_PLAN"] = str(tmp_path / "plan.txt")
+    res = subprocess.run([str(ROOT / "compat"), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    log = tmp_path / "calls.jsonl"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return res, calls
+
+
+ESTIMATE = "compat: estimate: about 32 min (from somewhere): env, ops, parity on 2 workers; then optim serially"
+THREE_RUNS = (f"say {ESTIMATE}\n"
+              "phase untimed 2 env,ops,parity\nphase optim 0 optim\nphase perf 2 perf\n")
+
+
+def test_three_runs_with_the_users_arguments_then_the_matrix(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "not mps", "--workload", "small", plan=THREE_RUNS)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == ESTIMATE
+    user = ["-m", "not mps", "--workload", "small"]
+    assert calls == [
+        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "env,ops,parity", "-n", "2", *user],
+        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "optim", *user],
+        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "perf", "-n", "2", *user],
+        ["tools.kernels", "--save"], ["tools.report"]]
+
+
+@pytest.mark.parametrize("statuses,exit_status,runs", [
+    ((1, 0, 0), 1, 3),     # failed checks: the other runs still run, the status says it
+    ((0, 1, 0), 1, 3),
+    ((5, 0, 5), 0, 3),     # a run that selected nothing is no failure when another ran checks
+    ((5, 5, 5), 5, 3),     # none selected anything: pytest's own status
+    ((2, 0, 0), 2, 1),     # interrupted: no further run
+    ((4, 0, 0), 4, 1),     # a usage error is said once
+    ((0, 3, 0), 3, 2),     # an internal error
+])
+def test_the_exit_status_of_the_runs_together(fake_venv, tmp_path, statuses, exit_status, runs):
+    res, calls = compat(fake_venv, tmp_path, "suites", plan=THREE_RUNS, statuses=statuses)
+    assert res.returncode == exit_status, res.stderr
+    assert [c[0] for c in calls] == ["pytest"] * runs + ["tools.kernels", "tools.report"]
+
+
+def test_exitfirst_stops_after_the_first_run_with_failures(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "suites", "-x", plan=THREE_RUNS + "stop-on-failure\n", statuses=(0, 1, 0))
+    assert res.returncode == 1
+    assert [c[0] for c in calls] == ["pytest", "pytest", "tools.kernels", "tools.report"]
+
+
+def test_a_planner_that_fails_leaves_one_run_as_given(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env and cpu", plan="fail", statuses=(1,))
+    assert res.returncode == 1
+    assert "could not plan the runs" in res.stderr
+    assert calls[0] == ["pytest", "suites/", "-m", "env and cpu"]
+
+
+def test_the_real_plan_for_a_quick_look_is_one_serial_run_of_the_env_suite(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("compat: estimate: about ") and "estimate" in res.stdout.splitlines()[0]
+    assert calls[0] == ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "env", "-m", "env"]
+    assert [c[0] for c in calls] == ["pytest", "tools.kernels", "tools.report"]
+
+
+@pytest.mark.parametrize("args", [["-n", "3"], ["-p", "no:xdist", "-m", "env"], ["--numprocesses=auto"],
+                                  ["--baseline", "reports/baseline.jsonl"], ["--collect-only", "-q"]])
+def test_the_users_own_parallelism_or_a_one_run_option_is_one_run_as_written(fake_venv, tmp_path, args):
+    res, calls = compat(fake_venv, tmp_path, "suites", *args)
+    assert res.returncode == 0, res.stderr
+    assert calls[0] == ["pytest", "suites/", *args]
+    assert [c[0] for c in calls].count("pytest") == 1
+
+
+def test_compat_env_prints_the_block(fake_venv, tmp_path):
+    res, _ = compat(fake_venv, tmp_path, "env", "--short")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("```text\n") and "\nVersions:\n" in res.stdout and res.stdout.endswith("```\n")
+
+
+# --------------------------------------------------------------------------- the plan (tools/suiteplan.py)
+
+SUITES = {"env": ["suites/env/test_env.py"], "ops": ["suites/ops/test_ops.py"],
+          "parity": ["suites/parity/test_op_parity.py", "suites/parity/test_compiled.py"],
+          "optim": ["suites/optim/test_claims.py"], "perf": ["suites/perf/test_perf.py"]}
+
+
+def rec(nodeid, target, seconds, suite=None, waited=None):
+    return {"nodeid": nodeid, "target": target, "duration_s": seconds, "suite": suite or nodeid.split("/")[1],
+            "metrics": {"waited_s": waited} if waited is not None else {}}
+
+
+def records_of(*recs):
+    return {r["nodeid"]: r for r in recs}
+
+
+def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None):
+    return suiteplan.plan(list(argv), records=records or {}, suites=SUITES, cpus=cpus, targets_here=set(here),
+                          figures=suiteplan.FIGURES if figures is None else figures)
+
+
+@pytest.mark.parametrize("argv,field,value", [
+    (["-m", "env"], "markexpr", "env"), (["-menv and cpu"], "markexpr", "env and cpu"),
+    (["-k", "softmax"], "keyword", "softmax"), (["-n", "4"], "workers", "4"), (["-n4"], "workers", "4"),
+    (["--numprocesses=auto"], "workers", "auto"), (["--numprocesses", "2"], "workers", "2"),
+    (["-p", "no:xdist"], "workers", "0"), (["-pno:xdist"], "workers", "0"), (["-p", "tests.standins"], "workers", None),
+    (["--device", "cpu"], "devices", ("cpu",)), (["--device=cpu,cuda"], "devices", ("cpu", "cuda")),
+    (["--device", "all"], "devices", None),
+    (["-x"], "exitfirst", True), (["-xq"], "exitfirst", True), (["-vx"], "exitfirst", True),
+    (["--maxfail=2"], "exitfirst", True), (["--maxfail", "2"], "exitfirst", True), (["-rx"], "exitfirst", False),
+    (["--baseline", "b.jsonl"], "one_run", "--baseline"), (["--save-baseline=b.jsonl"], "one_run", "--save-baseline"),
+    (["--lf"], "one_run", "--lf"), (["--help"], "no_run", True), (["--co"], "no_run", True),
+    # an option's value is not read as an option
+    (["--tb", "short", "-m", "perf"], "markexpr", "perf"), (["-k", "-n"], "workers", None),
+    (["--deselect", "-x"], "exitfirst", False),
+])
+def test_the_arguments_that_decide_the_plan(argv, field, value):
+    assert getattr(suiteplan.scan(argv), field) == value
+
+
+@pytest.mark.parametrize("expr,markers,expect", [
+    ("env", {"env"}, True), ("env", {"ops"}, False), ("not env", {"ops"}, True),
+    ("env and cpu", {"env", "cpu"}, True), ("env and cpu", {"env", "mps"}, False),
+    ("(parity or ops) and not mps", {"ops", "cpu"}, True), ("(parity or ops) and not mps", {"ops", "mps"}, False),
+    ("not (optim or perf)", {"perf"}, False), ("not not env", {"env"}, True),
+])
+def test_marker_expressions_are_read_as_pytest_reads_them(expr, markers, expect):
+    fn = suiteplan.compile_expression(expr)
+    assert fn(lambda name: name in markers) is expect
+
+
+@pytest.mark.parametrize("expr", ["env and", "(env", "env)", "and", "mark(arg=1)", "env & cpu"])
+def test_an_expression_it_cannot_read_may_select_anything(expr):
+    assert suiteplan.compile_expression(expr) is None
+    assert suiteplan.satisfiable(expr, {"env": False})
+
+
+def test_names_it_does_not_know_are_free():
+    known = {"env": True, "cpu": True}
+    assert suiteplan.satisfiable("env and slow", known) and suiteplan.satisfiable("env and not slow", known)
+    assert not suiteplan.satisfiable("env and slow and not slow", known)
+
+
+def test_compile_checks_need_a_marker_expression_that_names_compile():
+    names = list(SUITES)
+    assert suiteplan.marker_selects(None, "parity", "cpu", ("compile",), names)
+    assert not suiteplan.marker_selects("parity and cpu", "parity", "cpu", ("compile",), names)
+    assert suiteplan.marker_selects("compile and cpu", "parity", "cpu", ("compile",), names)
+    assert not suiteplan.marker_selects("compile and cpu", "parity", "cpu", (), names)
+
+
+def test_keyword_expressions_match_parts_of_the_node_id():
+    nodeid = "suites/ops/test_ops.py::test_op[cpu-softmax-float16-forward]"
+    assert suiteplan.keyword_selects("softmax and float16", nodeid, ("ops", "cpu"))
+    assert suiteplan.keyword_selects("SOFTMAX", nodeid, ())
+    assert not suiteplan.keyword_selects("softmax and not float16", nodeid, ())
+    assert suiteplan.keyword_selects("ops and not perf", nodeid, ())
+
+
+def test_everything_is_three_runs_and_optim_runs_alone():
+    p = plan_of()
+    assert [(ph.name, ph.suites, ph.workers) for ph in p.phases] == [
+        ("untimed", ["env", "ops", "parity"], 2), ("optim", ["optim"], 0), ("perf", ["perf"], 2)]
+    assert p.lines()[1:] == ["phase untimed 2 env,ops,parity", "phase optim 0 optim", "phase perf 2 perf"]
+    assert p.lines()[0].startswith("say compat: estimate: about ") and "figures measured on a 2-core" in p.lines()[0]
+
+
+def test_a_marker_expression_leaves_out_the_runs_it_cannot_select():
+    assert [(ph.name, ph.suites) for ph in plan_of("-m", "env").phases] == [("untimed", ["env"])]
+    assert [(ph.name, ph.suites) for ph in plan_of("-m", "perf or optim").phases] == [("optim", ["optim"]),
+                                                                                     ("perf", ["perf"])]
+    assert [(ph.name, ph.suites) for ph in plan_of("-m", "compile and cpu").phases] == [("untimed", ["parity"])]
+    assert [ph.name for ph in plan_of("-m", "not (optim or perf)").phases] == ["untimed"]
+
+
+def test_a_short_run_starts_no_workers_and_one_core_never_does():
+    assert plan_of("-m", "env").phases[0].workers == 0         # 4 s of checks: workers would cost more
+    assert [ph.workers for ph in plan_of(cpus=1).phases] == [0, 0, 0]
+    assert [ph.workers for ph in plan_of(cpus=64).phases] == [suiteplan.MAX_WORKERS, 0, suiteplan.MAX_WORKERS]
+
+
+def test_the_estimate_comes_from_this_environments_records_where_it_has_them():
+    recs = records_of(rec("suites/env/test_env.py::test_a[cpu-x]", "cpu", 30.0),
+                      rec("suites/env/test_env.py::test_a[cuda-x]", "cuda", 0.01),
+                      rec("suites/env/test_env.py::test_a[mps-x]", "mps", 0.01))
+    p = plan_of("-m", "env", records=recs, figures={})
+    assert p.sources == {suiteplan.EARLIER}
+    assert p.phases[0].seconds == pytest.approx(30.02)
+    assert p.estimate_s == pytest.approx(suiteplan.STARTUP_S + 30.02 + suiteplan.AFTER_S)
+    assert "from this environment's earlier runs" in p.describe() and "about 50 s" in p.describe()
+    assert plan_of("-m", "env and cpu", records=recs).sources == {suiteplan.EARLIER}   # the figures were not needed
+
+
+def test_without_records_the_figures_count_an_absent_target_as_skips():
+    figures = {"suites/env/test_env.py": {"cpu_s": 100, "checks": {"cpu": 5, "cuda": 1000, "mps": 2000}}}
+    p = plan_of("-m", "env", figures=figures)
+    assert p.phases[0].seconds == pytest.approx(100 + 3000 * suiteplan.SKIP_S)
+    assert p.phases[0].workers == 2
+    mac = plan_of("-m", "env", figures=figures, here=("cpu", "mps"))
+    assert mac.phases[0].seconds == pytest.approx(200 + 1000 * suiteplan.SKIP_S)   # the GPU taken as the cpu
+    assert plan_of("-m", "env and cpu", figures=figures).phases[0].seconds == pytest.approx(100)
+    assert plan_of("-m", "env", "--device", "cpu", figures=figures).phases[0].seconds == pytest.approx(100)
+
+
+def test_an_earlier_run_narrowed_by_k_is_scaled_to_the_whole_file():
+    figures = {"suites/env/test_env.py": {"cpu_s": 999, "checks": {"cpu": 10, "cuda": 0, "mps": 0}}}
+    recs = records_of(rec("suites/env/test_env.py::test_a[cpu-x]", "cpu", 2.0),
+                      rec("suites/env/test_env.py::test_a[cpu-y]", "cpu", 4.0))
+    assert plan_of("-m", "env and cpu", records=recs, figures=figures).phases[0].seconds == pytest.approx(30.0)
+    narrowed = plan_of("-m", "env and cpu", "-k", "cpu-y", records=recs, figures=figures)
+    assert narrowed.phases[0].seconds == pytest.approx(4.0)
+
+
+def test_a_serial_perf_estimate_leaves_out_the_wait_for_the_lock():
+    recs = records_of(*[rec(f"suites/perf/test_perf.py::t[cpu-{i}]", "cpu", 10.0, waited=4.0) for i in range(20)])
+    p = plan_of("-m", "perf and cpu", records=recs, figures={})
+    assert p.phases[0].seconds == pytest.approx(120.0) and p.phases[0].workers == 2
+
+
+def test_the_users_workers_or_a_one_run_option_give_one_run_with_a_note():
+    p = plan_of("-n", "4")
+    assert [(ph.name, ph.workers) for ph in p.phases] == [("all", 4)]
+    assert "optim suite's time claims then share the machine" in p.note
+    assert p.lines()[-1] == "phase all 4 -"
+    p = plan_of("--save-baseline", "b.jsonl")
+    assert [(ph.name, ph.workers) for ph in p.phases] == [("all", 0)] and "--save-baseline" in p.note
+    assert plan_of("--help").lines() == ["phase all 0 -"]
+    assert plan_of("-m", "perf", "-x").lines()[0] == "stop-on-failure"   # read before any run
+
+
+@pytest.mark.parametrize("seconds,says", [(3, "5 s"), (22, "20 s"), (61, "1 min"), (1900, "32 min"),
+                                          (5400, "1 h 30 min"), (7300, "2 h 02 min")])
+def test_durations_in_words(seconds, says):
+    assert suiteplan.duration(seconds) == says
+
+
+def test_earlier_records_are_this_environments_newest_per_check(tmp_path):
+    env = {"host": "mac", "python": "3.11.7", "torch": "2.15.0"}
+
+    def header(host="mac", torch="2.15.0"):
+        return json.dumps({"kind": "header", "facts": {"host": host, "python": {"version": "3.11.7"},
+                                                        "packages": {"torch": torch}}})
+    def check(nodeid, s):
+        return json.dumps({"kind": "check", "nodeid": nodeid, "duration_s": s, "target": "cpu"})
+    (tmp_path / "mine.jsonl").write_text("\n".join([header(), check("a", 1.0), check("b", 2.0), "{truncated",
+                                                    header(), check("a", 3.0), '{"kind": "end"}']) + "\n")
+    (tmp_path / "other-torch.jsonl").write_text("\n".join([header(torch="2.8.0"), check("c", 9.0)]) + "\n")
+    (tmp_path / "other-host.jsonl").write_text("\n".join([header(host="vm"), check("d", 9.0)]) + "\n")
+    (tmp_path / "garbage.jsonl").write_text("not json\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    newest, runs = suiteplan.earlier_records(tmp_path, env)
+    assert {k: v["duration_s"] for k, v in newest.items()} == {"a": 3.0, "b": 2.0} and runs == 2
+
+
+# --------------------------------------------------------------------------- the plugin: one run's suites
+
+SUITE_TREE = {
+    "suites/env/test_e.py": "def test_e(): pass\n",
+    "suites/ops/test_o.py": "def test_o(): pass\n",
+    "suites/optim/test_c.py": "def test_c(): pass\n",
+    "suites/perf/test_p.py": "import nothing_here_imports  # never imported when perf is not this run's\n"
+                             "def test_p(): pass\n",
+}
+
+
+@pytest.fixture
+def suite_tree(pytester):
+    for rel, text in SUITE_TREE.items():
+        path = pytester.path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return pytester
+
+
+def test_only_the_runs_suites_are_collected(suite_tree):
+    res = suite_tree.runpytest("suites", "-p", "tools.suiteplan", "--only-suites", "env,ops", "-v")
+    res.assert_outcomes(passed=2)
+    assert "test_e PASSED" in res.stdout.str() and "test_o PASSED" in res.stdout.str()
+
+
+def test_a_path_named_outside_the_runs_suites_is_deselected(suite_tree):
+    res = suite_tree.runpytest("suites/optim/test_c.py", "suites/env", "-p", "tools.suiteplan", "--only-suites", "env")
+    res.assert_outcomes(passed=1, deselected=1)
+
+
+def test_without_the_option_the_plugin_changes_nothing(suite_tree):
+    res = suite_tree.runpytest("suites/env", "suites/ops", "suites/optim", "-p", "tools.suiteplan")
+    res.assert_outcomes(passed=3)

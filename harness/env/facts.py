@@ -1,11 +1,12 @@
 """Environment facts, gathered once, and the process environment decided before torch loads.
 
-``collect()`` reads the machine (platform, architecture, Rosetta, macOS, chip, package
-versions, torch build flags). Everything it returns is plain JSON, so a fact set can be
-recorded on one machine and replayed on another: the self-tests judge recorded fact sets
-of an Apple-silicon Mac, a Python under Rosetta, an Intel Mac, macOS 12.2, a torch built
-without MPS, and Linux. The judges (harness/env/fitness.py) take a fact set and return a
-``Fitness``; they never touch the machine.
+``collect()`` reads the machine (platform, architecture, Rosetta, macOS, chip, the Mac's
+GPU cores and memory, package versions, torch build flags and devices). Everything it
+returns is plain JSON, so a fact set can be recorded on one machine and replayed on
+another: the self-tests judge recorded fact sets of an Apple-silicon Mac, a Python under
+Rosetta, an Intel Mac, macOS 12.2, a torch built without MPS, and Linux. The judges
+(harness/env/fitness.py) take a fact set and return a ``Fitness``; they never touch the
+machine.
 
 Two variables matter before anything heavy is imported, and both are read once, at import
 time:
@@ -26,6 +27,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -34,6 +36,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 FACTS_SCHEMA = 1
 
@@ -104,7 +107,8 @@ PACKAGES = ("torch", "transformers", "datasets", "accelerate", "tokenizers", "hu
 
 # --------------------------------------------------------------------------- gathering
 
-def _run(cmd: list[str], env: dict | None = None) -> str | None:
+def run_command(cmd: list[str], env: dict | None = None) -> str | None:
+    """A command's stripped stdout, or None when it cannot run, fails or takes over 10 s."""
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=10,
                              env={**os.environ, **(env or {})})
@@ -160,30 +164,80 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
     return versions
 
 
-def _mac_facts() -> dict | None:
-    if sys.platform != "darwin":
+# A probe's commands go through ``run`` (``run_command`` unless a test hands in a fake that
+# answers recorded outputs) and ask ``system`` (``sys.platform`` unless given) which OS this is, so
+# every probe can be exercised on any machine (tests/test_facts.py, tests/test_envinfo.py).
+Runner = Callable[..., "str | None"]
+
+
+def mac_facts(run: Runner = run_command, system: str | None = None) -> dict | None:
+    """macOS, Rosetta, the chip, its GPU cores and memory; None off a Mac."""
+    if (system or sys.platform) != "darwin":
         return None
     version = platform.mac_ver()[0] or None
-    if version == "10.16":  # a Python built against an old SDK sees the compatibility version
-        version = _run(["sw_vers", "-productVersion"], env={"SYSTEM_VERSION_COMPAT": "0"}) or version
-    translated = _run(["sysctl", "-n", "sysctl.proc_translated"])
-    hw_arm64 = _run(["sysctl", "-n", "hw.optional.arm64"])
+    if version in (None, "10.16"):  # 10.16: a Python built against an old SDK sees the compatibility version
+        version = run(["sw_vers", "-productVersion"], env={"SYSTEM_VERSION_COMPAT": "0"}) or version
+    translated = run(["sysctl", "-n", "sysctl.proc_translated"])
+    hw_arm64 = run(["sysctl", "-n", "hw.optional.arm64"]) == "1"
     return {
         "version": version,
         # 1 under Rosetta 2; the key is absent (error) on Intel Macs.
         "proc_translated": translated == "1",
         # 1 on Apple silicon, also when this process runs under Rosetta.
-        "hw_arm64": hw_arm64 == "1",
-        "chip": _run(["sysctl", "-n", "machdep.cpu.brand_string"]),
-        "model": _run(["sysctl", "-n", "hw.model"]),
+        "hw_arm64": hw_arm64,
+        "chip": run(["sysctl", "-n", "machdep.cpu.brand_string"]),
+        "model": run(["sysctl", "-n", "hw.model"]),
+        # Apple silicon only: an Intel Mac's GPU is a separate card with no core count there.
+        "gpu_cores": mac_gpu_cores(run) if hw_arm64 else None,
+        "memory_bytes": mac_memory_bytes(run),
     }
 
 
-def _cpu_model() -> str | None:
-    if sys.platform == "darwin":
-        return _run(["sysctl", "-n", "machdep.cpu.brand_string"])
+GPU_PROFILE_CMD = ["system_profiler", "SPDisplaysDataType", "-json"]
+
+
+def mac_gpu_cores(run: Runner = run_command) -> int | None:
+    """The Apple GPU's core count, from ``system_profiler SPDisplaysDataType -json``."""
+    return parse_gpu_cores(run(GPU_PROFILE_CMD))
+
+
+def parse_gpu_cores(text: str | None) -> int | None:
+    """The core count of the Apple GPU in ``system_profiler SPDisplaysDataType -json``'s
+    output: its ``SPDisplaysDataType`` list holds one entry per GPU, Apple silicon's with
+    ``"sppci_model": "Apple M2 Pro"``, ``"spdisplays_vendor": "sppci_vendor_Apple"`` and
+    the count as a string, ``"sppci_cores": "19"``. None when there is no output, it is not
+    that JSON, no entry is Apple's GPU (an Intel Mac's AMD or Intel GPU) or it gives no count.
+    """
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        entries = json.loads(text or "").get("SPDisplaysDataType") or []
+    except (ValueError, AttributeError):
+        return None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        vendor = str(entry.get("spdisplays_vendor", "")).lower()
+        model = str(entry.get("sppci_model", ""))
+        if "apple" not in vendor and not model.startswith("Apple"):
+            continue
+        cores = str(entry.get("sppci_cores", "")).strip()
+        if cores.isdigit() and int(cores) > 0:
+            return int(cores)
+    return None
+
+
+def mac_memory_bytes(run: Runner = run_command) -> int | None:
+    """The Mac's memory in bytes (``sysctl -n hw.memsize``; on Apple silicon the unified
+    memory the GPU shares)."""
+    out = (run(["sysctl", "-n", "hw.memsize"]) or "").strip()
+    return int(out) if out.isdigit() and int(out) > 0 else None
+
+
+def cpu_model(run: Runner = run_command, system: str | None = None,
+              cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str | None:
+    if (system or sys.platform) == "darwin":
+        return run(["sysctl", "-n", "machdep.cpu.brand_string"])
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
             if line.lower().startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
@@ -191,16 +245,17 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no sched_getaffinity
         return os.cpu_count() or 1
 
 
-def _nvidia_driver() -> str | None:
+def nvidia_driver(path: str | os.PathLike = "/proc/driver/nvidia/version") -> str | None:
+    """The NVIDIA kernel driver's version (Linux), or None where no driver is loaded."""
     try:
-        return parse_nvidia_driver(Path("/proc/driver/nvidia/version").read_text())
+        return parse_nvidia_driver(Path(path).read_text())
     except OSError:
         return None
 
@@ -218,7 +273,9 @@ def parse_nvidia_driver(text: str) -> str:
     return match.group(1) if match else first[:80]
 
 
-def _torch_facts() -> dict:
+def torch_facts() -> dict:
+    """torch's version, build flags and devices; ``importable: False`` with the error when
+    it does not import."""
     try:
         import torch
     except Exception as exc:  # a broken install is a fact too
@@ -240,11 +297,26 @@ def _torch_facts() -> dict:
                             "total_memory": int(props.total_memory)})
         facts["cuda_bf16"] = bool(torch.cuda.is_bf16_supported())
     facts["cuda_devices"] = devices
+    if facts["mps_available"]:
+        facts["mps_recommended_max_memory"] = mps_recommended_max_memory(torch)
     cpu_backend = getattr(torch.backends, "cpu", None)
     get_cap = getattr(cpu_backend, "get_cpu_capability", None)
     facts["cpu_capability"] = get_cap() if get_cap else None
     facts["num_threads"] = torch.get_num_threads()
     return facts
+
+
+def mps_recommended_max_memory(torch) -> int | None:
+    """``torch.mps.recommended_max_memory()``: the bytes Metal recommends the process keep
+    its working set under (Metal's recommendedMaxWorkingSetSize). Newer torch releases
+    only, so looked up with getattr: None on a torch without it, or when it raises."""
+    fn = getattr(getattr(torch, "mps", None), "recommended_max_memory", None)
+    if fn is None:
+        return None
+    try:
+        return int(fn())
+    except Exception:
+        return None
 
 
 def _tokenizers_facts() -> dict:
@@ -263,12 +335,26 @@ def _tokenizers_facts() -> dict:
     return facts
 
 
-def _git_revision() -> str | None:
+def git_revision(run: Runner = run_command) -> str | None:
+    """This checkout's commit (12 hex digits), ``+dirty`` when tracked files changed."""
     root = Path(__file__).resolve().parents[2]
-    rev = _run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"])
-    if rev and _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]):
+    rev = run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"])
+    if rev and run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]):
         rev += "+dirty"
     return rev
+
+
+def python_facts() -> dict:
+    """This Python: version, implementation, executable, the architecture it runs as, bits."""
+    return {"version": platform.python_version(), "implementation": platform.python_implementation(),
+            "executable": sys.executable, "arch": normalize_arch(platform.machine()),
+            "bits": struct.calcsize("P") * 8}
+
+
+def os_facts() -> dict:
+    """The OS as this process sees it (under Rosetta ``machine`` is x86_64: see ``mac``)."""
+    return {"system": platform.system(), "release": platform.release(),
+            "machine": normalize_arch(platform.machine()), "platform": platform.platform()}
 
 
 def collect() -> dict:
@@ -276,19 +362,16 @@ def collect() -> dict:
     return {
         "facts_schema": FACTS_SCHEMA,
         "host": socket.gethostname(),
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "executable": sys.executable, "arch": normalize_arch(platform.machine()),
-                   "bits": struct.calcsize("P") * 8},
-        "os": {"system": platform.system(), "release": platform.release(),
-               "machine": normalize_arch(platform.machine()), "platform": platform.platform()},
-        "mac": _mac_facts(),
-        "cpu": {"model": _cpu_model(), "logical": os.cpu_count(), "usable": _usable_cpus()},
-        "nvidia_driver": _nvidia_driver(),
+        "python": python_facts(),
+        "os": os_facts(),
+        "mac": mac_facts(),
+        "cpu": {"model": cpu_model(), "logical": os.cpu_count(), "usable": usable_cpus()},
+        "nvidia_driver": nvidia_driver(),
         "packages": package_versions(),
-        "torch": _torch_facts(),
+        "torch": torch_facts(),
         "tokenizers": _tokenizers_facts(),
         "env": dict(ORIGINAL),
-        "suite_revision": _git_revision(),
+        "suite_revision": git_revision(),
     }
 
 

@@ -1,0 +1,592 @@
+"""How ``./compat suites`` runs the suites: in which pytest runs, on how many pytest-xdist
+workers, and about how long that takes.
+
+    python -m tools.suiteplan [pytest args]     # the plan, in the lines ./compat reads
+
+and, loaded with ``-p tools.suiteplan``, the pytest plugin that narrows one of those runs
+to its suites (``--only-suites env,ops,parity``).
+
+Why more than one run. Under xdist, checks run side by side, and two suites measure time:
+
+* perf: each measurement holds the machine-wide timing lock exclusively
+  (harness.env.timing.alone), and the plugin runs every other check's call under the lock's
+  shared side (harness.plugin.hooks, timing.beside), so no check computes while perf times.
+  What the lock does not cover is a check's set-up: the sandbox child starting, the
+  ``--workload auto`` probe timing a matmul. perf is run on workers by itself, the way its
+  false-alarm benchmark validated it (benchmarks/perf_false_alarms.py: ``pytest
+  suites/perf -n WORKERS``), not beside thousands of op checks.
+* optim: its time claims are timed in interleaved rounds (harness.optim.ratios.compare_time)
+  under the lock's shared side only, like any check that measures nothing: on workers,
+  another check would compute during the rounds and widen or bias the ratio. So the optim
+  suite runs serially, alone.
+* env, ops and parity time nothing: one run, on workers.
+
+Each run appends its own run to the environment's run file, and the report merges the
+runs of one environment (the newest record of each check wins), so three runs make one
+matrix column. Arguments that only make sense for one run (``--baseline``,
+``--save-baseline``, ``--compare-out``, ``--lf`` ...) and a run whose parallelism the user
+chose (``-n``, ``--numprocesses``, ``-p no:xdist``) are left as one pytest run, as given. A
+``-m`` expression that cannot select a run's suites skips that run (``-m env``: one run,
+of suites/env only), and a run whose checks add up to less than ``XDIST_MIN_S`` runs
+serially: starting workers (each imports torch and collects) would cost more than it saves.
+
+The estimate: each selected check's duration in this environment's earlier runs (the run
+files under reports/runs whose header names this host, Python and torch; the newest record
+of each check; less the time it waited for the timing lock, ``waited_s``; an earlier run
+that saw part of a file, narrowed by -k, scaled up to the file's checks); where this
+environment never ran a test file on a target, the figures of ``FIGURES`` (measured on the
+developers' 2-core Linux VM). A run takes its start-up plus those seconds, divided by
+N x EFFICIENCY on N workers; the report after the runs adds AFTER_S. It is printed as an
+estimate, with where it came from.
+
+Output, one line each: ``stop-on-failure`` first where ``-x`` or ``--maxfail`` was given
+(after a run with failures, run no more), ``say TEXT`` (print it), ``phase NAME WORKERS
+SUITES`` (a pytest run: ``-n WORKERS`` when WORKERS > 0, ``-p tools.suiteplan
+--only-suites SUITES``; ``phase all 0 -`` is the user's arguments alone).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import platform
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITES_DIR = "suites"
+TARGETS = ("cpu", "cuda", "mps")
+TIMED = {"optim": "serial", "perf": "workers"}   # a timed suite: its own run, and how it runs
+UNTIMED = "untimed"
+MAX_WORKERS = 4      # each worker holds torch and a sandbox child (the self-tests cap theirs alike)
+XDIST_MIN_S = 60.0   # a run estimated shorter than this runs serially
+EFFICIENCY = 0.8     # N workers finish N * EFFICIENCY times sooner (perf -n 2 on 2 cores: 1.56x)
+STARTUP_S = 10.0     # one pytest run's imports, collection and the sandbox's torch (the warm-up)
+OP_TABLE_S = 20.0    # a run with op checks (ops, parity) also imports OpInfo's op_db, twice
+OP_SUITES = ("ops", "parity")
+WORKER_START_S = 10.0  # the workers' own imports and collection, in parallel
+AFTER_S = 10.0       # tools.kernels --save and tools.report after the runs
+SKIP_S = 0.005       # a check skipped because its target is absent (recorded skips: ~4 ms each)
+
+# Seconds each test file's checks take on the cpu target, run serially, and how many checks
+# it has per target (torch 2.15.0+cu132: `pytest suites/ --collect-only`). All from the
+# developers' 2-core Linux VM (no GPU), shared with other work while measured; where a
+# figure was taken on 2 workers, its serial time is that times 1.6 (benchmarks/ops_sweep.py's
+# -n 2 speed-up). The estimate uses them only where this environment has no run of its own,
+# and assumes an available GPU target takes what the cpu takes: rough, and said to be.
+FIGURES: dict[str, dict] = {
+    # `pytest FILE -m "SUITE and cpu" -n 0`, recorded durations added up (load 1 to 5)
+    "suites/env/test_env.py": {"cpu_s": 4, "checks": {"cpu": 5, "cuda": 7, "mps": 13}},
+    "suites/ops/test_models.py": {"cpu_s": 28, "checks": {"cpu": 5, "cuda": 5, "mps": 5}},
+    "suites/parity/test_known_bugs.py": {"cpu_s": 42, "checks": {"cpu": 32, "cuda": 32, "mps": 32}},
+    "suites/parity/test_properties.py": {"cpu_s": 40, "checks": {"cpu": 75, "cuda": 78, "mps": 78}},
+    # 139 s measured at load 5.4; docs/suites.md: about 35 s on 2 cores
+    "suites/parity/test_model_inputs.py": {"cpu_s": 70, "checks": {"cpu": 45, "cuda": 45, "mps": 45}},
+    # the developers' run file, serial runs: 9 to 42 s (attention), 40 to 59 s (model parity)
+    "suites/parity/test_attention.py": {"cpu_s": 30, "checks": {"cpu": 30, "cuda": 60, "mps": 45}},
+    "suites/parity/test_model_parity.py": {"cpu_s": 50, "checks": {"cpu": 13, "cuda": 13, "mps": 13}},
+    # docs/suites.md: the cpu op sweep 1.5 to 2 min on 2 cores; op parity 2.5 min on 2 cores;
+    # the compile family about 10 min on 2 cores
+    "suites/ops/test_ops.py": {"cpu_s": 240, "checks": {"cpu": 5338, "cuda": 5394, "mps": 5482}},
+    "suites/parity/test_op_parity.py": {"cpu_s": 240, "checks": {"cpu": 3621, "cuda": 5394, "mps": 5482}},
+    "suites/parity/test_compiled.py": {"cpu_s": 960, "checks": {"cpu": 137, "cuda": 132, "mps": 137}},
+    # benchmarks/optim_stability.py's bound for the cpu suite: under 8 minutes (a target)
+    "suites/optim/test_claims.py": {"cpu_s": 480, "checks": {"cpu": 58, "cuda": 58, "mps": 58}},
+    # the developers' run file: three `-m perf -n 2` runs, each check's time less its wait for
+    # the timing lock, added up: 293, 322, 570 s
+    "suites/perf/test_perf.py": {"cpu_s": 320, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
+}
+FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suiteplan.py)"
+EARLIER = "this environment's earlier runs"
+# The files whose checks carry the `compile` marker (their pytestmark), which a -m
+# expression includes only when it names `compile` (harness.plugin.hooks.OPT_IN).
+COMPILE_FILES = ("suites/parity/test_compiled.py",)
+OPT_IN = ("compile",)
+
+# Arguments that describe one pytest run, or print instead of running: passed on as given.
+ONE_RUN = ("--baseline", "--save-baseline", "--compare-out", "--lf", "--last-failed", "--ff", "--failed-first",
+           "--sw", "--stepwise", "--sw-skip", "--stepwise-skip", "--pdb", "--trace")
+NO_RUN = ("-h", "--help", "--version", "-V", "--co", "--collect-only", "--fixtures", "--fixtures-per-test",
+          "--markers", "--setup-plan", "--setup-only", "--cache-show")
+VALUED = {"-m", "-k", "-p", "-n", "--numprocesses", "--device", "--maxfail", "--run-file", "--baseline",
+          "--save-baseline", "--compare-out", "-c", "-o", "-r", "-W", "--rootdir", "--basetemp", "--tb",
+          "--durations", "--deselect", "--ignore", "--ignore-glob", "--confcutdir", "--workload",
+          "--mps-fallback", "--check-timeout", "--dist", "--maxprocesses", "--tx", "--log-level",
+          "--hypothesis-profile", "--hypothesis-seed", "--timeout", "--import-mode", "--capture",
+          "--color", "--junitxml", "--junit-xml", "--override-ini", "--config-file"}
+FLAGS_WITHOUT_VALUE = set("xqvsl")
+
+
+# --------------------------------------------------------------------------- the arguments
+
+@dataclasses.dataclass
+class Args:
+    markexpr: str | None = None
+    keyword: str | None = None
+    devices: tuple[str, ...] | None = None
+    workers: str | None = None        # the user's -n value ("auto", "4"), or "0" for -p no:xdist
+    one_run: str | None = None        # the argument that asks for one run
+    no_run: bool = False              # --help, --collect-only ...: pytest prints, nothing is timed
+    exitfirst: bool = False
+
+
+def _option_value(args: list[str], i: int, short: str | None, long: str | None) -> tuple[str | None, int]:
+    """The value of the option at ``args[i]`` if it is ``short`` / ``long`` (``-m X``, ``-mX``,
+    ``--long X``, ``--long=X``) and how many arguments it took; (None, 0) otherwise."""
+    a = args[i]
+    for name in (short, long):
+        if not name:
+            continue
+        if a == name:
+            return (args[i + 1], 2) if i + 1 < len(args) else (None, 1)
+        if name.startswith("--") and a.startswith(name + "="):
+            return a[len(name) + 1:], 1
+        if not name.startswith("--") and a.startswith(name) and len(a) > len(name) and not a.startswith("--"):
+            return a[len(name):], 1
+    return None, 0
+
+
+def scan(args: list[str]) -> Args:
+    """What in pytest's arguments decides the plan (the rest goes to pytest untouched)."""
+    out = Args()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        for short, long, field in (("-m", None, "markexpr"), ("-k", None, "keyword"),
+                                   ("-n", "--numprocesses", "workers"), (None, "--device", "devices"),
+                                   ("-p", None, "plugin")):
+            value, took = _option_value(args, i, short, long)
+            if took:
+                if field == "devices" and value is not None:
+                    wanted = [d.strip() for d in value.split(",") if d.strip()]
+                    out.devices = None if wanted in ([], ["all"]) else tuple(wanted)
+                elif field == "plugin":
+                    if value and value.replace(" ", "") == "no:xdist":
+                        out.workers = "0"
+                elif value is not None:
+                    setattr(out, field, value)
+                i += took
+                break
+        else:
+            name = a.split("=", 1)[0]
+            if name in NO_RUN:
+                out.no_run = True
+            elif name in ONE_RUN and out.one_run is None:
+                out.one_run = name
+            if name in ("-x", "--exitfirst") or name.startswith("--maxfail") or (
+                    re.fullmatch(r"-[a-z]+", a) and "x" in a and set(a[1:]) <= FLAGS_WITHOUT_VALUE):
+                out.exitfirst = True
+            i += 2 if a in VALUED and i + 1 < len(args) else 1   # "--tb short": skip the value too
+    return out
+
+
+# --------------------------------------------------------------------------- marker and keyword expressions
+
+_TOKEN = re.compile(r"\s*(\(|\)|[\w:+\-.\[\]\\/]+|\S)")
+
+
+def compile_expression(text: str) -> Callable[[Callable[[str], bool]], bool] | None:
+    """A pytest ``-m`` / ``-k`` expression (``and``, ``or``, ``not``, parentheses, names) as a
+    function of how a name is judged; None for what it cannot read (a name with arguments,
+    a stray character): the caller then assumes the expression may select anything."""
+    tokens = _TOKEN.findall(text)
+    pos = 0
+
+    def peek():
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take():
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1]
+
+    def expr():
+        left = and_expr()
+        while peek() == "or":
+            take()
+            right = and_expr()
+            left = (lambda a, b: lambda look: a(look) or b(look))(left, right)
+        return left
+
+    def and_expr():
+        left = not_expr()
+        while peek() == "and":
+            take()
+            right = not_expr()
+            left = (lambda a, b: lambda look: a(look) and b(look))(left, right)
+        return left
+
+    def not_expr():
+        tok = peek()
+        if tok == "not":
+            take()
+            inner = not_expr()
+            return lambda look: not inner(look)
+        if tok == "(":
+            take()
+            inner = expr()
+            if peek() != ")":
+                raise ValueError("unbalanced")
+            take()
+            return inner
+        if tok is None or tok in ("and", "or", ")") or not re.fullmatch(r"[\w:+\-.\[\]\\/]+", tok):
+            raise ValueError(f"unexpected {tok!r}")
+        take()
+        if peek() == "(":   # a marker with arguments, mark(x=1): not read here
+            raise ValueError("arguments")
+        return lambda look, name=tok: look(name)
+
+    if not text.strip():
+        return lambda look: True
+    try:
+        fn = expr()
+    except (ValueError, IndexError):
+        return None
+    return fn if pos == len(tokens) else None
+
+
+def names_in(text: str) -> set[str]:
+    return {t for t in _TOKEN.findall(text) if t not in ("and", "or", "not", "(", ")")}
+
+
+def satisfiable(text: str | None, known: dict[str, bool], most_free: int = 12) -> bool:
+    """Whether a ``-m`` expression can hold for an item with the ``known`` markers, whatever
+    the other names are (an unreadable expression: True, the item may be selected)."""
+    if not text:
+        return True
+    fn = compile_expression(text)
+    if fn is None:
+        return True
+    free = sorted(names_in(text) - set(known))
+    if len(free) > most_free:
+        return True
+    for values in itertools.product((False, True), repeat=len(free)):
+        assigned = {**known, **dict(zip(free, values))}
+        if fn(lambda name: assigned.get(name, False)):
+            return True
+    return False
+
+
+def _names_an_opt_in(markexpr: str, marker: str) -> bool:
+    return re.search(rf"\b{marker}\b", markexpr) is not None
+
+
+def marker_selects(markexpr: str | None, suite: str, target: str, opt_in: Iterable[str], suites: Iterable[str]) -> bool:
+    """Whether ``-m markexpr`` may select a check of ``suite`` on ``target`` that carries the
+    opt-in markers ``opt_in``: the suite and target markers are known, others free; an
+    opt-in marker the expression does not name leaves the check out
+    (harness.plugin.hooks.opted_out)."""
+    opt_in = set(opt_in)
+    if markexpr and any(not _names_an_opt_in(markexpr, m) for m in opt_in):
+        return False
+    known = {s: s == suite for s in suites} | {t: t == target for t in TARGETS} | {m: m in opt_in for m in OPT_IN}
+    return satisfiable(markexpr, known)
+
+
+def keyword_selects(keyword: str | None, nodeid: str, markers: Iterable[str]) -> bool:
+    """Whether ``-k keyword`` selects the check ``nodeid``, roughly as pytest matches: each
+    name a case-insensitive substring of a part of the node id or a marker."""
+    if not keyword:
+        return True
+    fn = compile_expression(keyword)
+    if fn is None:
+        return True
+    hay = [p.lower() for p in re.split(r"::|/", nodeid) if p] + [m.lower() for m in markers]
+    return fn(lambda name: any(name.lower() in h for h in hay))
+
+
+# --------------------------------------------------------------------------- this environment's earlier runs
+
+def this_environment() -> dict:
+    """What a run header's facts say of this environment, read without importing torch."""
+    from harness.env import facts
+    return {"host": socket.gethostname(), "python": platform.python_version(),
+            "torch": facts.package_versions(("torch",))["torch"]}
+
+
+def _same_environment(header: dict, env: dict) -> bool:
+    f = header.get("facts") or {}
+    return (f.get("host") == env["host"] and (f.get("python") or {}).get("version") == env["python"]
+            and (f.get("packages") or {}).get("torch") == env["torch"])
+
+
+def earlier_records(runs_dir: Path, env: dict) -> tuple[dict[str, dict], int]:
+    """The newest record of each check (by node id) in the run files of this environment,
+    and how many runs they came from. Unreadable lines and files are passed over."""
+    newest: dict[str, dict] = {}
+    runs = 0
+    for path in sorted(runs_dir.glob("*.jsonl")):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                first = fh.readline()
+                if not first.strip() or not _same_environment(json.loads(first), env):
+                    continue
+                fh.seek(0)
+                for line in fh:
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        continue
+                    if obj.get("kind") == "header":
+                        runs += 1
+                    elif (obj.get("kind") == "check" and obj.get("nodeid")
+                          and isinstance(obj.get("duration_s"), (int, float))):
+                        newest[obj["nodeid"]] = obj
+        except (OSError, ValueError):
+            continue
+    return newest, runs
+
+
+# --------------------------------------------------------------------------- the plan
+
+@dataclasses.dataclass
+class Phase:
+    name: str                 # "untimed", "optim", "perf" or "all" (the user's arguments as given)
+    suites: list[str]
+    workers: int              # 0: serial
+    seconds: float = 0.0      # the checks' durations added up, serially
+    wall: float = 0.0         # the estimate for this run
+
+
+@dataclasses.dataclass
+class Plan:
+    phases: list[Phase]
+    estimate_s: float | None
+    sources: set[str]
+    note: str = ""
+    exitfirst: bool = False
+    keyword_uncounted: bool = False
+
+    def lines(self) -> list[str]:
+        out = ["stop-on-failure"] if self.exitfirst else []
+        if self.estimate_s is not None:
+            out.append("say " + self.describe())
+        if self.note:
+            out.append("say " + self.note)
+        return out + [f"phase {p.name} {p.workers} {','.join(p.suites) or '-'}" for p in self.phases]
+
+    def describe(self) -> str:
+        runs = []
+        for p in self.phases:
+            what = "the suites as asked" if p.name == "all" else ", ".join(p.suites)
+            how = f"on {p.workers} workers" if p.workers else "serially"
+            if p.name == "optim":
+                how += " (its time claims run alone)"
+            runs.append(f"{what} {how}")
+        if EARLIER in self.sources and FIGURES_WHERE in self.sources:
+            where = f"from {EARLIER} and, where they lack a file, {FIGURES_WHERE}"
+        elif self.sources:
+            where = "from " + next(iter(self.sources))
+        else:
+            where = "nothing to go on: no earlier run, no figures for these files"
+        if self.keyword_uncounted:
+            where += "; -k not counted in the figures"
+        return f"compat: estimate: about {duration(self.estimate_s)} ({where}): " + "; then ".join(runs)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{max(5, round(seconds / 5) * 5):.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def suites_here(root: Path = ROOT) -> dict[str, list[str]]:
+    """suite -> its test files (paths relative to ``root``), from suites/; files directly in
+    suites/ are the suite ``misc`` (harness.core.records.identity_for)."""
+    base = root / SUITES_DIR
+    out: dict[str, list[str]] = {}
+    for path in sorted(base.rglob("test_*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
+        parts = path.relative_to(base).parts
+        out.setdefault(parts[0] if len(parts) > 1 else "misc", []).append(rel)
+    return out
+
+
+def phase_of(suite: str) -> str:
+    return suite if suite in TIMED else UNTIMED
+
+
+def available_targets(system: str = sys.platform) -> set[str]:
+    """The targets that likely run here, for the figures only (a recorded run knows better)."""
+    have = {"cpu"}
+    if system == "darwin":
+        have.add("mps")
+    if system.startswith("linux") and Path("/proc/driver/nvidia/version").exists():
+        have.add("cuda")
+    return have
+
+
+def worker_count(cpus: int) -> int:
+    return min(max(cpus, 1), MAX_WORKERS)
+
+
+def _user_workers(value: str | None, cpus: int) -> int:
+    if value is None:
+        return 0
+    if value in ("auto", "logical"):
+        return cpus
+    return int(value) if value.isdigit() else 0
+
+
+def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[str]], cpus: int,
+         targets_here: set[str], figures: dict[str, dict] = FIGURES) -> Plan:
+    """The runs for ``./compat suites ARGV`` and their estimate."""
+    args = scan(argv)
+    if args.no_run:
+        return Plan([Phase("all", [], 0)], None, set())
+    names = sorted(suites)
+    targets = [t for t in TARGETS if args.devices is None or t in args.devices]
+    sources: set[str] = set()
+
+    def file_seconds(path: str, suite: str, target: str) -> float | None:
+        """Seconds of one file's selected checks on one target; None: -m selects none."""
+        opt_in = OPT_IN if path in COMPILE_FILES else ()
+        if not marker_selects(args.markexpr, suite, target, opt_in, names):
+            return None
+        mine = [r for nodeid, r in records.items() if nodeid.split("::")[0] == path and r.get("target") == target]
+        if mine:
+            sources.add(EARLIER)
+            picked = [r for r in mine if keyword_selects(args.keyword, r["nodeid"], (suite, target, *opt_in))]
+            # less the wait for the timing lock: another run's measurements, not this check's time
+            total = sum(r["duration_s"] - ((r.get("metrics") or {}).get("waited_s") or 0) for r in picked)
+            expected = (figures.get(path) or {}).get("checks", {}).get(target)
+            if not args.keyword and expected and 0 < len(picked) < expected:
+                total *= expected / len(picked)   # an earlier run narrowed by -k saw some of the file
+            return max(total, 0.0)
+        figure = figures.get(path)
+        if figure is None:
+            return 0.0
+        sources.add(FIGURES_WHERE)
+        if target in targets_here:
+            return float(figure["cpu_s"])
+        return SKIP_S * figure["checks"].get(target, 0)
+
+    def estimate(phase: Phase) -> None:
+        total = 0.0
+        for suite in phase.suites:
+            for path in suites[suite]:
+                for target in targets:
+                    seconds = file_seconds(path, suite, target)
+                    total += seconds or 0.0
+        phase.seconds = total
+
+    def selected(members: list[str]) -> list[str]:
+        """The suites of ``members`` that -m may select a check of, on some target."""
+        out = []
+        for s in members:
+            compiled = any(p in COMPILE_FILES for p in suites[s])
+            if any(marker_selects(args.markexpr, s, t, (), names)
+                   or (compiled and marker_selects(args.markexpr, s, t, OPT_IN, names)) for t in targets):
+                out.append(s)
+        return out
+
+    if args.workers is not None or args.one_run:
+        phase = Phase("all", selected(names), _user_workers(args.workers, cpus))
+        estimate(phase)
+        phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
+        phase.suites = []    # the user's arguments alone decide what this run collects
+        note = ""
+        if args.one_run and args.workers is None:
+            note = (f"compat: one pytest run, serially, as {args.one_run} needs "
+                    "(no workers: optim's time claims stay alone)")
+        elif phase.workers:
+            note = ("compat: one pytest run on the workers you asked for: the optim suite's time claims then "
+                    "share the machine with other checks (without -n, ./compat runs optim alone)")
+        return Plan([phase], phase.wall + AFTER_S, sources, note, args.exitfirst,
+                    bool(args.keyword) and FIGURES_WHERE in sources)
+
+    phases = []
+    for name in (UNTIMED, *TIMED):
+        chosen = selected([s for s in names if phase_of(s) == name])
+        if not chosen:
+            continue
+        phase = Phase(name, chosen, 0)
+        estimate(phase)
+        workers = worker_count(cpus) if TIMED.get(name, "workers") == "workers" else 0
+        if workers > 1 and phase.seconds >= XDIST_MIN_S:
+            phase.workers = workers
+        phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
+        phases.append(phase)
+    if not phases:   # -m selects nothing we know of: let pytest say so, as it would
+        phases = [Phase("all", [], 0)]
+    total = sum(p.wall for p in phases) + AFTER_S
+    return Plan(phases, total, sources, "", args.exitfirst, bool(args.keyword) and FIGURES_WHERE in sources)
+
+
+def _wall(seconds: float, workers: int, suites: list[str]) -> float:
+    """One run's estimated wall time: its start-up, then its checks on ``workers``."""
+    start = STARTUP_S + (OP_TABLE_S if set(suites) & set(OP_SUITES) else 0.0)
+    if workers > 1:
+        return start + WORKER_START_S + seconds / (workers * EFFICIENCY)
+    return start + seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    from harness.env import facts
+    records, _ = earlier_records(ROOT / "reports" / "runs", this_environment())
+    result = plan(argv, records=records, suites=suites_here(), cpus=facts.usable_cpus(),
+                  targets_here=available_targets())
+    print("\n".join(result.lines()))
+    return 0
+
+
+# --------------------------------------------------------------------------- the plugin: one run's suites
+
+def pytest_addoption(parser):
+    parser.addoption("--only-suites", default=None, metavar="SUITES",
+                     help="(./compat suites) collect only these suites of suites/, comma-separated: "
+                          "one of the runs ./compat suites makes (tools/suiteplan.py)")
+
+
+def _only(config) -> set[str] | None:
+    value = config.getoption("--only-suites", None)
+    return {s.strip() for s in value.split(",") if s.strip()} if value else None
+
+
+def suite_of(path: Path, root: Path) -> str | None:
+    """The suite a path under suites/ belongs to (None outside suites/ or for suites/ itself)."""
+    try:
+        rel = Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return None
+    parts = rel.parts
+    if len(parts) < 2 or parts[0] != SUITES_DIR:
+        return None
+    if len(parts) == 2 and not Path(path).is_dir():
+        return "misc"
+    return parts[1]
+
+
+def pytest_ignore_collect(collection_path, config):
+    only = _only(config)
+    if only is None:
+        return None
+    suite = suite_of(collection_path, config.rootpath)
+    return True if suite is not None and suite not in only else None
+
+
+def pytest_collection_modifyitems(config, items):
+    only = _only(config)
+    if only is None:
+        return
+    out = [item for item in items if (suite_of(item.path, config.rootpath) or "") not in only
+           and suite_of(item.path, config.rootpath) is not None]
+    if out:
+        gone = {id(item) for item in out}
+        config.hook.pytest_deselected(items=out)
+        items[:] = [item for item in items if id(item) not in gone]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
