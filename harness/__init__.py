@@ -1,2 +1,2 @@
 """mps-compat's harness: eight packages on floors, lowest first: core < env < ops < parity < optim <
-perf < report < plugin. A module imports only from its own floor and those below (README, Layout)."""
+perf < report < plugin. A module imports only from its own floor and those below (docs/layout.md)."""

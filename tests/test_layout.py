@@ -5,7 +5,7 @@ prefixes alone; no private name used across modules; and a suite's verdicts reac
 one place (record.conclude), never through an assert or a pytest.skip / fail / xfail of its
 own. Each rule is a function of a tree, and each is shown to fail on a planted violation.
 
-The floors (README, Layout), lowest first: core < env < ops < parity < optim < perf < report <
+The floors (docs/layout.md), lowest first: core < env < ops < parity < optim < perf < report <
 plugin; tools/, suites/ and tests/ stand above them all and nothing in harness/ imports them.
 """
 import ast

@@ -198,7 +198,7 @@ def uv_lock_check(project: Path) -> subprocess.CompletedProcess:
 def test_lock_matches_pyproject():
     res = uv_lock_check(ROOT)
     assert res.returncode == 0, ("uv.lock was not made from this pyproject.toml: run `uv lock` (or `uv lock "
-                                 f"--upgrade`, README) and commit uv.lock\n{res.stdout}{res.stderr}")
+                                 f"--upgrade`, docs/lock-and-tox.md) and commit uv.lock\n{res.stdout}{res.stderr}")
 
 
 @needs_uv

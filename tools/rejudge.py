@@ -1,6 +1,6 @@
 """Parity failures of a recorded run, judged again by accuracy (harness/parity/numerics/rejudge.py).
 
-    python -m tools.rejudge ../shared/recorded/h100-torch2.11 [--target cuda] [--all]
+    python -m tools.rejudge RUN_FILE_OR_DIR ... [--target cuda] [--all]
 
 Reads run files (or directories of them), takes every failed parity record and says what
 the accuracy judge makes of it from the recorded metrics: passes now (and why), needs a

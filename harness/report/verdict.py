@@ -315,10 +315,10 @@ def _optimizations(recs: list[dict]) -> Aspect:
     helps = sorted((r for r in holds if ratio(r) < 1), key=ratio)
     fails = [r for r in claims if cell_key(r) == Category.DOES_NOT_HOLD or r.get("category") == Category.DOES_NOT_HOLD]
     unsure = [r for r in claims if r.get("category") == Category.INCONCLUSIVE]
-    line = (f"{_n(len(helps), 'measured saving')} as documented ({_list(_ratio_words(r) for r in helps)})"
+    line = (f"{_n(len(helps), 'measured saving')} as documented (best: {_list((_ratio_words(r) for r in helps), 2)})"
             if helps else "no documented saving was measured here")
     if fails:
-        line += f"; {_n(len(fails), 'claim')} do not hold ({_list(_ratio_words(r) for r in fails)})"
+        line += f"; {_n(len(fails), 'claim')} do not hold ({_list((_ratio_words(r) for r in fails), 2)})"
     if unsure:
         line += f"; {len(unsure):,} inconclusive"
     detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r)}" for r in fails]
