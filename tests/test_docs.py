@@ -19,7 +19,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
 
 from tests.conftest import ROOT
 

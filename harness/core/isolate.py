@@ -150,6 +150,21 @@ def prepare_child(preload: list[str] = ()) -> None:
         importlib.import_module(module)
 
 
+def warm(what: str) -> None:
+    """Pay one start-up cost in the child before the first check would (the plugin's warm-up,
+    harness/plugin/hooks.py): ``"torch"`` imports a module, ``"module:function"`` calls the
+    function and drops what it returns (``harness.ops.declarations:op_table``: OpInfo's op_db),
+    ``"device:cuda"`` makes the device's first tensor (its context)."""
+    kind, _, name = what.partition(":")
+    if kind == "device":
+        import torch
+        torch.ones(1, device=name).sum().item()
+    elif name:
+        _resolve(what)()
+    else:
+        importlib.import_module(what)
+
+
 def _child(fd: int, preload: list[str]) -> None:
     conn = Connection(fd)
     prepare_child(preload)

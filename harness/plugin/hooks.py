@@ -7,11 +7,22 @@ workload) in harness/plugin/options.py, and the record a test writes into, the o
 from a Verdict to pytest's outcome and the record built from pytest's phases in
 harness/plugin/record.py. torch is not imported at module level:
 ``PYTORCH_ENABLE_MPS_FALLBACK`` must be decided first (``pytest_configure``).
+
+On the terminal, a run of checks says as it goes: first the targets that run and those that
+do not with why, and the run file (``announce``); the collection and its seconds; the
+warm-up (``warm_up``: the sandbox child's start, torch, OpInfo's op_db, a device's context,
+paid before the first check so that no check's duration holds it; under xdist each worker
+warms up before its first check and the controller says so when that check reports); at the
+end (``write_summary``) the results per suite and target, the verdict of each column of this
+run and its failures grouped by cause (harness.report.verdict), and the command that renders
+this run.
 """
 from __future__ import annotations
 
 import os
 import re
+import time
+from collections import Counter
 from pathlib import Path
 
 from harness.env import facts
@@ -61,31 +72,99 @@ class SessionState:
         self.saved: str | None = None
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
         self.check_timeout = options.DEFAULT_CHECK_TIMEOUT
+        self.started = time.monotonic()
+        # What this process collected: None where it collected nothing (an xdist controller,
+        # until a worker's first report says it: ``heard_from``).
+        self.collection: dict = {"collected": None, "selected": None, "deselected": None}
+        self.per_target: Counter = Counter()   # the selected checks per target (the collection line)
+        self.box = None            # the sandbox child (harness.core.isolate.Sandbox): the warm-up starts it
+        self.warmed = False        # this process has warmed up (before its first check)
+        self.warm_up: dict | None = None     # {"steps": [{"step", "seconds", "problem"}], "seconds"}
+        self.told = False          # this process's first report carried its collection and warm-up
+        self.said_collected = False
 
     # -- the run file, opened at the first record so a run with no checks leaves none
+    def run_file(self) -> Path:
+        return Path(self.config.getoption("--run-file") or
+                    options.default_run_file(self.config.rootpath, facts.env_id(facts.current())))
+
+    def selection(self) -> dict:
+        """What this run selected (the header's ``selection``): -m, -k, the paths, and the
+        counts (None where they are not known)."""
+        opt = self.config.getoption
+        return {"markexpr": opt("markexpr") or "", "keyword": opt("keyword") or "",
+                "args": [str(a) for a in self.config.args], **self.collection}
+
     def _writer(self) -> runfiles.Writer:
         if self.writer is None:
             f = facts.current()
-            path = self.config.getoption("--run-file") or Path(self.config.rootpath, "reports", "runs",
-                                                                 facts.env_id(f) + ".jsonl")
-            self.writer = runfiles.Writer(path)
+            self.writer = runfiles.Writer(self.run_file())
             self.header = runfiles.header(
                 self.run_id, facts.env_id(f), f,
                 targets=options.target_table(self.targets, f), mps_fallback=self.fallback,
                 pytest_args=list(self.config.invocation_params.args),
                 workload_option=self.config.getoption("--workload"),
-                workers=int(getattr(self.config.option, "numprocesses", 0) or 0))
+                workers=int(getattr(self.config.option, "numprocesses", 0) or 0),
+                selection=self.selection())
             self.writer.write(self.header)
         return self.writer
+
+    def sandbox(self):
+        """This process's sandbox child (the ``sandbox`` fixture's, made here so that the
+        warm-up can start it before the first check)."""
+        if self.box is None:
+            from harness.core.isolate import Sandbox, threads_per_worker
+            workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+            self.box = Sandbox(timeout=self.check_timeout, threads=threads_per_worker(workers))
+        return self.box
 
     def write(self, record: dict) -> None:
         self._writer().write(record)
         self.records.append(record)
 
     # -- hooks (this object is registered as a plugin; only the controller writes)
+    def pytest_itemcollected(self, item):
+        if self.collection["collected"] is not None:
+            self.collection["collected"] += 1
+
+    def pytest_deselected(self, items):
+        if self.collection["deselected"] is not None:
+            self.collection["deselected"] += len(items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """The controller under xdist: a worker has collected (the controller collects nothing)."""
+        if self.collection["selected"] is None:
+            self.collection["selected"] = len(ids)
+        tr = terminal(self.config)
+        if self.said_collected or tr is None or not runs_checks(self.config):
+            return
+        self.said_collected = True
+        tr.write_line(f"mps-compat: {node.gateway.id} collected {len(ids):,} checks to run, "
+                      f"{time.monotonic() - self.started:.1f} s after the start; each worker warms up its "
+                      f"sandbox (torch, and OpInfo where its checks need it) before its first check and says "
+                      f"so when that check reports")
+
+    def heard_from(self, info: dict) -> None:
+        """A process's first report says what it collected and how its warm-up went: under
+        xdist its counts fill the header's selection (the controller collects nothing), and a
+        worker's warm-up, which it cannot write to the terminal itself, is said here."""
+        for key, value in (info.get("collection") or {}).items():
+            if self.collection.get(key) is None:
+                self.collection[key] = value
+        tr = terminal(self.config)
+        if info.get("worker") and info.get("warm_up") and tr is not None:
+            if getattr(tr, "_width_of_current_line", 0):   # xdist's progress dots leave the line open
+                tr.write("\n")
+            tr.write_line(f"mps-compat: [{info['worker']}] warm-up before its first check: "
+                          f"{warm_up_words(info['warm_up'])}")
+
     def pytest_runtest_logreport(self, report):
         if not self.controller:
             return
+        told = getattr(report, "mps_compat_process", None)
+        if told is not None:
+            self.heard_from(told)
         data = getattr(report, "mps_compat", None)
         entry = self.pending.get(report.nodeid)
         if data is not None:
@@ -107,6 +186,8 @@ class SessionState:
                                             report.nodeid))
 
     def pytest_sessionfinish(self, session, exitstatus):
+        if self.box is not None:   # a warm-up started it and no check asked for it
+            self.box.close()
         if not self.controller or self.writer is None:
             return
         # A check still pending was interrupted (Ctrl-C): it measured nothing and is not
@@ -260,10 +341,9 @@ def backend(target):
 
 @pytest.fixture(scope="session")
 def sandbox(request):
-    """A child process for checks that may crash or hang (see harness.core.isolate)."""
-    from harness.core.isolate import Sandbox, threads_per_worker
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    box = Sandbox(timeout=request.config.stash[STATE].check_timeout, threads=threads_per_worker(workers))
+    """A child process for checks that may crash or hang (see harness.core.isolate), the
+    one the warm-up started where it ran (``warm_up``)."""
+    box = request.config.stash[STATE].sandbox()
     yield box
     box.close()
 
@@ -302,12 +382,55 @@ def record(request) -> Recorder:
 
 # --------------------------------------------------------------------------- journal
 
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session):
+    yield   # after pytest's own header (the terminal reporter's sessionstart is trylast)
     profiles.remember_session_profile()   # hypothesis's plugin has loaded --hypothesis-profile
+    announce(session.config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collection as progress: said when it starts and how long it took (every suite file
+    is imported, whatever -m and -k select afterwards). An xdist controller collects
+    nothing: its workers do, and it says so when the first of them is done."""
+    state = session.config.stash.get(STATE, None)
+    if state is None or session.config.pluginmanager.has_plugin("dsession"):
+        return (yield)
+    state.collection.update(collected=0, deselected=0)
+    tr = terminal(session.config) if state.controller and runs_checks(session.config) else None
+    if tr is not None:
+        tr.write_line("mps-compat: collecting the checks (every suite file is imported; -m and -k select after)")
+    started = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        if tr is not None:
+            per = ", ".join(f"{t} {n:,}" for t, n in state.per_target.items())
+            tr.write_line(f"mps-compat: collection took {time.monotonic() - started:.1f} s: "
+                          f"{state.collection['selected'] or 0:,} checks to run" + (f" ({per})" if per else "")
+                          + (f", {state.collection['deselected']:,} deselected" if state.collection["deselected"]
+                             else ""))
 
 
 def pytest_collection_finish(session):
     profiles.restore_session_profile()    # collecting may have imported common_utils
+    state = session.config.stash.get(STATE, None)
+    if state is not None and state.collection["collected"] is not None:
+        state.collection["selected"] = len(session.items)
+        state.per_target = Counter(item.stash[IDENTITY]["target"] or "any" for item in session.items
+                                   if IDENTITY in item.stash)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Before this process's first check: the warm-up (outside the check's phases, and
+    outside pytest-timeout's limit, whose wrapper is inside this one)."""
+    state = item.config.stash.get(STATE, None)
+    if state is not None and not state.warmed:
+        state.warmed = True
+        warm_up(state, item.session)
+    return (yield)
 
 
 def pytest_runtest_setup(item):
@@ -334,6 +457,11 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    state = item.config.stash.get(STATE, None)
+    if state is not None and not state.told:   # this process's first report: what it collected, its warm-up
+        state.told = True
+        report.mps_compat_process = {"worker": getattr(item.config, "workerinput", {}).get("workerid"),
+                                     "collection": dict(state.collection), "warm_up": state.warm_up}
     ident = item.stash.get(IDENTITY, None)
     if ident is not None:
         rec = item.stash.get(RECORDER, None)
@@ -356,6 +484,124 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     write_summary(terminalreporter, state)
 
 
+# --------------------------------------------------------------------------- the start and the warm-up
+
+# The warm-up's limit per step: importing OpInfo's op_db on a loaded 2-core machine takes
+# far longer than a check may (--check-timeout).
+WARM_UP_TIMEOUT = 600.0
+
+
+def terminal(config):
+    """pytest's terminal reporter, None without one (-p no:terminal)."""
+    return config.pluginmanager.get_plugin("terminalreporter")
+
+
+def runs_checks(config) -> bool:
+    """Whether this session's paths hold checks (they are, or hold, a suites/ directory): a
+    run of the self-tests (tests/) has no targets to announce."""
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, str(arg).split("::")[0])
+        if "suites" in path.resolve().parts or (path / "suites").is_dir():
+            return True
+    return False
+
+
+def announce(config) -> None:
+    """The run's first lines (the controller's): the targets that will run and those that
+    will not with why, and the run file the records are appended to."""
+    state = config.stash.get(STATE, None)
+    tr = terminal(config)
+    if state is None or not state.controller or tr is None or not runs_checks(config):
+        return
+    tr.write_line(options.targets_line(options.target_table(state.targets, facts.current()),
+                                       config.getoption("--device")))
+    tr.write_line(f"mps-compat: records are appended to {options.shown_path(state.run_file())}")
+
+
+def warm_up_plan(items) -> list[tuple[str, str]]:
+    """(what the terminal calls it, what harness.core.isolate.warm pays) for each start-up cost
+    the sandbox child would otherwise book to the first check that uses it: torch for any check
+    with the sandbox, OpInfo's op_db for an op check (a case with an ``op_key``: ops, op parity,
+    compiled ops), and each accelerator's context for the checks on it. A check on a target
+    that is not here is skipped before it reaches the sandbox: it asks for nothing."""
+    here: dict[str, bool] = {}
+
+    def runs_here(target) -> bool:
+        if target is not None and target not in here:
+            here[target] = devices.backend(target).availability().available
+        return target is None or here[target]
+    params = [p for p in (dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
+                          for item in items if "sandbox" in getattr(item, "fixturenames", ()))
+              if runs_here(p.get("target"))]
+    if not params:
+        return []
+    plan = [("torch", "torch")]
+    if any(hasattr(p.get("case"), "op_key") for p in params):
+        plan.append(("OpInfo op_db", "harness.ops.declarations:op_table"))
+    plan += [(f"{t} context", f"device:{t}") for t in devices.TARGETS
+             if t != "cpu" and any(p.get("target") == t for p in params)]
+    return plan
+
+
+def warm_up(state, session) -> None:
+    """Pay the sandbox child's start-up (``warm_up_plan``) before this process's first check,
+    so that no check's duration holds it: said on the terminal step by step in a run without
+    xdist; a worker keeps it for its first report (``heard_from`` says it on the controller).
+    A step that fails is said and left to the checks, which meet the failure themselves."""
+    from harness.env import timing
+    plan = warm_up_plan(session.items)
+    if not plan or session.config.getoption("setupplan", False):
+        return
+    box = state.sandbox()
+    capman = session.config.pluginmanager.get_plugin("capturemanager")
+    tr = terminal(state.config) if state.controller else None
+    if tr is not None:
+        tr.ensure_newline()
+        tr.write("mps-compat: warm-up, once before the first check and booked to none:", flush=True)
+    steps, started = [], time.monotonic()
+    for i, (label, what) in enumerate(plan):
+        if tr is not None:
+            tr.write(("," if i else "") + f" {label}", flush=True)
+        begun = time.monotonic()
+        with timing.beside():   # never while another worker's perf check measures (as a check's call)
+            outcome, err = _captured(capman, lambda: box.call("harness.core.isolate:warm", what,
+                                                              timeout=max(state.check_timeout, WARM_UP_TIMEOUT)))
+        problem = ""
+        if outcome.kind != "ok":
+            said = [ln for ln in err.splitlines() if ln.strip()]
+            problem = f"{outcome.kind}: {outcome.detail}" + (f" (stderr: {said[-1].strip()})" if said else "")
+        steps.append({"step": label, "seconds": round(time.monotonic() - begun, 2), "problem": problem})
+        if tr is not None:
+            tr.write(" " + _step_words(steps[-1]), flush=True, red=bool(problem))
+    state.warm_up = {"steps": steps, "seconds": round(time.monotonic() - started, 2)}
+    if tr is not None:
+        tr.write_line(f"; {state.warm_up['seconds']:.1f} s in all")
+
+
+def _captured(capman, call):
+    """``call()`` under pytest's capture, as a check's phase runs: a sandbox child started here
+    inherits the captured stderr, as it did when the first check started it, and what it
+    prints at start (torch's warnings) stays out of the terminal's lines. (result, its stderr)."""
+    if capman is None:
+        return call(), ""
+    capman.resume_global_capture()
+    try:
+        result = call()
+    finally:
+        capman.suspend_global_capture(in_=False)
+        _, err = capman.read_global_capture()
+    return result, err
+
+
+def _step_words(step: dict) -> str:
+    return f"{step['seconds']:.1f} s" + (f" (failed: {step['problem']})" if step["problem"] else "")
+
+
+def warm_up_words(warm: dict) -> str:
+    """A process's warm-up in one line: each step with its seconds, and the whole."""
+    return ", ".join(f"{s['step']} {_step_words(s)}" for s in warm["steps"]) + f"; {warm['seconds']:.1f} s in all"
+
+
 # --------------------------------------------------------------------------- the summary
 
 
@@ -374,8 +620,15 @@ def write_summary(terminalreporter, state) -> None:
     for name, info in options.target_table(state.targets, facts.current()).items():
         if info["selected"] and not info["available"]:
             tr.write_line(f"{name}: skipped: {info['reason']}")
-    rel = os.path.relpath(state.writer.path) if state.writer else "?"
-    tr.write_line(f"run file: {rel}   full matrix: python -m tools.report")
+    write_verdicts(tr, state)
+    write_failures(tr, state.records)
+    path = state.writer.path if state.writer else state.run_file()
+    command = options.report_command(path)
+    tr.write_line(f"run file: {options.shown_path(path)}")
+    tr.write_line(f"report: {command}" + (
+        "   (every run in reports/runs/, this one included; ./compat suites runs it after the suites)"
+        if command == "python -m tools.report" else
+        "   (this run file alone: tools.report without a path reads reports/runs/, which does not hold it)"))
     if state.saved:
         tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
     for problem in state.write_errors:
@@ -387,3 +640,77 @@ def write_summary(terminalreporter, state) -> None:
         tr.write_line(compare.render(cmp, "table").rstrip())
         if cmp.regressions:
             tr.write_line(f"FAILED: {len(cmp.regressions)} regression(s) against {cmp.baseline.label}", red=True)
+
+
+VERDICT_COLOURS = {"XX": {"red": True}, "!!": {"yellow": True}, "OK": {"green": True}}
+
+
+def write_verdicts(tr, state) -> None:
+    """The verdict of each column of this run, one line each and its aspects that are not
+    good (harness.report.verdict, as the report says it). A verdict that cannot be made is
+    one red line: the run's records are written already."""
+    try:
+        from harness.report import verdict
+        lines = verdict.terminal_lines(verdict.for_records(state.header, state.records))
+    except Exception as exc:  # the summary of a finished run must not end in a traceback
+        tr.write_line(f"verdict: not made: {type(exc).__name__}: {records.first_line(str(exc))}", red=True)
+        return
+    if lines:
+        tr.write_sep("-", "verdict of this run")
+    for line in lines:
+        tr.write_line(line, **VERDICT_COLOURS.get(line[:2], {}))
+
+
+FAILURE_EXAMPLES = 3
+
+
+def failure_groups(recs: list[dict]) -> list:
+    """This run's broken checks (fail, error, crash, timeout: the table's) grouped by cause
+    (``harness.report.verdict.failure_groups``, whose groups carry each check's target as its
+    column); a broken check that no group holds is added to the "cause not determined" group,
+    so that the groups' counts always add up to the table's."""
+    from harness.report import matrix, verdict
+    groups = list(verdict.failure_groups([(r.get("target") or "", r) for r in recs]))
+    held = Counter(check for g in groups for check in g.checks)
+    left = []
+    for rec in recs:
+        if matrix.cell_key(rec) in records.Status.BAD:
+            check = rec.get("check", "?")
+            if held[check]:
+                held[check] -= 1
+            else:
+                left.append(rec)
+    if left:
+        undetermined = next((g for g in groups if g.cause == verdict.UNDETERMINED), None)
+        if undetermined is None:
+            undetermined = verdict.FailureGroup(
+                verdict.UNDETERMINED, "no cause was found for these", "read each check's reason", [], [])
+            groups.append(undetermined)
+        for rec in left:
+            undetermined.checks.append(rec.get("check", "?"))
+            if len(undetermined.columns) == len(undetermined.checks) - 1:
+                undetermined.columns.append(rec.get("target") or "")
+    return groups
+
+
+def failure_line(group) -> str:
+    """One group: how many, the cause, what it is, the switch, and the first few checks."""
+    columns = list(group.columns) + [""] * (len(group.checks) - len(group.columns))
+    shown = [f"{c} [{t}]" if t else c for c, t in zip(group.checks, columns)][:FAILURE_EXAMPLES]
+    more = len(group.checks) - len(shown)
+    return (f"{len(group.checks):,} x {group.cause}" + (f": {group.what}" if group.what else "")
+            + (f"; switch: {group.switch}" if group.switch else "")
+            + f"; {', '.join(shown)}" + (f" and {more:,} more" if more else ""))
+
+
+def write_failures(tr, recs: list[dict]) -> None:
+    try:
+        groups = failure_groups(recs)
+    except Exception as exc:  # as write_verdicts: one line, never a traceback at the end of a run
+        tr.write_line(f"failures by cause: not grouped: {type(exc).__name__}: {records.first_line(str(exc))}",
+                      red=True)
+        return
+    if groups:
+        tr.write_sep("-", f"failures by cause ({sum(len(g.checks) for g in groups):,})")
+    for group in groups:
+        tr.write_line(failure_line(group), red=True)

@@ -3,7 +3,9 @@
 ``add_options`` declares the options (``--device``, ``--mps-fallback``, ``--check-timeout``,
 ``--workload``, ``--run-file``, ``--save-baseline``, ``--baseline``, ``--compare-out``);
 ``parse_check_timeout``, ``select_targets`` and ``output_problems`` check what they were
-given before anything runs. ``target_table`` is the header's table of targets;
+given before anything runs. ``target_table`` is the header's table of targets, and
+``targets_line`` the run's first line from it; ``default_run_file``, ``report_command`` and
+``shown_path`` say where the records go and how to render them;
 ``target_param`` and ``serves`` parametrize a check over the selected targets
 (harness/plugin/hooks.py's pytest_generate_tests). ``workload_for`` is the ``workload``
 fixture's choice: what ``--workload`` means on a target (harness.optim.workloads chooses the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 
 import pytest
@@ -42,8 +45,8 @@ def add_options(parser) -> None:
                     help="the optimization suite's training shape: auto (default: per target, the smallest "
                          "shape whose step is long enough to measure the technique rather than launch overhead, "
                          "within the device's memory; harness/optim/workloads.py), small (a BERT small enough for a "
-                         "2-core CPU), medium (BERT-base, batch 32, length 128) or large (seed 003's "
-                         "macbert-large shape, batch 32, length 128)")
+                         "2-core CPU), medium (BERT-base, batch 32, length 128) or large (the "
+                         "chinese-macbert-large memory table's shape, batch 32, length 128)")
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
     group.addoption("--save-baseline", default=None, metavar="PATH",
@@ -107,6 +110,41 @@ def target_table(selected: list[str], facts: dict) -> dict:
         avail = devices.backend(name, facts).availability()
         table[name] = {"selected": name in selected, "available": avail.available, "reason": avail.reason}
     return table
+
+
+def targets_line(table: dict, device_opt: str | None) -> str:
+    """The run's first line: the targets that will run, and each one that will not with why
+    (``table``: ``target_table``'s)."""
+    running = [name for name, info in table.items() if info["selected"] and info["available"]]
+    skipping = [f"{name} ({info['reason'] if info['selected'] else f'not selected: --device {device_opt}'})"
+                for name, info in table.items() if not (info["selected"] and info["available"])]
+    line = "mps-compat: running " + (", ".join(running) or "no target")
+    return line + ("; skipping " + ", ".join(skipping) if skipping else "")
+
+
+def default_run_file(rootpath, env_id: str) -> Path:
+    """Where a run's records go without --run-file: the directory tools.report reads by default."""
+    return Path(rootpath, "reports", "runs", env_id + ".jsonl")
+
+
+def report_command(run_file) -> str:
+    """The command that renders a run written to ``run_file``: tools.report with no argument
+    reads every run file in this project's reports/runs/ (the default place, and what
+    ``./compat suites`` renders after the run); a run file elsewhere must be named."""
+    from harness.core.isolate import ROOT   # the project's root, where tools.report reads by default
+    path = Path(run_file).absolute()
+    if path.parent.resolve() == (ROOT / "reports" / "runs").resolve():
+        return "python -m tools.report"
+    return f"python -m tools.report {shlex.quote(shown_path(path))}"
+
+
+def shown_path(path) -> str:
+    """A path as the user can type it from here: relative below the current directory, else absolute."""
+    path = Path(path).absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def target_param(target, *values, case_id=None):

@@ -468,8 +468,9 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
                 ("kept as they were", outcomes.get("kept", 0))) if n)
             older_note = (f"{len(older):,} records were written by an older judge (parity revision "
                           f"{min(r['judged_again']['judge'] for r in older)}; today's is "
-                          f"{records.JUDGES['parity']}): judged again from their metrics, {judged}. Run "
-                          f"`pytest suites/ -m \"parity and {col.target}\"` again for today's judge.")
+                          f"{records.JUDGES['parity']}): judged again from their metrics, {judged} (python -m "
+                          f"tools.rejudge lists why, check by check). Run `pytest suites/ -m \"parity and "
+                          f"{col.target}\"` again for today's judge.")
         state = worst(a.state for a in aspects)
         headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or "nothing measured"
         out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note))
@@ -486,7 +487,9 @@ TERMINAL_WIDTH = 240   # a terminal line is cut here (a reason from a run file c
 
 
 def _cut(line: str) -> str:
-    line = " ".join(line.split())
+    """One line (a reason's line breaks become spaces), its indentation kept, at most TERMINAL_WIDTH."""
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    line = indent + " ".join(line.split())
     return line if len(line) <= TERMINAL_WIDTH else line[:TERMINAL_WIDTH - 1] + "…"
 
 
