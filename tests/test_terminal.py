@@ -251,12 +251,14 @@ def test_the_end_names_the_command_that_renders_this_run(project, where):
     res = run_pytest(project, "--device", "cpu", *args)
     assert res.returncode == 0, res.stdout + res.stderr
     command = shlex.split(reported(res.stdout))
-    assert command[:3] == ["python", "-m", "tools.report"] and len(command) == 4, command
+    assert command[:3] == ["python", "-m", "tools.report"] and command[4] == "--out" and len(command) == 6, command
     written = list(project.rglob("*.jsonl"))
     assert len(written) == 1 and Path(project, command[3]).resolve() == written[0].resolve()
+    assert Path(project, command[5]).resolve() == written[0].parent.resolve()   # the page beside it
 
 
 def test_a_run_file_in_the_projects_reports_runs_is_rendered_by_the_bare_command(tmp_path):
     assert options.report_command(PROJECT_ROOT / "reports" / "runs" / "host-py3-torch2.jsonl") == \
         "python -m tools.report"
-    assert options.report_command(tmp_path / "run.jsonl") == f"python -m tools.report {tmp_path / 'run.jsonl'}"
+    assert options.report_command(tmp_path / "run.jsonl") == \
+        f"python -m tools.report {tmp_path / 'run.jsonl'} --out {tmp_path}"

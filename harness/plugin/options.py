@@ -130,12 +130,15 @@ def default_run_file(rootpath, env_id: str) -> Path:
 def report_command(run_file) -> str:
     """The command that renders a run written to ``run_file``: tools.report with no argument
     reads every run file in this project's reports/runs/ (the default place, and what
-    ``./compat suites`` renders after the run); a run file elsewhere must be named."""
+    ``./compat suites`` renders after the run); a run file elsewhere must be named, and its
+    page goes beside it."""
     from harness.core.isolate import ROOT   # the project's root, where tools.report reads by default
     path = Path(run_file).absolute()
     if path.parent.resolve() == (ROOT / "reports" / "runs").resolve():
         return "python -m tools.report"
-    return f"python -m tools.report {shlex.quote(shown_path(path))}"
+    # the page beside the run file: reports/matrix.* (every run of reports/runs/) stays as it is
+    return (f"python -m tools.report {shlex.quote(shown_path(path))} --out "
+            f"{shlex.quote(shown_path(path.parent))}")
 
 
 def shown_path(path) -> str:
