@@ -74,3 +74,29 @@ def run_suite(tmp_path, suite_file: str, marker: str, *args, env=None, timeout=1
                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
     records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
     return res, records
+
+
+# --------------------------------------------------------------------------- the report's browser tests
+
+def _find_chromium():
+    from tools import render_check
+    return render_check.find_chromium()
+
+
+CHROMIUM = _find_chromium()
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (chromium, chromium-browser, "
+                                    "google-chrome on PATH, or $CHROMIUM): the page cannot be rendered here; install "
+                                    "it (Debian: apt-get install chromium fonts-noto-cjk; macOS: brew install --cask "
+                                    "chromium), as .ci/run does")
+
+
+@pytest.fixture(scope="module")
+def one_browser():
+    """One Playwright and one Chromium for a module's browser tests, stopped after them
+    (render_check.session: every check and page inside shares it)."""
+    if CHROMIUM is None:
+        yield
+        return
+    from tools import render_check
+    with render_check.session():
+        yield

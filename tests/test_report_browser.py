@@ -15,26 +15,12 @@ from harness.report.matrix import LEGEND
 from harness.report.render import render_html
 from harness.report.sections import Cell, Section
 from harness.report.verdict import Aspect, Verdict
-from tests.conftest import ROOT, load_facts
+from tests.conftest import CHROMIUM, needs_chromium, ROOT, load_facts
 from tests.test_report import rec, write_run
 from tools import render_check, report
 
-CHROMIUM = render_check.find_chromium()
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (chromium, chromium-browser, "
-                                    "google-chrome on PATH, or $CHROMIUM): install it (Debian: apt-get install "
-                                    "chromium fonts-noto-cjk), as .ci/run does")
 H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_browser():
-    """One Playwright and one Chromium for the module's browser tests, stopped after them
-    (render_check.session: every check and page inside shares it)."""
-    if CHROMIUM is None:
-        yield
-        return
-    with render_check.session():
-        yield
+pytestmark = pytest.mark.usefixtures("one_browser")   # one Chromium for the module (tests/conftest.py)
 
 
 # ------------------------------------------------------------------ a page of known sections
@@ -110,6 +96,7 @@ DOM = """() => {
     cards: all('#verdicts article.card').map(c => ({
       cls: c.className, title: text(c.querySelector('.card-title')), headline: text(c.querySelector('.headline')),
       notes: all('.note', c).map(text),
+      idle: c.querySelector('.idle') && text(c.querySelector('.idle')),
       aspects: all('li.aspect', c).map(a => ({cls: a.className, state: text(a.querySelector('.state')),
         links: all(':scope > a', a).map(x => x.getAttribute('href')),
         detail: a.querySelector('details') ? [a.querySelector('details').open, all('details li', a).length] : null}))})),
@@ -146,11 +133,12 @@ def test_a_verdict_card_per_column_with_its_aspects_notes_and_links(known):
     assert bad["title"] == "bad host one · torch 2.8.0 · cpu" and bad["headline"] == "not fit: 60 fail"
     assert bad["notes"] == ["partial: ran -m env only", "3 records by an older judge, judged again"]
     assert good["notes"] == []  # no note where there is nothing to say
-    env, numerics, ops, bugs = bad["aspects"]
-    assert [a["cls"] for a in bad["aspects"]] == ["aspect good", "aspect bad", "aspect warn", "aspect none"]
+    env, numerics, ops = bad["aspects"]   # what did not run is one line, not an aspect each
+    assert [a["cls"] for a in bad["aspects"]] == ["aspect good", "aspect bad", "aspect warn"]
+    assert bad["idle"] == "Not run here: known bugs." and good["idle"] is None
     assert numerics["links"] == ["#failures"] and numerics["detail"] == [False, 30]  # all 30, folded
     assert ops["links"] == [] and ops["detail"] == [False, 2]  # its anchor names no section: no dead link
-    assert env["detail"] is None and bugs["links"] == []
+    assert env["detail"] is None
     assert good["aspects"][0]["links"] == ["#search-2"]  # to the section that asked for "search"
 
 

@@ -8,27 +8,13 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.conftest import load_facts
+from tests.conftest import CHROMIUM, needs_chromium, load_facts
 from tests.test_report import rec, write_run
 from harness.report import sections as report_sections
 from tools import render_check, report
 
-CHROMIUM = render_check.find_chromium()
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (chromium, chromium-browser, "
-                                    "google-chrome on PATH, or $CHROMIUM): the page cannot be rendered here; install "
-                                    "it (Debian: apt-get install chromium fonts-noto-cjk; macOS: brew install --cask "
-                                    "chromium), as .ci/run does")
+pytestmark = pytest.mark.usefixtures("one_browser")   # one Chromium for the module (tests/conftest.py)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_browser():
-    """One Playwright and one Chromium for the module's browser tests, stopped after them
-    (render_check.session: every check and page inside shares it)."""
-    if CHROMIUM is None:
-        yield
-        return
-    with render_check.session():
-        yield
 
 # host, recorded facts, torch versions in the order their runs were written, targets
 HOSTS = (("studio", "apple_silicon_native", ("2.10.0", "2.8.0", "2.9.0"), ("cpu", "mps")),
