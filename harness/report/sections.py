@@ -118,7 +118,7 @@ def env_rows(m: Matrix) -> list[dict]:
         mac = f.get("mac") or {}
         py = f.get("python") or {}
         recs = [r for (_, cid), r in m.cells.items() if cid == col.id]
-        partial = verdict.partial_note(col.headers or [col.header], recs, col.target)
+        partial = verdict.partial_note(col.headers or [col.header], recs, col.target, col.complete)
         rows.append({
             "column": col.label, "machine": col.host_label, "runs on": col.device,
             "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),
@@ -127,8 +127,7 @@ def env_rows(m: Matrix) -> list[dict]:
             "macOS": mac.get("version") or "-", "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
             "target available": (h.get("targets") or {}).get(col.target, {}).get("available"),
             "MPS fallback": (h.get("mps_fallback") or {}).get("setting"), "suite rev": f.get("suite_revision"),
-            "runs": len(col.runs), "complete": ("no: a run was cut off" + (f"; {partial}" if partial else "")
-                                                if not col.complete else partial or "yes"),
+            "runs": len(col.runs), "complete": partial or "yes",
         })
     return rows
 

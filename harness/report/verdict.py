@@ -387,9 +387,10 @@ def selection_of(header: dict) -> dict:
     return sel
 
 
-def partial_note(col_headers: list[dict], recs: list[dict], target: str) -> str:
+def partial_note(col_headers: list[dict], recs: list[dict], target: str, complete: bool = True) -> str:
     """"" when the column holds a whole run of every suite; else what was selected, which
-    suites did not run, which runs were cut off, and which targets were absent."""
+    suites did not run, whether a run was cut off (``complete`` False), and which targets
+    were absent."""
     parts, narrowed = [], []
     for h in col_headers:
         sel = selection_of(h)
@@ -412,6 +413,8 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str) -> str:
             if isinstance(info, dict) and info.get("selected") and not info.get("available") and name != target:
                 absent[name] = info.get("reason") or ""
     note = ""
+    if not complete:
+        parts.append("a run was cut off before its end (its last records may be missing)")
     if parts:
         note = "partial: " + "; ".join(parts)
     if absent:
@@ -446,11 +449,11 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         recs = [r for (_, cid), r in m.cells.items() if cid in ids]
         title = f"{col.device} · torch {col.torch_release} · {col.target}{col.label_suffix}"
         headers = [h for c in cols for h in (c.headers or [c.header])]
-        partial = partial_note(headers, recs, col.target)
+        partial = partial_note(headers, recs, col.target, all(c.complete for c in cols))
         if all(r["status"] == Status.SKIP for r in recs):
             why = Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
             out.append(Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
-                Aspect("environment", NONE, why, anchor="environments")], partial))
+                Aspect("environment", NONE, why, anchor="environments")]))   # what was selected says nothing here
             continue
         aspects = [_environment(recs, col.target), _ops(recs, col.target), _numerics(recs), _optimizations(recs),
                    _known_bugs(recs), _speed(recs)]
@@ -474,7 +477,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         state = worst(a.state for a in aspects)
         headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or "nothing measured"
         out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note))
-    return out
+    return sorted(out, key=lambda v: v.state == NONE)   # a target that is not on its machine: last
 
 
 def for_records(header: dict, recs: list[dict]) -> list[Verdict]:
