@@ -288,3 +288,14 @@ def test_the_terminal_lines_name_each_column_and_what_is_wrong(h100_page):
     cuda = next(line for line in lines if "H100" in line)
     assert cuda.startswith("XX ") and "numerically wrong" in cuda
     assert any(line.strip().startswith("numerics:") and "tf32" in line for line in lines)
+
+
+def test_a_cell_of_an_older_judge_says_so_where_it_is_shown(h100_page):
+    from harness.report.sections import cell_of
+    _, _, m, _, _, _ = h100_page
+    (rec_,) = [r for (check, cid), r in m.cells.items()
+               if check == "parity/_batch_norm_with_update/float16/forward" and cid.endswith("/cuda")]
+    cell = cell_of(rec_)
+    assert cell.text.endswith("(judge 1)") and cell.title.startswith("written by judge 1, which said fail")
+    today = [r for r in m.cells.values() if r.get("suite") == "parity" and not r.get("judged_again")]
+    assert today and not any("judge" in cell_of(r).text for r in today)

@@ -76,6 +76,11 @@ def cell_of(rec: dict | None, where: str = "") -> Cell:
         return Cell("")
     key = cell_key(rec)
     metric = key_metric(rec.get("metrics") or {})
+    older = rec.get("judged_again")
+    if older:   # marked where it is shown: an older judge's record, judged again here where its metrics allow
+        return Cell(f"{SYMBOL[key]} {metric} (judge {older['judge']})".replace("  ", " "), key,
+                    f"written by judge {older['judge']}, which said {older['was']}; {older['why']}\n"
+                    + _title(key, rec), rec, where)
     return Cell(f"{SYMBOL[key]} {metric}".strip(), key, _title(key, rec), rec, where)
 
 
