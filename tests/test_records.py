@@ -74,7 +74,7 @@ def test_seed_003_path_of_a_schema_1_run_is_found_by_its_derived_kind(tmp_path):
     the migration names its kind, and the report draws the path from that."""
     out = tmp_path / "out"
     assert report.main([str(H100 / "optim-small.jsonl"), "--out", str(out)]) == 0
-    assert "Seed 003's path on" in (out / "matrix.md").read_text()
+    assert "Memory-saving steps, one after another, on" in (out / "matrix.md").read_text()
     assert list(out.glob("seed003_*.png"))
 
 

@@ -371,9 +371,10 @@ PIP_NAME = {"yaml": "pyyaml"}
 
 
 def report_imports(root: Path = ROOT) -> set[str]:
-    """Third-party modules tools.report may import: all of its own imports (some are inside
-    functions), and the module-level imports of the harness modules it reaches (those import
-    torch inside functions only, which the report does not call)."""
+    """Third-party modules tools.report may import: all of its own imports and those of
+    harness.report's modules (some are inside functions), and the module-level imports of the
+    other harness modules it reaches (those import torch inside functions only, which the
+    report does not call)."""
     stdlib = set(sys.stdlib_module_names)
     seen, todo, found = set(), [("tools.report", True)], set()
     while todo:
@@ -397,7 +398,9 @@ def report_imports(root: Path = ROOT) -> set[str]:
                 if top in ("harness", "tools"):
                     for cand in (name, name.rsplit(".", 1)[0]):  # a module, or a name from one
                         if _source(root, cand).is_file():
-                            todo.append((cand, False))
+                            # the report's own modules: every import, inside functions too (the page's
+                            # template engine is imported where the page is rendered)
+                            todo.append((cand, cand.startswith("harness.report")))
                             break
                 elif top not in stdlib and top != "__future__":
                     found.add(top)
