@@ -96,6 +96,7 @@ def test_second(target, sandbox, record):
 '''
 
 
+@pytest.mark.slow   # the sandbox's real warm-up (torch, OpInfo) in a child pytest: 15-20 s each
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_the_warm_up_is_paid_before_the_first_check_and_booked_to_none(project, workers):
     """The child's start (here a preloaded module that sleeps SLOW_START) is the warm-up's,
@@ -117,6 +118,7 @@ def test_the_warm_up_is_paid_before_the_first_check_and_booked_to_none(project, 
         assert ("[gw" in line) == bool(workers), line
 
 
+@pytest.mark.slow
 def test_a_warm_up_that_fails_is_said_and_the_checks_meet_the_failure_themselves(project):
     (project / "suites" / "env" / "test_quick.py").write_text(BOXED)
     (project / "broken_start.py").write_text("raise SystemExit(3)\n")

@@ -400,7 +400,7 @@ def pytest_collection(session):
     state.collection.update(collected=0, deselected=0)
     tr = terminal(session.config) if state.controller and runs_checks(session.config) else None
     if tr is not None:
-        tr.write_line("mps-compat: collecting the checks (every suite file is imported; -m and -k select after)")
+        tr.write_line("mps-compat: collecting the checks (each suite file it reads is imported; -m and -k select after)")
     started = time.monotonic()
     try:
         return (yield)
