@@ -61,10 +61,14 @@ def test_the_first_line_says_what_runs_and_what_is_skipped_and_why_and_where_it_
     lines = mps_compat_lines(res.stdout)
     rf, _ = records_of(run_file)
     table = rf.runs[0].header["targets"]
-    check_targets_line(lines[0], table, device)
-    assert "cuda (" in lines[0] and "mps (" in lines[0]          # neither is here: both said, with why
-    assert lines[1].startswith("mps-compat: records are appended to ")
-    assert Path(project, lines[1].removeprefix("mps-compat: records are appended to ")).resolve() == run_file
+    from harness.report.matrix import machine_name
+    facts = rf.runs[0].header["facts"]
+    assert lines[0].startswith(f"mps-compat: this machine: {facts['host']}: {machine_name(facts)}; torch "), lines[0]
+    assert facts["python"]["version"] in lines[0]
+    check_targets_line(lines[1], table, device)
+    assert "cuda (" in lines[1] and "mps (" in lines[1]          # neither is here: both said, with why
+    assert lines[2].startswith("mps-compat: records are appended to ")
+    assert Path(project, lines[2].removeprefix("mps-compat: records are appended to ")).resolve() == run_file
     out = res.stdout
     assert out.index(lines[0]) < out.index("collected ") < out.index("test_quick.py")   # before collection
 

@@ -507,14 +507,19 @@ def runs_checks(config) -> bool:
 
 
 def announce(config) -> None:
-    """The run's first lines (the controller's): the targets that will run and those that
-    will not with why, and the run file the records are appended to."""
+    """The run's first lines (the controller's): the machine (chip or GPUs, CPU, OS), the
+    targets that will run and those that will not with why, and the run file the records
+    are appended to."""
     state = config.stash.get(STATE, None)
     tr = terminal(config)
     if state is None or not state.controller or tr is None or not runs_checks(config):
         return
-    tr.write_line(options.targets_line(options.target_table(state.targets, facts.current()),
-                                       config.getoption("--device")))
+    from harness.report.matrix import machine_name
+    f = facts.current()
+    tr.write_line(f"mps-compat: this machine: {f.get('host', '?')}: {machine_name(f)}; torch "
+                  f"{(f.get('torch') or {}).get('version') or 'not importable'}, Python "
+                  f"{(f.get('python') or {}).get('version')} ({(f.get('python') or {}).get('arch')})")
+    tr.write_line(options.targets_line(options.target_table(state.targets, f), config.getoption("--device")))
     tr.write_line(f"mps-compat: records are appended to {options.shown_path(state.run_file())}")
 
 
