@@ -100,3 +100,30 @@ def one_browser():
     from tools import render_check
     with render_check.session():
         yield
+
+
+# --------------------------------------------------------------------------- recorded runs from real hardware
+
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"
+
+
+def recorded_h100() -> Path:
+    """The run files recorded on an NVIDIA H100 (tests/fixtures/recorded/h100-torch2.11, kept
+    gzipped in the repository), unpacked once per process into a temporary directory that is
+    removed at exit: a directory tools.report, tools.rejudge and runfiles read as they are."""
+    global _H100
+    if _H100 is None:
+        import atexit
+        import gzip
+        import shutil
+        import tempfile
+        out = Path(tempfile.mkdtemp(prefix="mps-compat-h100-")) / "h100-torch2.11"
+        out.mkdir()
+        atexit.register(shutil.rmtree, out.parent, True)
+        for packed in sorted((RECORDED / "h100-torch2.11").glob("*.jsonl.gz")):
+            (out / packed.name.removesuffix(".gz")).write_bytes(gzip.decompress(packed.read_bytes()))
+        _H100 = out
+    return _H100
+
+
+_H100: Path | None = None

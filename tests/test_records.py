@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from harness.core import records, runfiles
-from tests.conftest import ROOT
+from tests.conftest import recorded_h100, ROOT
 from tools import compare as compare_cli, report
 
 # Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
 SCHEMA_1 = ROOT / "tests" / "fixtures" / "runs" / "schema1-main-c4eeb0c.jsonl"
-H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+H100 = recorded_h100()   # real hardware, kept in tests/fixtures/recorded
 
 
 def _header(path) -> dict:

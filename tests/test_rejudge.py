@@ -6,13 +6,10 @@ import pytest
 
 from harness.core import runfiles
 from harness.parity.numerics import rejudge
-from tests.conftest import ROOT
+from tests.conftest import recorded_h100
 from tools import rejudge as cli
 
-RECORDED = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
-needs_recorded = pytest.mark.skipif(not (RECORDED / "parity.jsonl").is_file(),
-                                    reason=f"the recorded H100 run is absent ({RECORDED}); it lives beside the "
-                                           "project in ../shared, as in CI")
+RECORDED = recorded_h100()   # real hardware, kept in tests/fixtures/recorded
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +19,6 @@ def judged():
     return records, {j.check: j for j in rejudge.rejudge(records)}
 
 
-@needs_recorded
 def test_every_recorded_failure_is_classified_once(judged):
     records, by_check = judged
     failed = [r["check"] for r in records if r["status"] == "fail"]
@@ -30,7 +26,6 @@ def test_every_recorded_failure_is_classified_once(judged):
     assert {j.outcome for j in by_check.values()} <= {"passes", "rerun", "remains", "not a parity result"}
 
 
-@needs_recorded
 @pytest.mark.parametrize("check,outcome,says", [
     ("parity/atan2/int32/forward", "passes", "integer inputs, floating output"),
     ("parity/nn.functional.grid_sample/float16/forward", "passes", "more accurate than the CPU"),
@@ -48,7 +43,6 @@ def test_known_failures_land_in_their_class(judged, check, outcome, says):
     assert j.outcome == outcome and says in j.why, j
 
 
-@needs_recorded
 def test_the_report_prints_counts_and_what_remains(capsys):
     assert cli.main([str(RECORDED / "parity.jsonl"), "--target", "cuda"]) == 0
     out = capsys.readouterr().out

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from harness.core import records, runfiles
-from tests.conftest import ROOT
+from tests.conftest import recorded_h100
 from tools import report
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> | pipe & ünïcødé ' + "long " * 200
@@ -470,12 +470,9 @@ def test_a_reader_that_left_changes_nothing(tmp_path, two_versions):
     assert (res.returncode, res.stderr) == (2, f"error: {where}: not valid JSON (JSONDecodeError)\n")
 
 
-RECORDED_H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+RECORDED_H100 = recorded_h100()   # real hardware, kept in tests/fixtures/recorded
 
 
-@pytest.mark.skipif(not (RECORDED_H100 / "optim-small.jsonl").is_file(),
-                    reason=f"the recorded H100 runs are absent ({RECORDED_H100}); they live beside the project in "
-                           "../shared, as in CI")
 def test_the_recorded_h100_small_and_large_optimization_runs_stay_apart():
     """On the H100 the small and the large workload ran on one machine; the old matrix let the
     newer overwrite the older in one column (fp16 1.24x small, 0.41x large). Read as recorded."""

@@ -15,11 +15,11 @@ from harness.report.matrix import LEGEND
 from harness.report.render import render_html
 from harness.report.sections import Cell, Section
 from harness.report.verdict import Aspect, Verdict
-from tests.conftest import CHROMIUM, needs_chromium, ROOT, load_facts
+from tests.conftest import recorded_h100, CHROMIUM, needs_chromium, load_facts
 from tests.test_report import rec, write_run
 from tools import render_check, report
 
-H100 = ROOT.parent / "shared" / "recorded" / "h100-torch2.11"
+H100 = recorded_h100()   # real hardware, kept in tests/fixtures/recorded
 pytestmark = pytest.mark.usefixtures("one_browser")   # one Chromium for the module (tests/conftest.py)
 
 

@@ -1,6 +1,6 @@
 """The accuracy rules applied again to parity records written by an older judge.
 
-The first run on a real accelerator (../shared/recorded/h100-torch2.11, written when an
+The first run on a real accelerator (tests/fixtures/recorded/h100-torch2.11, written when an
 accelerator was judged by same-dtype agreement with the CPU) holds, per check, the
 target's and the CPU's largest error against float64 (``target_ref_err``,
 ``cpu_ref_err``) and the agreement it was judged by. Where those numbers suffice, this

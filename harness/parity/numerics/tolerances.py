@@ -88,7 +88,7 @@ TABLE: dict[tuple[str, str], Tolerance] = {
 # units in the last place. Same-dtype agreement with the CPU (what PyTorch's own
 # device-vs-CPU tests ask) is recorded, not judged: on the recorded H100 run that judge
 # failed 356 of 4,927 checks, about fifteen of them for a real loss of accuracy
-# (../shared/recorded/h100-torch2.11; tools/rejudge.py reads them again).
+# (tests/fixtures/recorded/h100-torch2.11; tools/rejudge.py reads them again).
 ACCURACY_FACTOR = 2.0
 ACCURACY_ULPS = 2.0
 ACCURACY_SOURCE = (
