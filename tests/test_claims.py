@@ -3,6 +3,8 @@ seed 003's path is as the seed reports it, the gates judge recorded machines rig
 what users read names each document by its title and gives every Chinese quote its English."""
 import copy
 import dataclasses
+import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,11 @@ from harness.optim import techniques
 from harness.env import devices
 from tests.conftest import ROOT, load_facts
 
-SEEDS = ROOT.parent / "shared" / "seeds"
-needs_seeds = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed documents absent ({SEEDS}); they live outside "
-                                 "the repository")
+# The source documents, kept in the repository (tests/fixtures/seeds/README.md says where they
+# came from and gives their digests): the claims are checked against their text on every clone,
+# never skipped for want of a folder outside it.
+SEEDS = ROOT / "tests" / "fixtures" / "seeds"
+DIGEST_LINE = re.compile(r"^\s*([0-9a-f]{64})  (\S+)$", re.M)   # sha256sum's form, as the README lists them
 NAMES = [c.name for c in C.CLAIMS]
 REQUIRED = {"larger-batch", "batch-multiple-of-8", "gradient-accumulation", "gradient-checkpointing", "fp16-autocast",
             "bf16-autocast", "tf32", "adafactor", "adamw-8bit", "fused-adamw", "dataloader-workers", "pin-memory",
@@ -39,7 +43,6 @@ def test_every_claim_names_a_seed_file(claim):
     assert claim.section and claim.section_en and claim.quote and claim.quote_en
 
 
-@needs_seeds
 @pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
 def test_every_claims_section_and_quote_occur_in_its_seed(claim):
     text = _seed_text(claim.source)
@@ -47,9 +50,20 @@ def test_every_claims_section_and_quote_occur_in_its_seed(claim):
     assert claim.quote in text
 
 
-@needs_seeds
 def test_the_seed_files_exist_as_named():
-    assert {p.name for p in SEEDS.glob("*.txt")} >= set(C.SEED_FILES)
+    assert {p.name for p in SEEDS.glob("*.txt")} == set(C.SEED_FILES)
+
+
+def test_the_seed_files_are_the_documents_as_given():
+    """Each file's bytes are the ones its README lists (the digests of the shared folder's
+    copies): an editor's re-encoding or a line-ending conversion would change the text a
+    claim's quote is looked up in, and this names the file it happened to."""
+    readme = (SEEDS / "README.md").read_text(encoding="utf-8")
+    listed = {name: digest for digest, name in DIGEST_LINE.findall(readme)}
+    assert set(listed) == set(C.SEED_FILES)
+    changed = [name for name, digest in listed.items()
+               if hashlib.sha256((SEEDS / name).read_bytes()).hexdigest() != digest]
+    assert changed == []
 
 
 @pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
@@ -109,7 +123,6 @@ def test_seed_003_path_memory_never_rises():
     assert all(b <= a for a, b in zip(memory, memory[1:]))
 
 
-@needs_seeds
 def test_seed_003_rows_occur_in_the_seed():
     text = _seed_text(C.SEED_003_PATH.source)
     assert C.SEED_003_PATH.section in text
@@ -380,7 +393,6 @@ def test_every_document_has_a_title_and_the_file_names_none():
     assert case.metrics("cuda")["document"] == D.title(C.SEED_002)
 
 
-@needs_seeds
 @pytest.mark.parametrize("file", C.SEED_FILES)
 def test_each_documents_original_title_stands_in_its_first_lines(file):
     head = "\n".join(_seed_text(file).splitlines()[:60])

@@ -1,5 +1,6 @@
 """Self-tests of harness/optim/measure.py: exact bytes for known allocations, the anatomy of a
 tiny MLP + AdamW step, verdicts on synthetic timed workloads, a seeded bootstrap."""
+import itertools
 import json
 
 import pytest
@@ -245,7 +246,114 @@ def test_the_bootstrap_is_seeded():
     assert first[0] < 0.6 < first[1]
 
 
-# --------------------------------------------------------------------------- timing
+# --------------------------------------------------------------------------- timing: the decision, on a fake clock
+
+class FakeClock:
+    """A stopwatch that moves only when a workload says it took time.
+
+    compare_time reads each call's seconds through harness.env.timing's ``timed`` and its budget
+    through ``time.perf_counter``; the ``fake_clock`` fixture points both at this clock. So the
+    decision (which side is faster, how rounds are booked, when more are bought, when the budget
+    is spent) is tested on durations the test chose: a busy machine cannot change a verdict, and
+    a broken decision still fails."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.log: list[str] = []   # which workload ran, in order
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def work(self, name: str, *seconds: float):
+        """A workload whose successive calls take ``seconds[0]``, ``seconds[1]``, ... (cycling)."""
+        costs = itertools.cycle(seconds)
+
+        def run():
+            self.log.append(name)
+            self.now += next(costs)
+        return run
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)   # timed(): each call's seconds
+    monkeypatch.setattr(ratios, "time", clock)   # compare_time: the budget
+    return clock
+
+
+FASTER = Bound(LOWER, 1 / 1.3)
+
+
+def test_a_clearly_faster_variant_holds(fake_clock):
+    base = fake_clock.work("a", 0.0080, 0.0082, 0.0079)
+    variant = fake_clock.work("b", 0.0020, 0.0021, 0.0019)
+    result = ratios.compare_time(base, variant, FASTER, rounds=10, budget_s=5)
+    assert result["category"] == "holds", result["reason"]
+    assert result["rounds"] == 10                         # decided on the first rounds: none bought
+    assert result["time_ratio"] == pytest.approx(0.25, rel=0.05)
+    assert result["ci_high"] < FASTER.limit / (1 + ratios.TIME_ZONE)
+    assert result["seconds"] == round(fake_clock.now, 3)  # warm-up and rounds, as the clock saw them
+
+
+def test_a_clearly_slower_variant_does_not_hold(fake_clock):
+    base = fake_clock.work("a", 0.0020, 0.0021, 0.0019)
+    variant = fake_clock.work("b", 0.0080, 0.0082, 0.0079)
+    result = ratios.compare_time(base, variant, FASTER, rounds=10, budget_s=5)
+    assert result["category"] == "does-not-hold", result["reason"]
+    assert result["time_ratio"] == pytest.approx(4.0, rel=0.05)
+    assert result["ci_low"] > FASTER.limit * (1 + ratios.TIME_ZONE)
+
+
+def test_rounds_alternate_and_each_side_keeps_its_own_durations(fake_clock):
+    """A B, B A, A B ...: each round's two durations are booked to the side that ran, whichever
+    ran first (a swap would mix 3 s and 1 s on both sides and turn the verdict)."""
+    base, variant = fake_clock.work("a", 3.0), fake_clock.work("b", 1.0)
+    result = ratios.compare_time(base, variant, Bound(LOWER, 0.5), warmup=1, rounds=4, budget_s=0)
+    assert fake_clock.log == ["a", "b"] + ["a", "b", "b", "a"] * 2
+    assert result["durations_a"] == [3.0] * 4 and result["durations_b"] == [1.0] * 4
+    assert (result["median_a_s"], result["median_b_s"]) == (3.0, 1.0) and result["category"] == "holds"
+
+
+def test_warm_up_calls_run_first_and_stay_out_of_the_figures(fake_clock):
+    compiled = fake_clock.work("a", 100.0, 100.0, *[1.0] * 50)   # two first calls that compile
+    variant = fake_clock.work("b", 0.5)
+    result = ratios.compare_time(compiled, variant, Bound(LOWER, 0.8), warmup=2, rounds=6, budget_s=0)
+    assert result["durations_a"] == [1.0] * 6 and result["category"] == "holds", result["reason"]
+    assert result["seconds"] == round(fake_clock.now, 3) and fake_clock.now == 200.0 + 1.0 + 6 * 1.5
+
+
+# The same work on both sides, spread so unevenly over rounds that few rounds cannot tell them apart.
+UNEVEN_A, UNEVEN_B = (1.0, 12.0, 2.0, 10.0), (12.0, 1.0, 10.0, 2.0)
+
+
+def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusive(fake_clock):
+    run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=0)
+    assert result["category"] == "inconclusive", result["reason"]
+    assert result["rounds"] == 4 and "budget of 0 s spent" in result["reason"]
+    assert result["ci_low"] < 1.0 < result["ci_high"] and result["time_ratio"] == 1.0
+    assert result["durations_a"] == list(UNEVEN_A) and result["durations_b"] == list(UNEVEN_B)
+
+
+def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive(fake_clock):
+    run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=10_000,
+                                 max_rounds=16)
+    assert result["rounds"] == 16
+    assert result["category"] == "inconclusive" and "16 rounds reached" in result["reason"]
+
+
+def test_the_budget_stops_the_buying_of_rounds(fake_clock):
+    """4 rounds cost 50 s of the 60 s budget, so 8 are bought; those spend it, and the verdict
+    stays inconclusive, saying the budget ran out rather than the rounds."""
+    run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=60)
+    assert result["rounds"] == 8 and fake_clock.now == 100.0
+    assert result["category"] == "inconclusive" and "budget of 60 s spent" in result["reason"]
+
+
+# --------------------------------------------------------------------------- timing: the real clock
 
 _M = torch.randn(256, 256)
 
@@ -257,45 +365,29 @@ def _matmuls(n):
     return run
 
 
-def test_a_clearly_faster_variant_holds():
-    result = ratios.compare_time(_matmuls(8), _matmuls(2), Bound(LOWER, 1 / 1.3), rounds=10, budget_s=5)
-    assert result["category"] == "holds", result["reason"]
-    assert result["ci_high"] < 1 / 1.3 and result["rounds"] >= 10
-
-
-def test_a_clearly_slower_variant_does_not_hold():
-    result = ratios.compare_time(_matmuls(2), _matmuls(8), Bound(LOWER, 1 / 1.3), rounds=10, budget_s=5)
-    assert result["category"] == "does-not-hold", result["reason"]
-    assert result["time_ratio"] > 1
-
-
-def _uneven(counts):
-    """The same work overall as its twin, spread so unevenly over rounds that few rounds cannot tell."""
-    it = iter(counts * 100)
-    return lambda: _matmuls(next(it))()
-
-
-def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusive():
-    run_a = _uneven([1, 12, 2, 10])
-    run_b = _uneven([12, 1, 10, 2])
-    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=0)
-    assert result["category"] == "inconclusive", result["reason"]
-    assert result["rounds"] == 4 and "budget" in result["reason"]
-    assert result["ci_low"] < 1.0 < result["ci_high"]
-    assert len(result["durations_a"]) == len(result["durations_b"]) == 4
-
-
-def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive():
-    run_a = _uneven([1, 12, 2, 10])
-    run_b = _uneven([12, 1, 10, 2])
-    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=30,
-                                  max_rounds=16)
-    assert result["rounds"] == 16
-    assert result["category"] == "inconclusive" and "16 rounds reached" in result["reason"]
+@pytest.mark.parametrize("faster", [True, False], ids=["faster-variant", "slower-variant"])
+def test_on_the_real_clock_a_verdict_never_points_the_wrong_way(faster):
+    """Real matmuls, four times the work on one side: on a busy machine the honest answer may
+    be inconclusive, so that is accepted; a verdict the other way never is, and a verdict
+    given must follow from the medians it was judged on. (The decision itself is tested on
+    the fake clock above.)"""
+    light, heavy = _matmuls(2), _matmuls(8)
+    result = ratios.compare_time(heavy, light, FASTER, rounds=10, budget_s=5) if faster else \
+        ratios.compare_time(light, heavy, FASTER, rounds=10, budget_s=5)
+    right = "holds" if faster else "does-not-hold"
+    assert result["category"] in {right, "inconclusive"}, result["reason"]
+    assert len(result["durations_a"]) == len(result["durations_b"]) == result["rounds"] >= 10
+    assert all(d > 0 for d in result["durations_a"] + result["durations_b"])
+    if result["category"] == "holds":
+        assert result["median_b_s"] < result["median_a_s"]
+        assert result["ci_high"] < FASTER.limit / (1 + result["zone"])
+    elif result["category"] == "does-not-hold":
+        assert result["median_b_s"] > result["median_a_s"]
+        assert result["ci_low"] > FASTER.limit * (1 + result["zone"])
 
 
 def test_sync_is_called_around_every_timed_call():
     calls = []
     ratios.compare_time(lambda: None, lambda: None, Bound(NOT_HIGHER, 2.0), sync=lambda: calls.append(1),
-                         warmup=1, rounds=4, budget_s=0)
+                        warmup=1, rounds=4, budget_s=0)
     assert len(calls) == 4 * 2 * 2

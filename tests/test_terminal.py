@@ -113,13 +113,17 @@ def test_the_warm_up_is_paid_before_the_first_check_and_booked_to_none(project, 
     assert res.returncode == 0, res.stdout + res.stderr
     _, recs = records_of(run_file)
     assert sorted(r["subject"] for r in recs) == ["first", "second"]
-    assert all(r["duration_s"] < SLOW_START for r in recs), [(r["subject"], r["duration_s"]) for r in recs]
     said = [ln for ln in mps_compat_lines(res.stdout) if "warm-up" in ln]
     assert said, res.stdout
+    warmed = []
     for line in said:   # serial: one line; xdist: one per worker that ran a check, named
         seconds = float(line.split(" torch ")[1].split(" s")[0])
         assert seconds >= SLOW_START, line
         assert ("[gw" in line) == bool(workers), line
+        warmed.append(seconds)
+    # No check's duration holds the start it slept through: each is shorter than the warm-up
+    # that paid it (a measured figure on each side, so a loaded machine slows both alike).
+    assert all(r["duration_s"] < min(warmed) for r in recs), ([(r["subject"], r["duration_s"]) for r in recs], warmed)
 
 
 @pytest.mark.slow

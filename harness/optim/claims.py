@@ -1,8 +1,9 @@
 """The optimization claims: one table, every number with its source.
 
-Each ``Claim`` is one technique from the seed documents (../shared/seeds/, not part of this
-repository): where it is stated (seed file, section title in the original language with an
-English gloss, and a short quote that occurs in the file, with its English), the knob that turns it on
+Each ``Claim`` is one technique from the seed documents (kept byte for byte in
+tests/fixtures/seeds/, where the self-tests look up every quote): where it is stated (seed
+file, section title in the original language with an English gloss, and a short quote that
+occurs in the file, with its English), the knob that turns it on
 (``transformers.TrainingArguments`` fields, and the plain-PyTorch equivalent), what it is
 expected to do to memory and to time on each target class (cpu, cuda, mps), how much
 worse than that still counts as "holds", and when it applies at all (gates over a fact set

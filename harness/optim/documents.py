@@ -1,7 +1,7 @@
 """The documents the optimization claims come from, and how user-facing text names and quotes them.
 
 The claims (harness/optim/claims.py) come from five documents written in Chinese, kept as
-numbered files outside the repository (../shared/seeds/NNN_<hash>.txt). The file name is
+numbered files (tests/fixtures/seeds/NNN_<hash>.txt, the project's copies of its source documents). The file name is
 where a claim's words are looked up (tests/test_claims.py); it is never what a user reads.
 ``DOCUMENTS`` maps each file to its titles, the one place that does: ``short`` is the
 name a sentence uses ("HF guide ... : ..."), ``title`` the full English title a skip
@@ -20,8 +20,8 @@ import dataclasses
 import re
 from types import MappingProxyType
 
-# The seed documents, by number. Stored as names only: the folder lives outside the repo
-# (../shared/seeds, relative to the repository root).
+# The seed documents, by number: the file names in tests/fixtures/seeds/ (its README gives
+# their SHA-256s).
 SEED_000 = "000_d9db61ef21f62cee.txt"   # ChatGPT-4 advice for training on a MacBook M3 (blog)
 SEED_001 = "001_149361ff5abf473b.txt"   # HF docs zh: perf_train_special (PyTorch on Apple silicon)
 SEED_002 = "002_30922ac40e33578f.txt"   # HF guide zh: perf_train_gpu_one (v4.37.2)
