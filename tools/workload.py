@@ -7,7 +7,7 @@ device described by its figures.
 Prints, per device, the ladder of named workloads (harness/optim/workloads.py) with each one's
 estimated step time and training memory, whether it fits, and the choice with its reason.
 Probing a device runs float32 matmuls on it for about a second. Exit 0, or 2 with one line
-on bad input (an absent device, a figure that is not a positive number).
+on bad input (an absent device, a figure that is not a positive number or is beyond any device).
 """
 from __future__ import annotations
 
@@ -19,14 +19,24 @@ from harness.optim import workloads
 from tools import cli
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
-    return value
+# The largest figures a described device may have: far beyond any device, yet small enough
+# that the estimates made from them stay finite numbers (1e308 GiB in bytes is infinity).
+MAX_MEMORY_GIB = 2.0 ** 20   # a pebibyte
+MAX_TFLOPS = 1e6             # an exaflop per second
+
+
+def _positive_up_to(ceiling: float, unit: str):
+    """An argparse type: a number above 0 and at most ``ceiling``, said in one line otherwise."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 < value <= ceiling):
+            raise argparse.ArgumentTypeError(
+                f"must be a number above 0 and at most {ceiling:.0f} ({unit}), not {text!r}")
+        return value
+    return parse
 
 
 def table(choice: dict) -> str:
@@ -40,8 +50,10 @@ def table(choice: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = cli.Parser(prog="python -m tools.workload", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="targets to probe (default: every one present)")
-    parser.add_argument("--memory-gib", type=_positive, default=None, help="a device's memory, GiB (no probing)")
-    parser.add_argument("--tflops", type=_positive, default=None, help="its float32 matmul TFLOP/s (no probing)")
+    parser.add_argument("--memory-gib", type=_positive_up_to(MAX_MEMORY_GIB, "GiB"), default=None,
+                        help="a device's memory, GiB (no probing)")
+    parser.add_argument("--tflops", type=_positive_up_to(MAX_TFLOPS, "TFLOP/s"), default=None,
+                        help="its float32 matmul TFLOP/s (no probing)")
     args = parser.parse_args(argv)
     if (args.memory_gib is None) != (args.tflops is None):
         return cli.error("--memory-gib and --tflops describe a device together: give both, or neither")

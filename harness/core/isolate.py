@@ -8,6 +8,13 @@ the signal or exit code; if it takes longer than the timeout, the child is kille
 call returns ``timeout``. The next call starts a fresh child. Between calls the child
 stays up, so imports (torch, op_db) are paid once, not per check.
 
+A call's limit counts the call alone. A child is started under a start-up limit of its own
+(importing torch and OpInfo's op_db takes tens of seconds on a loaded machine) and says when
+it is ready; the warm-up steps the plugin asked for (``warm``) are run again in every child
+started after the first, before the next call's clock starts, so a crash or a hang does not
+charge the restart to the check after it. A child that cannot start is a ``crash`` outcome
+that says so, not a check that hung.
+
 The child inherits the environment, so ``PYTORCH_ENABLE_MPS_FALLBACK`` as decided by the
 suite holds there too. It is started fresh (not forked): forking a process that has
 initialised Metal or CUDA is unsafe.
@@ -30,6 +37,15 @@ THREADS_VAR = "MPS_COMPAT_SANDBOX_THREADS"
 # Modules every child imports at start, comma-separated: a test plugin that changes what
 # the checks compute (a stand-in target, a wrong kernel) must reach the children too.
 PRELOAD_VAR = "MPS_COMPAT_SANDBOX_PRELOAD"
+# How long a child may take to start (its preloads, and the warm-up steps it replays) before
+# it is given up: generous, because start-up is not what a check's limit is about.
+STARTUP_TIMEOUT = 600.0
+# The longest wait a call makes, and the largest --check-timeout (harness/plugin/options.py):
+# one day. Connection.poll waits in poll(2) on Linux and macOS, which takes milliseconds as a
+# C int (2**31 - 1 ms, about 24.8 days) and raises OverflowError beyond it; a check still
+# running after a day is hung for every purpose of this suite.
+MAX_TIMEOUT = 86400.0
+WARM = "harness.core.isolate:warm"   # the call whose steps a fresh child replays
 
 
 def threads_per_worker(workers: int, cores: int | None = None) -> int | None:
@@ -54,6 +70,13 @@ class Outcome:
     seconds: float = 0.0
 
 
+def _bounded(seconds: float) -> float:
+    """A limit the platform can wait: at most MAX_TIMEOUT (NaN too), at least 0."""
+    if not seconds <= MAX_TIMEOUT:
+        return MAX_TIMEOUT
+    return max(seconds, 0.0)
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "the child process stopped answering"
@@ -67,15 +90,24 @@ def _describe_exit(code: int | None) -> str:
 
 
 class Sandbox:
-    def __init__(self, timeout: float = 120.0, preload: tuple[str, ...] = (), threads: int | None = None):
+    def __init__(self, timeout: float = 120.0, preload: tuple[str, ...] = (), threads: int | None = None,
+                 startup_timeout: float = STARTUP_TIMEOUT):
         self.timeout = timeout
         self.preload = preload          # modules the child imports at start
         self.threads = threads          # torch intra-op threads of the child (None: torch's default)
+        self.startup_timeout = startup_timeout
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self.starts = 0
+        self.last_start_s = 0.0         # seconds the newest child took to be ready (start and replay)
+        # The warm() steps asked for so far, each with its limit: a child started after the
+        # first pays them again before its first call, as the first child did in the warm-up.
+        self._warmed: dict[str, float] = {}
 
-    def _start(self) -> None:
+    def _start(self) -> Outcome | None:
+        """Start a child and wait until it is ready (its preloads imported, the warm-up steps
+        replayed), under the start-up limit rather than a call's. None when it is ready; else
+        the ``crash`` outcome saying why it is not, with the child stopped."""
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -84,12 +116,67 @@ class Sandbox:
         # Started as a script file, not with -m: OpInfo's sample iterators call inspect.stack()
         # for every op, and a "<frozen runpy>" frame on the stack sends inspect.getmodule
         # through all of sys.modules each time (measured: 8x slower op checks).
+        begun = time.monotonic()
         self._proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), str(child.fileno()), *self.preload],
             pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         child.close()
         self._conn = Connection(parent.detach())
         self.starts += 1
+        # A check limit above the start-up limit is the user's word that this machine is slow.
+        limit = _bounded(max(self.startup_timeout, self.timeout))
+        kind, payload = self._answer(limit)
+        problem = None
+        if kind == "timeout":
+            problem = (f"the sandbox child did not start within {limit:g} s (importing torch and the preloaded "
+                       f"modules): the machine is overloaded or an import hangs; run fewer workers (-n)")
+        elif kind == "crash":
+            problem = f"{_describe_exit(payload)} while starting, before the call"
+        elif kind != "ready":
+            problem = f"the sandbox child failed while starting: {payload}"
+        if problem is None:
+            problem = self._replay()
+        self.last_start_s = time.monotonic() - begun
+        if problem is None:
+            return None
+        self._stop()
+        return Outcome("crash", detail=problem)
+
+    def _replay(self) -> str | None:
+        """Run the warm-up steps again in a fresh child; None when it lived through them, else
+        why it did not. A step that raises now is left to the check, which meets the same failure."""
+        for what, step_limit in self._warmed.items():
+            limit = _bounded(max(self.startup_timeout, step_limit))
+            kind, payload = self._ask(WARM, (what,), limit)
+            if kind == "timeout":
+                return f"the sandbox child did not start within {limit:g} s: its warm-up step {what!r} hung"
+            if kind == "crash":
+                return f"{_describe_exit(payload)} while starting (its warm-up step {what!r}), before the call"
+        return None
+
+    def _answer(self, limit: float) -> tuple[str, object]:
+        """The child's next message within ``limit`` seconds: (its kind, its payload), else
+        ("timeout", None) with the child killed, or ("crash", its exit code) if it died."""
+        try:
+            if not self._conn.poll(limit):
+                self._stop()
+                return "timeout", None
+            return self._conn.recv()
+        except (EOFError, OSError, ConnectionError):
+            try:
+                code = self._proc.wait(timeout=10) if self._proc else None
+            except subprocess.TimeoutExpired:   # it closed its end but lives on: it stopped answering
+                code = None
+            self._stop()
+            return "crash", code
+
+    def _ask(self, target: str, args: tuple, limit: float) -> tuple[str, object]:
+        """Send one call and wait for its answer (``_answer``)."""
+        try:
+            self._conn.send((target, args))
+        except (OSError, ConnectionError):
+            pass   # the child is gone: _answer finds its end of the socket closed and says how it ended
+        return self._answer(limit)
 
     def _stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -107,29 +194,31 @@ class Sandbox:
 
     def restart(self) -> None:
         """End the child now: the next call runs in a fresh process (a measurement repeated
-        where nothing of the last one lingers: its caches, its allocator, its kernel choices)."""
+        where nothing of the last one lingers: its caches, its allocator, its kernel choices).
+        The fresh child replays the warm-up steps before that call, outside its clock, as the
+        first child paid them before the first check."""
         self._stop()
 
     def call(self, target: str, *args, timeout: float | None = None) -> Outcome:
-        """Run ``module:function(*args)`` in the child; never raises for the child's faults."""
-        limit = self.timeout if timeout is None else timeout
+        """Run ``module:function(*args)`` in the child; never raises for the child's faults.
+        ``timeout`` (default the sandbox's) counts the call alone, not a child's start; a
+        limit beyond MAX_TIMEOUT waits MAX_TIMEOUT (the platform's wait cannot take more)."""
+        limit = _bounded(self.timeout if timeout is None else timeout)
         if self._proc is None or self._proc.poll() is not None:
             self._stop()
-            self._start()
+            failed = self._start()
+            if failed is not None:
+                return failed
         started = time.monotonic()
-        try:
-            self._conn.send((target, args))
-            if not self._conn.poll(limit):
-                self._stop()
-                return Outcome("timeout", detail=f"no answer within {limit:g} s: the child was killed",
-                               seconds=time.monotonic() - started)
-            kind, payload = self._conn.recv()
-        except (EOFError, OSError, ConnectionError):
-            code = self._proc.wait() if self._proc else None
-            self._stop()
-            return Outcome("crash", detail=_describe_exit(code), seconds=time.monotonic() - started)
+        kind, payload = self._ask(target, args, limit)
         seconds = time.monotonic() - started
+        if kind == "timeout":
+            return Outcome("timeout", detail=f"no answer within {limit:g} s: the child was killed", seconds=seconds)
+        if kind == "crash":
+            return Outcome("crash", detail=_describe_exit(payload), seconds=seconds)
         if kind == "ok":
+            if target == WARM and args:
+                self._warmed[args[0]] = max(limit, self._warmed.get(args[0], 0.0))
             return Outcome("ok", value=payload, seconds=seconds)
         return Outcome("raised", detail=str(payload), seconds=seconds)
 
@@ -165,9 +254,19 @@ def warm(what: str) -> None:
         importlib.import_module(what)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
 def _child(fd: int, preload: list[str]) -> None:
     conn = Connection(fd)
-    prepare_child(preload)
+    try:
+        prepare_child(preload)
+    except Exception as exc:  # a preload that fails: said to the parent in one line, as a start that failed
+        conn.send(("broken", _one_line(exc)))
+        sys.exit(1)
+    conn.send(("ready", None))   # the parent's start-up limit ends here, and a call's begins
     while True:
         try:
             msg = conn.recv()
@@ -179,8 +278,7 @@ def _child(fd: int, preload: list[str]) -> None:
         try:
             conn.send(("ok", _resolve(target)(*args)))
         except Exception as exc:  # the function's own failure travels back as one line
-            text = str(exc).strip().splitlines()
-            conn.send(("raised", f"{type(exc).__name__}: {text[0] if text else ''}"))
+            conn.send(("raised", _one_line(exc)))
 
 
 if __name__ == "__main__":

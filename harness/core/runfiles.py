@@ -8,22 +8,31 @@ line carries its run id, and each run starts with its own header line.
 Writing. Only the pytest controller writes (harness.plugin.hooks); workers send their data
 on the test report. Each line is written with a single ``os.write`` on an ``O_APPEND``
 descriptor, so a run killed at any moment leaves complete lines behind (at worst a last
-line cut short, which the reader reports and skips) and every record before it.
-``write_files`` and ``write_atomic`` replace whole files (a baseline, a comparison, a
-report) all at once.
+line cut short, which the reader reports and skips) and every record before it. A write
+that fails part-way (a full disk) is undone, the file cut back to its last complete line,
+and raises OSError for the caller to say; a ``Writer`` that finds a file ending mid-line
+(a run killed while writing) starts on a fresh line, so its own header and records stay
+readable. ``write_files`` and ``write_atomic`` replace whole files (a baseline, a
+comparison, a report) all at once. ``probe_writable`` says before a run why a place cannot
+take its results; a FIFO, which would block the run, is refused there.
 
-Reading. ``read_file`` groups a file's lines by run id into ``Run``s, reads an older
-schema's record as today's (harness.core.records.migrate), and reports a bad line without
-hiding the good ones around it. ``loads`` is the JSON reader for the files this project
-reads (a lone surrogate becomes U+FFFD).
+Reading. ``find_run_files`` expands directories to their run files and says what each
+other input is when it is none (missing, a FIFO or device, a symbolic link loop, a directory
+that cannot be read). ``read_file`` reads only a regular file, groups its lines by run id into
+``Run``s, reads an older schema's record as today's (harness.core.records.migrate), and
+reports a bad line, or a header repeated for a run already begun, without hiding the good
+lines around it. ``loads`` is the JSON reader for the files this project reads (a lone
+surrogate becomes U+FFFD).
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import os
 import re
+import stat
 import uuid
 from pathlib import Path
 
@@ -51,33 +60,125 @@ def encode_line(obj: dict) -> str:
 
 
 class Writer:
-    """Appends lines to a run file; each line is one write, flushed to the OS at once."""
+    """Appends lines to a run file; each line is one write, flushed to the OS at once.
+
+    A line either lands whole or not at all, as far as this process can see to it: a write
+    that fails part-way (ENOSPC, EIO) cuts the file back to the size it had before, then
+    raises the OSError. Where it cannot be cut back (a device, or another session appended
+    meanwhile), the next line this writer writes starts on a fresh line. A file that already
+    ends mid-line (an earlier run killed while writing) gets a newline before the first line,
+    so that the reader, which skips the fragment, reads this run's header and records whole.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self._fd: int | None = None
+        self._torn = False   # a failed write left part of a line behind
 
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                if _ends_mid_line(self.path, fd):
+                    self._append(fd, b"\n")
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
         return self._fd
 
     def write(self, obj: dict) -> None:
         data = encode_line(obj).encode("utf-8")
         fd = self._open()
+        if self._torn:
+            data = b"\n" + data
+        self._append(fd, data)
+        self._torn = False
+
+    def _append(self, fd: int, data: bytes) -> None:
+        """``data`` at the end of the file, or, when a write fails, nothing: what was written
+        of it is cut off again where that is safe, and the OSError goes to the caller."""
+        try:
+            before = os.fstat(fd)
+        except OSError:
+            before = None
         view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except OSError:
+            if not _cut_back(self.path, fd, before, data):
+                self._torn = True
+            raise
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
-def probe_writable(path: str | os.PathLike, directory: bool = False) -> str | None:
+def _ends_mid_line(path: Path, fd: int) -> bool:
+    """Whether the regular file open on ``fd`` ends with a byte other than a newline (its
+    last line was cut short). A device or a file this process cannot read is taken as
+    ending cleanly: there is nothing to read back."""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return False
+        rfd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(rfd, 1, st.st_size - 1) != b"\n"
+        finally:
+            os.close(rfd)
+    except OSError:
+        return False
+
+
+def _cut_back(path: Path, fd: int, before: os.stat_result | None, data: bytes) -> bool:
+    """After a write of ``data`` failed: cut the file back to its size ``before`` it, when what
+    it grew by since is a beginning of ``data`` (this write's, not another session's lines,
+    whatever a failing write reported having written). True when no part of ``data`` is
+    left in the file; False where that cannot be known or done (a device, a file changed)."""
+    if before is None or not stat.S_ISREG(before.st_mode):
+        return False
+    try:
+        grown = os.fstat(fd).st_size - before.st_size
+        if grown == 0:
+            return True
+        if not 0 < grown <= len(data):
+            return False
+        rfd = os.open(path, os.O_RDONLY)
+        try:
+            if os.pread(rfd, grown, before.st_size) != data[:grown]:
+                return False
+        finally:
+            os.close(rfd)
+        os.ftruncate(fd, before.st_size)
+    except OSError:
+        return False
+    return True
+
+
+_KINDS_OF_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def kind_of_file(mode: int) -> str:
+    """What a file that is not a regular file is, in words ("a FIFO")."""
+    return next((words for test, words in _KINDS_OF_FILE if test(mode)), "not a regular file")
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OSError's cause in a few words; a symbolic link loop is said as such (the system's
+    words, "Too many levels of symbolic links", do not name it)."""
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    return str(exc.strerror or exc)
+
+
+def probe_writable(path: str | os.PathLike, directory: bool = False, replace: bool = False) -> str | None:
     """Why ``path`` (a file; with ``directory``, a directory to write files in) cannot be
     written, in a few words, or None when it can. Asked before a run, so that a place
     that cannot take the results is said at the start, not after the run.
@@ -86,14 +187,25 @@ def probe_writable(path: str | os.PathLike, directory: bool = False) -> str | No
     existing directory a temporary file is made and removed (a run file is never created
     empty); a directory still to be made (the writers make it) needs its nearest existing
     parent to be a directory this process may write in.
+
+    A file to append to (a run file) may be a regular file or a character device
+    (``/dev/null``); a FIFO or socket is refused, as opening one blocks until a reader comes.
+    A file to ``replace`` (a baseline, a comparison: written beside and renamed over) must
+    be a regular file: the rename would put a file where the device was.
     """
     import tempfile
     path = Path(path)
     folder = path if directory else path.parent
     try:
-        if path.is_dir() and not directory:
-            return "it is a directory"
-        if path.exists() and not directory:
+        try:
+            st = os.stat(path)   # stat never blocks, not even on a FIFO
+        except (FileNotFoundError, NotADirectoryError):   # absent: the folder's checks below say why
+            st = None
+        if st is not None and not directory:
+            if stat.S_ISDIR(st.st_mode):
+                return "it is a directory"
+            if not (stat.S_ISREG(st.st_mode) or (stat.S_ISCHR(st.st_mode) and not replace)):
+                return f"not a regular file ({kind_of_file(st.st_mode)})"
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
         elif folder.is_dir():
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
@@ -105,7 +217,7 @@ def probe_writable(path: str | os.PathLike, directory: bool = False) -> str | No
             if not os.access(nearest, os.W_OK | os.X_OK):
                 return f"{nearest} is not writable"
     except OSError as exc:
-        return str(exc.strerror or exc)
+        return os_error_words(exc)
     return None
 
 
@@ -205,16 +317,25 @@ def read_file(path: str | os.PathLike) -> RunFile:
 
     A bad line does not hide the good ones around it: the caller reports the problems and
     still uses what could be read. A record of an older schema comes back as one of today's
-    (harness.core.records.migrate); the header keeps the schema it was written with. A lone surrogate in a string (valid JSON) is read as
-    U+FFFD, and the record kept.
+    (harness.core.records.migrate); the header keeps the schema it was written with. A lone
+    surrogate in a string (valid JSON) is read as U+FFFD, and the record kept.
+
+    A header repeated for a run already begun (a file spliced by hand, or two runs given one
+    id) is reported and ignored: the run keeps its first header and every record, before the
+    repeat and after it. Only a regular file is read: a FIFO would block the reader, a device
+    never end, so anything else is one problem line.
     """
     path = str(path)
     runs: dict[str, Run] = {}
+    first_header: dict[str, int] = {}   # run id -> the line of its header
     errors: list[str] = []
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return RunFile(path, [], [f"{path}: not a regular file ({kind_of_file(st.st_mode)}); give a run file"])
         raw = Path(path).read_bytes()
     except OSError as exc:
-        return RunFile(path, [], [f"{path}: cannot read: {exc.strerror or exc}"])
+        return RunFile(path, [], [f"{path}: cannot read: {os_error_words(exc)}"])
     if not raw.strip():
         return RunFile(path, [], [f"{path}: empty run file (no header)"])
     lines = raw.split(b"\n")
@@ -238,6 +359,10 @@ def read_file(path: str | os.PathLike) -> RunFile:
             errors.append(f"{where}: line has no run id")
             continue
         if kind == "header":
+            if run_id in runs:
+                errors.append(f"{where}: repeated header for run {run_id} (its first at line "
+                              f"{first_header[run_id]}): ignored")
+                continue
             if not records.readable(obj.get("schema")):
                 errors.append(f"{where}: schema version {obj.get('schema')!r}, "
                               f"this reader understands 1 to {records.SCHEMA}")
@@ -245,7 +370,12 @@ def read_file(path: str | os.PathLike) -> RunFile:
             if not isinstance(obj.get("facts"), dict):
                 errors.append(f"{where}: header has no facts")
                 continue
+            obj, problems = records.check_header(obj)   # a field of another type: left out, or the run skipped
+            errors.extend(f"{where}: {p}" for p in problems)
+            if obj is None:
+                continue
             runs[run_id] = Run(run_id, obj, path)
+            first_header[run_id] = lineno
             continue
         run = runs.get(run_id)
         if run is None:
@@ -263,17 +393,34 @@ def read_file(path: str | os.PathLike) -> RunFile:
 
 
 def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
-    """Expand directories to their ``*.jsonl`` files; return (files, problems)."""
+    """Expand directories to their ``*.jsonl`` files (not the hidden ones); return (files,
+    problems). Each input is looked at with ``os.stat``, which never blocks, so that a FIFO is
+    said (one problem line) rather than read forever; a directory that cannot be listed or a
+    symbolic link loop is said as what it is, not as "no run files" or "no such file"."""
     files, problems = [], []
     for p in paths:
         pp = Path(p)
-        if pp.is_dir():
-            found = sorted(str(f) for f in pp.glob("*.jsonl"))
+        try:
+            st = os.stat(pp)
+        except (FileNotFoundError, NotADirectoryError):
+            problems.append(f"{p}: no such file or directory")
+            continue
+        except OSError as exc:
+            problems.append(f"{p}: {os_error_words(exc)}")
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with os.scandir(pp) as entries:
+                    names = [e.name for e in entries]
+            except OSError as exc:
+                problems.append(f"cannot read directory {p}: {os_error_words(exc)}")
+                continue
+            found = sorted(str(pp / n) for n in names if n.endswith(".jsonl") and not n.startswith("."))
             if not found:
                 problems.append(f"{p}: no run files (*.jsonl) in this directory")
             files.extend(found)
-        elif pp.exists():
+        elif stat.S_ISREG(st.st_mode):
             files.append(str(pp))
         else:
-            problems.append(f"{p}: no such file or directory")
+            problems.append(f"{p}: not a regular file ({kind_of_file(st.st_mode)}); give a run file")
     return files, problems

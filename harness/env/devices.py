@@ -326,6 +326,8 @@ def parse_device_option(value: str | None) -> list[str]:
     if value is None or value.strip() in ("", "all"):
         return list(TARGETS)
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    if not names:   # "," or ", ,": a run that would select nothing and end without a word
+        raise ValueError(f"--device {value!r} names no target: cpu, cuda, mps, comma-separated, or all")
     known = TARGETS + tuple(STAND_INS)
     unknown = [n for n in names if n not in known]
     if unknown:

@@ -2,9 +2,10 @@
 
 ``add_options`` declares the options (``--device``, ``--mps-fallback``, ``--check-timeout``,
 ``--workload``, ``--run-file``, ``--save-baseline``, ``--baseline``, ``--compare-out``);
-``parse_check_timeout``, ``select_targets`` and ``output_problems`` check what they were
-given before anything runs. ``target_table`` is the header's table of targets, and
-``targets_line`` the run's first line from it; ``default_run_file``, ``report_command`` and
+``parse_check_timeout``, ``select_targets``, ``output_problems`` and ``same_file_problems``
+check what they were given before anything runs (``same_file_problems``: no file the run
+replaces may be its own run file or its baseline). ``target_table`` is the header's table of
+targets, and ``targets_line`` the run's first line from it; ``default_run_file``, ``report_command`` and
 ``shown_path`` say where the records go and how to render them;
 ``target_param`` and ``serves`` parametrize a check over the selected targets
 (harness/plugin/hooks.py's pytest_generate_tests). ``workload_for`` is the ``workload``
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import records, runfiles
+from harness.core.isolate import MAX_TIMEOUT
 from harness.env import devices
 
 DEFAULT_CHECK_TIMEOUT = 120.0
@@ -40,7 +42,9 @@ def add_options(parser) -> None:
                          "the CPU and are reported) or off (strict: they raise)")
     group.addoption("--check-timeout", default=str(DEFAULT_CHECK_TIMEOUT), metavar="SECONDS",
                     help="time limit of one sandboxed check (ops, parity, optim); past it the check is a timeout "
-                         f"(default {DEFAULT_CHECK_TIMEOUT:g})")
+                         f"(default {DEFAULT_CHECK_TIMEOUT:g}, at most {MAX_TIMEOUT:g}: a day). It counts the check "
+                         "alone: the sandbox child's start, and its restart after a crash or a hang, have their own "
+                         "limit")
     group.addoption("--workload", default="auto", choices=WORKLOADS,
                     help="the optimization suite's training shape: auto (default: per target, the smallest "
                          "shape whose step is long enough to measure the technique rather than launch overhead, "
@@ -50,50 +54,101 @@ def add_options(parser) -> None:
     group.addoption("--run-file", default=None, metavar="PATH",
                     help="where to append this run's records (default reports/runs/<env-id>.jsonl)")
     group.addoption("--save-baseline", default=None, metavar="PATH",
-                    help="keep this run as the reference for later --baseline runs (a run file, replaced)")
+                    help="keep this run as the reference for later --baseline runs (a run file, replaced only "
+                         "when the run ran every selected check: an interrupted run leaves it as it was)")
     group.addoption("--baseline", default=None, metavar="PATH",
                     help="compare this run with a kept baseline (run file or directory); the session fails "
                          "when a check regressed (python -m tools.compare has the rules)")
     group.addoption("--compare-out", default=None, metavar="PATH.md",
-                    help="with --baseline: also write the comparison as Markdown to PATH and JSON beside it")
+                    help="with --baseline (needs it): also write the comparison as Markdown to PATH and JSON "
+                         "beside it")
 
 
 def parse_check_timeout(value) -> float:
-    """``--check-timeout``: a finite number of seconds above zero; ValueError (one line) otherwise."""
+    """``--check-timeout``: seconds above zero and at most a day (the sandbox's MAX_TIMEOUT: the
+    platform's wait cannot take much more, and a larger limit would fail every sandboxed check
+    at its first wait); ValueError (one line) otherwise."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"--check-timeout must be a number of seconds above 0 (default {DEFAULT_CHECK_TIMEOUT:g}), "
-                         f"not {value!r}")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise ValueError(f"--check-timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g} (a day; "
+                         f"default {DEFAULT_CHECK_TIMEOUT:g}), not {value!r}")
     return seconds
 
 
 def output_problems(config) -> list[str]:
     """One line for each place this run will write that cannot be written (see runfiles.probe_writable)."""
-    places = []
+    places = []   # (what, path, a directory, replaced whole rather than appended to)
     run_file = config.getoption("--run-file")
-    places.append(("--run-file", run_file, False) if run_file else
-                  ("the run file's directory", Path(config.rootpath, "reports", "runs"), True))
+    places.append(("--run-file", run_file, False, False) if run_file else
+                  ("the run file's directory", Path(config.rootpath, "reports", "runs"), True, False))
     for option in ("--save-baseline", "--compare-out"):
         path = config.getoption(option)
         if path:
-            places.append((option, path, False))
+            places.append((option, path, False, True))
             if option == "--compare-out":
-                places.append((option + " (its .json)", Path(path).with_suffix(".json"), False))
+                places.append((option + " (its .json)", Path(path).with_suffix(".json"), False, True))
     problems = []
-    for what, path, is_dir in places:
-        why = runfiles.probe_writable(path, directory=is_dir)
+    for what, path, is_dir, replaced in places:
+        why = runfiles.probe_writable(path, directory=is_dir, replace=replaced)
         if why:
             fix = "choose another place" + ("" if what.startswith("--") else " with --run-file PATH")
             problems.append(f"{what} {path}: cannot write there: {why}; {fix}")
     return problems
 
 
+def same_file_problems(config, run_file) -> list[str]:
+    """One line for each option that would lose what another place holds: a file this run
+    replaces (``--save-baseline``, ``--compare-out`` and its .json) that is the run file it
+    appends to (``run_file``: --run-file or the default, whose earlier runs the replacement
+    would wipe), the ``--baseline`` it reads, or another file it replaces; and
+    ``--compare-out`` without ``--baseline``, which would be ignored. Paths are compared
+    resolved (links, ``..``), and by inode where both exist. ``--save-baseline`` naming the
+    ``--baseline`` is allowed: the old one is read before the run, the new one written after."""
+    opt = config.getoption
+    if opt("--compare-out") and not opt("--baseline"):
+        return ["--compare-out needs --baseline: there is nothing to compare this run with"]
+    run_file_words = ("the run file this run appends to (--run-file)" if opt("--run-file") else
+                      f"the run file this run appends to by default ({shown_path(run_file)}; "
+                      "--run-file PATH chooses another)")
+    kept = [("--save-baseline", opt("--save-baseline"), "its earlier runs")]
+    if opt("--compare-out"):
+        out = Path(opt("--compare-out"))
+        kept += [("--compare-out", out, "what it holds"), ("--compare-out (its .json)", out.with_suffix(".json"),
+                                                           "what it holds")]
+    replaced = [(what, path, holds) for what, path, holds in kept if path]
+    others = [(run_file_words, run_file, "its earlier runs")]
+    if opt("--baseline") and Path(opt("--baseline")).is_file():
+        others.append(("the --baseline this run is compared with", opt("--baseline"), "the baseline"))
+    problems = []
+    for i, (what, path, _) in enumerate(replaced):
+        for other, other_path, holds in others + [(w, p, h) for w, p, h in replaced[:i]]:
+            if what == "--save-baseline" and other.startswith("the --baseline"):
+                continue
+            if _same_file(path, other_path):
+                problems.append(f"{what} {path} is also {other}: replacing it would lose {holds}; "
+                                f"give {what.split()[0]} another path")
+                break
+    return problems
+
+
+def _same_file(a, b) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and a.samefile(b)
+    except (OSError, RuntimeError):   # a symbolic link loop: not a file either could be
+        return False
+
+
 def select_targets(device_opt: str | None) -> list[str]:
-    """The targets ``--device`` names (all by default); ValueError (one line) for a bad value
-    or a target named that is not here (asked for by name, it must be here)."""
+    """The targets ``--device`` names (all by default); ValueError (one line) for a bad value,
+    a value that names none (``--device ,``: without this the run would select nothing and
+    end without a word), or a target named that is not here (asked for by name, it must be
+    here)."""
     targets = devices.parse_device_option(device_opt)
     if device_opt not in (None, "", "all"):
         for name in targets:
