@@ -7,6 +7,10 @@
   traceback as well.
 - A reader that left (``| head``, a closed pipe) is no error: the rest of the output is
   dropped, files are still written, the exit status is the one the tool would have given.
+  The same holds for no stdout at all (``>&-``: Python then has ``sys.stdout = None``).
+- A stream that cannot hold a character (an ASCII stdout under the C locale with UTF-8 mode
+  off) gets that character as an escape (``\\u2192``); newlines stay newlines, so a table
+  stays a table.
 """
 from __future__ import annotations
 
@@ -23,8 +27,12 @@ TRACEBACK_ENV = "MPS_COMPAT_TRACEBACK"
 
 def say(text: str, stream: TextIO | None = None) -> None:
     """Write ``text`` to stdout (or ``stream``) at once. A closed pipe drops it, and what
-    follows; a character the stream cannot encode is written as an escape."""
+    follows, and so does a missing stream (stdout closed before the start: ``None``); a
+    character the stream cannot encode is written as an escape, every other character,
+    newlines included, as itself."""
     stream = stream or sys.stdout
+    if stream is None:
+        return
     try:
         try:
             stream.write(text)
@@ -49,8 +57,9 @@ def _to_devnull(stream: TextIO) -> None:
 
 
 def error(message: str) -> int:
-    """One line on stderr; the exit status for it."""
-    say(f"error: {message}\n", sys.stderr)
+    """One line on stderr (none when stderr is closed); the exit status for it."""
+    if sys.stderr is not None:   # say(text, None) would mean stdout
+        say(f"error: {message}\n", sys.stderr)
     return BAD
 
 
@@ -60,8 +69,9 @@ class Parser(argparse.ArgumentParser):
         sys.exit(BAD)
 
     def _print_message(self, message, file=None):  # --help into a closed pipe, too
-        if message:
-            say(message, file or sys.stderr)
+        stream = file if file is not None else sys.stderr
+        if message and stream is not None:
+            say(message, stream)
 
 
 def guarded(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:

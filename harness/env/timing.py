@@ -26,7 +26,11 @@ How a figure is taken (``time_rounds``):
   in parallel, but never time while another one computes;
 * rounds are added until the median's interval is narrow (``target_width``) or the budget is
   spent; the median's 95% interval is a seeded percentile bootstrap over rounds, and a figure
-  whose interval stayed wide is labelled ``noisy``.
+  whose interval stayed wide is labelled ``noisy``;
+* the machine's load is read before and after (``load_during``: the one-minute load average
+  and the CPU count) and kept with the figure: the control sees a slower host, but not a host
+  whose other tenants come and go, and a time taken beside a busy neighbour compares only
+  with one taken under a like load (harness.perf.against.load_apart).
 
 Plain data out (dicts of floats and lists), so a result travels out of a sandbox child as JSON.
 """
@@ -89,6 +93,43 @@ def alone():
     started = time.perf_counter()
     with _flock(base + ".turnstile", True), _flock(base + ".lock", True):
         yield time.perf_counter() - started
+
+
+def load_now() -> float | None:
+    """The machine's one-minute load average (runnable tasks, all CPUs), or None where the
+    platform keeps none (Windows) or will not say."""
+    try:
+        return round(float(os.getloadavg()[0]), 2)
+    except (AttributeError, OSError):
+        return None
+
+
+@contextlib.contextmanager
+def load_during():
+    """The machine's load around a measurement, into the yielded dict: ``before`` and
+    ``after`` (``load_now``, None where unknown) and ``cpus`` (the machine's logical CPUs:
+    the load average counts tasks over all of them, whatever this process may use). The
+    average moves over a minute, so two readings bracket a measurement of seconds the way
+    the load the measurement met did; ``after`` also holds the measurement's own threads,
+    alike in every run of the same check."""
+    reading = {"before": load_now(), "after": None, "cpus": os.cpu_count()}
+    try:
+        yield reading
+    finally:
+        reading["after"] = load_now()
+
+
+def load_per_core(reading) -> float | None:
+    """The larger of a ``load_during`` reading's two load averages per CPU, or None when the
+    reading is missing (a record older than the readings) or holds no figure."""
+    if not isinstance(reading, dict):
+        return None
+    cpus = reading.get("cpus")
+    loads = [v for v in (reading.get("before"), reading.get("after"))
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0]
+    if not loads or not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1:
+        return None
+    return max(loads) / cpus
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from harness.core.records import Category, ClaimKind
-from harness.env.timing import bootstrap_ratio_ci, timed
+from harness.env.timing import bootstrap_ratio_ci, load_during, timed
 
 
 class Bound(NamedTuple):
@@ -108,28 +108,32 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
 
     Returns ``time_ratio``, ``ci_low``, ``ci_high``, ``rounds``, ``category`` (the verdict),
     ``reason``, ``median_a_s``, ``median_b_s``, ``durations_a`` / ``durations_b`` (seconds per
-    round), ``zone``, ``seconds`` (wall time spent).
+    round), ``zone``, ``seconds`` (wall time spent), ``load`` (the machine's load before and
+    after the rounds, harness.env.timing.load_during: both sides share each round's moment,
+    yet two techniques do not suffer a busy neighbour alike, so a ratio measured under heavy
+    load is compared only with one measured under a like load).
     """
     sync = sync or (lambda: None)
     start = time.perf_counter()
-    for _ in range(warmup):
-        run_a()
-        run_b()
-    da: list[float] = []
-    db: list[float] = []
-    target = rounds
-    while True:
-        while len(da) < target:
-            first, second = (run_a, run_b) if len(da) % 2 == 0 else (run_b, run_a)
-            t_first, t_second = timed(first, sync), timed(second, sync)
-            da.append(t_first if first is run_a else t_second)
-            db.append(t_second if first is run_a else t_first)
-        low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
-        category = judge(low, high, bound, zone)
-        spent = time.perf_counter() - start
-        if category != Category.INCONCLUSIVE or spent >= budget_s or target >= max_rounds:
-            break
-        target = min(2 * target, max_rounds)
+    with load_during() as load:
+        for _ in range(warmup):
+            run_a()
+            run_b()
+        da: list[float] = []
+        db: list[float] = []
+        target = rounds
+        while True:
+            while len(da) < target:
+                first, second = (run_a, run_b) if len(da) % 2 == 0 else (run_b, run_a)
+                t_first, t_second = timed(first, sync), timed(second, sync)
+                da.append(t_first if first is run_a else t_second)
+                db.append(t_second if first is run_a else t_first)
+            low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
+            category = judge(low, high, bound, zone)
+            spent = time.perf_counter() - start
+            if category != Category.INCONCLUSIVE or spent >= budget_s or target >= max_rounds:
+                break
+            target = min(2 * target, max_rounds)
     bound = Bound(*bound)
     median_a, median_b = statistics.median(da), statistics.median(db)
     ratio = median_b / median_a
@@ -139,4 +143,4 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
         reason += (f"; budget of {budget_s:g} s spent" if spent >= budget_s else f"; {max_rounds} rounds reached")
     return {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
             "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da, "durations_b": db,
-            "zone": zone, "seconds": round(spent, 3)}
+            "zone": zone, "seconds": round(spent, 3), "load": load}

@@ -97,7 +97,8 @@ class ClaimRun:
 MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
             "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
             "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
-            "allocator_driver_peak_a", "allocator_driver_peak_b")
+            "allocator_driver_peak_a", "allocator_driver_peak_b",
+            "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
 
 
 def claim_run(found: dict, **fields) -> ClaimRun:

@@ -20,6 +20,24 @@ improvement. What a new input shape costs (``varying-length``) is compared as a 
 a regression when the candidate's cost per new shape exceeds the baseline's by more than
 ``SHAPE_TOLERANCE`` of a step, intervals apart. Memory that grows where it did not is a
 regression; memory that stopped growing, an improvement.
+
+**Load.** The control says how fast the host ran, not how busy it was: a neighbour that
+comes and goes (another session, a build, the other worker on a 2-core VM) takes cores and
+memory bandwidth from the measurement without slowing the control's pure Python alike. Every
+time therefore records the machine's load around it (harness.env.timing.load_during) and a
+time regresses only when both runs met a like load. The loads are *markedly different*
+(``load_apart``) when their load per core (the larger of the two one-minute load averages,
+over the machine's CPUs) differs by more than ``LOAD_GAP``, half a task per core: on the
+2-core VM that is one busy process more beside the measurement, which moved op times 2x in
+clean reruns (timing.alone's measurements); the measurement's own threads and the suite's
+other worker are there in both runs alike, so they do not count against it. An absolute
+ceiling (say one task per core) is not used: a quiet 2-core machine running a 2-thread
+measurement is near it already, so it would call every run loaded. Then a slowdown beyond
+the tolerance, intervals apart, is a warning: "inconclusive: the baseline was measured under
+load X per core, the candidate under Y". Where a side's record has no reading (a file older
+than the readings, a platform without a load average) the load is unknown: the figures are
+judged as before, and the detail says the load is unknown. The same holds for a new shape's
+cost, and for a time claim of the optimization suite (harness.report.compare).
 """
 from __future__ import annotations
 
@@ -27,11 +45,13 @@ import math
 import statistics
 
 from harness.core.records import Category, Verdict
+from harness.env import timing
 
 # Allowed slowdown before a time regresses, by what the check times (relative).
 TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50}
 SHAPE_TOLERANCE = 0.15     # of a step: what a new shape may cost more than it did
 SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations out of the pair's spread
+LOAD_GAP = 0.5             # tasks per core: two runs' loads further apart than this are not alike
 CONFIRMATIONS = 2          # fresh processes that measure again a figure that looks like a regression
 
 
@@ -75,6 +95,42 @@ def comparable(a: dict, b: dict, host_a: str | None, host_b: str | None) -> str 
     if ta != tb:
         return f"they ran with {ta} and {tb} threads per process"
     return None
+
+
+def load_apart(ma: dict, mb: dict) -> str | None:
+    """"the baseline was measured under load X per core, the candidate under Y" when the two
+    records' loads (their ``load`` metrics) differ by more than LOAD_GAP per core; None when
+    they are alike or either is unknown (``load_unknown`` says which)."""
+    la, lb = (timing.load_per_core(m.get("load")) for m in (ma, mb))
+    if la is None or lb is None or abs(la - lb) <= LOAD_GAP:
+        return None
+    return f"the baseline was measured under load {la:.2g} per core, the candidate under {lb:.2g}"
+
+
+def load_unknown(ma: dict, mb: dict) -> str:
+    """Empty when both records say their load; else which side does not (an older file)."""
+    missing = [side for side, m in (("baseline", ma), ("candidate", mb)) if timing.load_per_core(m.get("load")) is None]
+    if not missing:
+        return ""
+    return f"load unknown ({' and '.join(missing)}: no load reading, a record older than the readings)"
+
+
+def under_load(ma: dict, mb: dict, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """A time's (kind, rule, detail) changes with the two runs' load weighed in: a regression
+    under markedly different load becomes a warning, inconclusive (the module's docstring);
+    where a side's load is unknown, the verdict stands and the detail says so."""
+    apart, unknown = load_apart(ma, mb), load_unknown(ma, mb)
+    out = []
+    for kind, rule, detail in found:
+        if kind == "regression" and apart:
+            out.append(("warning", rule, f"inconclusive: {apart} (more than {LOAD_GAP:g} apart); {detail}"))
+        elif kind == "improvement" and apart:
+            out.append((kind, rule, f"{detail}; note: {apart}, which may explain it"))
+        elif kind == "regression" and unknown:
+            out.append((kind, rule, f"{detail}; {unknown}"))
+        else:
+            out.append((kind, rule, detail))
+    return out
 
 
 def drift(ma: dict, mb: dict) -> float:
@@ -156,18 +212,17 @@ def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
 
 
 def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
-            noise: float = 0.0) -> list[tuple[str, str, str]]:
+            noise: float = 0.0, weigh_load: bool = True) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one perf check seen in both runs; ``noise``: the two runs'
-    ``spread``."""
+    ``spread``; ``weigh_load``: the two runs' load weighed in (``under_load``)."""
     kind = kind_of(b)
     if kind == "memory":
         return _memory(a, b)
     if kind is None or a.get("category") not in Category.TIMES or comparable(a, b, host_a, host_b):
         return []
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
-    if kind == "varying-length":
-        return _shape(ma, mb)
-    return _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)
+    found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)
+    return under_load(ma, mb, found) if weigh_load else found
 
 
 # --------------------------------------------------------------------------- confirming a figure
@@ -181,10 +236,12 @@ def provisional(check: str, verdict: Verdict) -> dict:
 
 def looks_slower(baseline: dict | None, check: str, verdict: Verdict, machine_a: str | None,
                  machine_b: str | None) -> bool:
-    """Would this figure be a regression against the baseline's (the rules above, no spread)?"""
+    """Would this figure be a regression against the baseline's (the rules above, no spread)?
+    The load is not weighed here: a figure taken under a load the baseline's was not is
+    worth measuring again, and the fresh processes may meet a quieter machine."""
     if baseline is None:
         return False
-    found = changes(baseline, provisional(check, verdict), machine_a, machine_b)
+    found = changes(baseline, provisional(check, verdict), machine_a, machine_b, weigh_load=False)
     return any(kind == "regression" for kind, _, _ in found)
 
 

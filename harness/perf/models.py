@@ -379,12 +379,14 @@ MEASURE = {"train-step": train_step, "inference": inference, "generate": generat
 
 def measure(arch: str, what: str, device: str, workload: str) -> dict:
     """The sandbox's entry: one model check, measured alone on the machine (timing.alone;
-    a cold start's zygote imports before, in parallel with the others)."""
+    a cold start's zygote imports before, in parallel with the others), with the machine's
+    load around it (timing.load_during)."""
     import_models()   # paid once per child, outside the lock
     if what == "cold-start" and _forks():
         _zygote()
-    with timing.alone() as waited:
-        return {**MEASURE[what](arch, device, workload), "waited_s": round(waited, 3)}
+    with timing.alone() as waited, timing.load_during() as load:
+        found = MEASURE[what](arch, device, workload)
+    return {**found, "waited_s": round(waited, 3), "load": load}
 
 
 # --------------------------------------------------------------------------- the cases
@@ -444,6 +446,8 @@ def shape_verdict(run: dict) -> Verdict:
         message += f"; noisy: the interval spans {width:.0%} of a step"
     metrics = {k: run[k] for k in ("per_shape_s", "ci_low", "ci_high", "fixed_s", "first_sight_s", "seen_s",
                                    "lengths", "fixed_length", "batch", "clock", "threads", "control_s", "model")}
+    if "load" in run:   # the load it was measured under (measure's reading), compared with the baseline's
+        metrics["load"] = run["load"]
     metrics.update(width=width, shape_share=run["per_shape_s"] / step if step > 0 else None,
                    durations_first=[round(x, 6) for x in run["durations_first"]],
                    durations_seen=[round(x, 6) for x in run["durations_seen"]])

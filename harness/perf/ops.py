@@ -322,9 +322,10 @@ def run_case(op: str, dtype: str, pass_: str, device: str, workload: str) -> dic
     else:
         timed_fn = fn
     clock = timing.Clock(device, devices.synchronizer(device))
-    with timing.alone() as waited:
+    with timing.alone() as waited, timing.load_during() as load:
         result = timing.time_rounds(timed_fn, clock, budget_s=BUDGET_S.get(workload, 3.0))
-    return {**result, "waited_s": round(waited, 3), "op": op, "dtype": dtype, "pass": pass_, "device": device, "workload": workload,
+    return {**result, "waited_s": round(waited, 3), "load": load, "op": op, "dtype": dtype, "pass": pass_,
+            "device": device, "workload": workload,
             "shape": dims.describe(), "what": spec.what, "threads": torch.get_num_threads()}
 
 
@@ -343,8 +344,10 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} us"
 
 
+# What a time's record keeps: the figure, how it was taken, and the load it was taken under
+# (harness.perf.against compares times only under a like load).
 TIME_METRICS = ("median_s", "ci_low", "ci_high", "rounds", "inner", "width", "clock", "control_s", "threads",
-                "shape", "workload", "waited_s")
+                "shape", "workload", "waited_s", "load")
 
 
 def time_verdict(run: dict, what: str, extra: dict | None = None) -> Verdict:

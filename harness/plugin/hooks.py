@@ -16,9 +16,15 @@ warms up before its first check and the controller says so when that check repor
 end (``write_summary``) the results per suite and target, the verdict of each column of this
 run and its failures grouped by cause (harness.report.verdict), and the command that renders
 this run.
+
+Nothing already written is lost: a run file that cannot be written (a full disk) stops the
+run with one line, keeping every record before it; ``--save-baseline`` replaces a baseline
+only with a run that ran every selected check, and says in one line when it did not; a file
+the run would replace that is its own run file is refused before anything runs.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
@@ -70,7 +76,13 @@ class SessionState:
         self.baseline = None       # harness.report.compare.Side, read at configure time (--baseline)
         self.comparison = None     # harness.report.compare.Comparison, made at session end
         self.saved: str | None = None
+        self.not_saved: str | None = None   # why --save-baseline left the file as it was (an incomplete run)
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
+        self.run_file_error: str | None = None   # the run file could not be written: the run stopped there
+        self.stopped_by_run_file = False   # ... and pytest stopped the session with that line as its reason
+        self.written = 0           # check records the run file holds
+        self.ended: set[str] = set()   # the tests that ended (their teardown, or their worker's death)
+        self.session = None
         self.check_timeout = options.DEFAULT_CHECK_TIMEOUT
         self.started = time.monotonic()
         # What this process collected: None where it collected nothing (an xdist controller,
@@ -119,8 +131,52 @@ class SessionState:
         return self.box
 
     def write(self, record: dict) -> None:
-        self._writer().write(record)
+        """One check's record into the run file. A write that fails (a full disk) stops the
+        run: the checks after it would measure for nothing, and the file keeps every line
+        before it (the Writer undoes a line written in part)."""
         self.records.append(record)
+        if self.run_file_error is not None:
+            return
+        try:
+            self._writer().write(record)
+        except OSError as exc:
+            self.run_file_failed(exc)
+            return
+        self.written += 1
+
+    def run_file_failed(self, exc: OSError, at_end: bool = False) -> None:
+        """Say once, in one line, that the run file cannot be written, and stop the session
+        (pytest's own loop, or xdist's, which keeps its own flag) after the check that ended."""
+        where = options.shown_path(self.run_file())
+        kept = (f"the {plural(self.written, 'record')} before it are kept" if self.written
+                else "no record was written")
+        fix = ("free some space or choose another place with --run-file PATH" if exc.errno == errno.ENOSPC
+               else "choose another place with --run-file PATH")
+        what = "its end line is missing" if at_end else f"the run stopped after {plural(len(self.records), 'check')}"
+        self.run_file_error = (f"cannot write the run file {where}: {runfiles.os_error_words(exc)}; "
+                               f"{what}; {kept}; {fix}")
+        if at_end:   # the run is over: the summary says it (write_problems)
+            return
+        # pytest ends the session on this flag and prints its text as the run's last line,
+        # which is then the one line that says it (write_problems does not repeat it)
+        self.stopped_by_run_file = True
+        if self.session is not None:
+            self.session.shouldstop = self.run_file_error
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if dsession is not None:
+            dsession.shouldstop = self.run_file_error
+
+    def incomplete(self, exitstatus) -> str | None:
+        """How this run fell short of its selection, in words ("was interrupted after 20 of
+        138 checks"), or None when every selected check ended: a run that stopped early must
+        not replace a baseline that holds a whole one."""
+        selected = self.collection["selected"]
+        short = selected is not None and len(self.ended) < selected
+        if not (short or self.pending or exitstatus == pytest.ExitCode.INTERRUPTED or self.run_file_error):
+            return None
+        how = ("stopped (its run file could not be written)" if self.run_file_error else
+               "was interrupted" if self.pending or exitstatus == pytest.ExitCode.INTERRUPTED else "stopped")
+        return f"{how} after {len(self.ended):,}" + (f" of {selected:,}" if selected is not None else "") + " checks"
 
     # -- hooks (this object is registered as a plugin; only the controller writes)
     def pytest_itemcollected(self, item):
@@ -159,9 +215,14 @@ class SessionState:
             tr.write_line(f"mps-compat: [{info['worker']}] warm-up before its first check: "
                           f"{warm_up_words(info['warm_up'])}")
 
+    def pytest_sessionstart(self, session):
+        self.session = session
+
     def pytest_runtest_logreport(self, report):
         if not self.controller:
             return
+        if report.when in ("teardown", "???"):   # "???": pytest-xdist, the worker died in this test
+            self.ended.add(report.nodeid)
         told = getattr(report, "mps_compat_process", None)
         if told is not None:
             self.heard_from(told)
@@ -188,7 +249,14 @@ class SessionState:
     def pytest_sessionfinish(self, session, exitstatus):
         if self.box is not None:   # a warm-up started it and no check asked for it
             self.box.close()
-        if not self.controller or self.writer is None:
+        if not self.controller:
+            return
+        keep = self.config.getoption("--save-baseline")
+        if self.writer is None:   # no check ended: nothing to keep, and an old baseline stays
+            if keep:
+                self.not_saved = baseline_not_replaced(keep, self.incomplete(exitstatus) or "recorded no check")
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         # A check still pending was interrupted (Ctrl-C): it measured nothing and is not
         # recorded; the end line's exit status says the run was interrupted.
@@ -197,10 +265,19 @@ class SessionState:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
         end = {"kind": "end", "run": self.run_id, "finished": runfiles.now_iso(), "exitstatus": int(exitstatus),
                "counts": counts, "workloads": workloads_measured(self.records)}
-        self.writer.write(end)
-        self.writer.close()
-        keep = self.config.getoption("--save-baseline")
-        if keep:
+        if self.run_file_error is None:
+            try:
+                self.writer.write(end)
+            except OSError as exc:
+                self.run_file_failed(exc, at_end=True)
+        try:
+            self.writer.close()
+        except OSError:   # closing adds nothing to the file: every line was written or said
+            pass
+        short = self.incomplete(exitstatus) if keep else None
+        if short:
+            self.not_saved = baseline_not_replaced(keep, short)
+        elif keep:
             try:
                 self.saved = save_baseline(keep, self.header, self.records, end)
             except OSError as exc:  # the run file is written already; only the copy failed
@@ -208,17 +285,28 @@ class SessionState:
         if self.baseline is not None:
             from harness.report import compare
             this_run = runfiles.Run(self.run_id, self.header, "this run", list(self.records), end)
-            self.comparison = compare.compare(self.baseline, compare.side_from_runs("this run", [this_run], []))
+            this_side = compare.side_from_runs("this run", [this_run], [])
+            # A baseline that holds few of this run's checks compared nothing worth a pass: said, and failed.
+            problem = compare.overlap_problem(self.baseline, this_side, compare.FROM_CANDIDATE)
+            if problem:
+                self.write_errors.append(f"{self.baseline.label}: {problem}")
+            else:
+                self.comparison = compare.compare(self.baseline, this_side)
             out = self.config.getoption("--compare-out")
-            if out:
+            if out and self.comparison is not None:
                 try:
                     for path, fmt in ((Path(out), "md"), (Path(out).with_suffix(".json"), "json")):
                         runfiles.write_atomic(path, compare.render(self.comparison, fmt))
                 except OSError as exc:
                     self.write_errors.append(f"--compare-out {out}: cannot write: {exc.strerror or exc}")
-        failed = self.write_errors or (self.comparison is not None and self.comparison.regressions)
+        failed = (self.write_errors or self.not_saved or self.run_file_error
+                  or (self.comparison is not None and self.comparison.regressions))
         if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def workloads_measured(records: list[dict]) -> dict:
@@ -236,9 +324,24 @@ def workloads_measured(records: list[dict]) -> dict:
 
 def save_baseline(path: str, header: dict, records: list[dict], end: dict) -> str:
     """This run as a baseline file (a run file of its own), replaced atomically: an
-    interrupted save leaves the previous baseline whole."""
+    interrupted save leaves the previous baseline whole. Called only for a run that ran
+    every selected check (``SessionState.incomplete``)."""
     runfiles.write_atomic(path, "".join(runfiles.encode_line(obj) for obj in (header, *records, end)))
     return str(path)
+
+
+def baseline_not_replaced(path: str, short: str) -> str:
+    """The line that says a --save-baseline was not written, and what ``path`` holds still
+    (``short``: how the run fell short, ``SessionState.incomplete``)."""
+    shown = options.shown_path(path)
+    if not os.path.lexists(path):
+        return (f"baseline NOT written: the run {short}; no baseline was written to {shown}; "
+                "let a run end to keep one")
+    rf = runfiles.read_file(path)
+    checks = sum(len(run.records) for run in rf.runs)
+    held = (f"its earlier run ({checks:,} checks)" if len(rf.runs) == 1 else
+            f"its earlier runs ({checks:,} check records)" if rf.runs else "what it held before")
+    return f"baseline NOT replaced: the run {short}; {shown} still holds {held}; let a run end to replace it"
 
 
 # --------------------------------------------------------------------------- options
@@ -267,6 +370,9 @@ def pytest_configure(config):
     if state.controller:  # an unwritable place is said now, before a long run, not after it
         for problem in options.output_problems(config):
             raise pytest.UsageError(problem)
+        if config.getoption("--save-baseline") or config.getoption("--compare-out"):
+            for problem in options.same_file_problems(config, state.run_file()):
+                raise pytest.UsageError(problem)
     baseline = config.getoption("--baseline")
     if baseline:  # read before anything runs: a bad baseline costs no run (workers read it for the perf checks)
         from harness.report import compare
@@ -479,7 +585,10 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash.get(STATE, None)
-    if state is None or not state.controller or not state.records:
+    if state is None or not state.controller:
+        return
+    if not state.records:   # no table to show; what was not written is still said
+        write_problems(terminalreporter, state)
         return
     write_summary(terminalreporter, state)
 
@@ -620,7 +729,10 @@ def write_summary(terminalreporter, state) -> None:
     tr = terminalreporter
     tr.section("mps-compat: this run")
     rows = [(suite, target, matrix.format_counts(c)) for suite, target, c in matrix.suite_counts(state.records)]
-    tr.write_line(tabulate(rows, headers=("suite", "target", "results"), tablefmt="simple"))
+    # Line by line: pytest's writer escapes a whole text (its newlines too) when one character
+    # does not fit the terminal's encoding (LANG=C), and the table's symbols may not.
+    for line in tabulate(rows, headers=("suite", "target", "results"), tablefmt="simple").splitlines():
+        tr.write_line(line)
     tr.write_line("legend: " + "  ".join(f"{sym} {key}" for key, sym, _ in matrix.LEGEND))
     for name, info in options.target_table(state.targets, facts.current()).items():
         if info["selected"] and not info["available"]:
@@ -630,21 +742,34 @@ def write_summary(terminalreporter, state) -> None:
     path = state.writer.path if state.writer else state.run_file()
     command = options.report_command(path)
     tr.write_line(f"run file: {options.shown_path(path)}")
-    tr.write_line(f"report: {command}" + (
-        "   (every run in reports/runs/, this one included; ./compat suites runs it after the suites)"
-        if command == "python -m tools.report" else
-        "   (this run file alone: tools.report without a path reads reports/runs/, which does not hold it)"))
+    if state.written or state.run_file_error is None:   # a run file that took no record has nothing to render
+        tr.write_line(f"report: {command}" + (
+            "   (every run in reports/runs/, this one included; ./compat suites runs it after the suites)"
+            if command == "python -m tools.report" else
+            "   (this run file alone: tools.report without a path reads reports/runs/, which does not hold it)"))
     if state.saved:
         tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
-    for problem in state.write_errors:
-        tr.write_line(f"ERROR: {problem}", red=True)
+    write_problems(tr, state)
     if state.comparison is not None:
         from harness.report import compare
         cmp = state.comparison
         tr.section("mps-compat: against the baseline", red=bool(cmp.regressions), green=not cmp.regressions)
-        tr.write_line(compare.render(cmp, "table").rstrip())
+        for line in compare.render(cmp, "table").rstrip().splitlines():
+            tr.write_line(line)
         if cmp.regressions:
             tr.write_line(f"FAILED: {len(cmp.regressions)} regression(s) against {cmp.baseline.label}", red=True)
+
+
+def write_problems(tr, state) -> None:
+    """What this run could not write, one red line each: the run file (the run stopped
+    there), a baseline left as it was (the run was incomplete), a --save-baseline or
+    --compare-out that failed."""
+    if state.run_file_error and not state.stopped_by_run_file:
+        tr.write_line(f"ERROR: {state.run_file_error}", red=True)
+    if state.not_saved:
+        tr.write_line(state.not_saved, red=True)
+    for problem in state.write_errors:
+        tr.write_line(f"ERROR: {problem}", red=True)
 
 
 VERDICT_COLOURS = {"XX": {"red": True}, "!!": {"yellow": True}, "OK": {"green": True}}

@@ -2,7 +2,23 @@
 
 Each side is the run files of one environment (a host with its Python and package versions):
 the newest record of each (check, target) stands for it. Checks present on both sides are
-compared by the rules below; checks on one side only are listed as appeared / disappeared.
+compared by the rules below; checks on one side only are listed as appeared / disappeared,
+and the summary line always counts both.
+
+Which records are the same check (``match``): the same check at the same target and
+workload ("cpu [small workload]"). A record without a workload tag (a measurement that
+raised before the suite tagged its record, in run files older than issue 26) is matched
+with the other side's only record of that check and target, and the change says so: it is
+the same check, and its failure is a regression, not a check that appeared.
+
+Enough in common (``overlap_problem``): a comparison speaks only for the checks both sides
+hold, so two sides that share none, or little, are refused with one line rather than
+reported as "0 regressions". tools.compare wants at least half of each side's checks in
+the other (two runs of one selection share nearly all; under half is another selection,
+target or --workload); ``--partial`` accepts any overlap but none. ``pytest --baseline``
+judges from this run's side: a ``-k`` / ``-m`` subset of the baseline is the normal case
+there (the baseline's other checks were not run, not lost), so at least half of this run's
+checks must be found in the baseline.
 
   rule            kind         when
   status          regression   it ran without failing, and now fails / errors / crashes / times out
@@ -16,6 +32,8 @@ compared by the rules below; checks on one side only are listed as appeared / di
                   warning      it held, and now has no verdict (inconclusive)
   claim-ratio     regression   the claim's ratio worsened by more than the claim's own tolerance
                                (intervals compared, so noise within them does not count)
+                  warning      a time claim's regression (this rule or ``claim``) measured under
+                               markedly different load: inconclusive (harness/perf/against.py)
   parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
                                ``factor`` (default 2x) while still passing; margins below
                                ``floor`` are ignored
@@ -23,7 +41,9 @@ compared by the rules below; checks on one side only are listed as appeared / di
   perf-time       regression   a time (an op, a model's step, inference, generation, cold start)
                                slower by more than its tolerance, intervals apart, on the same
                                machine (harness/perf/against.py has the allowances)
-                  warning      slower by as much, but too noisy to tell (inconclusive)
+                  warning      slower by as much, but too noisy to tell, or the two runs' load
+                               per core more than 0.5 apart (inconclusive; unknown load, in
+                               older files: judged as before, and said)
                   improvement  faster by as much, intervals apart
   perf-shape      regression   a new input shape costs more than it did, by over 15% of a step
   perf-memory     regression   memory grows over a long run, and did not
@@ -161,6 +181,13 @@ def _claim_slack(rec: dict) -> float:
 
 
 def _claim_changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    out = _claim_verdicts(a, b)
+    if (a.get("variant") or "").split("/")[0] == "time":   # a time claim: judged under a like load only
+        out = against.under_load(a.get("metrics") or {}, b.get("metrics") or {}, out)
+    return out
+
+
+def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
     ca, cb = a.get("category"), b.get("category")
     out = []
     if ca == Category.HOLDS and cb == Category.DOES_NOT_HOLD:
@@ -278,6 +305,7 @@ class Comparison:
     factor: float
     floor: float
     notes: list[str] = dataclasses.field(default_factory=list)
+    shared: int = 0                     # checks compared: held by both sides
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -300,40 +328,180 @@ class Comparison:
         return {"compare_schema": COMPARE_SCHEMA, "record_schema": records.SCHEMA,
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
-                "factor": self.factor, "floor": self.floor, "counts": self.counts(), "notes": self.notes,
+                "factor": self.factor, "floor": self.floor, "counts": self.counts(), "in_common": self.shared,
+                "notes": self.notes,
                 "changes": [c.as_dict() for c in self.changes]}
 
 
+def check_figures(factor: float, floor: float) -> None:
+    """Raise CompareError unless ``factor`` and ``floor`` are figures a comparison can use: a
+    NaN compares false with everything, so a NaN floor or factor would silently switch the
+    parity-growth rule off."""
+    if not (math.isfinite(factor) and factor > 1):
+        raise CompareError(f"--factor must be a finite number greater than 1, got {factor:g}")
+    if not (math.isfinite(floor) and floor >= 0):
+        raise CompareError(f"--floor must be a finite number of at least 0, got {floor:g}")
+
+
+# --------------------------------------------------------------------------- which checks meet
+
+Key = tuple[str, str]
+
+
+@dataclasses.dataclass
+class Matching:
+    """Which records of the two sides are the same check: ``pairs`` (baseline key, candidate
+    key), ``untagged`` (the pairs matched across a missing workload tag, by candidate key),
+    and the keys of one side only."""
+    pairs: list[tuple[Key, Key]]
+    untagged: set[Key]
+    only_baseline: list[Key]
+    only_candidate: list[Key]
+
+
+def _bare(rec: dict) -> tuple[str, str]:
+    """A record's check and target without its workload."""
+    return rec["check"], rec.get("target") or "any"
+
+
+def match(baseline: Side, candidate: Side) -> Matching:
+    """The same check at the same target (and workload) on both sides; then, among the rest,
+    a record without a workload tag and the other side's one record of that check and target
+    with a tag. A measurement that raised before the suite tagged its record (run files
+    older than issue 26) reads ``cpu`` where its result belongs to ``cpu [small workload]``;
+    matched, it is compared with its baseline (a regression, say), where unmatched it would
+    be listed apart as appeared and disappeared and never fail the gate. Only a lone partner
+    is taken: with two workloads to choose from the record is not guessed at."""
+    a, b = baseline.records, candidate.records
+    pairs = [(k, k) for k in a if k in b]
+    only_a = {k for k in a if k not in b}
+    only_b = {k for k in b if k not in a}
+    untagged: set[Key] = set()
+    for lone, lone_recs, pool, pool_recs, lone_is_a in ((only_a, a, only_b, b, True), (only_b, b, only_a, a, False)):
+        tagged: dict[tuple[str, str], list[Key]] = {}
+        for k in pool:
+            if records.workload_of(pool_recs[k]):
+                tagged.setdefault(_bare(pool_recs[k]), []).append(k)
+        for k in sorted(lone):
+            if records.workload_of(lone_recs[k]):
+                continue
+            partners = [p for p in tagged.get(_bare(lone_recs[k]), []) if p in pool]
+            if len(partners) != 1:
+                continue
+            pair = (k, partners[0]) if lone_is_a else (partners[0], k)
+            pairs.append(pair)
+            untagged.add(pair[1])
+            lone.discard(k)
+            pool.discard(partners[0])
+    return Matching(pairs, untagged, sorted(only_a), sorted(only_b))
+
+
+# --------------------------------------------------------------------------- enough in common
+
+BOTH = "both"                 # tools.compare: each side's checks mostly found in the other
+FROM_CANDIDATE = "candidate"  # pytest --baseline: this run's checks mostly found in the baseline
+PARTIAL = "partial"           # --partial: any overlap at all
+MIN_SHARED = 0.5              # the share of a side's checks that must be in common
+
+
+def _holds(side: Side) -> str:
+    """What a side holds, for a message: "120 checks (ops, parity; cpu, mps)"."""
+    suites = sorted({r.get("suite") or "?" for r in side.records.values()})
+    targets = sorted({t for _, t in side.records})
+    more = f" and {len(targets) - 4} more" if len(targets) > 4 else ""
+    n = len(side.records)
+    return f"{n} check{'' if n == 1 else 's'} ({', '.join(suites)}; {', '.join(targets[:4])}{more})"
+
+
+def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) -> str | None:
+    """Why these two sides are not worth comparing, in one line, or None when they are.
+
+    A comparison can only speak for the checks both sides hold: a candidate of the env suite
+    against a baseline of the ops suite shares none, and its "0 regressions" would read as a
+    clean upgrade. So (``judged_from``):
+
+    * ``BOTH`` (tools.compare): at least MIN_SHARED of each side's checks must be in the
+      other. Two runs of one selection share nearly all (checks come and go between versions
+      by the few percent OpInfo's op list and the claims table change); under half means
+      another selection, another target or another ``--workload``;
+    * ``FROM_CANDIDATE`` (``pytest --baseline``): this run is often a ``-k`` / ``-m`` subset
+      of the baseline, and the baseline's other checks are simply not run here; what matters
+      is that this run's checks find theirs, so MIN_SHARED of the candidate's checks must be
+      in the baseline;
+    * ``PARTIAL`` (``--partial``): the user accepts a partial overlap; none at all is still
+      nothing to compare.
+    """
+    shared = len(match(baseline, candidate).pairs)
+    n_a, n_b = len(baseline.records), len(candidate.records)
+    if judged_from == FROM_CANDIDATE:
+        if shared and shared >= MIN_SHARED * n_b:
+            return None
+        found = f"only {shared} of this run's {_holds(candidate)} are" if shared else \
+            f"none of this run's {_holds(candidate)} is"
+        return (f"{found} in the baseline, which holds {_holds(baseline)}: "
+                "run the selection the baseline was kept with, or keep a baseline of this selection first "
+                "(--save-baseline FILE with the same -m, -k and --workload)")
+    if judged_from not in (BOTH, PARTIAL):
+        raise ValueError(f"unknown overlap rule {judged_from!r}; known: {BOTH}, {FROM_CANDIDATE}, {PARTIAL}")
+    if shared and (judged_from == PARTIAL or shared >= MIN_SHARED * max(n_a, n_b)):
+        return None
+    held = f"the baseline holds {_holds(baseline)}, the candidate {_holds(candidate)}" + (
+        "" if candidate.complete else " (it was cut off before its end)")
+    if not shared:
+        return (f"nothing to compare: {held}, 0 in common: compare runs of the same selection "
+                "(the same suites, targets and --workload)")
+    return (f"too little to compare: {held}, only {shared} in common: compare runs of the same selection "
+            f"(the same suites, targets and --workload), or pass --partial to compare the {shared} they share")
+
+
+# --------------------------------------------------------------------------- the comparison
+
 def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
-            floor: float = DEFAULT_FLOOR) -> Comparison:
-    if not factor > 1:
-        raise CompareError(f"--factor must be greater than 1, got {factor:g}")
+            floor: float = DEFAULT_FLOOR, judged_from: str | None = None) -> Comparison:
+    """The comparison, check by check. ``judged_from`` (BOTH, FROM_CANDIDATE, PARTIAL) first
+    refuses sides with too little in common (``overlap_problem``), raising CompareError with
+    its line; None leaves that to the caller."""
+    check_figures(factor, floor)
+    if judged_from is not None:
+        problem = overlap_problem(baseline, candidate, judged_from)
+        if problem:
+            raise CompareError(problem)
     changes: list[Change] = []
     unchanged = 0
     machines = (baseline.machine, candidate.machine)
-    keys = sorted(set(baseline.records) | set(candidate.records))
-    noise = against.spread([(baseline.records[k].get("metrics") or {}, candidate.records[k].get("metrics") or {})
-                            for k in keys if k in baseline.records and k in candidate.records
-                            and baseline.records[k].get("category") in Category.TIMES
-                            and candidate.records[k].get("category") in Category.TIMES])
-    for key in keys:
-        a, b = baseline.records.get(key), candidate.records.get(key)
+    found_pairs = match(baseline, candidate)
+    pairs = [(baseline.records[ka], candidate.records[kb], kb) for ka, kb in found_pairs.pairs]
+    noise = against.spread([(a.get("metrics") or {}, b.get("metrics") or {}) for a, b, _ in pairs
+                            if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES])
+    entries = ([(kb, a, b) for a, b, kb in pairs] + [(k, baseline.records[k], None) for k in found_pairs.only_baseline]
+               + [(k, None, candidate.records[k]) for k in found_pairs.only_candidate])
+    for key, a, b in sorted(entries, key=lambda e: e[0]):
         if a is None or b is None:
             rec = a or b
             changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
                                   _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
             continue
         found = compare_records(a, b, factor, floor, machines, noise)
-        changes += [Change(kind, rule, key[0], key[1], _state(a), _state(b), detail) for kind, rule, detail in found]
+        if key in found_pairs.untagged:
+            bare = "baseline" if not records.workload_of(a) else "candidate"
+            caution = (f"(matched across a missing workload tag: the {bare}'s record has no workload tag, "
+                       f"taken to be this one) ")
+            found = [(kind, rule, caution + detail) for kind, rule, detail in found]
+        target = records.target_of(b) if records.workload_of(b) else records.target_of(a)
+        changes += [Change(kind, rule, key[0], target, _state(a), _state(b), detail) for kind, rule, detail in found]
         unchanged += not found
     notes = []
-    timed = [k for k in keys if k in baseline.records and k in candidate.records
-             and baseline.records[k].get("category") in Category.TIMES]
+    if found_pairs.untagged:
+        notes.append(f"{len(found_pairs.untagged)} check(s) matched across a missing workload tag: a record without "
+                     "one (a measurement that failed before the suite tagged its records, in an older run file) was "
+                     "compared with the other side's only record of that check and target; read them with care")
+    timed = [a for a, _, _ in pairs if a.get("category") in Category.TIMES]
     if timed and machines[0] != machines[1]:
-        notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on {machines[0] or 'an unnamed machine'}, "
+        notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on "
+                     f"{machines[0] or 'an unnamed machine'}, "
                      f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
                      "(keep a baseline on this machine: ./compat baseline -m perf)")
-    return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes)
+    return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs))
 
 
 # --------------------------------------------------------------------------- rendering

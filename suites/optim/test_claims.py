@@ -25,7 +25,13 @@ MEASURE = {claims.LOOP: "harness.optim.techniques:measure_claim",
 
 def _workload_metrics(workload: dict) -> dict:
     """The workload a record was measured at: its name (part of where the result belongs:
-    harness.core.records.workload_of), the shape, and why that shape."""
+    harness.core.records.workload_of), the shape, and why that shape.
+
+    Put on the record before the measurement starts: a measurement that raises (out of
+    memory) or crashes ends the test on the spot, and the record keeps only the metrics it
+    already held. Without the workload it would belong to the bare target ("cpu", not "cpu
+    [small workload]") and an upgrade check would list it apart from the baseline's result,
+    as a check that appeared, never as the regression it is."""
     return {"workload": workload["name"], "shape": workload["setup"], "workload_reason": workload["reason"]}
 
 
@@ -38,6 +44,7 @@ def test_documented_optimization(case, target, backend, env_facts, sandbox, reco
     if skip is not None:
         record.conclude(skip)
     scale = workload["name"]
+    record.metric(**_workload_metrics(workload))
     outcome = sandbox.call(MEASURE[case.entry], case.subject, case.quantity, target, scale, timeout=TIMEOUT[scale])
     run = record.value_of(outcome, "the measurement")
     record.conclude(techniques.claim_verdict(run, case.document, _workload_metrics(workload)))
@@ -47,6 +54,7 @@ def test_seed_003_path_never_raises_peak_memory(target, backend, sandbox, record
     """Seed 003's table, reproduced: baseline, + gradient accumulation, + checkpointing,
     + Adafactor, + freezing, + a halved max length; peak memory must not rise row by row."""
     scale = workload["name"]
+    record.metric(**_workload_metrics(workload))
     outcome = sandbox.call("harness.optim.seedpath:seed_003_path", target, scale, timeout=TIMEOUT[scale])
     rows = record.value_of(outcome, "the measurement")
     table = seedpath.path_table(rows, claims.SEED_003_PATH)
