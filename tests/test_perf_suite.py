@@ -281,6 +281,11 @@ def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shap
     assert faulty.returncode == 1, faulty.stdout[-3000:]
     found = json.loads((tmp_path / "faulty.json").read_text())
     flagged = {c["check"]: c["rule"] for c in found["changes"] if c["kind"] == "regression"}
+    # A time measured under markedly different load than its baseline is said inconclusive, not a
+    # regression (harness/perf/against.py): the three runs here follow each other on a shared
+    # machine, so an injected slowdown may be flagged that way; it must still be flagged, by its rule.
+    flagged |= {c["check"]: c["rule"] for c in found["changes"]
+                if c["kind"] == "warning" and c["detail"].startswith("inconclusive: the baseline was measured under load")}
     assert flagged == INJECTED, faulty.stdout[-4000:]
     by_check = {r["check"]: r for r in records}
     assert by_check["perf/memory-bert/loop"]["category"] == Category.GROWS

@@ -1,12 +1,15 @@
 """Build the compatibility matrix from run files.
 
-    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR] [--baseline FILE]
+    python -m tools.report [RUN_FILE_OR_DIR ...] [--out DIR] [--kernels DIR_OR_FILE] [--baseline FILE]
 
 Default input: every ``reports/runs/*.jsonl``. Writes ``matrix.md``, ``matrix.html``,
 ``matrix.json`` and the charts' PNGs into ``--out`` (default ``reports/``), all or none:
 everything is rendered and written beside the old files before any of them is replaced.
 A malformed or truncated run file gives one line on stderr naming the file and line, and
-exit status 2; the readable records, of that file and the others, are still reported.
+exit status 2; the readable records, of that file and the others, are still reported. A
+field of another type than the record contract says (harness/core/records.py) is such a
+problem too: a header's fact of another type is left out, a record's metric that the
+report reads (an object, a list, a number) skips that record, each said in one line.
 With nothing readable at all, no matrix is overwritten. An ``--out`` that cannot be
 written, or an internal error, is one line and exit 2 too, and the old files stay whole
 (tools/cli.py).
@@ -15,18 +18,23 @@ The page opens on one verdict per machine x torch x target (harness/report/verdi
 which tools.report also prints. The HTML is one self-contained page (a Jinja2 template,
 harness/report/page.py; inline CSS and JS, charts as embedded PNG, no external URL): a
 table of contents, folded long lists, a search box and filters over every table, a
-details panel per cell. Every string from a run file is escaped, and the data the script
-reads is JSON in a script element that never runs. ``python -m tools.render_check``
-checks the page in headless Chromium. matrix.json's layout is
-harness/report/matrix.schema.json.
+details panel per cell. Every string from a run file is escaped (its control characters
+spelt ``\\xNN``, a reason cut at a few hundred characters where the tables show it; matrix.json
+keeps every text whole), and the data the script reads is JSON in a script element that never
+runs. ``python -m tools.render_check`` checks the page in headless Chromium. matrix.json's
+layout is harness/report/matrix.schema.json; it is strict JSON (a NaN or an infinity of a
+run file is written as the text "nan", "inf").
 
 With a baseline (``--baseline``, by default ``reports/baseline.jsonl`` where it exists) the
 perf section says what got slower, faster or started to grow against it, on the same machine
 (harness/report/speed.py).
 
-Kernel tables saved by ``python -m tools.kernels --save`` (``reports/kernels/*.json``)
-add a *predicted* section: the static MPS kernel list of each torch version and what
-changes between versions.
+Kernel tables saved by ``python -m tools.kernels --save`` (``reports/kernels/*.json``, or
+one table's file given to ``--kernels``) add a *predicted* section: the static MPS kernel
+list of each torch version and what changes between versions. A table that cannot be read
+is one line naming the file (and the field), and exit status 2; the others are still used.
+An empty ``--out``, ``--kernels`` or ``--baseline`` ("") is one line and exit 2, before
+anything is read: as a directory it would be the current one.
 """
 from __future__ import annotations
 
@@ -35,7 +43,7 @@ from pathlib import Path
 
 from harness.core import runfiles
 from harness.report import compare
-from harness.report.matrix import build
+from harness.report.matrix import build, visible
 from harness.report import verdict
 from harness.report.render import json_doc, json_text, render_html, render_md
 from harness.report.sections import load_kernel_tables, sections
@@ -68,13 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("inputs", nargs="*", help="run files or directories (default: reports/runs)")
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
     parser.add_argument("--kernels", default=str(ROOT / "reports" / "kernels"),
-                        help="saved kernel tables for the predicted section (default: reports/kernels)")
+                        help="saved kernel tables for the predicted section: their directory, or one table's file "
+                             "(default: reports/kernels)")
     parser.add_argument("--baseline", default=None,
                         help="a kept baseline to compare the perf figures with (default: reports/baseline.jsonl "
                              "where it exists)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="compare with no baseline, even where reports/baseline.jsonl exists")
     args = parser.parse_args(argv)
+    for option in ("out", "kernels", "baseline"):   # "" is no path: as a directory it would be the current one
+        if getattr(args, option) == "":
+            return cli.error(f"--{option} is empty: give a path, or leave the option out for its default")
     inputs = args.inputs or [str(ROOT / "reports" / "runs")]
     runs, files, errors = load(inputs)
     baseline = None
@@ -88,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     tables, kernel_errors = load_kernel_tables(Path(args.kernels))
     errors += kernel_errors
     for e in errors:
-        cli.error(e)
+        cli.error(visible(e))
     if not any(r.records for r in runs):
         if not errors:  # otherwise the problem is already said, in one line per input
             cli.error("no check records in " + ", ".join(inputs) + "; no matrix written")
         return 2
     m = build(runs)
     for note in m.notes:
-        cli.error(note)
+        cli.error(visible(note))
     regressions = against_baseline(m, baseline) if baseline is not None else None
     found = verdict.verdicts(m, regressions)
     secs = sections(m, tables, errors, perf_sections(m, baseline), regressions, found)

@@ -9,7 +9,11 @@ tomorrow's runs (harness.report.compare), so what is written here is a public co
   * a field or a category is added, never renamed; a reader ignores what it does not know;
   * a change in what a record means raises SCHEMA, and ``MIGRATIONS[N]`` (an
     ``update_to_N(record)``) turns a record of schema N - 1 into one of schema N, so the
-    reader hands every consumer (the report, compare) records of today's schema.
+    reader hands every consumer (the report, compare) records of today's schema;
+  * the reader takes the fields the consumers dereference as the types written here, or
+    not at all: a record (``validate``: FIELDS, METRICS) of other types is skipped, a
+    header's field (``check_header``: HEADER, FACTS) of another type left out, each said
+    in one line naming the file, the line and the field.
 
 The vocabulary (``Status``, ``Category``, ``RecordKind``, ``ClaimKind``) is plain strings,
 spelt once here: the judges write these constants, the readers compare with them, and a
@@ -24,6 +28,7 @@ Schema history:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Callable
 
@@ -237,38 +242,278 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
-def json_safe(value, depth: int = 0):
+def json_safe(value, depth: int = 0, limit: int = 6):
     """Plain JSON for a metric: NaN and infinities as strings, unknown objects by str().
 
     Metrics cross from an xdist worker to the controller and end in a JSON file; neither
-    takes a torch.dtype or a float NaN as it is.
+    takes a torch.dtype or a float NaN as it is. Objects and lists nested deeper than
+    ``limit`` are written as their str(): a metric is a few levels deep, and anything deeper
+    is no measurement. A report, whose document holds whole records several levels down
+    (harness.report.render.json_text), passes a deeper limit, so that its metrics stay JSON.
     """
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
-    if depth < 6 and isinstance(value, dict):
-        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
-    if depth < 6 and isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v, depth + 1) for v in value]
+    if depth < limit and isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1, limit) for k, v in value.items()}
+    if depth < limit and isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, depth + 1, limit) for v in value]
     if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
         try:
-            return json_safe(value.item(), depth + 1)
+            return json_safe(value.item(), depth + 1, limit)
         except (TypeError, ValueError, RuntimeError):
             pass
     return str(value)
 
 
 def validate(record: dict) -> str | None:
-    """What is wrong with a check record, in one phrase; None when it keeps the contract."""
+    """What is wrong with a check record, in one phrase; None when it keeps the contract:
+    its fields (FIELDS) and the metrics the readers take as objects, lists, text or numbers
+    (METRICS), of the types they are read as. A record that breaks it is skipped by the
+    reader, which names the file, the line and this phrase."""
     for name, types in FIELDS.items():
         if name not in record:
             return f"record lacks field {name!r}"
-        if not isinstance(record[name], types):
+        allowed = types if isinstance(types, tuple) else (types,)
+        if not isinstance(record[name], allowed) or (isinstance(record[name], bool) and bool not in allowed):
             return f"field {name!r} has type {type(record[name]).__name__}"
     if record["status"] not in Status.ALL:
-        return f"unknown status {record['status']!r}"
+        return f"unknown status {_quoted(record['status'])}"
+    notes: list[str] = []
+    _conform(record["metrics"], METRICS, "metrics", notes)
+    if not notes and record["metrics"].get("rows"):   # seed 003's path (a schema-1 record names no kind yet)
+        notes += _path_base_problems(record["metrics"]["rows"])
+    if notes:
+        return f"field {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")
     return None
+
+
+# --------------------------------------------------------------------------- the types the readers rely on
+#
+# A run file is data from anywhere (an older version, a file edited by hand, a disk error):
+# the readers take a header's facts and a record's metrics as the types written below and
+# nothing else, so one value of another type never takes a report or a comparison down.
+# A spec is a type, a tuple of specs (any of them), ``Of`` (a list or object of items of one
+# spec), ``Shape`` (an object whose named fields keep their specs; the others are free, as a
+# reader ignores what it does not know) or NUMBER.
+
+class Of:
+    """A list (``container`` list) whose every item, or an object (dict) whose every value,
+    keeps ``item``."""
+
+    def __init__(self, container: type, item):
+        self.container, self.item = container, item
+
+
+class Shape:
+    """An object whose named fields, where present, keep their specs; ``required`` must be
+    present."""
+
+    def __init__(self, fields: dict, required: tuple[str, ...] = ()):
+        self.fields, self.required = fields, required
+
+
+class _Number:
+    """A number, never a bool. With ``spelt``: a finite one, or NaN or an infinity as json_safe
+    spells them ("nan", "inf", "-inf"), the way the harness writes them; the literals NaN and
+    Infinity, which Python's json reads but the harness never writes, are refused there (the
+    readers compute with these figures: an interval's bounds, a median's ratio)."""
+
+    def __init__(self, spelt: bool):
+        self.spelt = spelt
+
+
+NUMBER = _Number(spelt=True)
+REAL = _Number(spelt=False)     # any number (seed 003's rows, divided by the first: checked apart)
+_SPELT = ("nan", "inf", "-inf")
+_NONE = type(None)
+
+
+def _words(spec) -> str:
+    """What a spec asks for, in words: "an object", "text or null"."""
+    if isinstance(spec, tuple):
+        return " or ".join(dict.fromkeys(_words(s) for s in spec))
+    if isinstance(spec, _Number):
+        return 'a finite number or "nan", "inf", "-inf"' if spec.spelt else "a number"
+    if isinstance(spec, Shape):
+        return "an object"
+    if isinstance(spec, Of):
+        return "a list" if spec.container is list else "an object"
+    return {str: "text", int: "a whole number", float: "a number", bool: "true or false", dict: "an object",
+            list: "a list", _NONE: "null"}.get(spec, spec.__name__)
+
+
+def _what(value) -> str:
+    """What a value is, in the same words."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"the literal {json.dumps(value)}"
+    if isinstance(value, str):
+        return "empty text" if not value else "text"
+    return {int: "a whole number", float: "a number", dict: "an object", list: "a list",
+            _NONE: "null"}.get(type(value), type(value).__name__)
+
+
+def _quoted(value, limit: int = 60) -> str:
+    """A value for a message, bounded: a field of a run file can be any length."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+_BAD = object()
+
+
+def _key(name) -> str:
+    """A data key in a path, bounded and with no control character (repr where it is odd)."""
+    return name if isinstance(name, str) and len(name) <= 40 and name.isprintable() else _quoted(name, 40)
+
+
+def _conform(value, spec, where: str, notes: list[str]):
+    """``value`` as ``spec`` asks, or _BAD when it is of another kind, said in ``notes`` (one
+    phrase each, naming its path: ``facts.torch.cuda_devices[0].name``). Inside an object or
+    a list, a part of another kind is left out and said; a required field that is missing or
+    of another kind makes its object _BAD."""
+    before = len(notes)
+    kept = _fit(value, spec, where, notes)
+    if kept is _BAD and len(notes) == before:
+        notes.append(f"{where} is {_what(value)}, not {_words(spec)}")
+    return kept
+
+
+def _fit(value, spec, where: str, notes: list[str]):
+    if isinstance(spec, tuple):
+        for s in spec:   # a plain type first: None or text where an object may also stand
+            if not isinstance(s, (Shape, Of)) and _fit(value, s, where, []) is not _BAD:
+                return value
+        for s in spec:
+            if isinstance(s, (Shape, Of)) and isinstance(value, dict if isinstance(s, Shape) else s.container):
+                return _fit(value, s, where, notes)
+        return _BAD
+    if isinstance(spec, _Number):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value if not spec.spelt or math.isfinite(value) else _BAD
+        return value if spec.spelt and value in _SPELT else _BAD
+    if isinstance(spec, Shape):
+        if not isinstance(value, dict):
+            return _BAD
+        missing = [name for name in spec.required if name not in value]
+        if missing:
+            notes.append(f"{where} lacks {missing[0]}")
+            return _BAD
+        out = {}
+        for name, part in value.items():
+            sub = spec.fields.get(name)
+            if sub is None:
+                out[name] = part
+                continue
+            kept = _conform(part, sub, f"{where}.{name}", notes)
+            if kept is _BAD and name in spec.required:
+                return _BAD
+            if kept is not _BAD:
+                out[name] = kept
+        return out
+    if isinstance(spec, Of):
+        if not isinstance(value, spec.container):
+            return _BAD
+        if spec.container is list:
+            return [kept for i, part in enumerate(value)
+                    if (kept := _conform(part, spec.item, f"{where}[{i}]", notes)) is not _BAD]
+        return {name: kept for name, part in value.items()
+                if (kept := _conform(part, spec.item, f"{where}.{_key(name)}", notes)) is not _BAD}
+    if isinstance(value, spec) and not (isinstance(value, bool) and spec in (int, float)):
+        return value
+    return _BAD
+
+
+# Seed 003's path, one row per step: the report divides each row by the first (harness.report.sections,
+# harness.optim.seedpath.time_cell), so the first row's peak and step time must be positive numbers.
+PATH_ROW = Shape({"row": str, "peak_bytes": REAL, "step_s": REAL, "time_ratio": REAL, "ci_low": (REAL, _NONE),
+                  "ci_high": (REAL, _NONE)}, required=("row", "peak_bytes", "step_s"))
+
+# The metrics the report and compare read as objects, lists, text or numbers (a metric not
+# named here is shown as it is and never dereferenced). A name means one thing in every suite
+# it is written in (``bound`` is not here: a claim's is a number, a parity model's a list).
+METRICS = Shape({
+    "record_kind": str,
+    "workload": (str, _NONE),
+    "fallback_ops": Of(list, str),
+    "predicted_without_mps_kernel": Of(list, str),
+    "ops": dict,
+    "known_bug": str,
+    "cpu_finding": dict,
+    "trends": Of(dict, Shape({"verdict": str, "growth_bytes": NUMBER, "per_step_bytes": NUMBER, "ci_low": NUMBER,
+                              "ci_high": NUMBER, "tolerance_bytes": NUMBER})),
+    "given_back": Of(dict, NUMBER),
+    "lengths": (list, str),
+    "rows": Of(list, PATH_ROW),
+    **{name: (NUMBER, _NONE) for name in ("ci_low", "ci_high", "median_s", "per_shape_s", "seen_s", "mem_ratio",
+                                          "time_ratio", "per_second", "import_s", "warm_s", "control_s")},
+})
+
+
+def _path_base_problems(rows: list) -> list[str]:
+    """Seed 003's path divides by its first row: a first row with no positive peak or step time
+    cannot be drawn."""
+    base = rows[0]
+    return [f"metrics.rows[0].{name} is {_quoted(base[name])}, not a positive number"
+            for name in ("peak_bytes", "step_s") if not base[name] > 0]
+
+
+# A run's header: its fields, the facts of the machine (harness.env.facts.collect) and their
+# sub-fields, as the report, the verdicts and compare read them.
+_TEXT = (str, _NONE)
+_COUNT = (int, _NONE)
+FACTS = Shape({
+    "facts_schema": int,
+    "host": str,
+    "python": Shape({"version": str, "implementation": _TEXT, "executable": _TEXT, "arch": _TEXT, "bits": _COUNT}),
+    "os": Shape({"system": _TEXT, "release": _TEXT, "machine": _TEXT, "platform": _TEXT}),
+    "mac": (_NONE, Shape({"version": _TEXT, "proc_translated": bool, "hw_arm64": bool, "chip": _TEXT, "model": _TEXT,
+                          "gpu_cores": _COUNT, "memory_bytes": _COUNT})),
+    "cpu": Shape({"model": _TEXT, "logical": _COUNT, "usable": _COUNT}),
+    "nvidia_driver": _TEXT,
+    "packages": Of(dict, _TEXT),
+    "torch": Shape({"importable": bool, "error": _TEXT, "version": _TEXT, "cuda_available": bool,
+                    "mps_available": bool, "mps_built": bool,
+                    "cuda_devices": Of(list, Shape({"name": _TEXT, "total_memory": (NUMBER, _NONE),
+                                                    "capability": list}))}),
+    "tokenizers": dict,
+    "env": Of(dict, _TEXT),
+    "suite_revision": _TEXT,
+})
+HEADER = Shape({
+    "env_id": str,
+    "started": str,
+    "facts": FACTS,
+    "judges": Of(dict, int),
+    "targets": Of(dict, Shape({"selected": bool, "available": bool, "reason": _TEXT})),
+    "mps_fallback": Shape({"setting": _TEXT, "source": _TEXT}),
+    "selection": Shape({"markexpr": _TEXT, "keyword": _TEXT, "args": list, "selected": _COUNT, "collected": _COUNT,
+                        "deselected": _COUNT}),
+    "pytest_args": Of(list, str),
+})
+# Without these a header names no run the report can place: it is skipped, with its records.
+HEADER_NEEDS = ("env_id", "facts")
+
+
+def check_header(header: dict) -> tuple[dict | None, list[str]]:
+    """A run header as the readers may take it, and what was wrong with it, one phrase each.
+
+    A field of another type than HEADER says is left out where the readers do without it (a
+    fact, a target's entry, the start time), and said; an ``env_id`` or ``facts`` of another
+    kind leaves nothing to place the run by: (None, the phrase), and the reader skips the
+    header and its records."""
+    for name in HEADER_NEEDS:
+        if name in header and _fit(header[name], HEADER.fields[name], name, []) is _BAD:
+            return None, [f"header field {name} is {_what(header[name])}, not {_words(HEADER.fields[name])}: "
+                          "this run's header and records are skipped"]
+    if not isinstance(header.get("facts"), dict):
+        return None, ["header has no facts: this run's header and records are skipped"]
+    notes: list[str] = []
+    kept = _conform(header, HEADER, "header", notes)
+    return kept, [f"header field {note.removeprefix('header.')}: left out" for note in notes]
 
 
 def kind_of(record: dict) -> str | None:

@@ -74,6 +74,14 @@ def parse(text: str, source: str = "<text>") -> dict[str, dict]:
     if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("func"), str)
                                                  for e in entries):
         raise KernelsError(f"{source}: not a native_functions.yaml (expected a list of entries with 'func:')")
+    for e in entries:   # the fields read below, of the types torchgen writes: one line naming the first other one
+        name = e["func"].split("(", 1)[0].strip()[:80]
+        if not isinstance(e.get("dispatch"), (dict, type(None))):
+            raise KernelsError(f"{source}: entry {name!r}: dispatch is {type(e['dispatch']).__name__}, "
+                               "not a mapping of dispatch keys")
+        if not isinstance(e.get("structured_delegate"), (str, type(None))):
+            raise KernelsError(f"{source}: entry {name!r}: structured_delegate is "
+                               f"{type(e['structured_delegate']).__name__}, not an op name")
     table: dict[str, dict] = {}
     for e in entries:
         name = e["func"].split("(", 1)[0].strip()
@@ -301,6 +309,35 @@ def table_doc(snap: Snapshot) -> dict:
     return {"schema": SCHEMA, "source": snap.source, "torch_version": snap.torch_version,
             "mps_ops": mps_ops(snap.table), "composite_ops": composite_ops(snap.table), "counts": counts(snap.table),
             "other_mps_ops": other_mps_ops(snap.table), "caveat": CAVEAT}
+
+
+# A saved table's fields as its readers take them (tools.report's predicted section, tools.audit):
+# name -> (the type, in words). A table is a file that may have been edited or cut short.
+TABLE_FIELDS = {"mps_ops": (list, "a list of op names"), "torch_version": ((str, type(None)), "text or null"),
+                "source": (str, "text"), "caveat": (str, "text"), "counts": (dict, "an object"),
+                "composite_ops": (list, "a list of op names"), "other_mps_ops": (dict, "an object")}
+
+
+def is_table(doc) -> bool:
+    """Whether a saved document is a kernel table (a diff has no ``mps_ops``)."""
+    return isinstance(doc, dict) and "mps_ops" in doc
+
+
+def table_problem(doc: dict) -> str | None:
+    """What keeps a saved kernel table (``table_doc``) from being read, in one phrase naming
+    the field; None when it can be. Its op lists must hold names (text) only."""
+    if doc.get("schema") != SCHEMA or isinstance(doc.get("schema"), bool):
+        said = repr(doc.get("schema"))
+        said = said if len(said) <= 40 else said[:39] + "…"
+        return f"kernel table schema {said}, this reader understands {SCHEMA}"
+    for name, (types, words) in TABLE_FIELDS.items():
+        if name in doc and not isinstance(doc[name], types):
+            return f"field {name} is {type(doc[name]).__name__}, not {words}"
+    for name in ("mps_ops", "composite_ops"):
+        bad = next((i for i, op in enumerate(doc.get(name) or []) if not isinstance(op, str)), None)
+        if bad is not None:
+            return f"field {name}[{bad}] is {type(doc[name][bad]).__name__}, not an op name (text)"
+    return None
 
 
 def diff_doc(old: Snapshot, new: Snapshot) -> dict:

@@ -6,6 +6,7 @@ HTML, JSON) and, in short, at the end of a pytest run.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter, defaultdict
 
 from packaging.version import InvalidVersion, Version
@@ -45,6 +46,42 @@ KEY_COLOURS = {
 KEY_ORDER = [key for key, _, _ in LEGEND]
 PREFERRED_METRICS = ("margin", "max_abs_err", "mem_ratio", "time_ratio", "capability", "threads", "device", "usable",
                      "max_abs_diff", "runs")
+
+
+SHOWN_CHARS = records.REASON_MAX   # a reason or message from a run file, as matrix.md and matrix.html show it
+TEXT_MAX = 20_000                  # any one text in matrix.md and matrix.html (a check id, a list of ops ...)
+LABEL_CHARS = 100                  # each fact in a column's label (host, CPU, GPU, OS, versions)
+
+
+def shown(text, limit: int = SHOWN_CHARS) -> str:
+    """A reason or message from a run file as matrix.md and matrix.html show it: at most
+    ``limit`` characters, then how many more there are. A run file can hold a reason of any
+    length, and one copied whole into every place it is shown (a cell's hover text, the
+    failures, the verdict cards) makes pages of tens of megabytes; matrix.json keeps the
+    whole text. A reason the harness wrote (records.first_line) is never longer."""
+    text = "" if text is None else str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…({len(text) - limit:,} more characters in matrix.json)"
+
+
+def short(text, limit: int = LABEL_CHARS) -> str:
+    """A fact in a column's label, at most ``limit`` characters: a label is repeated in every
+    table and every record's details, so a host name of any length is cut here (matrix.json's
+    columns keep the facts whole)."""
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character but tab and newline spelt out as ``\\xNN``. A
+    reason can hold any character; a NUL written raw makes git take matrix.md for a binary
+    file, and an escape sequence printed raw acts on the terminal. matrix.json keeps the exact
+    text (JSON escapes them)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def cell_key(record: dict) -> str:
@@ -103,7 +140,7 @@ def key_metric(metrics: dict) -> str:
 def _clean(name: str | None) -> str:
     """A CPU or GPU name without trademark marks and doubled spaces."""
     text = (name or "").replace("(R)", "").replace("(TM)", "").replace("(tm)", "")
-    return " ".join(text.split())
+    return short(" ".join(text.split()))
 
 
 def _gib(n) -> str:
@@ -145,10 +182,10 @@ def machine_name(facts: dict) -> str:
     os_, mac = facts.get("os") or {}, facts.get("mac") or {}
     cpu = _clean((facts.get("cpu") or {}).get("model"))
     if mac.get("version") or mac.get("chip"):
-        system = f"macOS {mac.get('version') or '?'}"
+        system = f"macOS {short(mac.get('version') or '?')}"
         parts = [chip_name(facts), system]
     else:
-        system = " ".join(str(x) for x in (os_.get("system"), os_.get("machine")) if x)
+        system = " ".join(short(x) for x in (os_.get("system"), os_.get("machine")) if x)
         parts = [gpu_names(facts), cpu, system]
     return ", ".join(p for p in parts if p) or "unknown machine"
 
@@ -185,7 +222,7 @@ class Column:
     def target_label(self) -> str:
         """The target, and the workload when the column holds one (a small and a large run of
         the optimization suite on one machine are two columns)."""
-        return f"{self.target} ({self.workload} workload)" if self.workload else self.target
+        return f"{short(self.target)} ({short(self.workload)} workload)" if self.workload else short(self.target)
 
     @property
     def facts(self) -> dict:
@@ -194,12 +231,12 @@ class Column:
     @property
     def torch_release(self) -> str:
         """The torch version without its local build tag (2.8.0+cu128 -> 2.8.0)."""
-        return ((self.facts.get("torch") or {}).get("version") or "none").split("+")[0]
+        return short(((self.facts.get("torch") or {}).get("version") or "none").split("+")[0])
 
     @property
     def label(self) -> str:
         """Short: host, what the target ran on, torch release and target."""
-        return f"{self.facts.get('host', '?')} {self.device} · {self.sublabel}"
+        return f"{short(self.facts.get('host', '?'))} {self.device} · {self.sublabel}"
 
     @property
     def sublabel(self) -> str:
@@ -215,7 +252,7 @@ class Column:
     @property
     def host_label(self) -> str:
         """The machine: host, then chip or GPUs, CPU and OS (machine_name)."""
-        return f"{self.facts.get('host', '?')}: {machine_name(self.facts)}"
+        return f"{short(self.facts.get('host', '?'))}: {machine_name(self.facts)}"
 
     def sort_key(self):
         """Host first (so a host's columns sit together), then torch version numerically."""
@@ -292,7 +329,10 @@ def judged_again(rec: dict, header: dict) -> dict:
     that only a rerun can settle shows ``rerun``, one that remains fails with its suspected
     cause. The old judge's margin measured agreement with the CPU, not accuracy: it is kept
     as ``older_judge_margin`` and no margin is shown. ``judged_again`` on the record says
-    what was done; a current record is returned as it is."""
+    what was done; a current record is returned as it is. A ``judged_again`` a run file
+    brought is not the report's own note and is dropped: only this function writes one."""
+    if "judged_again" in rec:
+        rec = {k: v for k, v in rec.items() if k != "judged_again"}
     judge = records.judge_of(rec, header)
     if judge is None or judge >= records.JUDGES.get(rec.get("suite"), judge):
         return rec
@@ -322,7 +362,8 @@ def judged_again(rec: dict, header: dict) -> dict:
 
 def _disambiguate(columns: list[Column]) -> None:
     """Same host, torch and target twice (another Python, another build): say which."""
-    for suffix in (lambda c: f" py{(c.facts.get('python') or {}).get('version')}", lambda c: f" [{c.env_id}]"):
+    for suffix in (lambda c: f" py{short((c.facts.get('python') or {}).get('version'))}",
+                   lambda c: f" [{short(c.env_id)}]"):
         seen = Counter(c.label for c in columns)
         for c in columns:
             if seen[c.label] > 1:

@@ -30,7 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.core import records, runfiles
-from harness.report.matrix import KEY_COLOURS, KEY_ORDER, LEGEND, SYMBOL, TARGET_ORDER, cell_key, host_groups
+from harness.report.matrix import (KEY_COLOURS, KEY_ORDER, LEGEND, SYMBOL, TARGET_ORDER, TEXT_MAX, cell_key,
+                                   host_groups, shown, visible)
 from harness.report.sections import Bar, Cell, Section
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +41,8 @@ TEMPLATES = HERE / "templates"
 FOLD_ROWS = 40            # a section with more rows than this starts folded (the table scrolls in its own box)
 MIN_WIDTH_EM = 14         # the most a table column is kept from narrowing (em); wider text wraps
 METRIC_CHARS = 400        # a metric longer than this is cut in the details panel (matrix.json has it whole)
+PANEL_CHARS = 10_000      # a reason in the details panel, where it is read whole (the tables show SHOWN_CHARS)
+NAME_CHARS = 200          # a metric's name or a category in the details panel
 STATES = ("good", "warn", "bad", "none")   # harness.report.verdict's states: a card's and an aspect's colour
 
 # Ids the page itself uses: a section whose anchor asks for one of them gets another.
@@ -58,7 +61,8 @@ def static(name: str) -> str:
 
 # What must not appear raw inside a <script> element's JSON: "</script>" or "<!--" could
 # end or confuse the element; U+2028/2029 are line breaks to older JavaScript parsers.
-_SCRIPT_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_SCRIPT_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029",
+                **{c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}}   # DEL and C1 (json escapes C0): none raw
 
 
 def script_json(data) -> str:
@@ -72,11 +76,14 @@ _SEPARATORS = {0x2028: "&#x2028;", 0x2029: "&#x2029;"}
 
 def _finalize(value):
     """Every ``{{ ... }}`` of the template: markup the page made itself passes (the
-    separators still spelled out), anything else is text, escaped here; None is empty."""
+    separators still spelled out), anything else is text, escaped here, its control
+    characters spelt ``\\xNN`` (a NUL is no character of HTML, and makes git take the page
+    for binary) and at most TEXT_MAX characters long; None is empty."""
     from markupsafe import Markup
     if isinstance(value, Markup):
         return Markup(str.translate(str(value), _SEPARATORS))
-    return Markup(html.escape("" if value is None else str(value), quote=True).translate(_SEPARATORS))
+    text = visible(shown("" if value is None else value, TEXT_MAX))
+    return Markup(html.escape(text, quote=True).translate(_SEPARATORS))
 
 
 @lru_cache(maxsize=1)
@@ -141,10 +148,10 @@ class _Records:
 def _details(cell: Cell) -> dict:
     rec = cell.record
     key = cell_key(rec)
-    return {"check": rec.get("check", ""), "column": cell.where, "result": f"{SYMBOL[key]} {key}",
-            "category": rec.get("category") or "", "reason": rec.get("reason") or "",
-            "duration_s": rec.get("duration_s"),
-            "metrics": [[str(k), _metric_text(v)] for k, v in (rec.get("metrics") or {}).items()]}
+    return {"check": shown(rec.get("check", ""), TEXT_MAX), "column": cell.where, "result": f"{SYMBOL[key]} {key}",
+            "category": shown(rec.get("category") or "", NAME_CHARS),
+            "reason": shown(rec.get("reason") or "", PANEL_CHARS), "duration_s": rec.get("duration_s"),
+            "metrics": [[shown(k, NAME_CHARS), _metric_text(v)] for k, v in (rec.get("metrics") or {}).items()]}
 
 
 def _metric_text(value) -> str:
@@ -274,7 +281,8 @@ def _section(s: Section, sid: str, recs: _Records, ids: _Ids, cards_id: str | No
                          "headers": list(zip(s.headers, _min_widths(s))),
                          "rows": [_row(r, recs, suite) for r in s.rows]}
         if s.image:
-            view["image"] = {"src": "data:image/png;base64," + base64.b64encode(s.image).decode("ascii"),
+            from markupsafe import Markup   # the page's own markup (base64 needs no escaping), never cut
+            view["image"] = {"src": Markup("data:image/png;base64," + base64.b64encode(s.image).decode("ascii")),
                              "caption": s.caption, "alt": s.caption or s.title}
     return view
 

@@ -10,6 +10,8 @@ CommonMark renderer, raw HTML allowed or not:
   A ``>`` is left as it is (``a -> b`` stays readable in the raw file): with no ``<`` before
   it, it opens nothing in HTML or Markdown, but at the start (a block quote) it is ``&gt;``;
 - a ``|`` is escaped and line breaks become spaces: a table keeps its columns;
+- a control character other than tab (a NUL, an escape) is spelt ``\\xNN``, never written raw:
+  git takes a file with a NUL for binary, a terminal acts on an escape sequence;
 - the characters of inline syntax are escaped with a backslash: ``\\`` itself (so data cannot
   undo an escape), backticks (a code span would show the entities above literally), ``*``,
   ``~`` and ``$`` (emphasis, strikethrough, GitHub's math), the ``]`` of a ``](`` (a link or
@@ -32,22 +34,28 @@ from collections import Counter
 from tabulate import tabulate
 
 from harness.core import records, runfiles
-from harness.report.matrix import (LEGEND, SYMBOL, Matrix, cell_key,
-                                   format_counts, host_groups, version_history)
+from harness.report.matrix import (LEGEND, SYMBOL, TEXT_MAX, Matrix, cell_key,
+                                   format_counts, host_groups, shown, version_history)
 from harness.report.sections import Bar, Cell, Section
 
 
 # --------------------------------------------------------------------------- Markdown
 
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-_SPECIAL = re.compile(r"^>|[<&\\`*~$|]|\](?=\()|(?<![^\W_])_|_(?![^\W_])|\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+_SPECIAL = re.compile(r"^>|[<&\\`*~$|]|\](?=\()|(?<![^\W_])_|_(?![^\W_])|\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]"
+                      r"|[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
+_LINE_BREAKS = frozenset("\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def _replace(match: re.Match) -> str:
     char = match.group()
     if char in _ENTITIES:
         return _ENTITIES[char]
-    return " " if char.isspace() else "\\" + char
+    if char == "\r\n" or char in _LINE_BREAKS:
+        return " "
+    if len(char) == 1 and (ord(char) < 0x20 or 0x7f <= ord(char) <= 0x9f):   # a control: shown as \xNN
+        return f"\\\\x{ord(char):02x}"
+    return "\\" + char
 
 
 def escape(text) -> str:
@@ -57,9 +65,11 @@ def escape(text) -> str:
 
 
 def _md(value) -> str:
+    """A value of a section as Markdown text: escaped, and at most TEXT_MAX characters (a text
+    from a run file can be any length; matrix.json keeps it whole)."""
     if isinstance(value, Bar):
         return escape(format_counts(Counter(value.counts)))
-    return escape(value.text if isinstance(value, Cell) else value)
+    return escape(shown(value.text if isinstance(value, Cell) else value, TEXT_MAX))
 
 
 def _md_hosts(columns: list) -> str:
@@ -150,8 +160,15 @@ def json_doc(m: Matrix, sources: list[str], errors: list[str], kernel_tables: li
     }
 
 
+JSON_DEPTH = 40   # matrix.json's nesting kept as JSON: a record's metrics sit 5 levels down, seed 003's rows 7
+
+
 def json_text(doc: dict) -> str:
-    return json.dumps(records.json_safe(doc), indent=1, ensure_ascii=False, allow_nan=False)
+    """matrix.json's text: strict JSON, whatever the run files held. A NaN or an infinity
+    (Python's json reads the NaN and Infinity literals of a hand-made file) is written as
+    json_safe spells it ("nan", "inf"), never as a literal that other JSON readers refuse;
+    a record's metrics stay objects and lists down to JSON_DEPTH levels."""
+    return json.dumps(records.json_safe(doc, limit=JSON_DEPTH), indent=1, ensure_ascii=False, allow_nan=False)
 
 
 def render_json(m: Matrix, sources: list[str], errors: list[str], kernel_tables: list[dict],

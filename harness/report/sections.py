@@ -20,7 +20,7 @@ from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_
 from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
 from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, WORKS, History, Matrix,
-                                   cell_key, key_metric, version_history)
+                                   cell_key, key_metric, short, shown, version_history)
 
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
 
@@ -75,7 +75,7 @@ def cell_of(rec: dict | None, where: str = "") -> Cell:
     if rec is None:
         return Cell("")
     key = cell_key(rec)
-    metric = key_metric(rec.get("metrics") or {})
+    metric = shown(key_metric(rec.get("metrics") or {}))
     older = rec.get("judged_again")
     if older:   # marked where it is shown: an older judge's record, judged again here where its metrics allow
         return Cell(f"{SYMBOL[key]} {metric} (judge {older['judge']})".replace("  ", " "), key,
@@ -88,9 +88,9 @@ def _title(key: str, rec: dict) -> str:
     """Hover text: the result with its reason, then the first few scalar metrics."""
     metrics = rec.get("metrics") or {}
     names = [n for n in PREFERRED_METRICS if n in metrics] + [n for n in metrics if n not in PREFERRED_METRICS]
-    shown = [f"{n}={scalar(metrics[n])}" for n in names
-             if n not in NOT_SHOWN and isinstance(metrics[n], (int, float, str, bool))][:TITLE_METRICS]
-    return "\n".join([f"{key}: {rec.get('reason') or ''}".strip(), *shown])
+    figures = [f"{shown(n, 80)}={scalar(metrics[n])}" for n in names
+               if n not in NOT_SHOWN and isinstance(metrics[n], (int, float, str, bool))][:TITLE_METRICS]
+    return "\n".join([f"{key}: {shown(rec.get('reason'))}".strip(), *figures])
 
 
 def scalar(value) -> str:
@@ -200,11 +200,11 @@ def outcome_sections(m: Matrix) -> list[Section]:
             rec = m.cells.get((check, col.id))
             if rec is None:
                 continue
-            key, reason = cell_key(rec), rec.get("reason", "")
+            key, reason = cell_key(rec), shown(rec.get("reason"))
             result = Cell(f"{SYMBOL[key]} {key}", key, record=rec, where=col.label)
             if (rec.get("metrics") or {}).get("disagreement"):
-                disagreements.append([check, col.label, rec["metrics"]["disagreement"],
-                                      rec["metrics"].get("pytorch_expects", ""), result])
+                disagreements.append([check, col.label, shown(rec["metrics"]["disagreement"]),
+                                      shown(rec["metrics"].get("pytorch_expects", "")), result])
             if key in verdict.PROBLEMS:
                 broken.append((col, rec, result))
             elif key == Status.XFAIL:
@@ -214,8 +214,8 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 group[0] += 1
                 group[1].add(col.label)
     order = {g.cause: i for i, g in enumerate(verdict.failure_groups([rec for _, rec, _ in broken]))}
-    rows = sorted(([verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or "",
-                    verdict.family_of(rec), rec["check"], col.label, result, rec.get("reason", "")]
+    rows = sorted(([shown(verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or ""),
+                    verdict.family_of(rec), rec["check"], col.label, result, shown(rec.get("reason"))]
                    for col, rec, result in broken),
                   key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
     skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
@@ -249,8 +249,8 @@ def model_sections(m: Matrix) -> list[Section]:
             if not rec or rec.get("suite") != "ops" or "model" not in met or rec["status"] == Status.SKIP:
                 continue
             ops = met.get("ops") or {}
-            rows.append([met["model"], col.label, cell_of(rec, col.label), " / ".join(str(ops.get(p, "")) for p in
-                                                                          ("forward", "backward", "optimizer")),
+            rows.append([shown(met["model"]), col.label, cell_of(rec, col.label),
+                         " / ".join(shown(ops.get(p, ""), 40) for p in ("forward", "backward", "optimizer")),
                          ", ".join(met.get("fallback_ops") or []) or "none",
                          ", ".join(met.get("predicted_without_mps_kernel") or []) or "none"])
     return [Section("Does this model run natively", ["model", "column", "result", "ops fwd / bwd / optim",
@@ -261,21 +261,34 @@ def model_sections(m: Matrix) -> list[Section]:
                           "composites and device-generic ops are not counted against a model.")]
 
 
-def load_kernel_tables(directory: Path) -> tuple[list[dict], list[str]]:
-    """Saved kernel tables (tools.kernels --save), oldest torch first; problems as lines."""
+def load_kernel_tables(path: Path) -> tuple[list[dict], list[str]]:
+    """Saved kernel tables (tools.kernels --save), oldest torch first; problems as lines.
+    ``path``: a directory of them (where none is, there are none), or one table's file. A
+    table that cannot be read, or whose fields are of another type than its readers take
+    (harness.ops.kernels.table_problem), is one line naming the file and the field; the
+    others are still used. A saved diff in the directory is passed over."""
+    from harness.ops import kernels
     tables, errors = [], []
-    if not directory.is_dir():
+    if path.is_dir():
+        files, given = sorted(path.glob("*.json")), False
+    elif path.exists():
+        files, given = [path], True
+    else:
         return tables, errors
-    for path in sorted(directory.glob("*.json")):
+    for file in files:
         try:
-            doc = runfiles.loads(path.read_text(encoding="utf-8"))
+            doc = runfiles.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError) as exc:
-            errors.append(f"{path}: not a readable kernel table ({type(exc).__name__})")
+            errors.append(f"{file}: not a readable kernel table ({type(exc).__name__})")
             continue
-        if not isinstance(doc, dict) or "mps_ops" not in doc:
+        if not kernels.is_table(doc):
+            if given:
+                errors.append(f"{file}: not a kernel table (no mps_ops: a saved diff?); give a table of "
+                              "python -m tools.kernels --save, or the directory of them")
             continue  # a saved diff, not a table
-        if doc.get("schema") != 1 or not isinstance(doc["mps_ops"], list):
-            errors.append(f"{path}: kernel table schema {doc.get('schema')!r}, this reader understands 1")
+        problem = kernels.table_problem(doc)
+        if problem:
+            errors.append(f"{file}: {problem}; the table is left out")
             continue
         tables.append(doc)
 
@@ -373,7 +386,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
 
 def regressions_section(m: Matrix, regressions: dict) -> Section:
     labels = {c.id: c.label for c in m.columns}
-    rows = [[labels.get(cid, cid), c.check, Cell(c.rule, Status.FAIL), c.before, c.after, c.detail]
+    rows = [[labels.get(cid, cid), c.check, Cell(c.rule, Status.FAIL), c.before, c.after, shown(c.detail)]
             for cid, changes in regressions.items() for c in changes]
     return Section("Against the baseline: what regressed", ["column", "check", "rule", "before", "after", "detail"],
                    rows, anchor="against-the-baseline", fold=len(rows) > LONG,
@@ -388,7 +401,7 @@ def history_section(m: Matrix) -> Section:
     row_of = {check: i for i, check in enumerate(m.rows)}
     hist.sort(key=lambda h: (0 if h.last_worked else 1 if h.first_works else 2, row_of[h.check], h.host, h.target))
     works = " ".join(SYMBOL[k] for k in WORKS)
-    rows = [[h.check, f"{h.host} {h.target} py{h.python}",
+    rows = [[h.check, f"{short(h.host)} {h.target} py{short(h.python)}",
              " → ".join(f"{v} {SYMBOL[k]}" for v, k in h.steps),
              Cell(h.first_works, "pass") if h.first_works else "-",
              Cell(h.last_worked, "fail") if h.last_worked else "-", history_note(h)] for h in hist]
@@ -491,11 +504,11 @@ def cause_sections(m: Matrix) -> list[Section]:
         recs = [rec for (check, col_id), rec in sorted(m.cells.items()) if col_id == col.id]
         for g in verdict.failure_groups(recs):
             suites = Counter(check.split("/", 1)[0] for check in g.checks)
-            rows.append([Cell(g.cause, Status.FAIL), col.label, str(len(g.checks)),
+            rows.append([Cell(shown(g.cause), Status.FAIL), col.label, str(len(g.checks)),
                          ", ".join(f"{s} {n}" for s, n in suites.most_common()),
                          ", ".join(g.checks[:CAUSE_EXAMPLES]) + (f" and {len(g.checks) - CAUSE_EXAMPLES} more"
                                                                  if len(g.checks) > CAUSE_EXAMPLES else ""),
-                         g.what, g.switch])
+                         shown(g.what), shown(g.switch)])
     for (check, col_id), rec in sorted(m.cells.items()):
         finding = (rec.get("metrics") or {}).get("cpu_finding")
         if rec.get("suite") == "parity" and isinstance(finding, dict):
@@ -536,15 +549,15 @@ def known_bug_sections(m: Matrix) -> list[Section]:
     rows, sources = [], []
     for name, case in cases.items():
         met = case["met"]
-        sources.append([name, f"pytorch#{met.get('issue')}", met.get("issue_title") or "", met.get("reported") or "",
-                        met.get("affected") or "", met.get("fixed") or "", met.get("issue_url") or ""])
+        sources.append([name, shown(f"pytorch#{met.get('issue')}"), *(shown(met.get(k) or "") for k in (
+            "issue_title", "reported", "affected", "fixed", "issue_url"))])
         for col_id, recs in case["columns"].items():
             label = labels.get(col_id, col_id)
             bug, again = recs.get(RecordKind.KNOWN_BUG), recs.get(RecordKind.REPEATABLE)
-            shape = ((bug or again or {}).get("metrics") or {}).get("shape") or ""
+            shape = shown(((bug or again or {}).get("metrics") or {}).get("shape") or "")
             said = [has_bug(r) for r in (bug, again) if r]
             found = [w for w in said if w not in ("no", "not run")]
-            rows.append([name, f"pytorch#{met.get('issue')}", label, cell_of(bug, label), cell_of(again, label),
+            rows.append([name, shown(f"pytorch#{met.get('issue')}"), label, cell_of(bug, label), cell_of(again, label),
                          found[0] if found else "no" if "no" in said else "not run", shape])
     return [
         Section("Known accelerator bugs: does this machine have them",
@@ -586,13 +599,14 @@ def optim_sections(m: Matrix) -> list[Section]:
                             rec.get("category") or "", num(ratio),
                             f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]",
                             f"{'<' if met.get('kind') == 'lower' else '<='} {num(met.get('bound'))}",
-                            num(met.get("claimed_ratio")), str(met.get("rounds", "")), met.get("source") or ""])
+                            num(met.get("claimed_ratio")), shown(met.get("rounds", ""), 40),
+                            shown(met.get("source") or "")])
         points.append((f"{rec['subject']} {rec['variant']} · {label}", finite(ratio), finite(met.get("ci_low")),
                        finite(met.get("ci_high")), finite(met.get("bound")), cell_key(rec)))
     points = [p for p in points if p[1] is not None and p[1] > 0]
-    shown = points[:CHART_ROWS]
+    charted = points[:CHART_ROWS]
     ratio_caption = (f"Measured ratio (dot) with its 95% interval against the bound the claim must stay under "
-                     f"(red tick), log scale: {len(shown)} of {len(points)} claims x quantities x columns")
+                     f"(red tick), log scale: {len(charted)} of {len(points)} claims x quantities x columns")
     out = [Section("Optimizations: the documents' claims, measured",
                    ["claim", "quantity", "column", "result", "verdict", "ratio", "95% interval", "holds if",
                     "claimed", "rounds", "source"], claims_rows, empty="No optimization claim was measured.",
@@ -601,7 +615,7 @@ def optim_sections(m: Matrix) -> list[Section]:
                    intro="ratio = variant / baseline (peak memory: tracked storage bytes, exact; time: median of "
                          "interleaved rounds, per sample, with a bootstrap interval). A claim holds when the whole "
                          "interval is within the bound (the claimed ratio with the claim's tolerance).",
-                   image=ratio_chart(shown, title=ratio_caption) if points else None, image_name="optim_ratios.png")]
+                   image=ratio_chart(charted, title=ratio_caption) if points else None, image_name="optim_ratios.png")]
     for label, rec in paths:
         out.append(_path_section(label, rec))
     return out
@@ -612,8 +626,8 @@ def _path_section(label: str, rec: dict) -> Section:
     from harness.optim.seedpath import time_cell
     rows = rec["metrics"]["rows"]
     base, seed = rows[0], SEED_003_PATH.steps
-    table = [[r["row"], f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",
-              f"{s.memory_gb / seed[0].memory_gb:.2f}", r.get("peak_phase", ""), f"{r['step_s']:.3f}",
+    table = [[shown(r["row"]), f"{r['peak_bytes'] / 2**20:.1f}", f"{r['peak_bytes'] / base['peak_bytes']:.2f}",
+              f"{s.memory_gb / seed[0].memory_gb:.2f}", shown(r.get("peak_phase", "")), f"{r['step_s']:.3f}",
               time_cell(r, base), f"{s.time_s / seed[0].time_s:.2f}"] for r, s in zip(rows, seed)]
     caption = f"Peak memory and step time of each step, x the first row (log scale), on {label}"
     return Section(f"Memory-saving steps, one after another, on {label}",
@@ -621,8 +635,9 @@ def _path_section(label: str, rec: dict) -> Section:
                     "time x baseline [95% interval]", "time x baseline in the table"], table,
                    level=3, image=path_chart(label, rows, title=caption), image_name=f"seed003_{slug(label)}.png",
                    caption=caption,
-                   intro=f"workload {rec['metrics'].get('workload')} "
-                         f"({rec['metrics'].get('shape') or 'shape not recorded'}); {cell_of(rec).text}. Each row "
+                   intro=f"workload {shown(rec['metrics'].get('workload'))} "
+                         f"({shown(rec['metrics'].get('shape') or 'shape not recorded')}); {cell_of(rec).text}. "
+                         "Each row "
                          "adds one technique to the row before it, as the memory-optimization table for "
                          "chinese-macbert-large (batch 32, length 128) in the source documents does; 'in the table' "
                          "is that table's own figure.")

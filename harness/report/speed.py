@@ -9,6 +9,8 @@ lists per column what got slower, faster, or started to grow, by the upgrade che
 """
 from __future__ import annotations
 
+import math
+
 from harness.core import records
 from harness.core.records import Category, Status
 from harness.perf.ops import ms
@@ -27,6 +29,19 @@ def _perf_cells(m: Matrix):
             yield check, col_id, labels.get(col_id, col_id), rec
 
 
+def _real(value) -> float | None:
+    """A metric as a number to compute with: None for anything else, NaN and the infinities
+    included (json_safe writes them as "nan", "inf"), so a figure is never made of them."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def _mib(value, sign: str = "") -> str:
+    """Bytes in MiB (with ``sign`` "+", signed); the value as written when it is no number."""
+    n = _real(value)
+    return f"{n / 2 ** 20:{sign}.3g}" if n is not None else str(value)
+
+
 def _interval(met: dict) -> str:
     low, high = met.get("ci_low"), met.get("ci_high")
     return f"[{ms(low)}, {ms(high)}]" if isinstance(low, (int, float)) and isinstance(high, (int, float)) else ""
@@ -39,10 +54,9 @@ def model_section(m: Matrix) -> Section:
         if not subject.startswith("model-") or what not in MODEL_WHATS:
             continue
         if what == "varying-length":
-            step = met.get("seen_s") or 0
-            share = f"{met['per_shape_s'] / step:.0%} of a step" if step and isinstance(met.get("per_shape_s"),
-                                                                                      (int, float)) else ""
-            figure, rate = f"new shape +{ms(max(0.0, met.get('per_shape_s') or 0.0))}", share
+            step, per_shape = _real(met.get("seen_s")), _real(met.get("per_shape_s"))
+            share = f"{per_shape / step:.0%} of a step" if step and per_shape is not None else ""
+            figure, rate = f"new shape +{ms(max(0.0, per_shape or 0.0))}", share
         else:
             figure = ms(met["median_s"]) if isinstance(met.get("median_s"), (int, float)) else ""
             rate = (f"{met['per_second']:.4g} {met.get('unit', '')}" if isinstance(met.get("per_second"), (int, float))
@@ -90,10 +104,10 @@ def memory_section(m: Matrix) -> Section:
                 continue
             rows.append([rec["subject"].removeprefix("memory-"), rec["variant"], label, reading,
                          Cell(t.get("verdict", ""), "fail" if t.get("verdict") == Category.GROWS else "pass"),
-                         f"{t.get('growth_bytes', 0) / 2 ** 20:+.3g}", f"{t.get('per_step_bytes', 0) / 2 ** 20:+.3g}",
-                         f"[{t.get('ci_low', 0) / 2 ** 20:+.3g}, {t.get('ci_high', 0) / 2 ** 20:+.3g}]",
-                         f"{t.get('tolerance_bytes', 0) / 2 ** 20:.3g}",
-                         f"{(met.get('given_back') or {}).get(reading, 0) / 2 ** 20:.3g}"])
+                         _mib(t.get("growth_bytes", 0), "+"), _mib(t.get("per_step_bytes", 0), "+"),
+                         f"[{_mib(t.get('ci_low', 0), '+')}, {_mib(t.get('ci_high', 0), '+')}]",
+                         _mib(t.get("tolerance_bytes", 0)),
+                         _mib((met.get("given_back") or {}).get(reading, 0))])
     return Section("Memory over a long run", ["model", "through", "column", "reading", "trend", "grew MiB",
                                               "MiB / step", "95% interval MiB", "tolerance MiB",
                                               "empty_cache gave back MiB"], rows, level=2,

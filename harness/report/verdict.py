@@ -12,7 +12,8 @@ Each column of the matrix is judged on what a user acts on, in six aspects:
 
 Every count comes from ``classify`` of the matrix's cells, the one source for the verdicts,
 the page's sections, matrix.md and matrix.json. The terminal's end summary reads the same
-verdicts for the run that just ended (``for_records``).
+verdicts for the run that just ended (``for_records``). A reason a line quotes is cut at a
+few hundred characters (harness.report.matrix.shown); the record in matrix.json keeps it whole.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from collections import Counter
 
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
-from harness.report.matrix import Column, Matrix, build, cell_key
+from harness.report.matrix import Column, Matrix, build, cell_key, shown, visible
 
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
 STATES = (BAD, WARN, GOOD, NONE)          # worst first
@@ -216,21 +217,21 @@ def _environment(recs: list[dict], target: str) -> Aspect:
     env = [r for r in recs if r.get("suite") == "env"]
     ran = [r for r in env if r["status"] != Status.SKIP]
     if not ran:
-        why = next((r.get("reason") for r in env if r.get("reason")), "")
+        why = shown(next((r.get("reason") for r in env if r.get("reason")), ""))
         return Aspect("environment", NONE, f"not checked here{': ' + why if why else ''} (./compat suites -m env "
                                            "checks it in seconds)", anchor="environments", short="")
     bad = [r for r in ran if cell_key(r) in BROKEN]
     if bad:
-        first = bad[0].get("reason") or bad[0]["check"]
+        first = shown(bad[0].get("reason") or bad[0]["check"])
         return Aspect("environment", BAD, f"not fit for {target}: {first}" + (f" (and {len(bad) - 1} more)"
                                                                                 if len(bad) > 1 else ""),
-                      [f"{r['check']}: {r.get('reason') or cell_key(r)}" for r in bad], "environments",
+                      [f"{r['check']}: {shown(r.get('reason') or cell_key(r))}" for r in bad], "environments",
                       short=f"NOT FIT ({bad[0]['check']})")
     limits = [r for r in ran if cell_key(r) == Status.XFAIL]
     line = f"fit for {target}: {_n(len(ran) - len(limits), 'check')} pass"
     if limits:
         return Aspect("environment", WARN, line + f", {_n(len(limits), 'known limitation')}",
-                      [f"{r['check']}: {r.get('reason') or ''}" for r in limits], "environments",
+                      [f"{r['check']}: {shown(r.get('reason'))}" for r in limits], "environments",
                       short="fit, with limitations")
     return Aspect("environment", GOOD, line, anchor="environments", short="fit")
 
@@ -254,7 +255,7 @@ def _ops(recs: list[dict], target: str) -> Aspect:
         detail.append("ops that ran on the CPU: " + ", ".join(fallback_ops))
     if unsupported:
         detail.append("unsupported: " + ", ".join(unsupported))
-    detail += [f"{r['check']}: {r.get('reason') or cell_key(r)}" for r in broken]
+    detail += [f"{r['check']}: {shown(r.get('reason') or cell_key(r))}" for r in broken]
     state = BAD if broken else WARN if (fallback_ops or unsupported or keys.get(Category.CPU_FALLBACK)) else GOOD
     short = f"ops {native:,} native"
     if keys.get(Category.CPU_FALLBACK):
@@ -275,15 +276,16 @@ def _numerics(recs: list[dict]) -> Aspect:
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
     cpu_side = sum(1 for r in par if isinstance((r.get("metrics") or {}).get("cpu_finding"), dict))
     if wrong:
-        line = f"{_n(wrong, 'check')} wrong against float64: " + "; ".join(f"{g.cause} {len(g.checks)}" for g in groups)
+        line = f"{_n(wrong, 'check')} wrong against float64: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}"
+                                                                            for g in groups)
     else:
         line = f"as right as the CPU: {_n(len(par), 'check')}, none wrong"
     if rerun:
         line += f"; {len(rerun):,} of an older judge need a rerun to tell"
     if cpu_side:
         line += f"; the CPU was the less accurate side in {cpu_side:,} (findings about the CPU, not failures)"
-    detail = [f"{g.cause} ({len(g.checks)}): {g.switch}" for g in groups]
-    detail += [f"{g.cause}: {', '.join(g.checks)}" for g in groups]
+    detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups]
+    detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups]
     if rerun:
         detail.append("run again for today's judge: " + ", ".join(rerun))
     state = BAD if wrong else WARN if rerun else GOOD
@@ -350,7 +352,7 @@ def _speed(recs: list[dict]) -> Aspect:
     if bad:
         return Aspect("speed and memory", BAD, f"{_n(len(bad), 'check')} of {len(perf)} fail: "
                                                + _list(r["check"] for r in bad),
-                      [f"{r['check']}: {r.get('reason') or ''}" for r in bad], "perf", f"{len(bad)} perf failures")
+                      [f"{r['check']}: {shown(r.get('reason'))}" for r in bad], "perf", f"{len(bad)} perf failures")
     return Aspect("speed and memory", GOOD, f"{_n(len(perf), 'measurement')}, none failed", anchor="perf")
 
 
@@ -362,7 +364,7 @@ def _against(regressions: list | None) -> Aspect | None:
                       short="no regression")
     return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
                                                + _list(f"{c.check} ({c.rule})" for c in regressions),
-                  [f"{c.check}: {c.rule}: {c.before} -> {c.after} {c.detail}".strip() for c in regressions],
+                  [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip() for c in regressions],
                   "against-the-baseline", f"{len(regressions)} regressed")
 
 
@@ -394,8 +396,8 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str, complet
     parts, narrowed = [], []
     for h in col_headers:
         sel = selection_of(h)
-        said = " ".join(x for x in (f"-m \"{sel['markexpr']}\"" if sel.get("markexpr") else "",
-                                    f"-k \"{sel['keyword']}\"" if sel.get("keyword") else "") if x)
+        said = " ".join(x for x in (f"-m \"{shown(sel['markexpr'])}\"" if sel.get("markexpr") else "",
+                                    f"-k \"{shown(sel['keyword'])}\"" if sel.get("keyword") else "") if x)
         counts = ""
         if isinstance(sel.get("selected"), int) and isinstance(sel.get("collected"), int):
             counts = f" ({sel['selected']:,} of {sel['collected']:,} collected)"
@@ -418,7 +420,7 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str, complet
     if parts:
         note = "partial: " + "; ".join(parts)
     if absent:
-        note += ("; " if note else "") + "absent on this machine: " + ", ".join(absent)
+        note += ("; " if note else "") + "absent on this machine: " + shown(", ".join(absent))
     return note
 
 
@@ -451,7 +453,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         headers = [h for c in cols for h in (c.headers or [c.header])]
         partial = partial_note(headers, recs, col.target, all(c.complete for c in cols))
         if all(r["status"] == Status.SKIP for r in recs):
-            why = Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
+            why = shown(Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0])
             out.append(Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
                 Aspect("environment", NONE, why, anchor="environments")]))   # what was selected says nothing here
             continue
@@ -490,9 +492,10 @@ TERMINAL_WIDTH = 240   # a terminal line is cut here (a reason from a run file c
 
 
 def _cut(line: str) -> str:
-    """One line (a reason's line breaks become spaces), its indentation kept, at most TERMINAL_WIDTH."""
+    """One line (a reason's line breaks become spaces, its control characters \\xNN), its indentation
+    kept, at most TERMINAL_WIDTH."""
     indent = line[:len(line) - len(line.lstrip(" "))]
-    line = indent + " ".join(line.split())
+    line = indent + visible(" ".join(line.split()))
     return line if len(line) <= TERMINAL_WIDTH else line[:TERMINAL_WIDTH - 1] + "…"
 
 
