@@ -289,3 +289,12 @@ def test_the_pytest_summary_tables_print_lines_in_the_c_locale(tmp_path):
     assert "\\n" not in text, text[-3000:]
     section = text[text.index("mps-compat: this run"):].splitlines()
     assert any(line.startswith("suite") and "target" in line for line in section)
+
+
+def test_an_error_line_from_a_files_contents_stays_one_visible_line(capsys):
+    """A message quoting a file (a NUL, a newline, an escape sequence in a run id) is one line on
+    stderr, each control character spelt out: it neither acts on the terminal nor breaks in two."""
+    from tools import cli as tools_cli
+    assert tools_cli.error("run 'a\x00b\nc\x1b[31m': bad") == 2
+    err = capsys.readouterr().err
+    assert err == "error: run 'a\\x00b\\x0ac\\x1b[31m': bad\n", err

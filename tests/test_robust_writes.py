@@ -4,6 +4,7 @@ drops no record, a file is never both the run file and a file the run replaces, 
 an unreadable directory or a symbolic link loop is said as what it is instead of hanging or
 being called missing. The end-to-end cases run a child pytest over a few synthetic checks."""
 import errno
+import json
 import os
 
 import pytest
@@ -174,7 +175,7 @@ def test_a_repeated_header_keeps_the_run_and_every_record(tmp_path, recorded, at
     lines += [head] if at_end else [head, _record("A", "env/c")]
     path.write_bytes(_lines(*lines))
     rf = runfiles.read_file(path)
-    assert rf.errors == [f"{path}:{4}: repeated header for run A (its first at line 1): ignored"]
+    assert rf.errors == [f"{path}:{4}: repeated header for run 'A' (its first at line 1): ignored"]
     assert [r["check"] for r in rf.runs[0].records] == ["env/a", "env/b"] + ([] if at_end else ["env/c"])
     assert len(compare.side_from_runs("side", rf.runs, [str(path)]).records) == (2 if at_end else 3)
 
@@ -307,3 +308,14 @@ def test_a_symbolic_link_loop_is_said_as_such(tmp_path):
     assert runfiles.find_run_files([str(a)]) == ([], [f"{a}: symbolic link loop"])
     assert runfiles.read_file(a).errors == [f"{a}: cannot read: symbolic link loop"]
     assert runfiles.probe_writable(a) == "symbolic link loop"
+
+
+def test_a_huge_value_quoted_in_a_problem_line_is_cut(tmp_path):
+    """A run id or schema of any length (a megabyte) is quoted cut short: the problem stays a line."""
+    path = tmp_path / "big.jsonl"
+    huge = "r" * 1_000_000
+    path.write_text(json.dumps({"kind": "check", "run": huge}) + "\n"
+                    + json.dumps({"kind": "header", "run": "x", "schema": huge, "facts": {}}) + "\n")
+    found = runfiles.read_file(path)
+    assert len(found.errors) == 2 and all(len(e) < 300 for e in found.errors), [e[:300] for e in found.errors]
+    assert "no readable header" in found.errors[0] and "schema version" in found.errors[1], found.errors

@@ -71,6 +71,7 @@ def test_the_first_line_says_what_runs_and_what_is_skipped_and_why_and_where_it_
     assert Path(project, lines[2].removeprefix("mps-compat: records are appended to ")).resolve() == run_file
     out = res.stdout
     assert out.index(lines[0]) < out.index("collected ") < out.index("test_quick.py")   # before collection
+    assert "cut off" not in out, out   # a run that ended is not said to be cut off in its own verdict
 
 
 def test_a_session_without_checks_announces_no_targets(project):

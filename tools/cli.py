@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 import traceback
 from typing import Callable, TextIO
@@ -56,10 +57,16 @@ def _to_devnull(stream: TextIO) -> None:
     os.close(devnull)
 
 
+CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def error(message: str) -> int:
-    """One line on stderr (none when stderr is closed); the exit status for it."""
+    """One line on stderr (none when stderr is closed); the exit status for it. A control
+    character from a file's contents (a NUL, an escape sequence, a newline) is spelt ``\\xNN``:
+    it must neither act on the terminal nor break the one line in two."""
     if sys.stderr is not None:   # say(text, None) would mean stdout
-        say(f"error: {message}\n", sys.stderr)
+        line = CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+        say(f"error: {line}\n", sys.stderr)
     return BAD
 
 

@@ -312,6 +312,13 @@ def loads(text: str):
     return without_lone_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
 
 
+def quoted(value, limit: int = 60) -> str:
+    """A value from a file quoted in a problem line, cut to ``limit`` characters: a run id or a
+    schema can be anything, a megabyte included, and the line must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def read_file(path: str | os.PathLike) -> RunFile:
     """Every readable run and record of one file, and one line per problem found.
 
@@ -360,11 +367,11 @@ def read_file(path: str | os.PathLike) -> RunFile:
             continue
         if kind == "header":
             if run_id in runs:
-                errors.append(f"{where}: repeated header for run {run_id} (its first at line "
+                errors.append(f"{where}: repeated header for run {quoted(run_id)} (its first at line "
                               f"{first_header[run_id]}): ignored")
                 continue
             if not records.readable(obj.get("schema")):
-                errors.append(f"{where}: schema version {obj.get('schema')!r}, "
+                errors.append(f"{where}: schema version {quoted(obj.get('schema'))}, "
                               f"this reader understands 1 to {records.SCHEMA}")
                 continue
             if not isinstance(obj.get("facts"), dict):
@@ -379,7 +386,7 @@ def read_file(path: str | os.PathLike) -> RunFile:
             continue
         run = runs.get(run_id)
         if run is None:
-            errors.append(f"{where}: {kind} line for run {run_id!r} with no readable header before it")
+            errors.append(f"{where}: {kind} line for run {quoted(run_id)} with no readable header before it")
             continue
         if kind == "end":
             run.end = obj

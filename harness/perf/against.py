@@ -67,7 +67,8 @@ def kind_of(rec: dict) -> str | None:
 
 def _num(m: dict, key: str) -> float | None:
     v = m.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None   # an infinite median or bound is no figure to compare (log of 0)
 
 
 def machine_of(facts: dict | None) -> str | None:

@@ -76,6 +76,7 @@ class SessionState:
         self.baseline = None       # harness.report.compare.Side, read at configure time (--baseline)
         self.comparison = None     # harness.report.compare.Comparison, made at session end
         self.saved: str | None = None
+        self.end: dict | None = None        # the end line, once the run has ended (the summary's verdict reads it)
         self.not_saved: str | None = None   # why --save-baseline left the file as it was (an incomplete run)
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
         self.run_file_error: str | None = None   # the run file could not be written: the run stopped there
@@ -265,6 +266,7 @@ class SessionState:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
         end = {"kind": "end", "run": self.run_id, "finished": runfiles.now_iso(), "exitstatus": int(exitstatus),
                "counts": counts, "workloads": workloads_measured(self.records)}
+        self.end = end
         if self.run_file_error is None:
             try:
                 self.writer.write(end)
@@ -781,7 +783,7 @@ def write_verdicts(tr, state) -> None:
     one red line: the run's records are written already."""
     try:
         from harness.report import verdict
-        lines = verdict.terminal_lines(verdict.for_records(state.header, state.records))
+        lines = verdict.terminal_lines(verdict.for_records(state.header, state.records, state.end))
     except Exception as exc:  # the summary of a finished run must not end in a traceback
         tr.write_line(f"verdict: not made: {type(exc).__name__}: {records.first_line(str(exc))}", red=True)
         return

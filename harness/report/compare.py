@@ -545,7 +545,9 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
         if kind in ("appeared", "disappeared"):  # the ones that did not pass first: those are news
             changes = sorted(changes, key=lambda c: (not (c.after or c.before).startswith(BAD), c.check, c.target))
         shown = changes if show_all or kind in ("regression", "warning", "improvement") else changes[:SHOW_AT_MOST]
-        rows = [[esc(v) for v in row] for row in _rows(shown, None if md else DETAIL_WIDTH)]
+        # A detail quotes a record's reason, which can be any length: Markdown keeps a reason's
+        # length (records.REASON_MAX), the JSON the whole text.
+        rows = [[esc(v) for v in row] for row in _rows(shown, records.REASON_MAX if md else DETAIL_WIDTH)]
         lines += [heading(f"{titles[kind]} ({len(changes)})"), "",
                   tabulate(rows, headers=["check", "target", "rule", "baseline", "candidate", "detail"],
                            tablefmt=tablefmt, disable_numparse=True), ""]

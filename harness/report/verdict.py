@@ -482,9 +482,10 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
     return sorted(out, key=lambda v: v.state == NONE)   # a target that is not on its machine: last
 
 
-def for_records(header: dict, recs: list[dict]) -> list[Verdict]:
-    """The verdicts of one run: its header and the records it wrote (the terminal's summary)."""
-    run = runfiles.Run(header.get("run") or "this-run", header, "this run", list(recs))
+def for_records(header: dict, recs: list[dict], end: dict | None = None) -> list[Verdict]:
+    """The verdicts of one run: its header, the records it wrote and its end line (the
+    terminal's summary; without the end line the run reads as cut off before its end)."""
+    run = runfiles.Run(header.get("run") or "this-run", header, "this run", list(recs), end)
     return verdicts(build([run]))
 
 
