@@ -34,7 +34,6 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
@@ -66,6 +65,7 @@ def split_keys(key: str) -> list[str]:
 
 def parse(text: str, source: str = "<text>") -> dict[str, dict]:
     """{op overload name -> {dispatch_keys, mps, composite, structured_delegate}}, by the rules above."""
+    import yaml   # here, not at the top: tools.report checks saved tables (table_problem) without PyYAML
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader reads the 630 kB file in 0.2 s
     try:
         entries = yaml.load(text, Loader=loader)
