@@ -203,13 +203,13 @@ def test_user_facing_text_stays_in_the_project_and_names_no_document_by_number()
 
 def test_jargon_and_outside_paths_are_found():
     assert wording_problems({"README.md": "measured by seed 003 (`optim/seed_003_path`)\n"
-                                         "    python -m tools.rejudge ../shared/recorded/x\n"}) == [
-        "README.md:2: a path outside the project: python -m tools.rejudge ../shared/recorded/x",
+                                         "    python -m tools.rejudge ../elsewhere/recorded/x\n"}) == [
+        "README.md:2: a path outside the project: python -m tools.rejudge ../elsewhere/recorded/x",
         "README.md: 'seed 003': say what the document is (ids in `code` may keep it)"]
     assert wording_problems({"docs/x.md": "check `optim/seed_003_path_never_raises_peak_memory`, "
                                           "[schema](../harness/report/schema.py), `.../known-bug`\n"}) == []
-    assert wording_problems({"docs/x.md": "see ../shared/seeds\n"}) == [
-        "docs/x.md:1: a path outside the project: see ../shared/seeds"]
+    assert wording_problems({"docs/x.md": "see ../elsewhere/seeds\n"}) == [
+        "docs/x.md:1: a path outside the project: see ../elsewhere/seeds"]
 
 
 # --------------------------------------------------------------------------- every name a user can type

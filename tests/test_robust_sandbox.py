@@ -52,9 +52,9 @@ def slow_box(tmp_path, monkeypatch):
 def test_a_slow_start_is_not_counted_against_the_first_call(slow_box):
     out = slow_box.call("tests.sandbox_targets:double", 21)
     assert (out.kind, out.value) == ("ok", 42), out
-    # the start's sleep is the start's, not in the call's seconds (two measured figures compared:
-    # a loaded machine slows both)
-    assert slow_box.last_start_s >= SLOW_START and out.seconds < slow_box.last_start_s, (out, slow_box.last_start_s)
+    # "ok" within a limit shorter than the start's sleep: the start was not the call's. The start is
+    # booked to the start (a lower bound, which a loaded machine can only raise).
+    assert slow_box.last_start_s >= SLOW_START, slow_box.last_start_s
     assert slow_box.starts == 1
 
 
@@ -63,7 +63,7 @@ def test_after_a_hang_the_restart_is_not_charged_to_the_next_call(slow_box):
     assert hung.kind == "timeout" and hung.seconds >= 1.0, hung   # a real hang is still cut at its limit
     again = slow_box.call("tests.sandbox_targets:double", 2)
     assert (again.kind, again.value) == ("ok", 4), again           # the fresh child's start was not its
-    assert slow_box.last_start_s >= SLOW_START and again.seconds < slow_box.last_start_s, (again, slow_box.last_start_s)
+    assert slow_box.last_start_s >= SLOW_START, slow_box.last_start_s
     assert slow_box.starts == 2, slow_box.starts
 
 
