@@ -252,10 +252,18 @@ class StandIn:
     CPU) inside ``context()``, then ``finish`` on its result, given the CPU's result in the
     same dtype and the float64 reference rounded to that dtype (None where there is
     none). A stand-in is never a default target and serves the suites in ``suites`` only.
+
+    An *emulating* stand-in (``emulates = "mps"``) is a whole device built from facts: the
+    suites take that device's branches for it (``rules_of``), run its device work inside
+    ``context()`` (ops that the device lacks fall back or raise there, its dtypes are
+    refused there), read its memory and queue through ``backend()``, and judge its
+    environment from ``facts()`` (a recorded machine). It is still the CPU underneath and
+    the report shows it as emulated, never as that device.
     """
     name = ""
     summary = ""
     suites: tuple[str, ...] = ("parity",)
+    emulates: str | None = None     # "mps": the device whose rules and branches apply
 
     def run(self, compute, cpu, reference):
         with self.context():
@@ -272,6 +280,15 @@ class StandIn:
         """The check just churned the allocator (harness.parity.known_bugs.target.Target.churn) and, if
         ``emptied``, emptied its cache: a stand-in whose results depend on that state
         hears of it here."""
+
+    def backend(self, facts: dict | None) -> "Backend":
+        """The Backend the suites use for this target (memory, synchronize, dtypes)."""
+        return StandInBackend(facts, self)
+
+    def facts(self) -> dict | None:
+        """The machine facts the env suite judges for this target (an emulated device's
+        recorded machine); None: this machine's own."""
+        return None
 
 
 STAND_INS: dict[str, StandIn] = {}
@@ -295,8 +312,42 @@ def synchronizer(device: str):
 
 
 def kind_of(target: str) -> str:
-    """"cpu", "cuda", "mps", or "stand-in": which device's rules and knobs apply to a target."""
+    """"cpu", "cuda", "mps", or "stand-in": which device a target's work is placed on (a
+    stand-in's on the CPU: ``place``) and which knobs it has."""
     return "stand-in" if target in STAND_INS else target
+
+
+def rules_of(target: str) -> str:
+    """The device whose rules and branches apply to a target: an emulating stand-in's device
+    ("mps" for the emulated Mac), else ``kind_of``. The suites' device-specific branches
+    (PyTorch's MPS expectations, dtype and version gates, fallback causes) ask this."""
+    si = STAND_INS.get(target)
+    return si.emulates if si is not None and si.emulates else kind_of(target)
+
+
+def is_emulated(target: str) -> bool:
+    si = STAND_INS.get(target)
+    return si is not None and bool(si.emulates)
+
+
+def place(target: str) -> str:
+    """The torch device a target's tensors live on: "cpu" for a stand-in, else the target."""
+    return "cpu" if target in STAND_INS else target
+
+
+def on_device(target: str):
+    """The context a target's device work runs in: a stand-in's ``context()`` (an emulated
+    device's rules), nothing for a real device."""
+    si = STAND_INS.get(target)
+    return si.context() if si is not None else contextlib.nullcontext()
+
+
+def facts_for(target: str, facts: dict) -> dict:
+    """The machine facts to judge ``target``'s environment by: an emulating stand-in's
+    recorded machine, else ``facts`` (this machine's)."""
+    si = STAND_INS.get(target)
+    own = si.facts() if si is not None else None
+    return own if own is not None else facts
 
 
 class StandInBackend(CPUBackend):
@@ -314,7 +365,7 @@ class StandInBackend(CPUBackend):
 
 def backend(name: str, facts: dict | None = None) -> Backend:
     if name in STAND_INS:
-        return StandInBackend(facts, STAND_INS[name])
+        return STAND_INS[name].backend(facts)
     if name not in _BACKENDS:
         raise KeyError(f"unknown target {name!r}; known: {', '.join(TARGETS + tuple(STAND_INS))}")
     return _BACKENDS[name](facts)
