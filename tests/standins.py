@@ -22,6 +22,16 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   run turned TF32 off (harness.env.devices.tf32(False) sets
                   torch.backends.cudnn.allow_tf32 to False). The matmul and convolution
                   family fails in float32, with TF32 as the cause.
+  standin-mps     an emulated Mac (tests/emulated_mps.py): MPS's kernel table of the
+                  installed torch, its fallback warning and NotImplementedError, no
+                  float64, bf16 from macOS 14 (the recorded Mac's), its memory API and a
+                  queue of matmul and convolution work. Every suite takes its mps branches
+                  for it; the controls must pass on it.
+  standin-mps-mute, -once, -nokernels, -frozen, -blind, -skewed
+                  the emulated Mac with one instrument broken on purpose (fallback
+                  warnings swallowed; warned once even with warn-always; an empty kernel
+                  table; memory readings frozen; synchronize that runs nothing; results
+                  1% off): the controls watching that instrument must fail on it.
 
 The sandbox children import this module too (harness.core.isolate.PRELOAD_VAR), so the checks
 that run there see the same targets.
@@ -36,6 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core import isolate
 from harness.env import devices
+from tests import emulated_mps
 
 _preload = [m for m in os.environ.get(isolate.PRELOAD_VAR, "").split(",") if m]
 if __name__ not in _preload:
@@ -217,6 +228,6 @@ class KnownBugs(ModeStandIn):
         self.dirty = not emptied
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), TF32(), KnownBugs())
+STAND_INS = (Oracle(), Noisy(), Ties(), TF32(), KnownBugs(), *emulated_mps.STAND_INS)
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

@@ -1,0 +1,446 @@
+"""The emulated Mac (tests/emulated_mps.py) checked against what it claims, and each broken
+variant seen to differ exactly where its summary says.
+
+Each fact is tested on the thing itself: ops are run inside the stand-in's context and watched
+through the instruments the suites use (harness.ops.fallback.capture, the Backend's memory
+readings and synchronize). Memory figures are deltas, since the counters are per process and
+other tests share this one; the warn-once is per process, so it is watched in a fresh one.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from packaging.version import Version
+
+from harness.env import devices, fitness
+from harness.ops import fallback
+from tests import emulated_mps as em
+from tests import standins  # noqa: F401  (registers the stand-ins)
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = em.FALLBACK_VAR
+EMULATED = ("standin-mps", "standin-mps-mute", "standin-mps-once", "standin-mps-nokernels", "standin-mps-frozen",
+            "standin-mps-blind", "standin-mps-skewed")
+
+# Ops with a simple call, by their entry in native_functions.yaml; a test takes those the
+# installed torch's table says have no MPS kernel (checked, not assumed).
+CANDIDATES = {
+    "channel_shuffle": lambda: F.channel_shuffle(torch.arange(8.0).view(1, 8, 1, 1), 2),
+    "logit_": lambda: torch.full((4,), 0.25).logit_(),
+    "multi_margin_loss": lambda: F.multi_margin_loss(torch.ones(2, 3), torch.tensor([0, 2])),
+    "mode": lambda: torch.tensor([1.0, 2.0, 2.0]).mode(),
+}
+NATIVE = ("add.Tensor", lambda: torch.ones(3) + torch.ones(3))
+
+
+def without_kernel(count: int = 1) -> list[tuple[str, object]]:
+    table = em.kernel_snapshot().table
+    found = [(name, call) for name, call in CANDIDATES.items()
+             if name in table and not table[name]["mps"] and not table[name]["composite"]]
+    if len(found) < count:
+        pytest.fail(f"fewer than {count} of {', '.join(CANDIDATES)} lack an MPS kernel in the installed torch's "
+                    "table: add ops that do to CANDIDATES in tests/test_emulated_mps.py")
+    return found[:count]
+
+
+def mac(name: str = "standin-mps") -> em.EmulatedMac:
+    return devices.stand_in(name)
+
+
+def outcome(call):
+    """What a call gave: its result, or its exception."""
+    try:
+        return call()
+    except Exception as exc:  # the exception is the observation
+        return exc
+
+
+# --------------------------------------------------------------------------- registration and identity
+
+def test_the_emulated_mac_and_its_variants_are_registered_as_mps_for_every_suite():
+    for name in EMULATED:
+        si = devices.stand_in(name)
+        assert si is not None, f"{name} is not registered by tests/standins.py"
+        assert (si.emulates, devices.rules_of(name), devices.is_emulated(name)) == ("mps", "mps", True)
+        assert set(si.suites) == {"env", "ops", "parity", "optim", "perf"} and devices.place(name) == "cpu"
+    broken = [devices.stand_in(n).summary for n in EMULATED[1:]]
+    assert all(s.startswith("broken on purpose: ") for s in broken) and len(set(broken)) == len(broken)
+    assert not mac().summary.startswith("broken") and devices.stand_in(em.MacOS13.name) is None
+
+
+def test_backend_is_mps_on_the_cpu_with_the_recorded_mac_facts(monkeypatch):
+    be = devices.backend("standin-mps")
+    assert isinstance(be, devices.MPSBackend) and be.device() == torch.device("cpu")
+    available = be.availability()
+    assert available.available
+    assert available.reason.startswith(f"an emulated Mac on this CPU (standin-mps): kernel table of torch "
+                                       f"{em.torch_release()} (")
+    assert "Apple M3 Pro" in available.reason and "never a Mac" in available.reason
+    # MPS's dtypes judged on the recorded Mac: no float64, bf16 on macOS 14.5
+    assert torch.float64 not in be.dtypes() and torch.bfloat16 in be.dtypes()
+    for value in ("1", None):
+        if value is None:
+            monkeypatch.delenv(VAR, raising=False)
+        else:
+            monkeypatch.setenv(VAR, value)
+        f = devices.facts_for("standin-mps", {"this": "machine"})
+        assert f["env"][VAR] == value and f["torch"]["version"] == em.torch_release()
+        assert f["mac"]["version"] == "14.5" and fitness.mps_unavailable_cause(f) is None
+
+
+def test_the_emulated_torch_mps_offers_only_what_the_real_one_does():
+    ns = mac().mps_namespace()
+    offered = set(vars(ns))
+    assert offered and offered <= set(dir(torch.mps))
+    assert {"current_allocated_memory", "driver_allocated_memory"} <= offered  # in every torch >= 2.0
+    acc = devices.backend("standin-mps")._accelerator_stats()
+    if fitness.torch_version(mac().facts()) >= Version("2.13"):   # MPSBackend's gate
+        assert acc is not None and set(vars(acc)) <= set(dir(torch.accelerator))
+    else:
+        assert acc is None
+    if "recommended_max_memory" in offered:
+        assert ns.recommended_max_memory() == devices.memory_of("cpu")[0]
+
+
+def test_fallback_switch_reads_as_the_installed_torch_does():
+    assert em.fallback_enabled({VAR: "1"}) and not em.fallback_enabled({VAR: "0"}) and not em.fallback_enabled({})
+    # torch >= 2.8 takes every value but "0" as on (harness.env.fitness.judge_fallback_env)
+    assert em.fallback_enabled({VAR: "true"}) == (Version(em.torch_release()) >= Version("2.8"))
+
+
+# --------------------------------------------------------------------------- the kernel table and the fallback
+
+def test_an_op_without_a_kernel_falls_back_with_mps_warning_and_runs_on_the_cpu(monkeypatch):
+    monkeypatch.setenv(VAR, "1")
+    (name, call), = without_kernel()
+    plain = call()
+    with fallback.capture() as seen, mac().context():
+        result = call()
+    assert seen.ops == [f"aten::{name}"]
+    got, want = em._tensors_of(result), em._tensors_of(plain)
+    assert len(got) == len(want) > 0 and all(torch.equal(r, p) for r, p in zip(got, want))
+
+
+def test_the_warning_is_mps_text_exactly(monkeypatch):
+    monkeypatch.setenv(VAR, "1")
+    (name, call), = without_kernel()
+    previous = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught, mac().context():
+            warnings.simplefilter("always")
+            call()
+    finally:
+        torch.set_warn_always(previous)
+    texts = [str(w.message) for w in caught if fallback.FALLBACK_RE.search(str(w.message))]
+    assert texts == [f"The operator 'aten::{name}' is not currently supported on the MPS backend and will fall back "
+                     "to run on the CPU. This may have performance implications."]
+    assert [w.category for w in caught] == [UserWarning] and caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("value", ["0", None])
+def test_an_op_without_a_kernel_raises_mps_not_implemented_with_the_fallback_off(monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, value)
+    (name, call), = without_kernel()
+    with mac().context():
+        got = outcome(call)
+    assert isinstance(got, NotImplementedError)
+    assert str(got).startswith(f"The operator 'aten::{name}' is not currently implemented for the MPS device. ")
+    assert "set the environment variable `PYTORCH_ENABLE_MPS_FALLBACK=1`" in str(got)
+    assert torch.version.git_version in str(got)
+
+
+def test_an_op_with_a_kernel_runs_silently(monkeypatch):
+    monkeypatch.setenv(VAR, "1")
+    key, call = NATIVE
+    assert em.kernel_snapshot().table[key]["mps"], f"{key} has no MPS kernel in this torch's table: pick another"
+    with fallback.capture() as seen, mac().context():
+        call()
+    assert (seen.ops, seen.other_warnings) == ([], [])
+
+
+WARN_ONCE_CHILD = """
+import json, warnings, torch
+from harness.env import devices
+from harness.ops import fallback
+from tests import standins
+from tests.test_emulated_mps import without_kernel
+(_, first), (_, second) = without_kernel(2)
+si = devices.stand_in({name!r})
+
+def warned(call, times):
+    with warnings.catch_warnings(record=True) as caught, si.context():
+        warnings.simplefilter("always")
+        for _ in range(times):
+            call()
+    return sum(bool(fallback.FALLBACK_RE.search(str(w.message))) for w in caught)
+
+seen = []
+torch.set_warn_always(True)
+seen.append(warned(first, 2))     # every time, and the once not used up
+torch.set_warn_always(False)
+seen.append(warned(first, 2))     # once
+seen.append(warned(second, 1))    # one call site: another op is silent too
+torch.set_warn_always(True)
+seen.append(warned(second, 2))    # every time again
+print(json.dumps(seen))
+"""
+
+
+def warnings_in_a_fresh_process(name: str) -> list[int]:
+    env = {**os.environ, VAR: "1", "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", WARN_ONCE_CHILD.format(name=name)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_the_warning_is_once_per_process_and_every_time_with_warn_always():
+    assert warnings_in_a_fresh_process("standin-mps") == [2, 1, 0, 2]
+
+
+def test_once_variant_warns_once_even_with_warn_always():
+    assert warnings_in_a_fresh_process("standin-mps-once") == [1, 0, 0, 0]
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_mute_variant_swallows_the_fallback(monkeypatch, value):
+    monkeypatch.setenv(VAR, value)
+    (name, call), = without_kernel()
+    with fallback.capture() as real, mac().context():
+        got = outcome(call)
+    with fallback.capture() as mute, mac("standin-mps-mute").context():
+        muted = outcome(call)
+    assert (real.ops, isinstance(got, NotImplementedError)) == (([f"aten::{name}"], False) if value == "1"
+                                                                 else ([], True))
+    assert mute.ops == [] and not isinstance(muted, Exception)
+
+
+def test_nokernels_variant_falls_back_on_an_op_with_a_kernel(monkeypatch):
+    monkeypatch.setenv(VAR, "1")
+    key, call = NATIVE
+    with fallback.capture() as real, mac().context():
+        call()
+    with fallback.capture() as empty, mac("standin-mps-nokernels").context():
+        call()
+    assert real.ops == [] and f"aten::{key}" in empty.ops
+
+
+# --------------------------------------------------------------------------- dtypes
+
+def test_float64_on_the_device_is_refused_with_mps_type_error():
+    made_outside = torch.ones(2, dtype=torch.float64)
+    for call in (lambda: torch.ones(2, dtype=torch.float64), lambda: torch.ones(2).double(),
+                 lambda: torch.add(made_outside, 1), lambda: torch.zeros(2, dtype=torch.complex128)):
+        with mac().context():
+            got = outcome(call)
+        assert isinstance(got, TypeError), got
+        assert str(got) in (em.FLOAT64, "Trying to convert ComplexDouble to the MPS backend but it does not have "
+                                         "support for that dtype.")
+    assert torch.equal(made_outside + 1, torch.full((2,), 2.0, dtype=torch.float64))   # the CPU's own float64
+
+
+def test_float64_message_is_mps_text():
+    assert em.FLOAT64 == ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+                          "Please use float32 instead.")
+
+
+def test_bf16_and_complex_allowed_on_the_recorded_macos_14_and_refused_on_macos_13():
+    def run(si):
+        with si.context():
+            return [outcome(lambda: torch.ones(2, dtype=torch.bfloat16) + 1),
+                    outcome(lambda: torch.ones(2, dtype=torch.complex64) * 2)]
+    on14, on13 = run(mac()), run(em.MacOS13())
+    assert all(isinstance(r, torch.Tensor) for r in on14)
+    assert [(type(e), str(e)) for e in on13] == [(TypeError, "MPS BFloat16 is only supported on MacOS 14 or newer"),
+                                                 (TypeError, "MPS complex types are only supported on MacOS 14.0 "
+                                                             "or newer.")]
+    assert torch.bfloat16 not in em.MacOS13().backend(None).dtypes()
+
+
+# --------------------------------------------------------------------------- memory
+
+N = 250_000   # float32 elements: 1,000,000 bytes
+
+
+@contextlib.contextmanager
+def no_collection():
+    """Nothing freed by the cycle collector while memory is read: the counters are the process's,
+    and garbage of an earlier test dying in the window would move them."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def allocation_seen(name: str) -> dict:
+    """The memory readings around one allocation of N float32s, a view of it, and its release."""
+    be = devices.backend(name)
+    with no_collection(), devices.on_device(name):
+        before = be.memory_current()
+        t = torch.empty(N)
+        allocated = be.memory_current() - before
+        driver_covers = be.memory_driver() >= be.memory_current()
+        v = t.view(500, 500)
+        with_view = be.memory_current() - before
+        del t, v
+        released = be.memory_current() - before
+    return {"allocated": allocated, "with_view": with_view, "released": released, "driver_covers": driver_covers}
+
+
+def test_memory_moves_by_an_allocation_and_back():
+    assert allocation_seen("standin-mps") == {"allocated": 4 * N, "with_view": 4 * N, "released": 0,
+                                              "driver_covers": True}
+
+
+def test_frozen_variant_memory_does_not_move():
+    seen = allocation_seen("standin-mps-frozen")
+    assert (seen["allocated"], seen["with_view"], seen["released"]) == (0, 0, 0)
+
+
+def peak_seen(name: str) -> tuple[int, int]:
+    """How far the peak rose while N float32s came and went after a reset; the peak above the
+    current reading after another reset."""
+    be = devices.backend(name)
+    with no_collection(), devices.on_device(name):
+        assert be.reset_peak()
+        before = be.memory_peak()
+        t = torch.empty(N)
+        del t
+        rose = be.memory_peak() - before
+        be.reset_peak()
+        after_reset = be.memory_peak() - be.memory_current()
+    return rose, after_reset
+
+
+def test_peak_since_reset():
+    assert peak_seen("standin-mps") == (4 * N, 0)
+    assert peak_seen("standin-mps-frozen")[0] == 0
+
+
+def test_driver_memory_keeps_the_pool_until_empty_cache():
+    be = devices.backend("standin-mps")
+    with no_collection(), devices.on_device("standin-mps"):
+        be.empty_cache()
+        base = be.memory_driver()
+        t = torch.empty(N)
+        del t
+        kept = be.memory_driver() - base
+        be.empty_cache()
+        emptied = be.memory_driver() - be.memory_current()
+    assert (kept, emptied) == (4 * N, 0)
+
+
+def test_reentering_the_context_counts_and_queues_once():
+    be = devices.backend("standin-mps")
+    a = torch.ones(8, 8)
+    with no_collection(), mac().context():
+        before = be.memory_current()
+        with mac().context(), mac("standin-mps-frozen").context():
+            t = torch.empty(N)
+            moved = be.memory_current() - before
+            c = a @ a
+            queued = em.pending()
+        still_queued = em.pending()
+    assert (moved, queued, still_queued, em.pending()) == (4 * N, 1, 1, 0)
+    assert torch.equal(c, torch.full((8, 8), 8.0)) and t.numel() == N
+
+
+# --------------------------------------------------------------------------- the queue
+
+def test_matmul_work_is_deferred_until_another_op_and_results_are_right():
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    a3, b3 = a[None], b[None]   # views made here: a view inside would run the queue
+    reference = ((a @ b) @ b + 1, torch.bmm(a3, b3))
+    queued_before = em.PROCESS.deferred
+    with mac().context():
+        c = a @ b
+        d = c @ b
+        e = torch.bmm(a3, b3)
+        waiting = em.pending()
+        f = d + 1
+        after = em.pending()
+    assert (waiting, after, em.PROCESS.deferred - queued_before) == (3, 0, 3)
+    assert torch.equal(f, reference[0]) and torch.equal(e, reference[1])
+
+
+def test_work_is_queued_and_seen_op_by_op_under_inference_mode_too(monkeypatch):
+    # autograd is off there, so composite ops reach the rules whole and are decomposed by them
+    monkeypatch.setenv(VAR, "1")
+    a = torch.randn(8, 8)
+    queued_before = em.PROCESS.deferred
+    with mac().context(), torch.inference_mode():
+        c = F.linear(a, a) @ a
+        waiting = em.pending()
+    assert waiting >= 1 and em.PROCESS.deferred > queued_before and em.pending() == 0
+    assert torch.equal(c, F.linear(a, a) @ a)
+
+
+def queue_after_synchronize(name: str) -> tuple[int, bool]:
+    """Queued ops left after the backend's synchronize; and whether the result read outside the
+    context (no synchronize) is right."""
+    a = torch.randn(16, 16)
+    be = devices.backend(name)
+    with devices.on_device(name):
+        c = a @ a
+        be.synchronize()
+        left = em.pending()
+    return left, torch.equal(c, a @ a)
+
+
+def test_synchronize_runs_the_queue():
+    assert queue_after_synchronize("standin-mps") == (0, True)
+
+
+def test_blind_variant_synchronize_leaves_the_work_queued():
+    assert queue_after_synchronize("standin-mps-blind") == (1, True)
+
+
+def test_training_through_queued_outputs_gives_the_plain_gradients():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
+    conv = torch.nn.Conv1d(4, 4, 3)
+
+    def step():
+        att = F.scaled_dot_product_attention(q, k, v)   # its saved outputs are filled in later
+        loss = conv(att.flatten(0, 1).transpose(1, 2)).square().sum()
+        loss.backward()
+        grads = [t.grad.clone() for t in (q, k, v, conv.weight)]
+        for t in (q, k, v, conv.weight):
+            t.grad = None
+        return [loss.detach(), *grads]
+
+    plain = step()
+    queued_before = em.PROCESS.deferred
+    with mac().context():
+        emulated = step()
+    assert em.PROCESS.deferred > queued_before
+    assert all(torch.equal(x, y) for x, y in zip(plain, emulated))
+
+
+# --------------------------------------------------------------------------- results
+
+def test_skewed_variant_moves_every_floating_result_by_one_percent():
+    with mac().context():
+        exact = torch.ones(3) * 2
+    with mac("standin-mps-skewed").context():
+        skewed = torch.ones(1, 3) * 2
+        mm = torch.eye(3) @ torch.eye(3)   # a queued result too
+    assert torch.equal(exact, torch.full((3,), 2.0))
+    assert torch.allclose(skewed, torch.full((1, 3), 2.0 * em.SKEW * em.SKEW), rtol=1e-6, atol=0)
+    assert not torch.equal(mm, torch.eye(3)) and torch.equal(mm == 0, torch.eye(3) == 0)
