@@ -70,16 +70,32 @@ CHECKS: tuple[EnvCheck, ...] = (
 )
 
 
+def cases() -> list[EnvCheck]:
+    """CHECKS with each registered emulating stand-in (devices.StandIn.emulates) among the
+    targets of the rows of the device it emulates: the emulated Mac gets the mps rows,
+    judged on its recorded Mac's facts (``judge`` with devices.facts_for)."""
+    emulating = [(name, devices.rules_of(name)) for name in devices.STAND_INS if devices.is_emulated(name)]
+    return [dataclasses.replace(c, targets=c.targets + tuple(n for n, rules in emulating if rules in c.targets))
+            if emulating else c for c in CHECKS]
+
+
 @functools.lru_cache(maxsize=1)
 def _trainer() -> dict:
     return facts.trainer_default_device()
 
 
 def evaluate(case: EnvCheck, target: str, f: dict) -> Fitness:
-    """The fitness of one row on one target: the judge, then the live probe if any."""
-    if target == "mps" and not fitness.is_mac(f):  # every mps check concerns a Mac
+    """The fitness of one row on one target: the judge, then the live probe if any. ``f``:
+    the facts the target is judged by (devices.facts_for: an emulated Mac's are its
+    recorded Mac's), and the rows' device branches are its rules' (devices.rules_of)."""
+    rules = devices.rules_of(target)
+    if rules == "mps" and not fitness.is_mac(f):  # every mps check concerns a Mac
         return fitness.na(f"not applicable: this is {f['os']['system']} {f['os']['machine']}; the mps checks concern macOS")
-    if target == "cuda" and case.subject != "device-available":
+    if case.needs_trainer and "trainer" not in f and devices.is_emulated(target):
+        # this machine's TrainingArguments would pick this machine's device, not the recorded Mac's
+        return fitness.na(f"not applicable: {target}'s recorded machine has no record of TrainingArguments' default "
+                          "device, and this machine's choice says nothing of it; run the env suite on that machine")
+    if rules == "cuda" and case.subject != "device-available":
         present = fitness.judge_cuda_present(f)
         if present.outcome != fitness.OK:  # every other cuda check stands behind this one
             return fitness.na(present.summary if present.outcome == fitness.NA
@@ -98,8 +114,10 @@ STATUS = {fitness.OK: Status.PASS, fitness.NA: Status.SKIP, fitness.LIMIT: Statu
 
 def judge(case: EnvCheck, target: str, f: dict) -> Verdict:
     """The check's verdict: not applicable -> skip with the reason; misconfigured -> fail
-    with the fix; a known limitation of this version or OS -> xfail with what would lift it."""
-    fit = evaluate(case, target, f)
+    with the fix; a known limitation of this version or OS -> xfail with what would lift it.
+    ``f``: this machine's facts; a target with a recorded machine of its own (the emulated
+    Mac) is judged by that machine's (devices.facts_for)."""
+    fit = evaluate(case, target, devices.facts_for(target, f))
     message = fit.summary if fit.outcome == fitness.NA else "" if fit.outcome == fitness.OK else fit.message()
     return Verdict(STATUS[fit.outcome], Category.NA, message, fit.metrics)
 
@@ -110,7 +128,8 @@ def _confirm_autocast(case: EnvCheck, target: str, f: dict, fit: Fitness) -> Fit
     backend = devices.backend(target, f)
     if not backend.availability().available:
         return fit  # only the version gate could be judged (mps-available says why)
-    works, detail = backend.autocast_probe(getattr(torch, case.autocast))
+    with devices.on_device(target):   # an emulated device's rules (its dtypes) hold in the probe
+        works, detail = backend.autocast_probe(getattr(torch, case.autocast))
     if works:
         return fitness.ok(f"{fit.summary}; {detail}", **{**fit.metrics, "usable": True})
     if case.gate:

@@ -155,40 +155,43 @@ def audit_model(model, batch, device, optimizer: str = "adamw", loss_fn: Callabl
     result = Audit(type(model).__name__, getattr(getattr(model, "config", None), "_attn_implementation", None),
                    str(device), {"name": optimizer})
     phase = "setup"
+    target = str(device)
     try:
-        dev = torch.device(device)
-        sync = devices.synchronizer(str(dev))
-        result.device = str(dev)
-        model.to(dev)
-        model.train()
-        batch = models.to_device(batch, dev)
-        opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
-        cls, options = OPTIMIZERS[optimizer]
-        result.optimizer.update({"class": cls, "options": dict(options)})
-        opt.zero_grad(set_to_none=True)
-        torch.manual_seed(seed)
-        state: dict[str, Any] = {}
+        # a stand-in (the emulated Mac) trains on the CPU inside its context, where its rules hold
+        with devices.on_device(target):
+            dev = torch.device(devices.place(target))
+            sync = devices.synchronizer(target)
+            result.device = target if devices.stand_in(target) is not None else str(dev)
+            model.to(dev)
+            model.train()
+            batch = models.to_device(batch, dev)
+            opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+            cls, options = OPTIMIZERS[optimizer]
+            result.optimizer.update({"class": cls, "options": dict(options)})
+            opt.zero_grad(set_to_none=True)
+            torch.manual_seed(seed)
+            state: dict[str, Any] = {}
 
-        def forward():
-            state["loss"] = models.loss_of(models.call_model(model, batch), batch, loss_fn, model)
+            def forward():
+                state["loss"] = models.loss_of(models.call_model(model, batch), batch, loss_fn, model)
 
-        steps = (("forward", forward), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step))
-        for phase, step in steps:
-            failure = None
-            t0 = time.perf_counter()
-            with fallback.capture() as cap, OpRecorder() as rec:
-                try:
-                    step()
-                    sync()
-                except Exception as exc:  # leave the blocks normally so the capture is read
-                    failure = exc
-            result.seconds[phase] = round(time.perf_counter() - t0, 4)
-            _record(result, phase, rec, cap)
-            if failure is not None:
-                raise failure
-            if phase == "forward" and state["loss"].numel() == 1:
-                result.loss = float(state["loss"].detach().float().cpu())
-        result.optimizer["path"] = optimizer_path(result.ops["optimizer"])
+            steps = (("forward", forward), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step))
+            for phase, step in steps:
+                failure = None
+                t0 = time.perf_counter()
+                with fallback.capture() as cap, OpRecorder() as rec:
+                    try:
+                        step()
+                        sync()
+                    except Exception as exc:  # leave the blocks normally so the capture is read
+                        failure = exc
+                result.seconds[phase] = round(time.perf_counter() - t0, 4)
+                _record(result, phase, rec, cap)
+                if failure is not None:
+                    raise failure
+                if phase == "forward" and state["loss"].numel() == 1:
+                    result.loss = float(state["loss"].detach().float().cpu())
+            result.optimizer["path"] = optimizer_path(result.ops["optimizer"])
     except Exception as exc:
         result.error = _one_line(phase, exc)
     return result
@@ -233,7 +236,7 @@ def judge_builtin(name: str, result: Audit, mps_kernel_ops: Iterable[str], compo
     error = result.error
     if error and "NotImplementedError" in error:
         switch = ("; PYTORCH_ENABLE_MPS_FALLBACK=1 runs the ops MPS lacks on the CPU"
-                  if result.device.startswith("mps") else "")
+                  if devices.rules_of(result.device.split(":")[0]) == "mps" else "")
         return Verdict(Status.FAIL, Category.UNSUPPORTED,
                        f"{error} (an op has no kernel on {result.device}{switch})", metrics)
     if error:

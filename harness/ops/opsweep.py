@@ -105,6 +105,18 @@ def cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
     return built
 
 
+def emulated(table: list) -> list:
+    """``table`` with each registered emulating stand-in (harness.env.devices.StandIn.emulates)
+    added to the cases of the device it emulates: the emulated Mac has MPS's cases, MPS's
+    dtypes included (no float64), and nothing else. The suites add them (``cases`` stays the
+    torch build's table, as cached): which stand-ins are registered is the run's."""
+    emulating = [(name, devices.rules_of(name)) for name in devices.STAND_INS if devices.is_emulated(name)]
+    if not emulating:
+        return table
+    return [dataclasses.replace(c, targets=c.targets + tuple(n for n, rules in emulating if rules in c.targets))
+            for c in table]
+
+
 def build_cases(targets=("cpu", "cuda", "mps")) -> list[OpCase]:
     """One case per op x dtype x pass, each naming the targets whose dtype support covers it.
 
@@ -166,28 +178,47 @@ class OpRun:
 
 
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
-    """Run every sample of one op x dtype x pass on ``device``; return the classification.
+    """Run every sample of one op x dtype x pass on ``device`` (a target); return the
+    classification.
 
     Seeded, and warn-always on during the run, so the result does not depend on which
-    checks ran before it in the same process.
+    checks ran before it in the same process. The samples are made on the target and run
+    there: a stand-in's on the CPU (devices.place) inside its context (devices.on_device),
+    where an emulated device's rules hold (the emulated Mac's missing kernels fall back or
+    raise, its float64 is refused), as they would on the device itself.
     """
     import torch
     op = op_table()[op_key]
     torch.manual_seed(0)
     dt = getattr(torch, dtype)
     sync = devices.synchronizer(device)
+    where = devices.place(device)
+
+    def samples():
+        for sample in op.sample_inputs(where, dt, requires_grad=pass_ == "backward"):
+            out = op(sample.input, *sample.args, **sample.kwargs)
+            if pass_ == "backward" and not _backward(sample, out, where):
+                yield False
+                continue
+            sync()
+            yield True
+    return classified(device, samples())
+
+
+def classified(device: str, runs) -> OpRun:
+    """Drive ``runs`` (an iterator that runs one sample per step on ``device`` and yields
+    whether it counted: False for a backward sample with nothing differentiable) under the
+    fallback capture and the target's context, and classify what happened: NotImplementedError
+    is unsupported, any other error is an error, and a run whose fallback warnings named ops is
+    cpu-fallback. The ops controls (harness.ops.controls) classify through here too, so a
+    control sees exactly what a check sees."""
     started = time.perf_counter()
     ran = skipped = 0
     category, message, error_type = Category.NATIVE, "", None
-    with fallback.capture() as cap:
+    with fallback.capture() as cap, devices.on_device(device):
         try:
-            for sample in op.sample_inputs(device, dt, requires_grad=pass_ == "backward"):
-                out = op(sample.input, *sample.args, **sample.kwargs)
-                if pass_ == "backward" and not _backward(sample, out, device):
-                    skipped += 1
-                    continue
-                sync()
-                ran += 1
+            for counted in runs:
+                ran, skipped = ran + bool(counted), skipped + (not counted)
         except NotImplementedError as exc:
             category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
@@ -198,6 +229,15 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
 
 
 # --------------------------------------------------------------------------- judging
+
+def expectations_macos(target: str) -> float:
+    """The macOS whose PyTorch MPS expectations judge ``target``: an emulated Mac's recorded
+    macOS (devices.facts_for), else declarations.DEFAULT_MACOS (on a real Mac the installed
+    common_mps reads the machine's own)."""
+    from harness.env import fitness
+    version = fitness.macos_version(devices.facts_for(target, {})) if devices.is_emulated(target) else None
+    return float(f"{version.major}.{version.minor}") if version is not None else declarations.DEFAULT_MACOS
+
 
 def run_of(outcome) -> OpRun:
     """A sandbox outcome (harness.core.isolate.Outcome) as an OpRun: the child's, or a crash,

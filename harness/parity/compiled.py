@@ -46,7 +46,10 @@ lighter backends.
 **Where the target cannot compile** (no torch.compile in this torch, a Python that dynamo
 does not support, torch < 2.7 on MPS, no C++ compiler for inductor's CPU kernels, no Triton
 for CUDA), every check is a skip whose reason says what to install or upgrade
-(``unsupported``).
+(``unsupported``). The emulated Mac (an emulating stand-in, ``targets``) is held to MPS's
+gates and then skips too: inductor would generate CPU code for it, not Metal kernels, and
+compiled kernels run beneath the dispatcher where the emulation's rules live, so nothing of
+MPS would be checked.
 
 **Order does not matter.** Each compiled sample starts from ``torch._dynamo.reset()``
 (dynamo's caches and guards emptied, so no recompile limit or earlier graph is in play),
@@ -76,7 +79,7 @@ from harness.parity.numerics import causes, tolerances
 from harness.parity.numerics.tolerances import Tolerance
 
 PREFIX = "compiled."          # parity/compiled.<op or model>/<dtype>/<pass>
-TARGETS = devices.TARGETS     # real devices only: a stand-in perturbs eager kernels, not compiled ones
+TARGETS = devices.TARGETS     # real devices (and emulating stand-ins: ``targets``); a stand-in perturbs eager kernels
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_SAMPLES = 2               # per op x dtype x pass: each sample is a compile (1 to 2 s on a 2-core CPU)
 MODEL_VARIANT = "float32/forward-backward"
@@ -178,17 +181,25 @@ def op_cases() -> list[CompiledOp]:
     from harness.parity.ops import check
     wanted = set(OPS)
     out = []
+    every = targets()
     for c in check.cases(TARGETS):
         if c.op_key in wanted and c.dtype in DTYPES:
-            targets = tuple(t for t in c.targets if t in TARGETS)
-            if targets:
-                out.append(CompiledOp(c.op_key, c.dtype, c.pass_, targets))
+            targets_ = tuple(t for t in c.targets if t in every)
+            if targets_:
+                out.append(CompiledOp(c.op_key, c.dtype, c.pass_, targets_))
     order = {key: i for i, key in enumerate(OPS)}
     return sorted(out, key=lambda c: (order[c.op_key], DTYPES.index(c.dtype), c.pass_ != "forward"))
 
 
 def model_cases() -> list[CompiledModel]:
-    return [CompiledModel(name) for name in models.MODELS]
+    return [CompiledModel(name, targets()) for name in models.MODELS]
+
+
+def targets() -> tuple[str, ...]:
+    """The real targets and the registered emulating stand-ins (the emulated Mac: held to
+    MPS's gates, then skipped with the reason, ``unsupported``); a plain stand-in perturbs
+    eager kernels, not compiled ones, and has no compiled checks."""
+    return TARGETS + tuple(name for name in devices.STAND_INS if devices.is_emulated(name))
 
 
 # --------------------------------------------------------------------------- can this target compile?
@@ -213,10 +224,14 @@ def unsupported(target: str) -> str | None:
         eval_frame.check_if_dynamo_supported()
     except Exception as exc:  # the Python version or build: dynamo says which
         return f"torch.compile cannot run here: {error_line(exc)}; use a Python this torch supports, or upgrade torch"
-    kind = devices.kind_of(target)
+    kind = devices.rules_of(target)
     if kind == "mps" and _torch_version() < MIN_TORCH_MPS:
         return (f"torch.compile generates Metal kernels for MPS from torch {'.'.join(map(str, MIN_TORCH_MPS))} "
                 f"(a prototype there) and this is torch {version}: upgrade torch to compile for MPS")
+    if devices.is_emulated(target):
+        where = "a Mac" if kind == "mps" else f"a real {kind} device"
+        return (f"{target} emulates {kind} on this CPU at the dispatcher, and torch.compile would generate CPU code "
+                f"for it, not {kind}'s kernels: nothing of {kind} would be checked; run -m compile on {where}")
     if kind == "cpu":
         found = _cpp_compiler()
         if found:

@@ -33,6 +33,7 @@ import tempfile
 from harness.core.records import Category, Status, Verdict
 from harness.env import devices, timing
 from harness.perf.models import ARCHS, Trainer
+from harness.perf.ops import on_target, targets
 
 STEPS = 40                 # measured steps after the warm-up
 WARMUP = 10
@@ -62,12 +63,15 @@ def _trimmer():
 
 
 def reader(device: str):
-    """A function giving this step's readings, name -> bytes (see the module's table)."""
+    """A function giving this step's readings, name -> bytes (see the module's table), on
+    ``device`` (a target): an emulated Mac's through its emulated torch.mps
+    (devices.backend), as MPS's."""
     import psutil
     import torch
     process = psutil.Process()
     kind = device.split(":")[0]
     backend = devices.backend(kind)
+    rules = devices.rules_of(kind)
     trim = _trimmer()
 
     def read() -> dict[str, int]:
@@ -76,7 +80,7 @@ def reader(device: str):
         out = {"rss": int(process.memory_info().rss)}
         if kind == "cuda":
             out.update(allocated=int(torch.cuda.memory_allocated()), reserved=int(torch.cuda.memory_reserved()))
-        elif kind == "mps":
+        elif rules == "mps":
             allocated, driver = backend.memory_current(), backend.memory_driver()
             if allocated is not None:
                 out["allocated"] = allocated
@@ -162,13 +166,14 @@ def trainer_run(arch: str, device: str, workload: str, steps: int = STEPS, warmu
         args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH, max_steps=total,
                                  learning_rate=1e-4, lr_scheduler_type="linear", warmup_steps=warmup, seed=SEED,
                                  report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
-                                 use_cpu=device.split(":")[0] == "cpu", dataloader_num_workers=0)
+                                 use_cpu=devices.place(device) == "cpu", dataloader_num_workers=0)
         trainer = HFTrainer(model=t.model, args=args, train_dataset=rows, data_collator=collate)
         trainer.remove_callback(PrinterCallback)
         trainer.add_callback(Readings())
         # in order, so each batch is one length as drawn (the Trainer shuffles by default)
         trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
-        trainer.train()
+        with on_target(device):   # the Trainer's device work: a stand-in's in its context
+            trainer.train()
     return {"entry": "trainer", "model": t.about, "steps": total, "warmup": warmup, "batch": BATCH,
             "lengths": f"{min(lengths)}..{max(lengths)}", **_finish(series, read, device)}
 
@@ -248,7 +253,10 @@ class MemoryCase:
     def __init__(self, arch: str, entry: str):
         self.arch, self.entry = arch, entry
         self.subject, self.variant, self.id = f"memory-{arch}", entry, f"memory-{arch}-{entry}"
-        self.targets = devices.TARGETS
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return targets()
 
 
 CASES = tuple(MemoryCase(arch, "loop") for arch in ARCHS) + tuple(MemoryCase(a, "trainer") for a in TRAINER_ARCHS)

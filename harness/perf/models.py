@@ -40,7 +40,7 @@ from typing import Any
 
 from harness.core.records import Category, Status, Verdict
 from harness.env import devices, timing
-from harness.perf.ops import Dims, ms, time_verdict
+from harness.perf.ops import DeviceClock, Dims, ms, on_target, targets, time_verdict
 
 ARCHS = ("bert", "gpt2", "t5", "llama", "minilm")
 DECODERS = ("gpt2", "t5", "llama")
@@ -77,7 +77,8 @@ def config_kwargs(arch: str, dims: Dims, layers: int) -> dict:
 
 
 def build(arch: str, workload: str, device: str):
-    """(model on ``device`` in train mode, its vocabulary, a description), seeded."""
+    """(model on ``device`` (a target) in train mode, its vocabulary, a description), seeded:
+    built on the CPU, then moved to the target (a stand-in's on the CPU inside its context)."""
     import torch
     import transformers
 
@@ -98,11 +99,13 @@ def build(arch: str, workload: str, device: str):
             model = model_cls(config)
         vocab = dims.vocab
         about = f"{model_cls.__name__}, {layers} layers, hidden {dims.hidden}, {dims.heads} heads"
-    return model.to(device).train(), vocab, about
+    with on_target(device):
+        moved = model.to(devices.place(device)).train()
+    return moved, vocab, about
 
 
 def make_batch(arch: str, vocab: int, batch: int, seq: int, device: str, seed: int = SEED) -> dict:
-    """Seeded token ids (no padding) and the labels each architecture trains on."""
+    """Seeded token ids (no padding) and the labels each architecture trains on, on ``device`` (a target)."""
     import torch
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab, (batch, seq), generator=gen)
@@ -113,7 +116,8 @@ def make_batch(arch: str, vocab: int, batch: int, seq: int, device: str, seed: i
         out["labels"] = ids.clone()
     elif arch == "t5":
         out["labels"] = torch.randint(3, vocab, (batch, max(1, seq // 2)), generator=gen)
-    return {k: v.to(device) for k, v in out.items()}
+    with on_target(device):
+        return {k: v.to(devices.place(device)) for k, v in out.items()}
 
 
 def loss_of(output) -> Any:
@@ -124,7 +128,8 @@ def loss_of(output) -> Any:
 
 
 class Trainer:
-    """A model, its AdamW and one training step over a batch."""
+    """A model, its AdamW and one training step over a batch, on a target (``device``; a
+    stand-in's steps run inside its context, ``on_target``)."""
 
     def __init__(self, arch: str, workload: str, device: str):
         import torch
@@ -132,11 +137,18 @@ class Trainer:
         self.model, self.vocab, self.about = build(arch, workload, device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.dims = Dims.of_workload(workload)
+        self._context = devices.stand_in(device) is not None
 
     def batch(self, seq: int | None = None, batch: int | None = None, seed: int = SEED) -> dict:
         return make_batch(self.arch, self.vocab, batch or self.dims.batch, seq or self.dims.seq, self.device, seed)
 
     def step(self, batch: dict) -> float:
+        if self._context:
+            with on_target(self.device):
+                return self._step(batch)
+        return self._step(batch)
+
+    def _step(self, batch: dict) -> float:
         loss = loss_of(self.model(**batch))
         loss.backward()
         self.optimizer.step()
@@ -144,10 +156,10 @@ class Trainer:
         return loss.detach()
 
 
-def _clock(device: str) -> timing.Clock:
+def _clock(device: str) -> DeviceClock:
     # A whole step is host-driven (Python between kernels): its time is wall-clock time with
     # the device drained, which is what the user waits; events would leave out the host.
-    return timing.Clock(device, devices.synchronizer(device), events=False)
+    return DeviceClock(device, events=False)
 
 
 def _threads() -> int:
@@ -160,7 +172,8 @@ def _threads() -> int:
 def _rate(t: Trainer, fn, what: str, device: str, workload: str, count: int, unit: str, shape: str,
           warmup: int = 2, **extra) -> dict:
     """A warm model figure: ``fn`` timed in rounds, and ``count`` units (samples, tokens) per call as a rate."""
-    run = timing.time_rounds(fn, _clock(device), warmup=warmup, rounds=7, max_rounds=15, min_round_s=0.0,
+    clock = _clock(device)
+    run = timing.time_rounds(clock.within(fn), clock, warmup=warmup, rounds=7, max_rounds=15, min_round_s=0.0,
                              budget_s=BUDGET_S.get(workload, 20.0))
     return {**run, "what": what, "model": t.about, "shape": shape, "per_second": count / run["median_s"],
             "unit": unit, "threads": _threads(), **extra}
@@ -198,7 +211,8 @@ def generate(arch: str, device: str, workload: str) -> dict:
             return t.model.generate(input_ids=prompt["input_ids"], attention_mask=prompt["attention_mask"],
                                     max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                     use_cache=True, pad_token_id=0)
-    out = decode()
+    with on_target(device):
+        out = decode()
     new = int(out.shape[-1] - (1 if arch == "t5" else prompt["input_ids"].shape[-1]))   # T5: the start token
     return _rate(t, decode, "generate", device, workload, batch * new, "tokens/s",
                  f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens", warmup=1,
@@ -398,7 +412,10 @@ class ModelTimeCase:
         self.arch, self.what = arch, what
         self.subject, self.variant = f"model-{arch}", what
         self.id = f"{arch}-{what}"
-        self.targets = devices.TARGETS
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return targets()
 
     def not_timed(self) -> Verdict | None:
         if self.what == "generate" and self.arch not in DECODERS:

@@ -22,6 +22,7 @@ machine (harness.report.compare).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable
 
@@ -288,7 +289,8 @@ class OpTimeCase(DtypePass):
     @property
     def targets(self) -> tuple[str, ...]:
         """The CPU times float32 and its training half type only (HALF_ON_CPU)."""
-        return TARGETS if self.dtype in ("float32", HALF_ON_CPU) else tuple(t for t in TARGETS if t != "cpu")
+        every = targets()
+        return every if self.dtype in ("float32", HALF_ON_CPU) else tuple(t for t in every if t != "cpu")
 
     def not_timed(self, target: str, backend) -> Verdict | None:
         """Why this check is not timed on ``target`` (a skip), or None."""
@@ -302,28 +304,92 @@ class OpTimeCase(DtypePass):
 CASES = tuple(OpTimeCase(op.name, dtype, p) for op in OPS.values() for dtype in op.dtypes for p in op.passes)
 
 
+def targets() -> tuple[str, ...]:
+    """The targets perf times: the real ones and the registered emulating stand-ins (the
+    emulated Mac, timed through MPS's paths: its queue, its memory API). A plain stand-in
+    is a parity device, its times the CPU's."""
+    return TARGETS + tuple(name for name in devices.STAND_INS if devices.is_emulated(name))
+
+
+# --------------------------------------------------------------------------- a target's clock
+
+_ENTERED: set[str] = set()   # the targets whose context this process is inside (``on_target``)
+
+
+@contextlib.contextmanager
+def on_target(target: str):
+    """devices.on_device(target), entered once: inside it already (a training step inside a
+    timed round), a no-op. A real device has no context to enter."""
+    if target in _ENTERED or devices.stand_in(target) is None:
+        yield
+        return
+    _ENTERED.add(target)
+    try:
+        with devices.on_device(target):
+            yield
+    finally:
+        _ENTERED.discard(target)
+
+
+class DeviceClock:
+    """harness.env.timing's Clock for a target, whose device work runs inside the target's
+    context (devices.on_device: the emulated Mac's rules and queue are in force there
+    only): each reading and drain enters it (``on_target``), and so does a call of
+    ``within(fn)`` made outside a reading (the warm-up); the statistics stay outside
+    (their float64 would be device work). A real device has no such context: this is its
+    Clock (events, synchronize), and ``within`` gives ``fn`` itself."""
+
+    def __init__(self, target: str, events: bool = True):
+        self.target = target
+        self.clock = timing.Clock(devices.place(target), devices.synchronizer(target), events=events)
+        self.method = self.clock.method
+
+    def sync(self) -> None:
+        with on_target(self.target):
+            self.clock.sync()
+
+    def seconds(self, fn: Callable[[], Any], inner: int = 1) -> float:
+        with on_target(self.target):
+            return self.clock.seconds(fn, inner)
+
+    def within(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn`` run inside the target's context wherever it is called."""
+        if devices.stand_in(self.target) is None:
+            return fn
+
+        def call():
+            if self.target in _ENTERED:
+                return fn()
+            with on_target(self.target):
+                return fn()
+        return call
+
+
 # --------------------------------------------------------------------------- in the sandbox child
 
 def run_case(op: str, dtype: str, pass_: str, device: str, workload: str) -> dict:
-    """Time one op on ``device`` (in the sandbox child): ``time_rounds``'s figure, with the
-    shapes and how it was taken."""
+    """Time one op on ``device`` (a target; in the sandbox child): ``time_rounds``'s figure,
+    with the shapes and how it was taken. The inputs are made and the op timed on the target
+    (a stand-in's on the CPU, devices.place, inside its context: DeviceClock)."""
     import torch
     spec = OPS[op]
     dims = Dims.of_workload(workload)
-    inputs = Inputs(device, getattr(torch, dtype))
-    fn = spec.build(dims, inputs)
-    if pass_ == "backward":
-        out = fn()
-        grad_out = torch.randn(out.shape, generator=inputs.gen).to(device, out.dtype)
-        grads = inputs.grads
+    where = devices.place(device)
+    with on_target(device):
+        inputs = Inputs(where, getattr(torch, dtype))
+        fn = spec.build(dims, inputs)
+        if pass_ == "backward":
+            out = fn()
+            grad_out = torch.randn(out.shape, generator=inputs.gen).to(where, out.dtype)
+            grads = inputs.grads
 
-        def timed_fn():
-            return torch.autograd.grad(out, grads, grad_out, retain_graph=True)
-    else:
-        timed_fn = fn
-    clock = timing.Clock(device, devices.synchronizer(device))
+            def timed_fn():
+                return torch.autograd.grad(out, grads, grad_out, retain_graph=True)
+        else:
+            timed_fn = fn
+    clock = DeviceClock(device)
     with timing.alone() as waited, timing.load_during() as load:
-        result = timing.time_rounds(timed_fn, clock, budget_s=BUDGET_S.get(workload, 3.0))
+        result = timing.time_rounds(clock.within(timed_fn), clock, budget_s=BUDGET_S.get(workload, 3.0))
     return {**result, "waited_s": round(waited, 3), "load": load, "op": op, "dtype": dtype, "pass": pass_,
             "device": device, "workload": workload,
             "shape": dims.describe(), "what": spec.what, "threads": torch.get_num_threads()}

@@ -8,6 +8,6 @@ import pytest
 from harness.env import checks
 
 
-@pytest.mark.cases(checks.CHECKS)
+@pytest.mark.cases(checks.cases())
 def test_environment_is_fit_for_target(case, target, env_facts, record):
     record.conclude(checks.judge(case, target, env_facts))

@@ -5,25 +5,34 @@ crash or hang costs that check only) and is classified native / cpu-fallback /
 unsupported / error / crash / timeout. On MPS the result is held against PyTorch's own
 expectations (torch.testing._internal.common_mps, read by harness.ops.declarations): an
 expected failure is an xfail, a check that disagrees is marked "unexpected pass" or
-"unexpected failure".
+"unexpected failure". The emulated Mac (``--device standin-mps``, -p tests.standins) is held
+against the same expectations, read for its recorded Mac's macOS.
 """
 import pytest
 
+from harness.env import devices
 from harness.ops import opsweep
 
-CASES = opsweep.cases()
+CASES = opsweep.emulated(opsweep.cases())
 
 
 @pytest.fixture(scope="session")
 def pytorch_expectations():
+    """target -> PyTorch's MPS expectations for it (read once per macOS they describe)."""
     from harness.ops import declarations
-    return declarations.mps_expectations(declarations.op_table(), opsweep.OP_DTYPES)
+    read = {}
+
+    def of(target):
+        macos = opsweep.expectations_macos(target)
+        if macos not in read:
+            read[macos] = declarations.mps_expectations(declarations.op_table(), opsweep.OP_DTYPES, macos)
+        return read[macos]
+    return of
 
 
 @pytest.mark.cases(CASES)
-def test_op_runs_on_target(case, target, backend, sandbox, record, request):
+def test_op_runs_on_target(case, target, backend, sandbox, record, pytorch_expectations):
     outcome = sandbox.call("harness.ops.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
-    expected = None
-    if target == "mps":
-        expected = request.getfixturevalue("pytorch_expectations").get(case.op_key, case.dtype, case.pass_)
-    record.conclude(opsweep.judge(opsweep.run_of(outcome), expected, on_mps=target == "mps"))
+    on_mps = devices.rules_of(target) == "mps"
+    expected = pytorch_expectations(target).get(case.op_key, case.dtype, case.pass_) if on_mps else None
+    record.conclude(opsweep.judge(opsweep.run_of(outcome), expected, on_mps=on_mps))

@@ -73,11 +73,11 @@ def attention(case, target, backend, record):
     if getattr(torch, case.dtype) not in backend.dtypes():
         record.conclude(Verdict(Status.SKIP, message=f"{target} offers no {case.dtype} on this machine (on MPS "
                                                      "bfloat16 needs macOS 14)"))
-    kind, kernel = devices.kind_of(target), A.KERNELS[case.kernel]
+    kind, kernel = devices.rules_of(target), A.KERNELS[case.kernel]   # the emulated Mac selects as MPS does
     why = A.unselectable(kernel, kind) or (A.gqa_missing() if case.member == "gqa" else None)
     if why:
         record.conclude(Verdict(Status.SKIP, message=why))
-    return A.KernelTally(Tally(record, case.dtype, target, backend.device()), kernel, kind, record)
+    return A.KernelTally(Tally(record, case.dtype, target, devices.place(target)), kernel, kind, record)
 
 
 def each_example_then_finish(test):

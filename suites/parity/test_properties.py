@@ -32,6 +32,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from harness.core.records import Status, Verdict
+from harness.env import devices
 from harness.parity.properties import strategies as S
 from harness.parity.properties.cases import PROPERTY_SETTINGS, dtype_cases
 from harness.parity.properties.tally import Tally
@@ -50,7 +51,7 @@ def tally(case, target, backend, record):
     if getattr(torch, case.dtype) not in backend.dtypes():
         record.conclude(Verdict(Status.SKIP, message=f"{target} offers no {case.dtype} on this machine (on MPS "
                                                      "bfloat16 needs macOS 14)"))
-    return Tally(record, case.dtype, target, backend.device())
+    return Tally(record, case.dtype, target, devices.place(target))
 
 
 def _values_indices(result) -> dict:

@@ -173,7 +173,7 @@ def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, t
             return passes(_pytree.tree_map(
                 lambda x: x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, wide))
         return None
-    kind = devices.kind_of(tgt.name)
+    kind = devices.rules_of(tgt.name)   # the emulated Mac's causes are MPS's
     dtype = str(dt).removeprefix("torch.")
     return causes.describe(causes.diagnose(kind, dtype, rerun, found), kind, dtype)
 

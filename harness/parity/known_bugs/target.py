@@ -103,7 +103,7 @@ class Target:
         self.kind = devices.kind_of(target)
         self.stand_in = devices.stand_in(target)
         self.backend = devices.backend(target)
-        self.device = self.backend.device()
+        self.device = devices.place(target)
 
     def run(self, case: BugCase, sample: dict, dtype, cpu=None, reference=None, times: int = 1):
         """The op in full float32: TF32 off (devices.tf32(False)). TF32 is a precision
@@ -136,11 +136,12 @@ class Target:
         NaN there. ``empty``: then empty the allocator's cache too (the cure the reports
         name), so the next allocation is fresh memory."""
         import torch
-        held = [torch.full((max(1, t.numel() * factor),), math.nan, device=self.device)
-                for t in like for factor in CHURN_SIZES]
-        held.append(torch.full((7,), math.nan, device=self.device))
-        self.sync()
-        del held
+        with devices.on_device(self.name):   # the device's allocations: an emulated device's, in its context
+            held = [torch.full((max(1, t.numel() * factor),), math.nan, device=self.device)
+                    for t in like for factor in CHURN_SIZES]
+            held.append(torch.full((7,), math.nan, device=self.device))
+            self.sync()
+            del held
         if empty:
             self.backend.empty_cache()
         if self.stand_in is not None:

@@ -39,6 +39,7 @@ the dtype. Whatever the version says, a matmul under autocast must come out in t
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 
 from harness.core import models
@@ -57,24 +58,34 @@ AUTOCAST_SINCE = {("cpu", "bfloat16"): "1.10", ("cpu", "float16"): "2.5",
 
 def _device_of(target: str) -> str:
     """Where a target computes: a stand-in on the CPU."""
-    return "cpu" if devices.kind_of(target) == "stand-in" else target
+    return devices.place(target)
+
+
+def _rules_of(target: str) -> str:
+    """The device whose autocast gates apply: an emulated device's (the emulated Mac: MPS's),
+    the CPU's for a plain stand-in (it computes there), else the target's own."""
+    rules = devices.rules_of(target)
+    return _device_of(target) if rules == "stand-in" else rules
 
 
 def unsupported(target: str, dtype: str) -> str | None:
     """Why autocast in ``dtype`` is not offered on ``target``, in words a user can act on;
-    None when it is (the version, the backend's dtypes, then a matmul under autocast)."""
+    None when it is (the version, the backend's dtypes, then a matmul under autocast, in the
+    target's context: an emulated device refuses there what the device would)."""
     import torch
     from packaging.version import Version
-    device = _device_of(target)
-    backend = devices.backend(device)
+    device, rules = _device_of(target), _rules_of(target)
+    named = target if devices.is_emulated(target) else device
+    backend = devices.backend(target if devices.is_emulated(target) else device)
     if getattr(torch, dtype) not in backend.dtypes():
-        extra = "; bfloat16 on MPS needs macOS 14 or newer" if device == "mps" and dtype == "bfloat16" else ""
-        return f"{device} does not offer {dtype} here{extra}"
-    since = AUTOCAST_SINCE.get((device, dtype))
+        extra = "; bfloat16 on MPS needs macOS 14 or newer" if rules == "mps" and dtype == "bfloat16" else ""
+        return f"{named} does not offer {dtype} here{extra}"
+    since = AUTOCAST_SINCE.get((rules, dtype))
     if since and Version(torch.__version__.split("+")[0]) < Version(since):
-        return (f"torch.autocast on {device} offers {dtype} from torch {since}; this is torch {torch.__version__}: "
+        return (f"torch.autocast on {rules} offers {dtype} from torch {since}; this is torch {torch.__version__}: "
                 f"to run it, upgrade torch")
-    ok, why = backend.autocast_probe(getattr(torch, dtype))
+    with devices.on_device(target) if devices.is_emulated(target) else contextlib.nullcontext():
+        ok, why = backend.autocast_probe(getattr(torch, dtype))
     if not ok:
         return f"torch.autocast({device!r}, dtype=torch.{dtype}) does not compute in {dtype} here: {why}"
     return None

@@ -116,7 +116,8 @@ def runs_on(target: str, compute, of: tuple[Side, ...] | None = None) -> dict:
     if stand_in is None:
         out["target"] = compute(of[0])
     else:
-        out["target"] = stand_in.run(lambda: compute(dataclasses.replace(of[0], device="cpu")), out.get("cpu"),
+        out["target"] = stand_in.run(lambda: compute(dataclasses.replace(of[0], device=devices.place(target))),
+                                     out.get("cpu"),
                                      _rounded(out["float64"]) if "float64" in out else None)
     return out
 
@@ -128,7 +129,7 @@ def on_target(target: str, compute, cpu=None, reference=None):
     stand_in = devices.stand_in(target)
     if stand_in is None:
         return compute(target)
-    return stand_in.run(lambda: compute("cpu"), cpu, reference)
+    return stand_in.run(lambda: compute(devices.place(target)), cpu, reference)
 
 
 def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) -> dict:
@@ -141,7 +142,7 @@ def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) ->
     is never a precision limit, whatever float32 does. Otherwise the CPU target has no cause
     to find (its failure is judged by the tolerance alone): an empty dict."""
     from harness.parity.numerics import causes
-    kind = devices.kind_of(target)
+    kind = devices.rules_of(target)   # the emulated Mac's causes are MPS's (its fallback, no TF32)
     if non_finite:
         return causes.describe("non-finite", kind, dtype)
     if kind == "cpu":

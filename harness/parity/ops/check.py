@@ -114,11 +114,13 @@ def cases(targets=("cpu", "cuda", "mps")) -> list[ParityCase]:
 
     Floating and complex dtypes everywhere (on the CPU against float64); integer and bool
     dtypes on accelerators only, where the CPU's result is the exact reference. A
-    registered stand-in (harness.env.devices.StandIn) is an accelerator with the CPU's dtypes.
+    registered stand-in (harness.env.devices.StandIn) is an accelerator with the CPU's dtypes;
+    an emulating one (the emulated Mac) has its device's, as the ops sweep gives them.
     """
     out = []
-    for c in opsweep.cases(targets):
-        stand_ins = tuple(devices.STAND_INS) if "cpu" in c.targets else ()
+    plain = tuple(name for name in devices.STAND_INS if not devices.is_emulated(name))
+    for c in opsweep.emulated(opsweep.cases(targets)):
+        stand_ins = plain if "cpu" in c.targets else ()
         if c.dtype in FLOAT_DTYPES:
             ts = c.targets + stand_ins
         elif c.dtype in EXACT_DTYPES and c.pass_ == "forward":
@@ -140,7 +142,7 @@ class OpParityRun:
     (harness.parity.numerics.accuracy: ok, margin, max_abs_err, reason, rule ...): the sample
     that decides (the first that misses, else the one with the largest margin), both sides
     against float64, and the target against the CPU (recorded, not judged)."""
-    kind: str                      # the target's kind: cpu, cuda, mps or stand-in
+    kind: str                      # the target's rules (devices.rules_of): cpu, cuda, mps or stand-in
     reference: str | None          # what the result was compared with: float64, complex128, cpu
     tolerance: Tolerance
     declared: tuple[str, str] | None = None   # PyTorch's test_compare_cpu declaration (harness.ops.declarations)
@@ -185,7 +187,7 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpParityRun:
     op = declarations.op_table()[op_key]
     dt = getattr(torch, dtype)
     wide = getattr(torch, WIDE[dtype]) if dtype in WIDE else None
-    kind = devices.kind_of(device.split(":")[0])
+    kind = devices.rules_of(device.split(":")[0])   # the emulated Mac: MPS's declarations and causes
     declared = declarations.compare_cpu(op, kind, dt)
     if kind == "cpu" and declared and declared[0] == declarations.XFAIL:  # a device-vs-CPU expectation
         declared = None
@@ -239,15 +241,17 @@ def _compare_sample(op, sample, index, device, dt, wide, pass_, run: OpParityRun
 
 def _target_run(op, sample, device: str, dt, pass_: str, cpu, ref) -> tuple[object, list[str]]:
     """The sample on the target, and the ops the MPS fallback named during it. A stand-in
-    computes on the CPU inside its context and may replace the result (devices.StandIn)."""
+    computes on the CPU inside its context and may replace the result (devices.StandIn):
+    the sample is moved to the device inside it, so an emulated device's rules hold from
+    the copy on."""
     stand_in = devices.stand_in(device)
-    where = "cpu" if stand_in else device
+    where = devices.place(device)
 
     def compute():
         out = evaluate(op, convert(sample, dt, dt, where), pass_, 0, None)
         # An output copied to the CPU with non_blocking=True (OpInfo's ``to`` samples) is
         # not there until the device has finished: read after, as a correct program does.
-        devices.synchronizer(where)()
+        devices.synchronizer(device)()
         return out
     with fallback.capture() as cap:
         out = stand_in.run(compute, cpu, ref) if stand_in else compute()
@@ -326,7 +330,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
                 stand_in = devices.stand_in(device)
 
                 def widened():
-                    return narrowed(evaluate(op, convert(sample, dt, wider, "cpu" if stand_in else device), pass_,
+                    return narrowed(evaluate(op, convert(sample, dt, wider, devices.place(device)), pass_,
                                              0, dt), wider, dt)
                 again = stand_in.run(widened, cpu, ref) if stand_in else widened()
             return compare(_prepared(op, sample, pass_, again, cpu)[0])["ok"]

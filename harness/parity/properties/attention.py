@@ -447,8 +447,19 @@ def mps_choice() -> bool:
     always takes the math branch, whatever sdpa_kernel selects; that branch runs torch's MPS
     attention kernel (``aten::_scaled_dot_product_attention_math_for_mps``, torch >= 2.5)
     for inputs without grad and without dropout (contiguous ones; on macOS 15 and later in
-    newer torch, any), the composite math otherwise."""
+    newer torch, any), the composite math otherwise.
+
+    A torch built without MPS (Linux, where the emulated Mac runs) registers no MPS kernel
+    at all, so there its kernel table answers: the installed torch's
+    native_functions.yaml, the one the macOS wheel of the same version ships
+    (harness.ops.kernels)."""
     import torch
+    if not torch.backends.mps.is_built():
+        from harness.ops import kernels
+        try:
+            return "_fused_sdp_choice" in kernels.mps_ops(kernels.load_installed().table)
+        except kernels.KernelsError:
+            return False   # no table: flash and efficient skip on MPS with the reason; math still runs
     has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)  # private: may go
     if has_kernel is None:
         return False  # then flash and efficient skip on MPS with the reason; math still runs
@@ -609,12 +620,13 @@ class AttentionCase:
 def attention_cases(member: str) -> list[AttentionCase]:
     """Every dtype on every kernel, each on the targets whose kind can select the kernel
     (KERNELS): the CPU and stand-ins math and flash; CUDA all four; MPS math, flash and
-    efficient (flash and efficient skip, with the reason, where torch offers MPS no choice)."""
-    from harness.env.devices import STAND_INS, TARGETS, kind_of  # a registered stand-in is a target here
+    efficient (flash and efficient skip, with the reason, where torch offers MPS no choice);
+    an emulating stand-in as the device it emulates (devices.rules_of)."""
+    from harness.env.devices import STAND_INS, TARGETS, rules_of  # a registered stand-in is a target here
     if member not in MEMBERS:
         raise KeyError(f"unknown attention member {member!r}; known: {', '.join(MEMBERS)}")
     return [AttentionCase(member, dtype, kernel.name,
-                          tuple(t for t in TARGETS + tuple(STAND_INS) if kind_of(t) in kernel.kinds))
+                          tuple(t for t in TARGETS + tuple(STAND_INS) if rules_of(t) in kernel.kinds))
             for dtype in ATTENTION_DTYPES for kernel in KERNELS.values()]
 
 

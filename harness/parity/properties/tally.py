@@ -55,7 +55,8 @@ class Tally:
         import torch
         self.record, self.dtype, self.target, self.device = record, dtype, target, device
         self.torch_dtype = getattr(torch, dtype)
-        self.kind, self.stand_in = devices.kind_of(target), devices.stand_in(target)
+        # the rules' kind names the causes (the emulated Mac's are MPS's); a stand-in computes in its context
+        self.kind, self.stand_in = devices.rules_of(target), devices.stand_in(target)
         self.on_target = target != "cpu"
         self.reference = "float64"  # on an accelerator the CPU's own error is the yardstick
         self.examples = 0
