@@ -49,6 +49,13 @@ checks must be found in the baseline.
   perf-memory     regression   memory grows over a long run, and did not
                   improvement  it no longer grows
 
+A control (a check whose answer is known in advance, run on the device first: ``records.kind_of``
+"control") is compared like any check: one that passed and now fails is a ``status`` regression.
+A candidate whose controls failed has instruments that cannot be trusted, so its regressions are
+preceded by one line per suite, "the candidate's <suite> instruments failed their controls
+(<name> on <target>): its verdicts are unconfirmed" (``instrument_lines``; ``instruments`` in
+the JSON).
+
 Only regressions make the check fail (exit 1 in tools.compare, a failed session with
 ``pytest --baseline``). Bad input raises ``CompareError`` with one line naming the problem.
 """
@@ -61,6 +68,7 @@ from typing import Iterable
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.perf import against
+from harness.report.matrix import SUITE_ORDER, control_of, is_control
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
@@ -306,6 +314,7 @@ class Comparison:
     floor: float
     notes: list[str] = dataclasses.field(default_factory=list)
     shared: int = 0                     # checks compared: held by both sides
+    instruments: list[str] = dataclasses.field(default_factory=list)   # instrument_lines of the candidate
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -329,8 +338,20 @@ class Comparison:
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
                 "factor": self.factor, "floor": self.floor, "counts": self.counts(), "in_common": self.shared,
-                "notes": self.notes,
+                "notes": self.notes, "instruments": self.instruments,
                 "changes": [c.as_dict() for c in self.changes]}
+
+
+def instrument_lines(side: Side, who: str = "the candidate") -> list[str]:
+    """One line per suite whose controls failed on ``side`` (status fail, error, crash or timeout),
+    naming them and their targets: the verdicts of that suite there are unconfirmed."""
+    failed: dict[str, list[str]] = {}
+    for (_, target), rec in sorted(side.records.items()):
+        if is_control(rec) and rec["status"] in BAD:
+            failed.setdefault(rec.get("suite") or "?", []).append(f"{control_of(rec).name} on {target}")
+    order = {s: i for i, s in enumerate(SUITE_ORDER)}
+    return [f"{who}'s {suite} instruments failed their controls ({', '.join(names)}): its verdicts are unconfirmed"
+            for suite, names in sorted(failed.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))]
 
 
 def check_figures(factor: float, floor: float) -> None:
@@ -501,7 +522,8 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      f"{machines[0] or 'an unnamed machine'}, "
                      f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
                      "(keep a baseline on this machine: ./compat baseline -m perf)")
-    return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs))
+    return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
+                      instrument_lines(candidate))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -536,6 +558,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     if versions:
         lines.append("- versions:  " + esc(", ".join(f"{k} {a or '-'} -> {b or '-'}" for k, a, b in versions)))
     lines.append("")
+    for line in cmp.instruments:   # before the regressions: a candidate whose instruments failed proves nothing
+        lines += [f"**{esc(line)}**" if md else line, ""]
     titles = {"regression": "Regressions", "warning": "Warnings", "improvement": "Improvements",
               "appeared": "Checks only in the candidate", "disappeared": "Checks only in the baseline"}
     for kind in KINDS:

@@ -121,6 +121,8 @@ NOT_SHOWN = ("model", "attn", "seconds", "samples", "samples_without_grad", "pyt
 def key_metric(metrics: dict) -> str:
     if not metrics:
         return ""
+    if metrics.get("record_kind") == records.RecordKind.CONTROL:   # a control: what it saw (its id names it)
+        return f"saw {short(metrics['seen'], 60)}" if isinstance(metrics.get("seen"), str) and metrics["seen"] else ""
     perf = perf_metric(metrics)
     if perf:
         return perf
@@ -167,8 +169,34 @@ def gpu_names(facts: dict) -> str:
     return " + ".join(f"{n} x {name}" if n > 1 else name for name, n in named.items())
 
 
+EMULATED_MAC = "standin-mps"   # the emulated Mac's target (tests/emulated_mps.py); its broken variants add -<what>
+
+
+def is_emulated(target: str) -> bool:
+    """Whether ``target`` is an emulated Mac: a stand-in registered as emulating MPS
+    (harness.env.devices), or, in a run file read back where no stand-in is registered, a
+    target named standin-mps or standin-mps-<variant>."""
+    from harness.env import devices
+    name = target or ""
+    return (name == EMULATED_MAC or name.startswith(EMULATED_MAC + "-")
+            or (devices.is_emulated(name) and devices.rules_of(name) == "mps"))
+
+
+def emulated_device(facts: dict, target: str) -> str:
+    """The one wording of an emulated Mac's column: "emulated Mac (standin-mps) on AMD EPYC".
+    Its work ran on this machine's CPU, so it is never named by a Mac's chip, not even where the
+    header's facts name one (a run on a Mac, or facts copied from the recorded Mac): there it is
+    "the host's CPU"."""
+    cpu = _clean((facts.get("cpu") or {}).get("model"))
+    chip = _clean((facts.get("mac") or {}).get("chip"))
+    on = cpu if cpu and cpu != chip and not cpu.startswith("Apple") else "the host's CPU"
+    return f"emulated Mac ({short(target)}) on {on}"
+
+
 def device_name(facts: dict, target: str) -> str:
     """What ``target`` runs on in the machine ``facts`` describe."""
+    if is_emulated(target):
+        return emulated_device(facts, target)
     if target == "cuda":
         return gpu_names(facts) or ("no CUDA device" if not (facts.get("torch") or {}).get("cuda_available")
                                     else "CUDA device (not recorded)")
@@ -203,6 +231,97 @@ def _version_key(text: str | None):
         return (1, text or "")
 
 
+# ---------------------------------------------------------------------- a column's instruments
+
+# A control is a check whose answer is known in advance, run on the device first in every run
+# (harness/ops/controls.py, harness/parity/controls.py, harness/env/instruments.py,
+# harness/optim/controls.py): its record says metrics.record_kind "control". One that failed
+# means the suite's instrument (the fallback seen, the judge, the memory reading, the timer)
+# cannot be trusted on that column, so every verdict of that suite there is unconfirmed.
+TRUSTED, UNTRUSTED, UNCHECKED = "trusted", "untrusted", "unchecked"
+UNTRUSTED_WORDS = "instrument not trustworthy here"
+SUITE_ORDER = ("env", "ops", "parity", "optim", "perf")
+
+
+def is_control(rec: dict) -> bool:
+    return records.kind_of(rec) == records.RecordKind.CONTROL
+
+
+@dataclasses.dataclass(frozen=True)
+class Control:
+    """A control record as the report names it."""
+    suite: str
+    name: str        # the control's public name (fallback-seen, exact-passes ...)
+    check: str
+    status: str
+    message: str     # its reason, without the words the report puts before it
+
+    @property
+    def untrusted(self) -> str:
+        """The line a column whose control failed is marked with, everywhere it is shown."""
+        return f"{UNTRUSTED_WORDS}: {self.suite} control {self.name} ({self.message})"
+
+
+def control_of(rec: dict) -> Control:
+    """A control record read back: its name (metrics.control, else its variant), and its reason
+    without a leading "instrument not trustworthy here: <name>: " (the control's own message
+    says so; the report says it once)."""
+    met = rec.get("metrics") or {}
+    name = met.get("control") if isinstance(met.get("control"), str) and met.get("control") else \
+        (rec.get("variant") or str(rec.get("check", "?")).rsplit("/", 1)[-1])
+    message = " ".join(str(rec.get("reason") or "").split())
+    for prefix in (f"{UNTRUSTED_WORDS}: ", f"{name}: "):
+        message = message.removeprefix(prefix)
+    return Control(rec.get("suite") or "?", name, rec.get("check", "?"), rec["status"], message or rec["status"])
+
+
+@dataclasses.dataclass
+class Instruments:
+    """What a column's controls say of its instruments: every failed one (status fail, error,
+    crash or timeout), how many passed, and those that did not apply here (skip, xfail)."""
+    failed: list[Control] = dataclasses.field(default_factory=list)
+    passed: list[Control] = dataclasses.field(default_factory=list)
+    skipped: list[Control] = dataclasses.field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        """untrusted (a control failed), trusted (controls passed, none failed), or unchecked
+        (no control ran: an older run file, or all of them skipped)."""
+        return UNTRUSTED if self.failed else TRUSTED if self.passed else UNCHECKED
+
+    def failed_suites(self) -> list[str]:
+        return _in_suite_order({c.suite for c in self.failed})
+
+    def passed_suites(self) -> list[str]:
+        return _in_suite_order({c.suite for c in self.passed})
+
+    def as_json(self) -> dict:
+        """matrix.json's ``columns[].instruments``."""
+        return {"state": self.state, "failed": [{"suite": c.suite, "control": c.name, "message": c.message}
+                                                for c in self.failed],
+                "passed": len(self.passed), "skipped": len(self.skipped)}
+
+
+def _suite_rank(suite: str) -> tuple[int, str]:
+    return (SUITE_ORDER.index(suite) if suite in SUITE_ORDER else len(SUITE_ORDER), suite)
+
+
+def _in_suite_order(suites) -> list[str]:
+    return sorted(suites, key=_suite_rank)
+
+
+def instruments_of(recs) -> Instruments:
+    """The Instruments of a column's records (the newest record of each check), suite by suite."""
+    found = Instruments()
+    for rec in sorted((r for r in recs if is_control(r)),
+                      key=lambda r: (_suite_rank(r.get("suite") or ""), r.get("check", ""))):
+        control = control_of(rec)
+        status = rec["status"]
+        (found.failed if status in Status.BAD else found.passed if status in Status.WORKS else found.skipped).append(
+            control)
+    return found
+
+
 @dataclasses.dataclass
 class Column:
     env_id: str
@@ -213,6 +332,9 @@ class Column:
     headers: list = dataclasses.field(default_factory=list)   # the header of every merged run, oldest first
     label_suffix: str = ""  # set when two columns would otherwise share a label
     workload: str = ""      # the optimization suite's training workload ("" for checks that train nothing)
+    # what its controls say (instruments_of): shared by the columns of one machine and target,
+    # its workloads' included, whose records the same instruments measured
+    instruments: Instruments = dataclasses.field(default_factory=Instruments)
 
     @property
     def id(self) -> str:
@@ -320,6 +442,7 @@ def build(runs: list[Run]) -> Matrix:
     rows = [c for s in ordered_suites.values() for c in s]
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
+    _mark_instruments(ordered, cells)
     return Matrix(ordered, rows, ordered_suites, cells, notes)
 
 
@@ -358,6 +481,22 @@ def judged_again(rec: dict, header: dict) -> dict:
         if found.cause:
             metrics.update(cause=found.cause, cause_suspected=True)
     return {**out, "judged_again": note}
+
+
+def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict]) -> None:
+    """Each column's Instruments, from the controls of its machine and target (its workloads
+    together: the optimization suite's controls are one for the small and the large workload)."""
+    groups: dict[tuple[str, str], list[Column]] = defaultdict(list)
+    for col in columns:
+        groups[(col.env_id, col.target)].append(col)
+    by_column: dict[str, list[dict]] = defaultdict(list)
+    for (_, col_id), rec in cells.items():
+        if is_control(rec):
+            by_column[col_id].append(rec)
+    for cols in groups.values():
+        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])])
+        for col in cols:
+            col.instruments = found
 
 
 def _disambiguate(columns: list[Column]) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.core import records, runfiles
 from harness.report.matrix import (KEY_COLOURS, KEY_ORDER, LEGEND, SYMBOL, TARGET_ORDER, TEXT_MAX, cell_key,
-                                   host_groups, shown, visible)
+                                   host_groups, is_emulated, short, shown, visible)
 from harness.report.sections import Bar, Cell, Section
 
 HERE = Path(__file__).resolve().parent
@@ -206,12 +206,26 @@ def _matrix_head(s: Section) -> dict:
     per column; the suite's results per column as a stacked bar."""
     groups = host_groups(s.columns)
     columns = [{"id": c.id, "target": c.target, "group": g, "title": f"{c.label} ({c.env_id})",
-                "torch": c.torch_release, "label": c.target_label + c.label_suffix}
+                "torch": c.torch_release, "label": _target_label(c) + c.label_suffix, "untrusted": _untrusted(c)}
                for g, (_, members) in enumerate(groups) for c in members]
     return {"lead": s.headers[:len(s.headers) - len(s.columns)],
             "hosts": [{"label": label, "span": len(cols), "group": g} for g, (label, cols) in enumerate(groups)],
             "columns": columns,
             "bars": [{"target": c.target, "bar": _bar(b.counts)} for c, b in zip(s.columns, s.bars)]}
+
+
+def _target_label(col) -> str:
+    """The target under a column's torch version: an emulated Mac says what it is (its device's
+    wording, matrix.emulated_device), any other target its name."""
+    if not is_emulated(col.target):
+        return col.target_label
+    return col.device + (f" ({short(col.workload)} workload)" if col.workload else "")
+
+
+def _untrusted(col) -> str:
+    """"" for a column whose instruments passed their controls or had none; else the hover text of
+    its "instruments not trustworthy" badge: every failed control, named, with its message."""
+    return "\n".join(c.untrusted for c in col.instruments.failed)
 
 
 def _text(value) -> str:
@@ -256,7 +270,8 @@ def _verdicts(s: Section, ids: _Ids) -> list[dict]:
         aspects = [{"name": a.name, "state": _state(a.state), "line": a.line, "detail": list(a.detail or []),
                     "href": ids.resolve(a.anchor)} for a in v.aspects]
         cards.append({"column": v.column_id, "title": v.title, "machine": v.machine, "state": _state(v.state),
-                      "headline": v.headline, "aspects": aspects, "partial": v.partial, "older_judge": v.older_judge})
+                      "headline": v.headline, "aspects": aspects, "partial": v.partial, "older_judge": v.older_judge,
+                      "instruments_note": v.instruments_note})
     return cards
 
 

@@ -78,6 +78,12 @@ def _md_hosts(columns: list) -> str:
                                            for label, cols in host_groups(columns))
 
 
+def _md_instruments(columns: list) -> list[str]:
+    """A line per column of the table whose controls failed (the HTML's badge in its header)."""
+    return [f"**{_md(c.label)}**: " + _md("; ".join(x.untrusted for x in c.instruments.failed))
+            for c in columns if c.instruments.failed]
+
+
 def render_md(secs: list[Section], sources: list[str]) -> str:
     out = ["# mps-compat compatibility matrix", "",
            f"Generated {runfiles.now_iso()} from {len(sources)} run file(s). "
@@ -91,6 +97,7 @@ def render_md(secs: list[Section], sources: list[str]) -> str:
             continue
         if s.columns and s.rows:
             out += [_md_hosts(s.columns), ""]
+            out += [line for marked in _md_instruments(s.columns) for line in (marked, "")]
         out.append(tabulate([[_md(v) for v in r] for r in s.rows], headers=[_md(h) for h in s.headers],
                             tablefmt="github") if s.rows else s.empty)
         out.append("")
@@ -106,7 +113,7 @@ def _md_verdicts(found: list) -> list[str]:
     for v in found:
         out += [f"- **{_md(v.title)}** ({_md(v.machine)}): `{SYMBOLS[v.state]}` {_md(v.headline)}"]
         out += [f"  - {_md(a.name)} `{SYMBOLS[a.state]}`: {_md(a.line)}" for a in v.aspects]
-        out += [f"  - {_md(note)}" for note in (v.partial, v.older_judge) if note]
+        out += [f"  - {_md(note)}" for note in (v.partial, v.older_judge, v.instruments_note) if note]
     return out + [""]
 
 
@@ -143,7 +150,7 @@ def json_doc(m: Matrix, sources: list[str], errors: list[str], kernel_tables: li
         "failures_by_cause": by_cause,
         "columns": [{"id": c.id, "label": c.label, "host": c.host_label, "machine": c.host_label,
                      "device": c.device, "partial": partial[c.id], "env_id": c.env_id, "target": c.target,
-                     "workload": c.workload,
+                     "workload": c.workload, "instruments": c.instruments.as_json(),
                      "runs": c.runs, "complete": c.complete, "summary": dict(m.summary(c)), "facts": c.facts,
                      "targets": c.header.get("targets"), "mps_fallback": c.header.get("mps_fallback")}
                     for c in m.columns],

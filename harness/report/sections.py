@@ -19,8 +19,9 @@ from harness.core.records import Category, RecordKind, Status
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
-from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, WORKS, History, Matrix,
-                                   cell_key, key_metric, short, shown, version_history)
+from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, UNCHECKED,
+                                   UNTRUSTED_WORDS, WORKS, History, Matrix, cell_key, is_control, key_metric, short,
+                                   shown, version_history)
 
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
 
@@ -324,11 +325,15 @@ def predicted_sections(tables: list[dict]) -> list[Section]:
 def verdict_section(m: Matrix, found: list) -> Section:
     """The page's first section: one verdict per machine x torch x target (harness.report.verdict);
     as a table in Markdown and JSON, as cards on the page."""
-    rows = [[Cell(v.title, _STATE_KEYS[v.state]), v.machine, v.headline,
-             *[Cell(a.line, _STATE_KEYS[a.state]) for a in v.aspects[:6]], v.partial or "complete"] for v in found]
+    names = ("instruments", "environment", "ops", "numerics", "optimizations", "known bugs", "speed and memory")
+
+    def aspect(v, name: str):   # by name: a column without controls has no instruments aspect
+        a = next((a for a in v.aspects if a.name == name), None)
+        return Cell(a.line, _STATE_KEYS[a.state]) if a else v.instruments_note if name == "instruments" else ""
+    rows = [[Cell(v.title, _STATE_KEYS[v.state]), v.machine, v.headline, *[aspect(v, n) for n in names],
+             v.partial or "complete"] for v in found]
     notes = " ".join(m.notes)
-    return Section("Verdict per machine", ["target", "machine", "verdict", "environment", "ops", "numerics",
-                                           "optimizations", "known bugs", "speed and memory", "run"], rows,
+    return Section("Verdict per machine", ["target", "machine", "verdict", *names, "run"], rows,
                    anchor="verdicts", kind="verdicts", verdicts=found, empty="No check ran.",
                    intro="One verdict per machine, torch version and target: is the environment fit, which ops run "
                          "natively or fall back to the CPU, whether the numbers are as right as the CPU's, which "
@@ -338,6 +343,42 @@ def verdict_section(m: Matrix, found: list) -> Section:
 
 _STATE_KEYS = {verdict.GOOD: Status.PASS, verdict.WARN: Category.CPU_FALLBACK, verdict.BAD: Status.FAIL,
                verdict.NONE: Status.SKIP}
+
+
+def controls_section(m: Matrix) -> Section:
+    """Every control of every column: the check with a known answer, what it expected and saw,
+    and its result; a failed one is what marks its column "instrument not trustworthy here"."""
+    rows = []
+    for col in m.columns:
+        for (check, col_id), rec in sorted(m.cells.items()):
+            if col_id != col.id or not is_control(rec):
+                continue
+            met = rec.get("metrics") or {}
+            rows.append([col.label, check, cell_of(rec, col.label), shown(met.get("expected") or ""),
+                         shown(met.get("seen") or ""), shown(rec.get("reason") or "")])
+    unchecked = [c.label for c in m.columns if c.instruments.state == UNCHECKED]
+    return Section("Instruments: the controls of each column", ["column", "control", "result", "expected", "seen",
+                                                                "reason"], rows, anchor="controls",
+                   fold=len(rows) > LONG,
+                   empty="No control ran in these runs (written before mps-compat had controls, or the controls were "
+                         "not selected): their instruments are unchecked.",
+                   intro="Checks whose answer is known in advance, run on each device before its suite: an op with "
+                         "no kernel must be seen falling back, an exact result must pass the judge and a perturbed "
+                         "one fail, a known allocation must move the memory reading, known work must show in the "
+                         "timing. A column with a failed control is marked 'instrument not trustworthy here' and "
+                         "that suite's verdicts in it are unconfirmed."
+                         + (f" Without controls (instruments unchecked): {', '.join(unchecked)}." if rows and unchecked
+                            else ""))
+
+
+def instruments_words(col) -> str:
+    """A column's instruments in a few words, for the summary table."""
+    found = col.instruments
+    if found.failed:
+        return f"{UNTRUSTED_WORDS}: " + ", ".join(f"{c.suite} control {c.name}" for c in found.failed)
+    if found.passed:
+        return f"checked: {len(found.passed)} control{'' if len(found.passed) == 1 else 's'} passed"
+    return "unchecked (no control ran)"
 
 
 def legend_section() -> Section:
@@ -355,11 +396,13 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
     envs = env_rows(m)
     failures, *rest_of_outcomes = outcome_sections(m)
     by_cause, *cpu_side = cause_sections(m)
-    out = [verdict_section(m, found), legend_section(), by_cause, failures]
+    out = [verdict_section(m, found), legend_section(), by_cause, failures, controls_section(m)]
     out.append(Section("Environments", list(envs[0]) if envs else [], [list(r.values()) for r in envs],
                        anchor="environments"))
-    out.append(Section("Summary per column", ["column", "all suites"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER],
+    out.append(Section("Summary per column", ["column", "all suites"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER]
+                       + ["instruments"],
                        [[c.label, Bar(m.summary(c))] + [str(m.summary(c).get(k, 0)) for k in KEY_ORDER]
+                        + [instruments_words(c)]
                         for c in m.columns], anchor="summary"))
     if regressions is not None:
         out.append(regressions_section(m, regressions))

@@ -10,6 +10,12 @@ Each column of the matrix is judged on what a user acts on, in six aspects:
   known bugs             reported accelerator bugs this machine has
   against the baseline   what regressed (only with a baseline)
 
+and, where the column ran controls (checks whose answer is known in advance, run on the device
+first), its instruments: a failed control marks the column "instrument not trustworthy here",
+first in its headline, and shows the verdicts of that suite as unconfirmed (never good); controls
+that all passed say so; a run without them (an older run file) says "instruments unchecked" in
+a note only.
+
 Every count comes from ``classify`` of the matrix's cells, the one source for the verdicts,
 the page's sections, matrix.md and matrix.json. The terminal's end summary reads the same
 verdicts for the run that just ended (``for_records``). A reason a line quotes is cut at a
@@ -22,7 +28,8 @@ from collections import Counter
 
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
-from harness.report.matrix import Column, Matrix, build, cell_key, shown, visible
+from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
+                                   instruments_of, is_control, is_emulated, shown, visible)
 
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
 STATES = (BAD, WARN, GOOD, NONE)          # worst first
@@ -31,7 +38,8 @@ SYMBOLS = {GOOD: "OK", WARN: "!!", BAD: "XX", NONE: "--"}   # plain ASCII, for t
 
 @dataclasses.dataclass
 class Aspect:
-    name: str             # environment | ops | numerics | optimizations | known bugs | against the baseline
+    name: str             # instruments | environment | ops | numerics | optimizations | known bugs |
+                          # speed and memory | against the baseline
     state: str            # good | warn | bad | none (not run here)
     line: str             # one line in the user's words: what is so, and the switch when it is bad
     detail: list[str] = dataclasses.field(default_factory=list)   # what the line counts (ops, causes), complete
@@ -49,6 +57,7 @@ class Verdict:
     aspects: list[Aspect]
     partial: str = ""     # "" for a complete run; else what was selected and which targets were absent
     older_judge: str = "" # "" unless records here were written by an older judge, and what the report did
+    instruments_note: str = ""   # "" unless no control ran here (instruments unchecked), and why
 
 
 # ----------------------------------------------------------------------------- one record
@@ -56,6 +65,7 @@ class Verdict:
 PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
 BROKEN = Status.BAD                                             # cell keys of a check that ran and did not hold
 UNDETERMINED = "cause not determined"
+CONTROL_FAILED = "an instrument failed its control"   # the cause of a failed control (matrix.is_control)
 
 # What a user must act on, by kind (``finding_of``), in the order the page lists them.
 FINDINGS = (
@@ -86,10 +96,12 @@ def cause_of(rec: dict) -> str:
     reruns found (harness.parity.numerics.causes), a crash or timeout, an error of the check
     itself; UNDETERMINED otherwise, never dropped."""
     met = rec.get("metrics") or {}
+    key = cell_key(rec)
+    if is_control(rec) and key in BROKEN:
+        return CONTROL_FAILED
     cause = met.get("cause")
     if isinstance(cause, str) and cause and cause != "unexplained":
         return cause + (" (suspected)" if met.get("cause_suspected") else "")
-    key = cell_key(rec)
     if key in (Status.CRASH, Status.TIMEOUT):
         return {Status.CRASH: "crashed", Status.TIMEOUT: "timed out"}[key]
     if key == Status.ERROR:
@@ -107,13 +119,17 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
     from harness.parity.numerics import causes
     name = cause.removesuffix(" (suspected)")
     if name in causes.CAUSES:
-        kind = {"cpu": "cpu", "cuda": "cuda", "mps": "mps"}.get(rec.get("target") or "", "stand-in")
+        target = rec.get("target") or ""
+        kind = "mps" if is_emulated(target) else {"cpu": "cpu", "cuda": "cuda", "mps": "mps"}.get(target, "stand-in")
         said = causes.describe(name, kind, _dtype(rec))
         what, switch = said.get("cause_what", ""), said.get("switch", "")
         if cause.endswith("(suspected)"):
             what = "suspected from an older judge's metrics: " + what
         return what, switch
     return {
+        CONTROL_FAILED: ("a check whose answer is known in advance gave another on this device: the suite's "
+                         "instrument cannot be trusted here, and its other verdicts in this column are unconfirmed",
+                         "read the control's reason (it names the switch); rerun the suite once the control passes"),
         "crashed": ("the process died in the check", "report it to PyTorch with the record (op, dtype, shape)"),
         "timed out": ("the check ran past its time limit", "--check-timeout SECONDS raises the limit; a hang is a "
                                                            "bug to report"),
@@ -148,6 +164,8 @@ def family_of(rec: dict) -> str:
     kind = records.kind_of(rec)
     if kind in RecordKind.KNOWN_BUGS:
         return "known bugs"
+    if is_control(rec):
+        return "controls"
     check, subject = rec.get("check", ""), rec.get("subject") or ""
     if subject.startswith("model") or "model" in (rec.get("metrics") or {}):
         return "models"
@@ -356,6 +374,56 @@ def _speed(recs: list[dict]) -> Aspect:
     return Aspect("speed and memory", GOOD, f"{_n(len(perf), 'measurement')}, none failed", anchor="perf")
 
 
+# What each suite's controls vouch for: the aspects read through that suite's instruments.
+ASPECTS_OF_SUITE = {"ops": ("ops",), "parity": ("numerics", "known bugs"), "optim": ("optimizations",),
+                    "perf": ("speed and memory",)}
+UNCHECKED_NOTE = ("instruments unchecked: this run has no controls (written before mps-compat had them, or the "
+                  "controls were not selected)")
+
+
+def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, str]:
+    """(the instruments aspect, or None; the note a verdict carries when there is none).
+
+    A failed control: BAD, its line the one the column is marked with, every failed control in
+    the detail. Controls that all passed: GOOD, with how many and of which suites, and in the
+    detail the suites that ran here without any (an older run merged in). None ran: no aspect,
+    a note (``UNCHECKED_NOTE``, or that every control was skipped, and why)."""
+    if found.failed:
+        first, more = found.failed[0], found.failed[1:]
+        line = first.untrusted + (f"; and {_list(f'{c.suite} control {c.name}' for c in more)}" if more else "")
+        short = f"{UNTRUSTED_WORDS}: {first.suite} control {first.name}" + (
+            f" and {_n(len(more), 'more control')}" if more else "")
+        detail = [c.untrusted for c in found.failed]
+        if found.passed:
+            detail.append(f"passed: {_n(len(found.passed), 'control')} ({', '.join(found.passed_suites())})")
+        return Aspect("instruments", BAD, line, detail, "controls", short), ""
+    if found.passed:
+        line = f"instruments checked: {_n(len(found.passed), 'control')} passed ({', '.join(found.passed_suites())})"
+        detail = [f"skipped here: {c.suite} control {c.name} ({c.message})" for c in found.skipped]
+        checked = {c.suite for c in found.passed + found.skipped}
+        unchecked = [s for s in ASPECTS_OF_SUITE if s not in checked
+                     and any(r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r) for r in recs)]
+        if unchecked:
+            detail.append(f"ran here without controls (an older run, or its controls not selected): "
+                          f"{', '.join(unchecked)}")
+        return Aspect("instruments", GOOD, line, detail, "controls"), ""
+    if found.skipped:
+        return None, ("instruments unchecked: every control was skipped here ("
+                      + _list((f"{c.suite} control {c.name}: {c.message}" for c in found.skipped), 4) + ")")
+    return None, UNCHECKED_NOTE
+
+
+def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
+    """An aspect measured through instruments that failed their controls: never good (a
+    warning at best; bad stays bad), its line saying why it is unconfirmed."""
+    if aspect.state == NONE:
+        return aspect
+    return dataclasses.replace(
+        aspect, state=BAD if aspect.state == BAD else WARN,
+        line=f"unconfirmed (the {suite} instruments failed their controls): {aspect.line}",
+        short=f"{aspect.short} (unconfirmed)" if aspect.short else "")
+
+
 def _against(regressions: list | None) -> Aspect | None:
     if regressions is None:
         return None
@@ -457,8 +525,16 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
             out.append(Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
                 Aspect("environment", NONE, why, anchor="environments")]))   # what was selected says nothing here
             continue
-        aspects = [_environment(recs, col.target), _ops(recs, col.target), _numerics(recs), _optimizations(recs),
-                   _known_bugs(recs), _speed(recs)]
+        checks = [r for r in recs if not is_control(r)]   # the controls speak through the instruments aspect
+        aspects = [_environment(checks, col.target), _ops(checks, col.target), _numerics(checks),
+                   _optimizations(checks), _known_bugs(checks), _speed(checks)]
+        found = instruments_of(recs)   # the same as each column's (matrix.Column.instruments)
+        instruments, instruments_note = _instruments(found, recs)
+        failed = found.failed_suites()
+        for suite in failed:
+            aspects = [_unconfirmed(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
+        if instruments:
+            aspects.insert(0, instruments)
         compared = regressions is not None and any(cid in regressions for cid in ids)
         against = _against([c for cid in ids for c in regressions.get(cid, [])] if compared else None)
         if against:
@@ -478,7 +554,8 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
                           f"{col.target}\"` again for today's judge.")
         state = worst(a.state for a in aspects)
         headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or "nothing measured"
-        out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note))
+        out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note,
+                           instruments_note))
     return sorted(out, key=lambda v: v.state == NONE)   # a target that is not on its machine: last
 
 

@@ -1,0 +1,385 @@
+"""A column that checked its own instruments (issue 27): the report and the terminal say what
+its controls found, and never contradict it.
+
+A control is a check whose answer is known in advance, run on the device first
+(``<suite>/controls/<name>``, ``metrics.record_kind`` "control"). One that failed marks its
+column "instrument not trustworthy here" in the verdict, the terminal, matrix.md, matrix.html
+and matrix.json, and shows the verdicts of its suite there as unconfirmed; controls that all
+passed say "instruments checked"; a run without them (an older run file) is read as before,
+with "instruments unchecked" in a note only. An emulated Mac's column (standin-mps) is named as
+emulated, on the host's CPU, never by a Mac's chip. The pre-upgrade check puts a line before
+the regressions of a candidate whose controls failed."""
+import html
+import json
+import re
+
+import pytest
+
+from harness.core import runfiles
+from harness.core.records import Category, RecordKind, Status
+from harness.env import devices
+from harness.env.facts import env_id
+from harness.report import compare, matrix, schema, verdict
+from harness.report.matrix import build, device_name
+from tests import test_compare
+from tests.conftest import load_facts
+from tests.test_report import write_run
+from tools import report
+
+FALLBACK_SWALLOWED = ("instrument not trustworthy here: fallback-seen: expected a fallback warning for aten::_foo, "
+                      "saw none; the fallback warnings are swallowed, so ops that run on the CPU look native; "
+                      "run with -W default::UserWarning")
+SAID = "instrument not trustworthy here: ops control fallback-seen"   # what the column is marked with
+
+
+def check(name: str, status: str = Status.PASS, category: str = Category.NA, target: str = "cpu", reason: str = "",
+          **metrics) -> dict:
+    suite, subject, *variant = name.split("/")
+    return {"check": name, "suite": suite, "subject": subject, "variant": "/".join(variant), "target": target,
+            "status": status, "category": category, "reason": reason, "metrics": metrics}
+
+
+def control(suite: str, name: str, status: str = Status.PASS, reason: str = "", target: str = "cpu") -> dict:
+    return check(f"{suite}/controls/{name}", status, Category.CONTROL, target, reason,
+                 record_kind=RecordKind.CONTROL, control=name, expected="a known answer", seen="what the device gave")
+
+
+def checks(target: str = "cpu") -> list[dict]:
+    """One ordinary check of every aspect, each passing."""
+    return [check("env/threads", target=target),
+            check("ops/add/float32", category=Category.NATIVE, target=target),
+            check("parity/add/float32/forward", category=Category.PARITY, target=target, margin=0.1),
+            check("parity/known_bug/sdpa-nan", category=Category.PARITY, target=target,
+                  record_kind=RecordKind.KNOWN_BUG, known_bug="sdpa-nan"),
+            check("optim/gradient-checkpointing/memory", category=Category.HOLDS, target=target, mem_ratio=0.5,
+                  ci_low=0.5, ci_high=0.5, bound=0.62, kind="lower"),
+            check("perf/op_time/add", category=Category.TIMED, target=target, median_s=0.001)]
+
+
+PASSING = [("ops", "fallback-seen"), ("ops", "native-seen"), ("parity", "exact-passes"),
+           ("optim", "memory-sees-allocation"), ("perf", "timing-sees-queued-work")]
+
+
+def controls(failed: dict | None = None, target: str = "cpu") -> list[dict]:
+    """The controls of PASSING, those named in ``failed`` ((suite, name) -> reason) failing."""
+    failed = failed or {}
+    return [control(s, n, Status.FAIL if (s, n) in failed else Status.PASS, failed.get((s, n), ""), target)
+            for s, n in PASSING]
+
+
+FACTS = load_facts("linux_x86_64")
+
+
+def verdict_of(recs: list[dict], facts: dict = FACTS) -> verdict.Verdict:
+    """The verdict of one run of these records, as the terminal's summary makes it."""
+    header = {"run": "R1", "env_id": env_id(facts), "facts": facts, "started": "2026-01-01T00:00:00Z",
+              "pytest_args": ["suites/"]}
+    (found,) = verdict.for_records(header, recs, {"kind": "end", "run": "R1"})
+    return found
+
+
+def aspect(v: verdict.Verdict, name: str) -> verdict.Aspect | None:
+    return next((a for a in v.aspects if a.name == name), None)
+
+
+# ----------------------------------------------------------------------------- the verdict
+
+
+def test_a_failed_control_marks_the_column_and_leaves_its_suite_unconfirmed():
+    v = verdict_of(checks() + controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED}))
+    inst = aspect(v, "instruments")
+    assert inst is v.aspects[0] and inst.state == verdict.BAD
+    assert inst.line == (f"{SAID} (expected a fallback warning for aten::_foo, saw none; the fallback warnings are "
+                         "swallowed, so ops that run on the CPU look native; run with -W default::UserWarning)")
+    assert v.state == verdict.BAD and v.headline.startswith(SAID), v.headline
+    ops = aspect(v, "ops")
+    assert ops.state == verdict.WARN   # it was good: unconfirmed, never good
+    assert ops.line.startswith("unconfirmed (the ops instruments failed their controls): 1 native"), ops.line
+    assert "(of 1 op checks run)" in ops.line   # the control is not counted as an op
+    for other in ("environment", "numerics", "known bugs", "optimizations", "speed and memory"):
+        assert aspect(v, other).state == verdict.GOOD and "unconfirmed" not in aspect(v, other).line, other
+    assert v.instruments_note == ""
+
+
+@pytest.mark.parametrize("suite, name, unconfirmed", [
+    ("ops", "native-seen", ("ops",)),
+    ("parity", "exact-passes", ("numerics", "known bugs")),
+    ("optim", "memory-sees-allocation", ("optimizations",)),
+    ("perf", "timing-sees-queued-work", ("speed and memory",)),
+])
+def test_each_suite_s_control_vouches_for_its_own_verdicts(suite, name, unconfirmed):
+    v = verdict_of(checks() + controls({(suite, name): f"instrument not trustworthy here: {name}: expected 1, saw 2"}))
+    line = aspect(v, "instruments").line
+    assert line == f"instrument not trustworthy here: {suite} control {name} (expected 1, saw 2)"
+    for a in v.aspects[1:]:
+        if a.name in unconfirmed:
+            assert a.state == verdict.WARN and a.line.startswith(
+                f"unconfirmed (the {suite} instruments failed their controls): "), (a.name, a.line)
+        else:
+            assert a.state == verdict.GOOD and "unconfirmed" not in a.line, (a.name, a.line)
+
+
+def test_a_bad_verdict_stays_bad_when_unconfirmed_and_every_failed_control_is_named():
+    recs = checks() + [check("ops/sub/float32", Status.FAIL, Category.NATIVE, reason="wrong")]
+    recs += controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED, ("perf", "timing-sees-queued-work"): "too quick"})
+    v = verdict_of(recs)
+    assert aspect(v, "ops").state == verdict.BAD and aspect(v, "ops").line.startswith("unconfirmed (the ops")
+    inst = aspect(v, "instruments")
+    assert inst.line.endswith("; and perf control timing-sees-queued-work"), inst.line
+    assert inst.detail[:2] == [f"{SAID} (expected a fallback warning for aten::_foo, saw none; the fallback "
+                               "warnings are swallowed, so ops that run on the CPU look native; run with "
+                               "-W default::UserWarning)",
+                               "instrument not trustworthy here: perf control timing-sees-queued-work (too quick)"]
+    assert inst.detail[2] == "passed: 3 controls (ops, parity, optim)"
+    assert v.headline.startswith(f"{SAID} and 1 more control;"), v.headline
+
+
+def test_controls_that_all_passed_say_so():
+    v = verdict_of(checks() + controls())
+    inst = aspect(v, "instruments")
+    assert inst.state == verdict.GOOD
+    assert inst.line == "instruments checked: 5 controls passed (ops, parity, optim, perf)"
+    assert v.state == verdict.GOOD and "unconfirmed" not in " ".join(a.line for a in v.aspects)
+    assert v.instruments_note == ""
+
+
+def test_the_detail_names_a_skipped_control_and_the_suites_that_ran_without_any():
+    skipped = control("ops", "fallback-seen", Status.SKIP, "every op has a kernel here")
+    v = verdict_of(checks() + [control("ops", "native-seen"), skipped])
+    inst = aspect(v, "instruments")
+    assert (inst.state, inst.line) == (verdict.GOOD, "instruments checked: 1 control passed (ops)")
+    assert inst.detail == ["skipped here: ops control fallback-seen (every op has a kernel here)",
+                           "ran here without controls (an older run, or its controls not selected): parity, optim, "
+                           "perf"]
+
+
+def test_a_run_without_controls_is_read_as_before_with_a_note_only():
+    v = verdict_of(checks())
+    assert aspect(v, "instruments") is None and v.state == verdict.GOOD
+    assert v.instruments_note == ("instruments unchecked: this run has no controls (written before mps-compat had "
+                                  "them, or the controls were not selected)")
+    assert not any("instrument" in line for line in verdict.terminal_lines([v]))   # a note, not news
+
+
+def test_controls_that_were_all_skipped_are_said_in_the_note():
+    recs = checks() + [check("ops/controls/fallback-seen", Status.SKIP, Category.CONTROL,
+                             reason="every op has a kernel for this device in this torch",
+                             record_kind=RecordKind.CONTROL, control="fallback-seen")]
+    v = verdict_of(recs)
+    assert aspect(v, "instruments") is None
+    assert v.instruments_note == ("instruments unchecked: every control was skipped here (ops control fallback-seen: "
+                                  "every op has a kernel for this device in this torch)")
+
+
+def test_a_failed_control_is_its_own_cause_among_the_failures():
+    recs = controls({("parity", "exact-passes"): "expected a pass, saw a fail"})
+    (group,) = verdict.failure_groups(recs)
+    assert group.cause == verdict.CONTROL_FAILED and group.checks == ["parity/controls/exact-passes"]
+    assert "unconfirmed" in group.what and group.switch
+    assert verdict.family_of(recs[2]) == "controls"
+
+
+# ----------------------------------------------------------------------------- the terminal
+
+
+def test_the_terminal_names_the_failed_control_first():
+    v = verdict_of(checks() + controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED}))
+    lines = verdict.terminal_lines([v])
+    assert lines[0].startswith(f"XX {v.title}: {SAID}"), lines[0]
+    assert lines[1] == f"   instruments: {aspect(v, 'instruments').line}"
+    assert any(line.startswith("   ops: unconfirmed (the ops instruments failed their controls)") for line in lines)
+
+
+# ----------------------------------------------------------------------------- the files
+
+
+def instrument_contradictions(found, doc: dict, md: str, page: str) -> list[str]:
+    """Where the verdicts, matrix.json, matrix.md and the page disagree on a column's instruments."""
+    said = []
+    text = html.unescape(page)
+    columns = {c["id"]: c for c in doc["columns"]}
+    untrusted = [cid for cid, c in columns.items() if c["instruments"]["state"] == matrix.UNTRUSTED]
+    for v in found:
+        ids = [cid for cid in columns if cid == v.column_id or cid.startswith(v.column_id + "/")]
+        mine = [columns[cid]["instruments"] for cid in ids]
+        if any(x != mine[0] for x in mine):
+            said.append(f"{v.title}: its columns' instruments differ")
+        state, inst = mine[0]["state"], aspect(v, "instruments")
+        marked = v.headline.startswith(matrix.UNTRUSTED_WORDS)
+        if state == matrix.UNTRUSTED:
+            if v.state == verdict.GOOD or not marked or inst is None or inst.state != verdict.BAD:
+                said.append(f"{v.title}: untrusted in matrix.json, the verdict does not say so")
+            for failed in mine[0]["failed"]:
+                words = f"{matrix.UNTRUSTED_WORDS}: {failed['suite']} control {failed['control']}"
+                if words not in md or words not in text or not any(words in x for x in verdict.terminal_lines([v])):
+                    said.append(f"{v.title}: {words} is missing from matrix.md, the page or the terminal")
+                for name in verdict.ASPECTS_OF_SUITE[failed["suite"]]:
+                    a = aspect(v, name)
+                    if a and a.state == verdict.GOOD:
+                        said.append(f"{v.title}: {name} is good though the {failed['suite']} instruments failed")
+        elif marked or (inst and inst.state == verdict.BAD) or any("unconfirmed" in a.line for a in v.aspects):
+            said.append(f"{v.title}: {state} in matrix.json, the verdict says the instruments failed")
+        elif state == matrix.TRUSTED and (inst is None or inst.state != verdict.GOOD):
+            said.append(f"{v.title}: trusted in matrix.json, the verdict does not say instruments checked")
+        elif state == matrix.UNCHECKED and (inst is not None or not v.instruments_note.startswith(
+                "instruments unchecked")):
+            said.append(f"{v.title}: unchecked in matrix.json, the verdict does not say so")
+    if untrusted and "instruments not trustworthy</span>" not in text:
+        said.append("the page's column headers carry no badge")
+    if not untrusted and ("instruments not trustworthy</span>" in text or matrix.UNTRUSTED_WORDS in md):
+        said.append("a column is marked untrusted where none is")
+    return said
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A report of two machines: one whose ops control failed (an emulated Mac's broken variant),
+    one whose controls passed, and an older run without controls: (found, json, md, html)."""
+    tmp = tmp_path_factory.mktemp("controls")
+    other = {**FACTS, "host": "other", "cpu": {**FACTS["cpu"], "model": "Intel Xeon"}}
+    old = {**FACTS, "host": "older"}
+    files = [write_run(tmp / "bad.jsonl", FACTS, checks("standin-mps-mute")
+                       + controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED}, "standin-mps-mute")),
+             write_run(tmp / "good.jsonl", other, checks() + controls(), run="R2"),
+             write_run(tmp / "old.jsonl", old, checks(), run="R3")]
+    out = tmp / "out"
+    assert report.main([*map(str, files), "--out", str(out), "--kernels", str(tmp / "none"), "--no-baseline"]) == 0
+    runs, _, _ = report.load(list(map(str, files)))
+    found = verdict.verdicts(build(runs))
+    return (found, json.loads((out / "matrix.json").read_text(encoding="utf-8")),
+            (out / "matrix.md").read_text(encoding="utf-8"), (out / "matrix.html").read_text(encoding="utf-8"))
+
+
+def test_matrix_json_carries_each_column_s_instruments_and_matches_its_schema(written):
+    _, doc, _, _ = written
+    assert schema.problem(doc) is None
+    by_host = {c["facts"]["host"]: c["instruments"] for c in doc["columns"]}
+    assert by_host["vm"] == {"state": "untrusted", "passed": 4, "skipped": 0, "failed": [
+        {"suite": "ops", "control": "fallback-seen", "message": FALLBACK_SWALLOWED.split("fallback-seen: ", 1)[1]}]}
+    assert by_host["other"] == {"state": "trusted", "failed": [], "passed": 5, "skipped": 0}
+    assert by_host["older"] == {"state": "unchecked", "failed": [], "passed": 0, "skipped": 0}
+    (verdict_json,) = [v for v in doc["verdicts"] if "standin-mps-mute" in v["title"]]
+    assert verdict_json["aspects"][0]["name"] == "instruments" and verdict_json["headline"].startswith(SAID)
+
+
+@pytest.mark.parametrize("break_it", [
+    lambda c: c["instruments"].update(state="trusted"),          # a failed control under "trusted"
+    lambda c: c["instruments"].update(failed=[]),                # untrusted with nothing failed
+    lambda c: c["instruments"].pop("failed"),
+])
+def test_the_schema_catches_instruments_that_contradict_themselves(written, break_it):
+    _, doc, _, _ = written
+    doc = json.loads(json.dumps(doc))
+    (col,) = [c for c in doc["columns"] if c["instruments"]["state"] == "untrusted"]
+    break_it(col)
+    assert "instruments" in (schema.problem(doc) or "")
+
+
+def test_matrix_md_and_the_page_mark_the_column_and_say_the_rest(written):
+    found, doc, md, page = written
+    label = next(c["label"] for c in doc["columns"] if c["instruments"]["state"] == "untrusted")
+    ops_table = md.split("\n## ops\n")[1].split("\n## ")[0]
+    line = next(x for x in ops_table.splitlines() if matrix.UNTRUSTED_WORDS in x)
+    assert line.startswith(f"**{label}**: {SAID} (expected a fallback warning for aten::\\_foo"), line
+    assert "instruments checked: 5 controls passed (ops, parity, optim, perf)" in md
+    assert "instruments unchecked: this run has no controls" in md
+    text = html.unescape(page)
+    badges = re.findall(r"<span class='badge untrusted' title='([^']*)'>instruments not trustworthy</span>", page)
+    assert badges and all(html.unescape(b).startswith(SAID) for b in badges)
+    assert len(badges) == len(re.findall(r"<table class='matrix'", page))  # one column marked in every matrix
+    assert "instruments checked: 5 controls passed" in text and "instruments unchecked: this run has no" in text
+    assert "Instruments: the controls of each column" in text
+
+
+def test_the_report_never_contradicts_the_controls(written):
+    found, doc, md, page = written
+    assert instrument_contradictions(found, doc, md, page) == []
+
+
+def test_the_contradiction_finder_finds_what_it_looks_for(written):
+    """The check above can fail: a verdict that hides the failed control, a JSON column that
+    calls it trusted, a page without the badge are each found."""
+    found, doc, md, page = written
+    hidden = [verdict.Verdict(**{**v.__dict__, "headline": v.headline.replace(SAID, "fine"),
+                                 "aspects": [a for a in v.aspects if a.name != "instruments"], "state": "good"})
+              for v in found]
+    assert any("does not say so" in x for x in instrument_contradictions(hidden, doc, md, page))
+    trusted = json.loads(json.dumps(doc))
+    for c in trusted["columns"]:
+        c["instruments"].update(state="trusted", failed=[], passed=max(1, c["instruments"]["passed"]))
+    assert any("says the instruments failed" in x for x in instrument_contradictions(found, trusted, md, page))
+    assert any("badge" in x for x in instrument_contradictions(found, doc, md, page.replace(
+        "instruments not trustworthy</span>", "</span>")))
+
+
+# ----------------------------------------------------------------------------- the emulated Mac
+
+
+def test_an_emulated_mac_is_named_as_emulated_on_the_host_s_cpu_never_by_a_mac_chip(recorded, monkeypatch):
+    assert device_name(FACTS, "standin-mps") == "emulated Mac (standin-mps) on AMD EPYC"
+    mac = recorded("apple_silicon_native")   # a header whose facts name a Mac's chip
+    assert device_name(mac, "standin-mps-frozen") == "emulated Mac (standin-mps-frozen) on the host's CPU"
+    assert device_name(mac, "mps") == "Apple M3 Pro"   # a real Mac's column keeps its chip
+    chip_as_cpu = {k: v for k, v in mac.items() if k != "mac"}   # an older header: the chip only as the CPU's model
+    assert device_name(chip_as_cpu, "standin-mps") == "emulated Mac (standin-mps) on the host's CPU"
+    assert not matrix.is_emulated("standin-mpsx") and not matrix.is_emulated("cpu")
+    v = verdict_of(checks("standin-mps") + controls(target="standin-mps"), mac)
+    assert v.title.startswith("emulated Mac (standin-mps) on the host's CPU · torch ") and "M3" not in v.title
+
+    class Double(devices.StandIn):   # an emulating stand-in registered under another name
+        name, emulates = "mac-double", "mps"
+    monkeypatch.setitem(devices.STAND_INS, "mac-double", Double())
+    assert device_name(FACTS, "mac-double") == "emulated Mac (mac-double) on AMD EPYC"
+
+
+def test_the_emulated_column_is_labelled_so_in_every_file(written):
+    found, doc, md, page = written
+    (col,) = [c for c in doc["columns"] if c["target"] == "standin-mps-mute"]
+    assert col["device"] == "emulated Mac (standin-mps-mute) on AMD EPYC"
+    assert col["label"].startswith("vm emulated Mac (standin-mps-mute) on AMD EPYC · torch ")
+    assert col["label"] in md and col["label"] in html.unescape(page)
+    heads = re.findall(r"<tr class='cols'>.*?</tr>", page)   # each matrix's column headers
+    assert heads and all("<br>emulated Mac (standin-mps-mute) on AMD EPYC<br><span class='badge" in h for h in heads)
+
+
+# ----------------------------------------------------------------------------- the upgrade check
+
+
+def sides(tmp_path, baseline_status: str, candidate_status: str):
+    def recs(status):
+        return [test_compare.rec("ops/add/float32/forward", category="native"),
+                test_compare.rec("ops/controls/fallback-seen", status, "control",
+                                 reason="" if status == "pass" else FALLBACK_SWALLOWED, record_kind="control",
+                                 control="fallback-seen")]
+    a = test_compare.write_run(tmp_path / "a.jsonl", recs(baseline_status))
+    b = test_compare.write_run(tmp_path / "b.jsonl", recs(candidate_status), torch_version="2.9.0", run_id="r2")
+    return compare.load_side([str(a)]), compare.load_side([str(b)])
+
+
+def test_a_control_that_fails_in_the_candidate_is_a_regression_preceded_by_the_instruments_line(tmp_path):
+    cmp = compare.compare(*sides(tmp_path, "pass", "fail"))
+    assert [(c.check, c.rule) for c in cmp.regressions] == [("ops/controls/fallback-seen", "status")]
+    said = ("the candidate's ops instruments failed their controls (fallback-seen on cpu): its verdicts are "
+            "unconfirmed")
+    assert cmp.instruments == [said]
+    text = compare.render(cmp, "table")
+    assert said in text and text.index(said) < text.index("Regressions (1)")
+    assert f"**{said}**" in compare.render(cmp, "md")
+    assert json.loads(compare.render(cmp, "json"))["instruments"] == [said]
+
+
+def test_the_instruments_line_stands_when_the_control_failed_on_both_sides_and_not_when_it_passes(tmp_path):
+    both = compare.compare(*sides(tmp_path, "fail", "fail"))
+    assert both.regressions == [] and both.instruments and both.instruments[0] in compare.render(both)
+    (tmp_path / "again").mkdir()
+    fine = compare.compare(*sides(tmp_path / "again", "fail", "pass"))
+    assert fine.instruments == [] and "instruments" not in compare.render(fine)
+    assert [(c.check, c.kind) for c in fine.changes] == [("ops/controls/fallback-seen", "improvement")]
+
+
+def test_the_run_file_reader_keeps_a_control_record(tmp_path):
+    """A control record passes the record contract's reader, so the report ever sees it."""
+    path = write_run(tmp_path / "c.jsonl", FACTS, controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED}))
+    rf = runfiles.read_file(path)
+    assert rf.errors == [] and len(rf.runs[0].records) == len(PASSING)
+    assert matrix.instruments_of(rf.runs[0].records).state == matrix.UNTRUSTED
