@@ -98,6 +98,11 @@ FIGURES: dict[str, dict] = {
     # the developers' run file: three `-m perf -n 2` runs, each check's time less its wait for
     # the timing lock, added up: 293, 322, 570 s
     "suites/perf/test_perf.py": {"cpu_s": 320, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
+    # the controls: issue 27's measurements, imports of the child included on the first target
+    "suites/ops/test_ops_controls.py": {"cpu_s": 2, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/parity/test_parity_controls.py": {"cpu_s": 4, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/optim/test_optim_controls.py": {"cpu_s": 10, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/perf/test_perf_controls.py": {"cpu_s": 2, "checks": {"cpu": 2, "cuda": 2, "mps": 2}},
 }
 FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suiteplan.py)"
 EARLIER = "this environment's earlier runs"

@@ -86,6 +86,9 @@ class Category:
       optim   a documented optimization claim, measured: the claim's verdict
       perf    a time taken (its interval narrow, or too wide to compare: noisy), or memory
               over a long run (steady, grows, or no verdict: inconclusive)
+      control a known-answer check of a suite's own instrument on the device (ops, parity, optim,
+              perf: harness/ops/controls.py and its siblings), whose status says whether the
+              instrument can be trusted there; the env suite reads facts and has none
     """
     NA = "n/a"
     NATIVE = "native"
@@ -109,6 +112,7 @@ class Category:
     GROWS = "grows"
     TIMES = (TIMED, NOISY)                   # a perf figure: its interval narrow, or wide
     GROWTH = (STEADY, GROWS, INCONCLUSIVE)   # memory over a long run
+    CONTROL = "control"                      # a known-answer check of the suite's instrument on the device
     RAN = (NATIVE, CPU_FALLBACK)             # an op that ran, natively or with a fallback
     OPS = (NATIVE, CPU_FALLBACK, UNSUPPORTED, NA)   # the ops suite's verdicts on running an op
 
@@ -116,11 +120,11 @@ class Category:
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "env": (Category.NA,),
     "ops": (Category.NATIVE, Category.CPU_FALLBACK, Category.UNSUPPORTED, Category.ERROR, Category.CRASH,
-            Category.TIMEOUT, Category.NA),
+            Category.TIMEOUT, Category.CONTROL, Category.NA),
     "parity": (Category.PARITY, Category.RAISES, Category.REPEATABLE, Category.UNREPEATABLE, Category.COMPILE_FAILED,
-               Category.NA),
-    "optim": (*Category.CLAIM_VERDICTS, Category.NA),
-    "perf": (*Category.TIMES, Category.STEADY, Category.GROWS, Category.INCONCLUSIVE, Category.NA),
+               Category.CONTROL, Category.NA),
+    "optim": (*Category.CLAIM_VERDICTS, Category.CONTROL, Category.NA),
+    "perf": (*Category.TIMES, Category.STEADY, Category.GROWS, Category.INCONCLUSIVE, Category.CONTROL, Category.NA),
 }
 ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in cats))
 
@@ -131,6 +135,7 @@ class RecordKind:
     KNOWN_BUG = "known-bug"           # a reported accelerator bug's check: metrics.known_bug, issue, reported
     REPEATABLE = "repeatable"         # a known-bug case rerun for the same bits: metrics.known_bug, runs
     KNOWN_BUGS = (KNOWN_BUG, REPEATABLE)
+    CONTROL = "control"               # a suite's control (<suite>/controls/<name>): metrics.control, expected, seen
 
 
 class ClaimKind:
@@ -442,6 +447,9 @@ METRICS = Shape({
     "predicted_without_mps_kernel": Of(list, str),
     "ops": dict,
     "known_bug": str,
+    "control": str,
+    "expected": str,
+    "seen": str,
     "cpu_finding": dict,
     "trends": Of(dict, Shape({"verdict": str, "growth_bytes": NUMBER, "per_step_bytes": NUMBER, "ci_low": NUMBER,
                               "ci_high": NUMBER, "tolerance_bytes": NUMBER})),

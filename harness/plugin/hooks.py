@@ -38,7 +38,7 @@ facts.force_offline()  # before anything can import huggingface_hub
 import pytest  # noqa: E402
 
 from harness.core import cases, records, runfiles  # noqa: E402
-from harness.env import devices  # noqa: E402
+from harness.env import devices, instruments  # noqa: E402
 from harness.parity.properties import profiles  # noqa: E402  (registers the hypothesis profiles)
 from harness.plugin import options  # noqa: E402
 from harness.plugin.record import Recorder, build_record, clean_xfail, message_of  # noqa: E402
@@ -403,7 +403,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("target", [options.target_param(t, t) for t in targets])
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
+    """Each check's id and its suite's marker, before anyone selects (so ``-m ops`` finds
+    them); the OPT_IN checks a -m expression does not name, left out. Then, around every
+    other plugin's selection (pytest's -k, -m and --deselect run inside this wrapper), the
+    controls (harness.env.instruments): a suite's controls for a target are kept whenever
+    any other check of that suite on that target is selected, even where -k or -m left them
+    out (a verdict is worth what its instruments are), and every control runs first."""
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
         ident = records.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
@@ -418,6 +425,52 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=held)
         left = {id(item) for item in held}
         items[:] = [item for item in items if id(item) not in left]
+    collected = list(items)
+    result = yield
+    kept = kept_controls(config, collected, items)
+    if kept:
+        items.extend(kept)
+        _undeselected(config, kept)
+    order = {id(item): i for i, item in enumerate(collected)}
+    first = sorted((item for item in items if _is_control(item)), key=lambda item: order.get(id(item), 0))
+    items[:] = first + [item for item in items if not _is_control(item)]
+    return result
+
+
+def _is_control(item) -> bool:
+    ident = item.stash.get(IDENTITY, None)
+    return ident is not None and ident["subject"] == instruments.SUBJECT and ident["suite"] in records.CATEGORIES
+
+
+def kept_controls(config, collected: list, selected: list) -> list:
+    """The controls that a selection left out (-k, -m) though it selected another check of
+    their suite on their target; a control the user named in --deselect stays out."""
+    chosen = {id(item) for item in selected}
+    wanted = {(item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) for item in selected
+              if IDENTITY in item.stash and not _is_control(item)}
+    named = tuple(config.getoption("deselect", None) or ())
+    return [item for item in collected if id(item) not in chosen and _is_control(item)
+            and (item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) in wanted
+            and not item.nodeid.startswith(named)]
+
+
+def _undeselected(config, kept: list) -> None:
+    """The kept controls taken back out of the deselected counts (this run's header, pytest's
+    own summary line), and said on the terminal."""
+    state = config.stash.get(STATE, None)
+    if state is not None and state.collection["deselected"] is not None:
+        state.collection["deselected"] -= len(kept)
+    tr = terminal(config)
+    if tr is None:
+        return
+    back = {id(item) for item in kept}
+    if isinstance(tr.stats.get("deselected"), list):
+        tr.stats["deselected"] = [item for item in tr.stats["deselected"] if id(item) not in back]
+        if not tr.stats["deselected"]:
+            del tr.stats["deselected"]
+    if state is not None and state.controller and runs_checks(config):
+        tr.write_line(f"mps-compat: {plural(len(kept), 'control')} kept beside the -k / -m selection: a suite's "
+                      "controls run first on every target where any of its checks runs")
 
 
 def opted_out(markexpr: str | None, items: list) -> list:
