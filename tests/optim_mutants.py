@@ -30,7 +30,7 @@ def keeps_the_result_sabotaged(name, device):
     return same_result.keeps_the_result(name, device)
 
 
-def measure_claim_sabotaged(name, quantity, device, scale="small"):
+def measure_claim_sabotaged(name, quantity, device, scale="small", family=()):
     chosen = _sabotage()
     if "no-checkpointing" in chosen:
         from transformers import PreTrainedModel
@@ -41,4 +41,4 @@ def measure_claim_sabotaged(name, quantity, device, scale="small"):
         def build_optimizer(setup, params):
             return real(setup.but(optimizer="adamw") if setup.optimizer == "adafactor" else setup, params)
         workloads.build_optimizer = build_optimizer
-    return techniques.measure_claim(name, quantity, device, scale)
+    return techniques.measure_claim(name, quantity, device, scale, family)

@@ -397,3 +397,48 @@ def test_every_document_has_a_title_and_the_file_names_none():
 def test_each_documents_original_title_stands_in_its_first_lines(file):
     head = "\n".join(_seed_text(file).splitlines()[:60])
     assert D.document(file).original in head
+
+
+# --------------------------------------------------------------------------- an emulated device
+
+class _RecordedMac(devices.StandIn):
+    """An emulating stand-in whose machine is a recorded Mac (macOS ``version``)."""
+    name, emulates = "standin-claims-mac", "mps"
+
+    def __init__(self, version: str):
+        self.version = version
+
+    def facts(self):
+        f = load_facts("apple_silicon_native")
+        f["mac"]["version"] = self.version
+        f["packages"] = {"torch": f["packages"]["torch"], "peft": None}   # the recorded Mac had no peft
+        return f
+
+
+@pytest.mark.parametrize("version, applies", [("14.5", True), ("13.6", False)])
+def test_an_emulated_mac_is_gated_by_its_recorded_machine_and_this_environments_packages(monkeypatch, version,
+                                                                                          applies):
+    """The emulated Mac's gates read the recorded Mac (its macOS decides bf16) and the packages
+    that really run here (the live ones, not the recorded machine's list); a target that is
+    not emulating reads this machine's facts."""
+    mac = _RecordedMac(version)
+    monkeypatch.setitem(devices.STAND_INS, mac.name, mac)
+    live = {**load_facts("linux_x86_64"), "packages": {"torch": "2.15.0", "peft": "0.21.0"}}
+    facts = C.gate_facts(mac.name, live)
+    assert facts["mac"]["version"] == version and facts["packages"]["peft"] == "0.21.0"
+    assert facts["cpu"] == live["cpu"]
+    ok, reason = C.applies("bf16-autocast", devices.rules_of(mac.name), facts, via="torch")
+    assert ok is applies and (applies or "this is 13.6" in reason)
+    assert C.applies("peft-lora", "mps", facts, via="torch")[0]   # peft is installed here
+    assert C.gate_facts("cpu", live)["mac"] is None   # not emulating: this machine's facts
+
+
+def test_the_optimization_cases_run_on_a_registered_emulated_device(monkeypatch):
+    """Every optimization case names the emulating stand-ins registered for its target class
+    (read when the suite collects), and no stand-in that only stands in for the CPU."""
+    mac = _RecordedMac("14.5")
+    monkeypatch.setitem(devices.STAND_INS, mac.name, mac)
+    plain = type("Plain", (devices.StandIn,), {"name": "standin-claims-plain"})()
+    monkeypatch.setitem(devices.STAND_INS, plain.name, plain)
+    assert all(mac.name in case.targets and plain.name not in case.targets for case in C.CASES)
+    assert all(set(C.TARGET_CLASSES) <= set(case.targets) for case in C.CASES)

@@ -353,6 +353,57 @@ def test_the_budget_stops_the_buying_of_rounds(fake_clock):
     assert result["category"] == "inconclusive" and "budget of 60 s spent" in result["reason"]
 
 
+@pytest.mark.parametrize("a, b, rounds", [(0.9, 1.0, 10), (1.2, 1.6, 6), (1.5, 1.5, 6)])
+def test_a_long_step_starts_with_fewer_rounds(fake_clock, a, b, rounds):
+    """A first round of LONG_ROUND_S (2 s) or more starts with LONG_ROUNDS rounds, not the
+    workload's count; a shorter one keeps it. The verdict is the interval's, as before."""
+    run_a, run_b = fake_clock.work("a", a), fake_clock.work("b", b / 2)
+    result = ratios.compare_time(run_a, run_b, Bound(LOWER, 0.8), warmup=1, rounds=10, budget_s=0)
+    assert result["rounds"] == rounds and result["category"] == "holds", result["reason"]
+
+
+# --------------------------------------------------------------------------- timing: a family of sides
+
+def _family(clock, **costs):
+    return {name: clock.work(name, *seconds) for name, seconds in costs.items()}
+
+
+def test_a_family_runs_every_side_once_a_round_reversing_the_order_and_books_each_its_own(fake_clock):
+    """Three sides, each once per round, the order reversed every other round (every two sides
+    swap places, as A B, B A does for two); each pair's durations are its sides' own, from the
+    same rounds, so a side two claims share is timed once for both."""
+    runs = _family(fake_clock, base=(4.0,), ga=(2.0,), ck=(3.0,))
+    pairs = {"ga": ratios.Pair("base", "ga", Bound(LOWER, 0.8)), "ck": ratios.Pair("ga", "ck", Bound(NOT_HIGHER, 2.0))}
+    found = ratios.compare_family(runs, pairs, warmup=1, rounds=4, budget_s=0)
+    assert fake_clock.log == ["base", "ga", "ck"] + ["base", "ga", "ck", "ck", "ga", "base"] * 2
+    ga, ck = found["pairs"]["ga"], found["pairs"]["ck"]
+    assert ga["durations_a"] == [4.0] * 4 and ga["durations_b"] == ck["durations_a"] == [2.0] * 4
+    assert (ga["time_ratio"], ga["category"]) == (0.5, "holds") and (ck["time_ratio"], ck["category"]) == (1.5, "holds")
+    assert found["rounds"] == 4 and "the same rounds as 1 other side(s)" in ga["reason"]
+
+
+def test_only_the_undecided_pairs_sides_buy_rounds_and_a_pair_that_does_not_drive_buys_none(fake_clock):
+    """The clear pair is decided on the first rounds and keeps their figures; the pair that
+    cannot tell buys rounds for its own two sides alone, until they have spent its budget (the
+    other sides' seconds are not its own); a pair that
+    does not drive (seed 003's rows against the seed) is read from every round its sides ran in."""
+    runs = _family(fake_clock, base=(20.0,), fast=(5.0,), a=UNEVEN_A, b=UNEVEN_B)   # the clear pair: 100 s
+    pairs = {"clear": ratios.Pair("base", "fast", Bound(LOWER, 0.8)),
+             "tight": ratios.Pair("a", "b", Bound(NOT_HIGHER, 1.0)),
+             "shown": ratios.Pair("base", "a", Bound(NOT_HIGHER, 1.0), drives=False)}
+    found = ratios.compare_family(runs, pairs, warmup=0, rounds=4, budget_s=100)
+    clear, tight, shown = (found["pairs"][n] for n in ("clear", "tight", "shown"))
+    assert clear["rounds"] == 4 and clear["category"] == "holds"
+    assert tight["rounds"] == 8 and tight["category"] == "inconclusive" and "budget of 100 s spent" in tight["reason"]
+    assert fake_clock.log[4 * 4:] == ["a", "b", "b", "a"] * 2   # the bought rounds: the undecided pair's sides
+    assert shown["rounds"] == 4 and "budget" not in shown["reason"]
+
+
+def test_a_family_pair_must_name_two_of_its_sides():
+    with pytest.raises(ValueError, match="needs two of the sides"):
+        ratios.compare_family({"a": lambda: None}, {"p": ratios.Pair("a", "z", Bound(LOWER, 0.5))})
+
+
 # --------------------------------------------------------------------------- timing: the real clock
 
 _M = torch.randn(256, 256)

@@ -1,8 +1,10 @@
 """The optimization suite: its pieces, and that it catches a sabotaged optimization."""
 
 import pytest
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core.cases import Known
+from harness.env import devices
 from harness.core.records import ClaimKind
 from harness.optim import claims, measure, ratios, same_result, seedpath, techniques, workloads
 from harness.optim.ratios import Bound
@@ -241,15 +243,17 @@ def test_the_same_result_verdict_for_gradients():
 
 def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):
     """Seed 003's table was timed with 3 repeats per row, one row after another: on 2 cores
-    its gradient-accumulation row came out at 0.34x the baseline. Now each row is timed in
-    interleaved rounds against the baseline, with an interval, like the claims."""
+    its gradient-accumulation row came out at 0.34x the baseline. Now the rows are timed as
+    one family, every row and the baseline once per interleaved round, each row's ratio to the
+    baseline with an interval from those rounds, like the claims."""
     monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
     monkeypatch.setitem(workloads.TIME_BUDGET_S, "small", 0.5)
-    rows = seedpath.seed_003_path("cpu", "small")
+    rows = seedpath.seed_003_path("cpu", "small", family=(seedpath.PATH,))
     assert [r["row"] for r in rows] == [name for name, _ in seedpath.seed_003_rows(workloads.SCALES["small"])]
-    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] >= 5 * workloads.TIME_ROUNDS["small"]
+    # the path alone buys no rounds (its verdict is memory): every row has the baseline's rounds
+    assert rows[0]["time_ratio"] == 1.0 and rows[0]["rounds"] == workloads.TIME_ROUNDS["small"]
     for r in rows[1:]:
-        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] >= workloads.TIME_ROUNDS["small"]
+        assert r["ci_low"] <= r["time_ratio"] <= r["ci_high"] and r["rounds"] == rows[0]["rounds"]
         assert r["vs_seed"] in ("holds", "does-not-hold", "inconclusive")
         assert r["peak_phase"] in ("forward", "backward", "optimizer")
     # 4 micro-batches of one sample each cannot be faster than one batch of four
@@ -315,3 +319,237 @@ def test_xdist_workers_measure_at_one_shared_workload_choice(tmp_path):
     from harness.core import runfiles
     end = runfiles.read_file(next(tmp_path.glob("run*.jsonl"))).runs[0].end
     assert end["workloads"]["cpu"]["reason"] in reasons
+
+
+# --------------------------------------------------------------------------- an emulated device
+
+class _Seen(TorchDispatchMode):
+    """Counts the ops run inside a stand-in's context."""
+
+    def __init__(self, stand_in):
+        super().__init__()
+        self.stand_in = stand_in
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.stand_in.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _MiniMac(devices.StandIn):
+    """The least an emulated Mac is to the optimization suite: MPS's rules, a context its
+    device work runs in (counted), and a memory API of its own (a peak no other backend gives)."""
+    name, emulates, suites = "standin-optim-mini", "mps", ("optim",)
+    PEAK, HELD = 123_456_789, 50_000_000   # HELD: what its allocator holds before a step, everything alive
+
+    def __init__(self):
+        self.ops, self.syncs = 0, 0
+
+    def context(self):
+        return _Seen(self)
+
+    def backend(self, facts):
+        return _MiniBackend(facts, self)
+
+
+class _MiniBackend(devices.MPSBackend):
+    def __init__(self, facts, stand_in):
+        super().__init__(facts)
+        self.stand_in, self.name = stand_in, stand_in.name
+
+    def synchronize(self):
+        self.stand_in.syncs += 1
+
+    def reset_peak(self):
+        return True
+
+    def memory_peak(self):
+        return _MiniMac.PEAK
+
+    def memory_current(self):
+        return _MiniMac.HELD
+
+
+@pytest.fixture
+def mini_mac(monkeypatch):
+    mac = _MiniMac()
+    monkeypatch.setitem(devices.STAND_INS, mac.name, mac)
+    monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=16))
+    monkeypatch.setitem(workloads.TIME_BUDGET_S, "small", 0.5)
+    return mac
+
+
+def test_an_emulated_mac_is_measured_by_mps_rules_in_its_context_with_its_memory_api(mini_mac):
+    """A claim made for a Mac only (seed 000's torch.cuda.amp loop: no claim on the CPU) is
+    measured on the emulating stand-in, by MPS's bound; its steps run inside the stand-in's
+    context, and the allocator's peak beside the tracked bytes is the stand-in's own reading."""
+    run = techniques.measure_claim("torch-cuda-amp-on-mac", "memory", mini_mac.name, "small")
+    assert run.kind == "lower" and run.bound == claims.holds_bound("torch-cuda-amp-on-mac", "memory", "mps")
+    assert mini_mac.ops > 0
+    m = run.measured
+    assert m["allocator_method"] == f"{mini_mac.name} max_memory_allocated"
+    # what the allocator held beyond the workload's own resident set is not the step's: taken off
+    for side in ("a", "b"):
+        others = m[f"allocator_others_{side}"]
+        assert 0 < others < _MiniMac.HELD and m[f"allocator_peak_{side}"] == _MiniMac.PEAK - others
+    ops = mini_mac.ops
+    timed = techniques.measure_claim("torch-cuda-amp-on-mac", "time", mini_mac.name, "small")
+    assert timed.kind == "lower" and timed.rounds >= workloads.TIME_ROUNDS["small"]
+    assert mini_mac.ops > ops and mini_mac.syncs >= 4 * timed.rounds   # each timed step drained before and after
+
+
+@pytest.mark.slow
+def test_the_seed_path_and_the_same_result_check_run_in_the_emulated_context(mini_mac):
+    rows = seedpath.seed_003_path(mini_mac.name, "small")
+    assert len(rows) == 6 and mini_mac.ops > 0 and mini_mac.syncs > 0
+    ops = mini_mac.ops
+    assert same_result.same_result_verdict(same_result.keeps_the_result("gradient-accumulation",
+                                                                         mini_mac.name)).status == "pass"
+    assert mini_mac.ops > ops
+
+
+@pytest.mark.slow
+def test_the_suite_takes_mps_branches_on_the_emulated_mac(tmp_path):
+    """``--device standin-mps`` (tests/emulated_mps.py): the claims are MPS's, so seed 000's
+    torch.cuda.amp advice, made for a Mac and skipped on the CPU, is measured, and 8-bit AdamW
+    is kept away by MPS's gate (bitsandbytes has no MPS support) although it runs on the CPU;
+    the memory claim's allocator figures are the emulated Mac's own torch.mps / torch.accelerator
+    readings, where the CPU has none."""
+    res, records = run_suite(tmp_path, "suites/optim/test_claims.py", "optim", "-p", "tests.standins",
+                             "--device", "standin-mps", "-p", "no:xdist", "-k",
+                             "(torch-cuda-amp-on-mac-memory or adamw-8bit-memory) and not trainer")
+    assert res.returncode == 0, res.stdout[-3000:]
+    by = {r["subject"]: r for r in records if r["subject"] != "controls"}
+    assert {r["target"] for r in by.values()} == {"standin-mps"}
+    assert set(by) == {"torch-cuda-amp-on-mac", "adamw-8bit"}
+    eight_bit = by["adamw-8bit"]
+    assert eight_bit["status"] == "skip" and "adamw-8bit on mps: bitsandbytes has no released MPS support" in (
+        eight_bit["reason"])
+    amp = by["torch-cuda-amp-on-mac"]
+    m = amp["metrics"]
+    assert amp["status"] == "xfail" and amp["category"] == "does-not-hold" and m["kind"] == "lower"
+    assert m["mem_ratio"] == 1.0   # without CUDA the advice does nothing: the same bytes on both sides
+    assert m["allocator_method"] == "standin-mps max_memory_allocated"
+    # the emulated allocator saw at least what the tracker counted for the step (it also holds the other side)
+    assert m["allocator_peak_a"] >= m["bytes_a"] > 0 and m["allocator_peak_b"] >= m["bytes_b"] > 0
+    assert m["workload_reason"].startswith("auto on standin-mps: ")
+
+
+# --------------------------------------------------------------------------- what the claims of one workload share
+
+TINY = Setup(model="tiny", batch=4, seq=16)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Empty caches and the tiny workload, put back after."""
+    from harness.optim import trainer_runs
+    kept = (workloads.forget_built, measure.forget_weighed, seedpath.forget_timed, trainer_runs.forget_baselines)
+    for forget in kept:
+        forget()
+    monkeypatch.setitem(workloads.SCALES, "small", TINY)
+    monkeypatch.setitem(workloads.TIME_BUDGET_S, "small", 0.5)
+    yield
+    for forget in kept:
+        forget()
+
+
+def test_a_built_workload_is_kept_by_setup_target_and_torch_settings(fresh):
+    import torch
+    w = workloads.built(TINY, "cpu")
+    assert workloads.built(TINY, "cpu") is w and workloads.built(TINY.but(seq=8), "cpu") is not w
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads != 1 else 2)   # another torch setting: another workload
+        assert workloads.built(TINY, "cpu") is not w
+    finally:
+        torch.set_num_threads(threads)
+    for seq in (2, 4, 6, 8):   # only the KEEP_BUILT last used are kept
+        workloads.built(TINY.but(seq=seq), "cpu")
+    assert workloads.built(TINY, "cpu") is not w
+
+
+def test_a_side_two_claims_share_is_weighed_once_and_gives_what_a_fresh_measurement_gives(fresh, monkeypatch):
+    """gradient-accumulation's variant is gradient-checkpointing's baseline: weighed once. The
+    bytes read back are those a fresh workload weighs (storage bytes are deterministic)."""
+    weighed = []
+    real = measure.weigh
+    monkeypatch.setattr(measure, "weigh", lambda w: weighed.append(w.setup) or real(w))
+    ga = techniques.measure_claim("gradient-accumulation", "memory", "cpu", "small")
+    ck = techniques.measure_claim("gradient-checkpointing", "memory", "cpu", "small")
+    rows = dict(seedpath.seed_003_rows(TINY))
+    # every side once (a claim that misses in AdamW's step weighs its single-tensor alternative too)
+    assert len(weighed) == len(set(weighed)) and rows["gradient-accumulation"] in weighed
+    assert ga.measured["bytes_b"] == ck.measured["bytes_a"]
+    fresh_side = Workload(rows["gradient-accumulation"], "cpu")
+    fresh_side.step()
+    assert real(fresh_side)["peak_bytes"] == ck.measured["bytes_a"]
+
+
+def test_the_path_claims_are_timed_once_as_a_family(fresh, monkeypatch):
+    """Two path claims and the path itself ask for one family: compare_family runs once, over
+    the rows they need, and each claim reads its own pair from it."""
+    calls = []
+    real = ratios.compare_family
+    monkeypatch.setattr(ratios, "compare_family", lambda runs, pairs, **kw: calls.append((list(runs), set(pairs)))
+                        or real(runs, pairs, **kw))
+    family = ("gradient-accumulation", "gradient-checkpointing", seedpath.PATH)
+    ga = techniques.measure_claim("gradient-accumulation", "time", "cpu", "small", family)
+    ck = techniques.measure_claim("gradient-checkpointing", "time", "cpu", "small", family)
+    rows = seedpath.seed_003_path("cpu", "small", family)
+    names = [name for name, _ in seedpath.seed_003_rows(TINY)]
+    assert len(calls) == 1 and calls[0][0] == names   # every row: the path asks for them all
+    assert {"gradient-accumulation", "gradient-checkpointing"} <= calls[0][1]
+    assert "the same rounds as" in ga.measured.get("reason", "the same rounds as") and ga.rounds >= 6
+    assert rows[1]["rounds"] >= 6 and ck.rounds >= 6 and ck.kind == "not-higher"
+    # a claim asked for alone is timed alone: its own two sides
+    seedpath.forget_timed()
+    techniques.measure_claim("gradient-checkpointing", "time", "cpu", "small", ("gradient-checkpointing",))
+    assert calls[-1][0] == ["gradient-accumulation", "gradient-checkpointing"]
+
+
+def test_the_path_family_claims_measure_on_every_target_without_gates():
+    """The suite asks for a path claim's time by its check being selected; that holds because
+    each has a time claim on every target class and no gate that could skip it."""
+    for name in seedpath.FAMILY[:-1]:
+        claim = claims.by_name(name)
+        assert not claim.gates and all(claim.time[t].kind != ClaimKind.NONE for t in claims.TARGET_CLASSES)
+        assert claim.time["cpu"].basis == "per-sample"
+
+
+def test_the_trainers_baseline_is_measured_once_for_the_claims_that_share_it(fresh, monkeypatch):
+    """Adafactor's and fused AdamW's memory through the Trainer start from the same
+    TrainingArguments: one baseline run, whose bytes both records carry; gradient
+    checkpointing's baseline (accumulation on) is another."""
+    from harness.optim import trainer_runs
+    trained = []
+    real = trainer_runs.labelled_train
+    monkeypatch.setattr(trainer_runs, "labelled_train", lambda t: trained.append(t.args.optim) or real(t))
+    ada = trainer_runs.measure_trainer_claim("adafactor", "memory", "cpu", "small")
+    fused = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")
+    assert len(trained) == 3   # the shared baseline, then each variant
+    assert ada.measured["bytes_a"] == fused.measured["anatomy_a"]["peak_bytes"]
+    assert fused.measured["bytes_a"] < fused.measured["anatomy_a"]["peak_bytes"]   # fused: judged by state bytes
+    trainer_runs.measure_trainer_claim("gradient-checkpointing", "memory", "cpu", "small")
+    assert len(trained) == 5
+
+
+def test_the_model_is_built_with_the_problem_type_its_first_forward_would_set():
+    """transformers writes config.problem_type on a classifier's first forward; a compiled model
+    guards on it and compiles again on its second call unless it is set when the model is
+    built. It is set to what that first forward writes, so nothing computed changes."""
+    from transformers import BertConfig, BertForSequenceClassification
+    setup = Setup(model="tiny", batch=2, seq=8)
+    fresh = BertForSequenceClassification(BertConfig(**workloads.PRESETS["tiny"], num_labels=2))
+    assert fresh.config.problem_type is None
+    fresh(**workloads.make_batches(setup, 1, "cpu")[0])
+    assert workloads.build_model(setup).config.problem_type == fresh.config.problem_type is not None
+
+
+@pytest.mark.slow
+def test_a_compiled_workload_compiles_once():
+    from torch._dynamo.utils import counters
+    w = Workload(Setup(model="tiny", batch=2, seq=8, compile=True), "cpu")
+    counters.clear()
+    for _ in range(3):
+        w.step()
+    assert counters["stats"]["unique_graphs"] == 1

@@ -43,7 +43,7 @@ from packaging.version import Version
 
 from harness.core.cases import Known
 from harness.core.records import ClaimKind, Status, Verdict
-from harness.env import fitness
+from harness.env import devices, fitness
 from harness.env.facts import package_versions
 from harness.optim import documents
 from harness.optim.documents import (SEED_000, SEED_001, SEED_002, SEED_003, SEED_004, SEED_FILES,  # noqa: F401
@@ -918,6 +918,19 @@ def with_extra_packages(facts: dict) -> dict:
     return {**facts, "packages": {**extra_package_versions(), **(facts.get("packages") or {})}}
 
 
+def gate_facts(target: str, live: dict) -> dict:
+    """The fact set a target's gates are judged by: this process's (with EXTRA_PACKAGES); for
+    an emulated device (harness.env.devices.facts_for: the emulated Mac) its recorded
+    machine, macOS and device, with this environment's packages and CPU put in, since the
+    code that runs and the cores it runs on are this machine's."""
+    live = with_extra_packages(live)
+    recorded = devices.facts_for(target, live)
+    if recorded is live:
+        return live
+    return {**recorded, "packages": {**(recorded.get("packages") or {}), **live["packages"]},
+            "cpu": live.get("cpu") or recorded.get("cpu")}
+
+
 def cuda_capability(facts: dict) -> tuple[int, int] | None:
     """The compute capability of the fact set's first CUDA device, or None when it records none."""
     devices = (facts.get("torch") or {}).get("cuda_devices") or []
@@ -1008,8 +1021,16 @@ class ClaimCase:
         trainer = entry == TRAINER
         self.subject, self.variant = claim, f"{quantity}/{entry}" if trainer else quantity
         self.quantity, self.entry, self.known = quantity, entry, known
-        self.targets = TARGET_CLASSES
         self.id = f"{claim}-{quantity}" + (f"-{entry}" if trainer else "")
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The target classes, and every registered stand-in that emulates one of them (the
+        emulated Mac measures what ``mps`` does): read when the suite collects, after the
+        stand-ins' plugin has registered them."""
+        emulating = tuple(name for name in devices.STAND_INS
+                          if devices.is_emulated(name) and devices.rules_of(name) in TARGET_CLASSES)
+        return TARGET_CLASSES + emulating
 
     @property
     def claim(self) -> Claim:

@@ -9,6 +9,8 @@ needs one measurement per variant. Where the device does have an allocator count
 reading (CUDA's and MPS's peak counters, or MPS's current allocation sampled at module
 boundaries before torch 2.13) is recorded beside ours (``allocator_peak``) as a
 cross-check, never as the value. The CPU keeps no peak: ``CPU_NO_PEAK`` says why.
+``weigh`` is one training step of a harness.optim.workloads.Workload weighed that way;
+``weighed`` keeps it per workload key, since the same step gives the same bytes.
 
 Time cannot be made deterministic: harness/optim/ratios.py times two runs against each other
 in interleaved rounds and judges the ratio by a bootstrap interval.
@@ -31,6 +33,7 @@ from torch.utils._pytree import tree_leaves
 
 from harness.core.models import call_model, loss_of
 from harness.env import devices
+from harness.optim.workloads import key_of
 
 # Memory categories, in precedence order: a storage that is both a parameter and saved for
 # backward (a weight saved by linear) is a parameter; whatever carries no label is a temporary.
@@ -369,7 +372,7 @@ def allocator_peak(backend, model: torch.nn.Module | None = None):
     """
     out: dict[str, Any] = {"allocator_peak": None, "allocator_method": None, "allocator_reason": ""}
     name = getattr(backend, "name", "")
-    if name == "cpu":
+    if name == "cpu" or isinstance(backend, devices.CPUBackend):   # a stand-in that is not emulating is the CPU
         out["allocator_reason"] = CPU_NO_PEAK
         yield out
         return
@@ -404,3 +407,49 @@ def allocator_peak(backend, model: torch.nn.Module | None = None):
             hook.remove()
     out.update(allocator_peak=max(samples), allocator_method=f"{name} current_allocated_memory sampled at "
                f"{len(samples)} module boundaries", allocator_driver_peak=max(drivers) if drivers else None)
+
+
+# --------------------------------------------------------------------------- a workload's step, weighed
+
+def weigh(w) -> dict:
+    """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
+    own peak read over the same step where the device keeps one.
+
+    The allocator counts every tensor on the device, the other side's and any other kept
+    workload's too: what it held before the step beyond this workload's resident set
+    (``allocator_others``) is taken off its peak, so the reading is this workload's step
+    alone, as the tracked bytes are, whatever else is alive beside it. An allocator whose
+    peak did not rise above what it held, over a step that allocates, is not reading the
+    device: its figures are left as they are, for the cross-check (and the optimization
+    suite's controls) to disagree with."""
+    backend = devices.backend(w.target.split(":")[0])   # an emulated device reads its own memory API
+    held = None
+    if not isinstance(backend, devices.CPUBackend) and getattr(backend, "name", "") != "cpu":
+        backend.synchronize()
+        held = backend.memory_current()
+    with allocator_peak(backend, w.model) as reading:
+        m = measure_memory(w.step, resident=w.resident(), labelled=True)
+    if reading["allocator_peak"] is not None and held is not None and reading["allocator_peak"] > held:
+        others = max(0, held - m["baseline_bytes"])
+        reading.update(allocator_peak=reading["allocator_peak"] - others, allocator_others=others)
+    return {**m, **reading}
+
+
+_WEIGHED: dict[tuple, dict] = {}
+
+
+def weighed(w) -> dict:
+    """``weigh`` of a steady step of ``w`` (the optimizer state exists from the first step on),
+    taken once per workload key (harness.optim.workloads.key_of: setup, target, torch settings)
+    in a process: storage bytes are the same for the same step every time, so the claims that
+    share a side (the path's rows, the baseline) and seed 003's path read one measurement."""
+    key = key_of(w.setup, w.target)
+    if key not in _WEIGHED:
+        w.step()
+        _WEIGHED[key] = weigh(w)
+    return _WEIGHED[key]
+
+
+def forget_weighed() -> None:
+    """Drop every kept measurement (the next ``weighed`` measures again)."""
+    _WEIGHED.clear()

@@ -56,6 +56,14 @@ _COMPARE = {"<": operator.lt, "<=": operator.le}
 # verdict therefore needs its interval to clear the bound by this much, on either side.
 TIME_ZONE = 0.05
 
+# A round (every side's step once) at least this long starts with LONG_ROUNDS rounds instead of
+# the workload's count: a step of a second or more is long against launch overhead and timer
+# jitter, so its ratio settles in fewer rounds; the interval still decides, and rounds are still
+# bought while it cannot (an H100 at the large workload: a checkpointed step of 3.9 s beside the
+# accumulated row's 1.6 s, 10 rounds of 5.5 s each where 6 gave the same verdict's interval).
+LONG_ROUND_S = 2.0
+LONG_ROUNDS = 6
+
 
 def judge(ci_low: float, ci_high: float, bound: Bound, zone: float = 0.0) -> str:
     """``holds`` when the whole interval satisfies the bound, ``does-not-hold`` when the
@@ -97,7 +105,8 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
 
     ``warmup`` calls of each are run and discarded (first-call compilation, allocator
     growth, caches). Then rounds alternate A B, B A, ... (ABBA), so slow drift and
-    thermal throttling hit both sides alike. ``sync`` (a Backend's ``synchronize``) is called
+    thermal throttling hit both sides alike. A first round of LONG_ROUND_S or more starts
+    with at most LONG_ROUNDS rounds (``initial_rounds``). ``sync`` (a Backend's ``synchronize``) is called
     around each timed call; without it only host time is seen on an asynchronous device.
 
     After ``rounds`` rounds the ratio median(b) / median(a) and its bootstrap interval are
@@ -128,6 +137,8 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
                 t_first, t_second = timed(first, sync), timed(second, sync)
                 da.append(t_first if first is run_a else t_second)
                 db.append(t_second if first is run_a else t_first)
+                if len(da) == 1:
+                    target = initial_rounds(target, da[0] + db[0])
             low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
             category = judge(low, high, bound, zone)
             spent = time.perf_counter() - start
@@ -144,3 +155,112 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
     return {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
             "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da, "durations_b": db,
             "zone": zone, "seconds": round(spent, 3), "load": load}
+
+
+def initial_rounds(rounds: int, round_s: float) -> int:
+    """The rounds to judge after first: ``rounds``, or at most LONG_ROUNDS when one round (every
+    side once) took LONG_ROUND_S or more."""
+    return min(rounds, LONG_ROUNDS) if round_s >= LONG_ROUND_S else rounds
+
+
+class Pair(NamedTuple):
+    """A ratio a family of sides is timed for: ``b`` (the variant) over ``a`` (the baseline),
+    judged against ``bound``. A pair that ``drives`` buys more rounds while inconclusive, as
+    compare_time does; one that does not is read from the rounds the others bought."""
+    a: str
+    b: str
+    bound: Bound
+    drives: bool = True
+
+
+def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *,
+                   sync: Callable[[], None] | None = None, warmup: int = 2, rounds: int = 10, budget_s: float = 30.0,
+                   max_rounds: int = 400, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+                   zone: float = TIME_ZONE) -> dict:
+    """Several sides timed against each other at once: each side runs once per round, so a side
+    that several claims share (a baseline, a row of seed 003's path) is timed once for all of
+    them, and every pair's ratio comes from rounds that both its sides ran in.
+
+    The same method as ``compare_time``, for more than two sides: ``warmup`` calls of each
+    side first, discarded; then rounds, the sides' order reversed every other round (each side
+    runs early and late alike, and every two sides swap places, as A B, B A does for two);
+    ``rounds`` rounds (``initial_rounds``: fewer when every pair's two steps are long), then each driving
+    pair's median ratio judged by its paired bootstrap interval with the indifference
+    ``zone``. While a driving pair is inconclusive, rounds double for the sides of the
+    undecided pairs alone, until the pair is decided, ``max_rounds`` are reached, or its two
+    sides have spent ``budget_s`` seconds (warm-up included: a pair's own budget, as
+    compare_time gives one). A decided pair's figures are those of the rounds it was decided
+    on; a pair that does not drive is read from every round both its sides ran in.
+
+    Returns ``pairs`` (name -> what compare_time returns: ``time_ratio``, ``ci_low``,
+    ``ci_high``, ``rounds``, ``category``, ``reason``, the medians and durations, ``zone``,
+    ``seconds`` (its two sides' time), ``load``), ``sides`` (the sides, in their order),
+    ``rounds`` (rounds run) and ``seconds`` (wall time spent).
+    """
+    sync = sync or (lambda: None)
+    names = list(runs)
+    for name, pair in pairs.items():
+        if pair.a not in runs or pair.b not in runs or pair.a == pair.b:
+            raise ValueError(f"pair {name!r}: {pair.a!r} against {pair.b!r} needs two of the sides {names}")
+    start = time.perf_counter()
+    spent = dict.fromkeys(names, 0.0)   # each side's seconds, warm-up included
+    table: list[dict[str, float]] = []  # one round each: side -> seconds
+    stop: dict[str, int] = {}           # a driving pair -> the rounds it was decided on
+    results: dict[str, tuple[float, float, str]] = {}
+
+    def paired(pair: Pair, upto: int | None = None) -> tuple[list[float], list[float]]:
+        rows = [r for r in table[:upto] if pair.a in r and pair.b in r]
+        return [r[pair.a] for r in rows], [r[pair.b] for r in rows]
+
+    with load_during() as load:
+        for _ in range(warmup):
+            for name in names:
+                spent[name] += timed(runs[name], sync)
+        active = [n for n, p in pairs.items() if p.drives]
+        running, target = names, rounds
+        while True:
+            while len(table) < target:
+                order = running if len(table) % 2 == 0 else running[::-1]
+                row = {name: timed(runs[name], sync) for name in order}
+                for name, seconds in row.items():
+                    spent[name] += seconds
+                table.append(row)
+                if len(table) == 1 and pairs:   # long when every pair's own round (its two sides) is long
+                    target = initial_rounds(target, min(row[p.a] + row[p.b] for p in pairs.values()))
+            for name in list(active):
+                pair = pairs[name]
+                da, db = paired(pair)
+                low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
+                category = judge(low, high, pair.bound, zone)
+                results[name] = (low, high, category)
+                if (category != Category.INCONCLUSIVE or spent[pair.a] + spent[pair.b] >= budget_s
+                        or len(da) >= max_rounds):
+                    active.remove(name)
+                    stop[name] = len(table)
+            if not active or len(table) >= max_rounds:
+                break
+            running = [n for n in names if any(n in (pairs[p].a, pairs[p].b) for p in active)]
+            target = min(2 * len(table), max_rounds)
+    out = {}
+    for name, pair in pairs.items():
+        da, db = paired(pair, stop.get(name))
+        if name in results and name in stop:
+            low, high, category = results[name]
+        else:
+            low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
+            category = judge(low, high, pair.bound, zone)
+        median_a, median_b = statistics.median(da), statistics.median(db)
+        ratio = median_b / median_a
+        bound = Bound(*pair.bound)
+        others = len(names) - 2
+        reason = (f"ratio {ratio:.3f}, {confidence:.0%} interval [{low:.3f}, {high:.3f}] against ratio {bound.op} "
+                  f"{bound.limit:.3f}{f' (zone {zone:.0%})' if zone else ''} after {len(da)} rounds"
+                  + (f", timed in the same rounds as {others} other side(s)" if others else ""))
+        if category == Category.INCONCLUSIVE and pair.drives:
+            reason += (f"; budget of {budget_s:g} s spent" if spent[pair.a] + spent[pair.b] >= budget_s
+                       else f"; {max_rounds} rounds reached")
+        out[name] = {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
+                     "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da,
+                     "durations_b": db, "zone": zone, "seconds": round(spent[pair.a] + spent[pair.b], 3),
+                     "load": load}
+    return {"pairs": out, "sides": names, "rounds": len(table), "seconds": round(time.perf_counter() - start, 3)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.core.records import Status, Verdict
+from harness.env import devices
 from harness.optim.workloads import Setup, Workload
 
 SAME_GRADIENTS = ("gradient-accumulation", "gradient-checkpointing", "torch-compile")
@@ -39,12 +40,14 @@ def gradients_of(workload) -> dict:
     """The gradients of one step of ``workload`` without the update, by parameter name, on the CPU."""
     workload.optimizer.zero_grad(set_to_none=True)
     workload.step_without_update()
-    return {n: p.grad.detach().cpu().clone() for n, p in workload.model.named_parameters() if p.grad is not None}
+    with devices.on_device(workload.target):   # a read from the device: its queued work lands first
+        return {n: p.grad.detach().cpu().clone() for n, p in workload.model.named_parameters() if p.grad is not None}
 
 
 def parameters_of(workload) -> dict:
     """The parameters of ``workload``'s model, by name, copied to the CPU."""
-    return {n: p.detach().cpu().clone() for n, p in workload.model.named_parameters()}
+    with devices.on_device(workload.target):
+        return {n: p.detach().cpu().clone() for n, p in workload.model.named_parameters()}
 
 
 def keeps_the_result(name: str, device: str) -> Gradients | Trained:
@@ -63,7 +66,8 @@ def keeps_the_result(name: str, device: str) -> Gradients | Trained:
         wa, wb = Workload(base, device), Workload(variant, device)
         if name == "gradient-accumulation":  # the same samples: the big batch is the micro-batches stacked
             import torch
-            wa.batches = [{k: torch.cat([b[k] for b in wb.batches]) for k in wb.batches[0]}]
+            with devices.on_device(device):
+                wa.batches = [{k: torch.cat([b[k] for b in wb.batches]) for k in wb.batches[0]}]
         ga, gb = gradients_of(wa), gradients_of(wb)
         return Gradients(sorted(ga), [ga[n].tolist() for n in sorted(ga)],
                          [gb[n].tolist() if n in gb else None for n in sorted(ga)])

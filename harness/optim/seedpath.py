@@ -5,6 +5,11 @@ before it: baseline, + gradient accumulation, + checkpointing, + Adafactor, + fr
 + a halved max length. ``seed_003_path`` (run in the sandbox child) measures each row's
 peak memory and step time, ``path_table`` shows them beside the seed's, and
 ``path_verdict`` judges that peak memory never rises row by row.
+
+The rows are the sides of five claims too (each row over the row before it), so they are
+timed once for all of them: ``path_family_time`` runs every row once per interleaved round and
+reads each claim's ratio and each row's ratio to the baseline from the same rounds
+(harness.optim.ratios.compare_family), kept for the run's other checks of the family.
 """
 from __future__ import annotations
 
@@ -25,36 +30,119 @@ def seed_003_rows(base: Setup) -> list[tuple[str, Setup]]:
             ("adafactor", ada), ("freeze-backbone", frozen), ("shorter-max-length", frozen.but(seq=base.seq // 2))]
 
 
-def seed_003_path(device: str, scale: str = "small") -> list[dict]:
-    """Seed 003's cumulative path on ``device``: each row's peak memory (tracked storage
-    bytes, steady state, with its phase) and its step time against the baseline's, timed as
-    the claims are: interleaved rounds (harness.optim.ratios.compare_time) of the row and the
-    baseline, the ratio of medians with its bootstrap interval. Only the baseline and one
-    row are built at a time. The seed's own ratio for the row is the expectation that
-    decides whether more rounds are spent; ``vs_seed`` is that verdict."""
-    from harness.optim import claims, measure
-    from harness.optim.workloads import Workload
+# The checks of seed 003's path that are timed as one family: each path claim's time check
+# (a row over the row before it) and the path itself (PATH: each row over the baseline).
+PATH = "seed-003-path"
+FAMILY = ("gradient-accumulation", "gradient-checkpointing", "adafactor", "freeze-backbone", "shorter-max-length",
+          PATH)
+# The share of the device's memory (harness.env.devices.memory_of) the family's sides, all built
+# at once, may take by estimate (harness.optim.workloads.estimate); past it each pair is timed
+# on its own, two sides at a time, as a claim alone would be.
+FAMILY_MEMORY_FRACTION = 0.8
+
+_TIMED: dict[tuple, dict] = {}
+
+
+def family_pairs(rows: list[tuple[str, Setup]], members: tuple[str, ...], target_class: str) -> dict:
+    """The pairs the ``members`` of the family ask for: a claim's row over the row before it,
+    judged by the claims table's time bound (these buy rounds while inconclusive); with PATH,
+    each row over the baseline, against the seed's own ratio (shown in the path's table, never
+    buying rounds: the path's verdict is its memory)."""
+    from harness.optim import claims
+    names = [name for name, _ in rows]
     steps = claims.SEED_003_PATH.steps
-    seed = {s.claim: s.time_s / steps[0].time_s for s in steps[1:]}  # the seed's row over its baseline
+    seed = {s.claim: s.time_s / steps[0].time_s for s in steps[1:]}
+    pairs = {}
+    for name in members:
+        if name == PATH:
+            pairs.update({f"{PATH}:{row}": ratios.Pair("baseline", row, Bound(ClaimKind.NOT_HIGHER, seed[row]),
+                                                       drives=False) for row in names[1:]})
+        elif name in names[1:]:
+            expect = claims.by_name(name).time[target_class]
+            pairs[name] = ratios.Pair(names[names.index(name) - 1], name,
+                                      Bound(expect.kind, claims.holds_bound(name, "time", target_class)))
+    return pairs
+
+
+def family_fits(setups: list[Setup], device: str) -> bool:
+    """Whether every side of a family can be built at once on ``device``, by estimate (16 bytes a
+    parameter for each, and the largest one's activations) against FAMILY_MEMORY_FRACTION of
+    the device's memory reading."""
+    from harness.optim.workloads import estimate
+    est = [estimate(s) for s in setups]
+    need = sum(16 * e["params"] for e in est) + max(e["memory_bytes"] - 16 * e["params"] for e in est)
+    memory, _ = devices.memory_of(devices.place(device))
+    return need <= FAMILY_MEMORY_FRACTION * memory
+
+
+def path_family_time(device: str, scale: str = "small", members: tuple[str, ...] = FAMILY) -> dict:
+    """The time checks of seed 003's path on ``device``, timed once as a family
+    (harness.optim.ratios.compare_family): the rows the ``members`` need, each built once
+    (harness.optim.workloads.built) and stepped once per interleaved round, and every pair of
+    ``family_pairs`` read from those rounds, with its interval and verdict. Each claim keeps
+    the budget it had alone (TIME_BUDGET_S) for the rounds it buys. Where the rows do not fit
+    the device together (``family_fits``), each pair is timed on its own.
+
+    Kept per process, keyed by the baseline's workload key (setup, target, torch settings),
+    the members and the rounds and budget: each member's check reads the one measurement."""
+    from harness.optim.workloads import built, key_of
+    rows = seed_003_rows(SCALES[scale])
+    members = tuple(m for m in FAMILY if m in members)
+    key = (key_of(rows[0][1], device), members, TIME_ROUNDS[scale], TIME_BUDGET_S[scale])
+    if key in _TIMED:
+        return _TIMED[key]
+    target_class = devices.rules_of(device.split(":")[0]).split(":")[0]   # "cuda:0" -> cuda; the emulated Mac -> mps
+    pairs = family_pairs(rows, members, target_class)
+    needed = [name for name, _ in rows if any(name in (p.a, p.b) for p in pairs.values())]
+    setups = dict(rows)
     sync = devices.synchronizer(device)
-    rows, base_durations = [], []
+    timing = dict(sync=sync, warmup=2, rounds=TIME_ROUNDS[scale], budget_s=TIME_BUDGET_S[scale])
+    if family_fits([setups[n] for n in needed], device):
+        sides = {name: built(setups[name], device) for name in needed}   # held here: all alive at once
+        found = ratios.compare_family({name: w.step for name, w in sides.items()}, pairs, **timing)
+        found["together"] = True
+    else:
+        found = {"pairs": {}, "sides": needed, "rounds": 0, "seconds": 0.0, "together": False}
+        for name, pair in pairs.items():
+            wa, wb = built(setups[pair.a], device), built(setups[pair.b], device)
+            alone = ratios.compare_family({pair.a: wa.step, pair.b: wb.step}, {name: pair}, **timing)
+            found["pairs"][name] = alone["pairs"][name]
+            found["rounds"] += alone["rounds"]
+            found["seconds"] += alone["seconds"]
+    _TIMED[key] = found
+    return found
+
+
+def forget_timed() -> None:
+    """Drop every kept family timing (the next ``path_family_time`` times again)."""
+    _TIMED.clear()
+
+
+def seed_003_path(device: str, scale: str = "small", family: tuple[str, ...] = FAMILY) -> list[dict]:
+    """Seed 003's cumulative path on ``device``: each row's peak memory (tracked storage
+    bytes, steady state, with its phase: harness.optim.measure.weighed, the measurement the
+    path's memory claims read) and its step time against the baseline's, from the path's
+    family timing (``path_family_time``: interleaved rounds, the ratio of medians with its
+    bootstrap interval, read from the rounds the path's claims were timed in). ``family``:
+    the family's checks this run times (the suite passes the selected ones; PATH is always
+    among them here). ``vs_seed`` is the row's ratio judged against the seed's own."""
+    from harness.optim import measure
+    from harness.optim.workloads import built
     setups = seed_003_rows(SCALES[scale])
-    base = Workload(setups[0][1], device)
-    base.step()
+    family_time = path_family_time(device, scale, tuple(family) + (PATH,))
+    timed = family_time["pairs"]
+    rows, base_durations = [], []
     for name, setup in setups:
-        w = base if name == "baseline" else Workload(setup, device)
-        if w is not base:
-            w.step()
-        mem = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
+        mem = measure.weighed(built(setup, device))
         row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
                "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
-        if w is not base:
-            t = ratios.compare_time(base.step, w.step, Bound(ClaimKind.NOT_HIGHER, seed[name]), sync=sync,
-                                    warmup=1, rounds=TIME_ROUNDS[scale], budget_s=TIME_BUDGET_S[scale] / 2)
-            base_durations += t["durations_a"]
+        if name != "baseline":
+            t = timed[f"{PATH}:{name}"]
+            # timed together, every row's baseline durations are the same rounds': counted once
+            base_durations = (max(base_durations, t["durations_a"], key=len) if family_time["together"]
+                              else base_durations + t["durations_a"])
             row.update(step_s=t["median_b_s"], time_ratio=t["time_ratio"], ci_low=t["ci_low"], ci_high=t["ci_high"],
                        rounds=t["rounds"], vs_seed=t["category"])
-            del w
         rows.append(row)
     import statistics
     rows[0].update(step_s=statistics.median(base_durations), time_ratio=1.0, ci_low=1.0, ci_high=1.0,

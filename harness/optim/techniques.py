@@ -9,6 +9,13 @@ harness.optim.ratios) and judges it against the claims table's bound: a ``ClaimR
 harness/optim/trainer_runs.py makes too, through the Trainer. ``claim_verdict`` turns a
 ClaimRun into the record's verdict. Nothing here holds a number of a claim.
 
+What the claims of one workload share is measured once in a sandbox child: the sides are
+built once and kept (harness.optim.workloads.built), each side's steady step is weighed once
+(harness.optim.measure.weighed), and the time claims of seed 003's path are timed as one
+family (harness.optim.seedpath.path_family_time: every row once per round, each claim's
+ratio read from those rounds). Each cache is keyed by the setup, the target and the torch
+settings (harness.optim.workloads.key_of).
+
 Where a memory peak is, what holds it and what a technique can lower of it: one labelled,
 tracked step (``weigh``: harness.optim.measure's categories and phases, with the device
 allocator's own peak beside it), the anatomy of a peak (seed 003's columns), the story a
@@ -29,8 +36,8 @@ from harness.core.records import Category, ClaimKind, Status, Verdict
 from harness.env import devices
 from harness.optim import claims, ratios
 from harness.optim.ratios import Bound
-from harness.optim.seedpath import seed_003_rows
-from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup, Workload
+from harness.optim.seedpath import FAMILY, path_family_time, seed_003_rows
+from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup, built
 
 
 def _path_pair(name: str) -> Callable[[Setup], tuple[Setup, Setup]]:
@@ -66,6 +73,12 @@ BASELINE_DEVICE = {"accelerator-vs-cpu": "cpu"}
 # A claim without a pair is one this loop does not measure: claims.WHERE_MEASURED says why.
 
 
+def rules_of(device: str) -> str:
+    """The claims table's target class for ``device`` ("cuda:0" -> "cuda"): the device whose
+    rules apply (harness.env.devices.rules_of: "mps" for the emulated Mac)."""
+    return devices.rules_of(device.split(":")[0]).split(":")[0]
+
+
 # --------------------------------------------------------------------------- a claim measured
 
 @dataclasses.dataclass
@@ -97,7 +110,7 @@ class ClaimRun:
 MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
             "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
             "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
-            "allocator_driver_peak_a", "allocator_driver_peak_b",
+            "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_others_a", "allocator_others_b",
             "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
 
 
@@ -110,18 +123,26 @@ def claim_run(found: dict, **fields) -> ClaimRun:
                     measured={k: found[k] for k in MEASURED if k in found})
 
 
-def measure_claim(name: str, quantity: str, device: str, scale: str = "small") -> ClaimRun:
+def measure_claim(name: str, quantity: str, device: str, scale: str = "small",
+                  family: tuple[str, ...] = ()) -> ClaimRun:
     """Measure one claim's quantity on ``device``: the ratio variant / baseline, the verdict
-    against the claims table, and for memory the anatomy of both sides."""
+    against the claims table, and for memory the anatomy of both sides.
+
+    ``family``: the checks of seed 003's path that this run times on ``device``
+    (harness.optim.seedpath.FAMILY names them; the suite passes the selected ones). A time
+    claim among them is read from the family's rounds, timed once for all of them."""
     claim = claims.by_name(name)
-    target_class = device.split(":")[0]
+    target_class = rules_of(device)
     expect = claim.expect(quantity)[target_class]
     baseline, variant = PAIRS[name](SCALES[scale])
-    wa, wb = Workload(baseline, BASELINE_DEVICE.get(name, device)), Workload(variant, device)
+    wa, wb = built(baseline, BASELINE_DEVICE.get(name, device)), built(variant, device)
     setup_values = {"trainable_fraction": wb.trainable_fraction()}
     bound = Bound(expect.kind, claims.holds_bound(claim, quantity, target_class, **setup_values))
     if quantity == "memory":
         found = claim_memory(wa, wb, expect.basis, bound, name)
+    elif name in family and name in FAMILY and expect.basis == "per-sample":
+        found = dict(path_family_time(device, scale, family)["pairs"][name])
+        found.pop("durations_a"), found.pop("durations_b")
     else:
         found = claim_time(wa, wb, expect.basis, bound, device, TIME_BUDGET_S[scale], TIME_ROUNDS[scale])
     found.update(setup_values)
@@ -136,10 +157,11 @@ def claim_memory(wa, wb, basis: str, bound: Bound, name: str = "") -> dict:
     peak's story, and the single-tensor AdamW alternative where the claim misses in the
     optimizer's step."""
     from harness.optim import measure
-    for w in (wa, wb):  # the optimizer state exists from the first step on: measure a steady step
-        w.step()
-    ma, mb = (weigh(w) for w in (wa, wb))
+    ma, mb = (measure.weighed(w) for w in (wa, wb))
     if basis == "optimizer-state":
+        for w in (wa, wb):
+            if not w.optimizer.state:   # a workload built again after its step was weighed: one step makes it
+                w.step()
         a, b = (measure.state_bytes(w.optimizer.state) for w in (wa, wb))
         out = ratios.compare_memory(a, b, bound)
     else:
@@ -161,14 +183,19 @@ def claim_time(wa, wb, basis: str, bound: Bound, device: str, budget: float, rou
     if basis == "optimizer-step":
         for w in (wa, wb):
             w.step_without_update()
-        run_a, run_b = wa.optimizer.step, wb.optimizer.step
+        run_a, run_b = wa.optimizer_step, wb.optimizer_step
         per = 1.0
     else:  # per sample: one step of each processes setup.batch samples
         run_a, run_b = wa.step, wb.step
         per = wa.setup.batch / wb.setup.batch
     # compare_time judges raw step durations: the per-sample bound, moved onto them
-    res = ratios.compare_time(run_a, run_b, bound.scaled(per), sync=devices.synchronizer(device), budget_s=budget,
-                              rounds=rounds)
+    try:
+        res = ratios.compare_time(run_a, run_b, bound.scaled(per), sync=devices.synchronizer(device),
+                                  budget_s=budget, rounds=rounds)
+    finally:
+        if basis == "optimizer-step":   # kept workloads step again later: not onto these gradients
+            for w in (wa, wb):
+                w.optimizer.zero_grad(set_to_none=True)
     for key in ("time_ratio", "ci_low", "ci_high"):
         res[key] = res[key] * per
     res.pop("durations_a"), res.pop("durations_b")
@@ -232,13 +259,11 @@ SINGLE_TENSOR = "adamw-single"
 
 
 def weigh(w) -> dict:
-    """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
-    own peak read over the same step where the device keeps one."""
+    """One labelled, tracked step of ``w`` with the allocator's peak beside it:
+    harness.optim.measure.weigh (where memory is measured), named here too, where a claim's
+    memory is read."""
     from harness.optim import measure
-    backend = devices.backend(w.device.split(":")[0])
-    with measure.allocator_peak(backend, w.model) as reading:
-        m = measure.measure_memory(w.step, resident=w.resident(), labelled=True)
-    return {**m, **reading}
+    return measure.weigh(w)
 
 
 ANATOMY_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "batch", "activations", "temporaries")
@@ -263,6 +288,8 @@ def allocator_view(ma: dict, mb: dict, bound: Bound, category: str, basis: str) 
     if ma.get("allocator_driver_peak") is not None:
         out.update(allocator_driver_peak_a=ma["allocator_driver_peak"],
                    allocator_driver_peak_b=mb.get("allocator_driver_peak"))
+    if ma.get("allocator_others") is not None:
+        out.update(allocator_others_a=ma["allocator_others"], allocator_others_b=mb.get("allocator_others"))
     by_allocator = ratios.compare_memory(a, b, bound)
     out["allocator_ratio"] = by_allocator["mem_ratio"]
     if basis != "optimizer-state" and by_allocator["category"] != category:
@@ -304,10 +331,9 @@ def single_tensor_alternative(wa, wb, name: str, bound: Bound, ma: dict, mb: dic
         return None
     if not (wa.setup.optimizer == wb.setup.optimizer and wa.setup.optimizer in ("adamw", "adamw-foreach")):
         return None
-    alt = [Workload(w.setup.but(optimizer=SINGLE_TENSOR), w.device) for w in (wa, wb)]
-    for w in alt:
-        w.step()
-    aa, ab = (weigh(w) for w in alt)
+    from harness.optim import measure
+    alt = [built(w.setup.but(optimizer=SINGLE_TENSOR), w.target) for w in (wa, wb)]
+    aa, ab = (measure.weighed(w) for w in alt)
     res = ratios.compare_memory(aa["peak_bytes"], ab["peak_bytes"], bound)
     return {"optimizer": SINGLE_TENSOR, "mem_ratio": res["mem_ratio"], "verdict": res["category"],
             "peak_phase_a": aa["peak_phase"], "peak_phase_b": ab["peak_phase"],

@@ -17,7 +17,7 @@ from harness.optim import claims, ratios, techniques
 from harness.optim.ratios import Bound
 from harness.optim.techniques import ClaimRun
 from harness.optim.workloads import (PRESETS, SCALES, SEED, TIME_BUDGET_S, TIME_ROUNDS, Setup, activations_labeller,
-                                     build_model, resident_of)
+                                     build_model, key_of, resident_of)
 
 STEPS = 2            # optimizer steps per train() call
 EXAMPLES = 64        # rows of the dataset
@@ -57,7 +57,7 @@ def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str)
     """The TrainingArguments kwargs of one side of a claim."""
     base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch, "max_steps": STEPS,
             "learning_rate": 1e-4, "seed": SEED, "report_to": [], "save_strategy": "no", "logging_strategy": "no",
-            "disable_tqdm": True, "use_cpu": device.split(":")[0] == "cpu", "dataloader_num_workers": 0}
+            "disable_tqdm": True, "use_cpu": devices.place(device).split(":")[0] == "cpu", "dataloader_num_workers": 0}
     ga = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": setup.batch}
     if name in ("gradient-checkpointing",):  # seed 003's previous row: batch 1, accumulation
         base.update(ga)
@@ -75,18 +75,27 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
     from transformers import PrinterCallback, Trainer, TrainingArguments
     kwargs = arguments(name, variant, setup, device, out_dir)
     dynamic = variant and name == "dynamic-padding"
-    model = build_model(setup)
-    trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),
-                      data_collator=collator(None if dynamic else setup.seq))
+    with devices.on_device(device):   # the model is made on the target, as the Trainer then places it
+        model = build_model(setup)
+        trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),
+                          data_collator=collator(None if dynamic else setup.seq))
     trainer.remove_callback(PrinterCallback)  # its metrics print would land in the suite's output
     return trainer
+
+
+def on_target(run, device: str):
+    """``run`` (a trainer's ``train``, or a tracked run of it) called inside the target's context."""
+    def call(*args):
+        with devices.on_device(device):
+            return run(*args)
+    return call
 
 
 def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "small") -> ClaimRun:
     """One claim's quantity through the Trainer: ratio, verdict, and the arguments used."""
     from harness.optim import measure
     claim = claims.by_name(name)
-    kind = device.split(":")[0]
+    kind = techniques.rules_of(device)
     expect = claim.expect(quantity)[kind]
     setup = SCALES[scale].but(dropout=True)
     bound = Bound(expect.kind, claims.holds_bound(claim, quantity, kind))
@@ -95,24 +104,53 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
               "baseline": _shown(arguments(name, False, setup, device, "")),
               "variant": _shown(arguments(name, True, setup, device, "")), "basis": expect.basis}
     with tempfile.TemporaryDirectory(prefix="mps-compat-trainer-") as tmp:
-        ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
-            ma, mb = (measure.measure_memory(labelled_train(t), resident=resident_of(t.model), labelled=True)
-                      for t in (ta, tb))
-            a, b = ((measure.state_bytes(ta.optimizer.state), measure.state_bytes(tb.optimizer.state))
+            ma, state_a = baseline_memory(name, setup, device, tmp)
+            tb = _trainer(name, True, setup, device, tmp)
+            mb = measure.measure_memory(on_target(labelled_train(tb), device), resident=resident_of(tb.model),
+                                        labelled=True)
+            a, b = ((state_a, measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
             found = ratios.compare_memory(a, b, bound)
             found.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
                          anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
                          peak=techniques.peak_story(name, ma, mb))
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
+            ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
                 tb.args.per_device_train_batch_size * tb.args.gradient_accumulation_steps)
-            found = ratios.compare_time(ta.train, tb.train, bound.scaled(per), sync=devices.synchronizer(device),
+            found = ratios.compare_time(on_target(ta.train, device), on_target(tb.train, device), bound.scaled(per),
+                                        sync=devices.synchronizer(device),
                                         budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale], warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):
                 found[key] *= per
     return techniques.claim_run(found, **fields)
+
+
+_BASELINES: dict[tuple, tuple[dict, int]] = {}
+
+
+def baseline_memory(name: str, setup: Setup, device: str, out_dir: str) -> tuple[dict, int]:
+    """The baseline side of a memory claim through the Trainer: the tracked peak over its
+    ``train()`` (harness.optim.measure.measure_memory, labelled) and its optimizer state's
+    bytes. Most claims share one baseline (the same TrainingArguments), and tracked bytes
+    repeat for the same run, so it is measured once per process for its arguments, the
+    workload key (harness.optim.workloads.key_of: setup, target, torch settings) and the
+    dataset's shape."""
+    from harness.optim import measure
+    shown = arguments(name, False, setup, device, "")
+    key = (tuple(sorted((k, repr(v)) for k, v in shown.items())), key_of(setup, device), EXAMPLES, STEPS)
+    if key not in _BASELINES:
+        trainer = _trainer(name, False, setup, device, out_dir)
+        m = measure.measure_memory(on_target(labelled_train(trainer), device), resident=resident_of(trainer.model),
+                                   labelled=True)
+        _BASELINES[key] = (m, measure.state_bytes(trainer.optimizer.state))
+    return _BASELINES[key]
+
+
+def forget_baselines() -> None:
+    """Drop every kept baseline (the next ``baseline_memory`` measures again)."""
+    _BASELINES.clear()
 
 
 def labelled_train(trainer):

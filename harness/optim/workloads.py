@@ -117,8 +117,11 @@ def build_model(setup: Setup):
     if setup.model not in PRESETS:
         raise ValueError(f"unknown model size {setup.model!r}; known: {', '.join(PRESETS)}")
     no_dropout = {} if setup.dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    # problem_type is what the model's first forward would set for two labels given as integers
+    # (BertForSequenceClassification.forward writes it into the config when it is None): set
+    # here, a compiled model is not recompiled on its second call for that write (a guard on it).
     config = BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
-                        attn_implementation=setup.attn, **no_dropout)
+                        problem_type="single_label_classification", attn_implementation=setup.attn, **no_dropout)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         model = BertForSequenceClassification(config)
@@ -174,21 +177,28 @@ def make_batches(setup: Setup, count: int, device) -> list[dict]:
 
 
 class Workload:
-    """A built setup on a device: ``step()`` is one optimizer step."""
+    """A built setup on a target: ``step()`` is one optimizer step.
+
+    ``target`` is where the check runs ("cpu", "cuda", "cuda:0", "mps", or a stand-in);
+    ``device`` is where its tensors live (harness.env.devices.place: the CPU for a
+    stand-in). The model, its optimizer state and the batches are made, and every step is
+    taken, inside the target's context (devices.on_device): an emulated device sees them
+    as its own, as a real one would after ``.to(device)``."""
 
     def __init__(self, setup: Setup, device: str):
         import torch
-        self.setup, self.device = setup, device
-        self.model = build_model(setup).to(device)
-        self.model.train()
-        self.optimizer = build_optimizer(setup, self.model.parameters())
-        self.forward = torch.compile(self.model) if setup.compile else self.model
-        self.batches = make_batches(setup, setup.grad_accum, device)
+        self.setup, self.target, self.device = setup, device, devices.place(device)
+        with devices.on_device(self.target):
+            self.model = build_model(setup).to(self.device)
+            self.model.train()
+            self.optimizer = build_optimizer(setup, self.model.parameters())
+            self.forward = torch.compile(self.model) if setup.compile else self.model
+            self.batches = make_batches(setup, setup.grad_accum, self.device)
         self.scaler = None
         if setup.autocast == "cuda-amp":  # the seed's code, verbatim in spirit: CUDA's AMP on any device
             self._autocast, self.scaler = _cuda_amp()
         elif setup.autocast:
-            self._autocast = torch.autocast(device.split(":")[0], dtype=getattr(torch, setup.autocast))
+            self._autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, setup.autocast))
         else:
             self._autocast = None
 
@@ -201,17 +211,23 @@ class Workload:
         harness.optim.measure tracker, when given, is told the phase (forward, backward, optimizer)
         and what the step creates (activations, gradients, optimizer state)."""
         total = self.step_without_update(tracker)
-        if tracker is not None:
-            tracker.mark("optimizer")
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        if tracker is not None:
-            tracker.label("optimizer_state", [self.optimizer.state])
-        self.optimizer.zero_grad(set_to_none=True)
+        with devices.on_device(self.target):
+            if tracker is not None:
+                tracker.mark("optimizer")
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            if tracker is not None:
+                tracker.label("optimizer_state", [self.optimizer.state])
+            self.optimizer.zero_grad(set_to_none=True)
         return total
+
+    def optimizer_step(self) -> None:
+        """``optimizer.step()`` alone, on the target (the optimizer-step time basis)."""
+        with devices.on_device(self.target):
+            self.optimizer.step()
 
     def step_without_update(self, tracker=None) -> float:
         """Forward and backward over each micro-batch: the gradients, no optimizer step."""
@@ -221,7 +237,7 @@ class Workload:
         if tracker is not None and not self.setup.compile:  # compiled graphs save tensors their own way
             def saved():
                 return torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
-        with devices.tf32(self.setup.tf32):  # process-wide switches: this setup's, for its step only
+        with devices.tf32(self.setup.tf32), devices.on_device(self.target):  # this setup's switches, its step only
             for batch in self.batches:
                 if tracker is not None:
                     tracker.mark("forward")
@@ -238,6 +254,58 @@ class Workload:
     def trainable_fraction(self) -> float:
         params = list(self.model.parameters())
         return sum(p.numel() for p in params if p.requires_grad) / sum(p.numel() for p in params)
+
+
+# --------------------------------------------------------------------------- built once, reused by the claims
+
+KEEP_BUILT = 3   # built workloads kept in a sandbox child: a claim's two sides and one more
+
+
+def settings() -> tuple:
+    """The process-wide torch settings a step's cost and memory depend on, beyond its setup
+    and its target: the version, threads, default dtype, float32 matmul precision, the TF32,
+    cuDNN and determinism switches, and the MPS fallback. Part of every cache key here, so
+    nothing measured or built under one set of them is reused under another."""
+    import os
+
+    import torch
+    cudnn = torch.backends.cudnn
+    return (torch.__version__, torch.get_num_threads(), str(torch.get_default_dtype()),
+            torch.get_float32_matmul_precision(), bool(torch.backends.cuda.matmul.allow_tf32),
+            bool(cudnn.allow_tf32), bool(cudnn.benchmark), bool(cudnn.deterministic),
+            torch.are_deterministic_algorithms_enabled(), os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"))
+
+
+def key_of(setup: Setup, device: str) -> tuple:
+    """What a built workload, or anything measured on one, is keyed by: the setup, the target,
+    where its tensors live, the torch settings (``settings``) and the functions that build it
+    (a test that swaps one in gets workloads of its own)."""
+    return (setup, device, devices.place(device), settings(), build_model, build_optimizer, make_batches)
+
+
+_BUILT: dict[tuple, "Workload"] = {}
+
+
+def built(setup: Setup, device: str) -> "Workload":
+    """The workload of ``setup`` on ``device``, built once and kept while it is among the
+    KEEP_BUILT last used (in a sandbox child, across checks): the claims of one workload share
+    their sides (the path's rows, the baseline) instead of building and warming each again.
+    Its model has taken steps by then; a step's cost and peak do not depend on how many (the
+    optimizer state exists from the first), and neither side of a ratio is judged by its
+    weights."""
+    key = key_of(setup, device)
+    w = _BUILT.pop(key, None)
+    if w is None:
+        w = Workload(setup, device)
+    _BUILT[key] = w   # the most recent last
+    while len(_BUILT) > KEEP_BUILT:
+        del _BUILT[next(iter(_BUILT))]
+    return w
+
+
+def forget_built() -> None:
+    """Drop every kept workload (their memory goes back to the device's allocator)."""
+    _BUILT.clear()
 
 
 def resident_of(model, optimizer=None, batches=None) -> dict[str, list]:
@@ -345,16 +413,19 @@ def matmul_flops(device: str, n: int | None = None, repeats: int = 5) -> tuple[f
     import torch
 
     from harness.env import timing
-    kind = device.split(":")[0]
-    n = n or (512 if kind == "cpu" else 4096)
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    seconds = timing.median_time(lambda: a @ b, sync=devices.backend(kind).synchronize, warmup=1, repeats=repeats)
+    placed = devices.place(device)   # a stand-in computes on the CPU, inside its context
+    n = n or (512 if placed.split(":")[0] == "cpu" else 4096)
+    with devices.on_device(device):
+        a = torch.randn(n, n, device=placed)
+        b = torch.randn(n, n, device=placed)
+        seconds = timing.median_time(lambda: a @ b, sync=devices.synchronizer(device), warmup=1, repeats=repeats)
     return 2 * n ** 3 / seconds, f"median of {repeats} float32 {n}x{n} matmuls"
 
 
 def probe(device: str) -> Capacity:
-    memory, memory_source = devices.memory_of(device)
+    """A stand-in is read as what it runs on: the CPU's memory, its matmuls timed through the
+    stand-in's context and queue."""
+    memory, memory_source = devices.memory_of(devices.place(device))
     flops, flops_source = matmul_flops(device)
     return Capacity(device, memory, memory_source, flops, flops_source)
 
