@@ -415,13 +415,10 @@ def weigh(w) -> dict:
     """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
     own peak read over the same step where the device keeps one.
 
-    The allocator counts every tensor on the device, the other side's and any other kept
-    workload's too: what it held before the step beyond this workload's resident set
-    (``allocator_others``) is taken off its peak, so the reading is this workload's step
-    alone, as the tracked bytes are, whatever else is alive beside it. An allocator whose
-    peak did not rise above what it held, over a step that allocates, is not reading the
-    device: its figures are left as they are, for the cross-check (and the optimization
-    suite's controls) to disagree with."""
+    The allocator's figure is its own, as it read it: it counts every tensor on the device
+    (the claim's other side too), so what it held before the step is recorded beside it
+    (``allocator_held``). It is never corrected with the tracked bytes: a cross-check made
+    of the figures it checks would agree with them however the allocator reads."""
     backend = devices.backend(w.target.split(":")[0])   # an emulated device reads its own memory API
     held = None
     if not isinstance(backend, devices.CPUBackend) and getattr(backend, "name", "") != "cpu":
@@ -429,9 +426,8 @@ def weigh(w) -> dict:
         held = backend.memory_current()
     with allocator_peak(backend, w.model) as reading:
         m = measure_memory(w.step, resident=w.resident(), labelled=True)
-    if reading["allocator_peak"] is not None and held is not None and reading["allocator_peak"] > held:
-        others = max(0, held - m["baseline_bytes"])
-        reading.update(allocator_peak=reading["allocator_peak"] - others, allocator_others=others)
+    if reading["allocator_peak"] is not None and held is not None:
+        reading["allocator_held"] = held
     return {**m, **reading}
 
 

@@ -37,7 +37,7 @@ from harness.env import devices
 from harness.optim import claims, ratios
 from harness.optim.ratios import Bound
 from harness.optim.seedpath import FAMILY, path_family_time, seed_003_rows
-from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup, built
+from harness.optim.workloads import SCALES, TIME_BUDGET_S, TIME_ROUNDS, Setup, built, keep_only
 
 
 def _path_pair(name: str) -> Callable[[Setup], tuple[Setup, Setup]]:
@@ -110,7 +110,7 @@ class ClaimRun:
 MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fraction", "peak_phase_a", "peak_phase_b",
             "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
             "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
-            "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_others_a", "allocator_others_b",
+            "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_held_a", "allocator_held_b",
             "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
 
 
@@ -157,6 +157,7 @@ def claim_memory(wa, wb, basis: str, bound: Bound, name: str = "") -> dict:
     peak's story, and the single-tensor AdamW alternative where the claim misses in the
     optimizer's step."""
     from harness.optim import measure
+    keep_only(wa, wb)   # the allocator's figures count what is alive: the two sides, as a claim alone has
     ma, mb = (measure.weighed(w) for w in (wa, wb))
     if basis == "optimizer-state":
         for w in (wa, wb):
@@ -288,8 +289,8 @@ def allocator_view(ma: dict, mb: dict, bound: Bound, category: str, basis: str) 
     if ma.get("allocator_driver_peak") is not None:
         out.update(allocator_driver_peak_a=ma["allocator_driver_peak"],
                    allocator_driver_peak_b=mb.get("allocator_driver_peak"))
-    if ma.get("allocator_others") is not None:
-        out.update(allocator_others_a=ma["allocator_others"], allocator_others_b=mb.get("allocator_others"))
+    if ma.get("allocator_held") is not None:
+        out.update(allocator_held_a=ma["allocator_held"], allocator_held_b=mb.get("allocator_held"))
     by_allocator = ratios.compare_memory(a, b, bound)
     out["allocator_ratio"] = by_allocator["mem_ratio"]
     if basis != "optimizer-state" and by_allocator["category"] != category:

@@ -303,6 +303,14 @@ def built(setup: Setup, device: str) -> "Workload":
     return w
 
 
+def keep_only(*kept: "Workload") -> None:
+    """Let go of every kept workload but ``kept`` (what a device allocator reads while they
+    are measured is then theirs, as when a claim builds its two sides alone)."""
+    for key, w in list(_BUILT.items()):
+        if not any(w is mine for mine in kept):
+            del _BUILT[key]
+
+
 def forget_built() -> None:
     """Drop every kept workload (their memory goes back to the device's allocator)."""
     _BUILT.clear()
