@@ -132,10 +132,12 @@ def test_a_backend_error_reads_as_one_line_with_the_backend_s_own_error():
 def test_a_target_that_cannot_compile_skips_with_what_to_install(monkeypatch):
     import torch._inductor.config as inductor_config
     assert compiled.unsupported("cpu") is None                       # this machine has g++ (the self-tests need it)
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "/nonexistent/g++"))
-    why = compiled.unsupported("cpu")
+    # torch's own patch, not monkeypatch: pytest >= 9 undoes a setattr on torch's config proxy
+    # with a delattr, which hides cpp.cxx for the rest of the process (every later compile fails)
+    with inductor_config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        why = compiled.unsupported("cpu")
     assert why and "C++ compiler" in why and "CXX" in why
-    monkeypatch.undo()
+    assert inductor_config.cpp.cxx != (None, "/nonexistent/g++")
     monkeypatch.setattr(compiled, "_torch_version", lambda: (2, 6))
     why = compiled.unsupported("mps")
     assert "2.7" in why and "upgrade torch" in why
