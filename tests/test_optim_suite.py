@@ -538,6 +538,28 @@ def test_the_trainers_baseline_is_measured_once_for_the_claims_that_share_it(fre
     assert len(trained) == 5
 
 
+def test_both_sides_of_a_trainer_memory_claim_draw_the_same_batches_whatever_ran_before(fresh, monkeypatch):
+    """Dynamic padding's peak follows the longest row of each batch, and the Trainer shuffles
+    with torch's global generator, seeded only when the Trainer is made: each side trains from
+    the seed (trainer_runs.measured_train), so a draw from that generator between making a
+    Trainer and training it changes no figure. Without the reseed it changes the variant's."""
+    import torch
+    from harness.optim import trainer_runs
+    monkeypatch.setitem(workloads.SCALES, "small", Setup(model="tiny", batch=4, seq=32))
+    first = trainer_runs.measure_trainer_claim("dynamic-padding", "memory", "cpu", "small").measured
+    trainer_runs.forget_baselines()
+    made = trainer_runs._trainer
+
+    def made_then_drawn(*args):
+        trainer = made(*args)
+        torch.rand(1000)   # e.g. another claim's work between making and training
+        return trainer
+    monkeypatch.setattr(trainer_runs, "_trainer", made_then_drawn)
+    again = trainer_runs.measure_trainer_claim("dynamic-padding", "memory", "cpu", "small").measured
+    assert (again["bytes_a"], again["bytes_b"]) == (first["bytes_a"], first["bytes_b"])
+    assert first["bytes_b"] < first["bytes_a"]   # the rows are shorter than seq: padding to them saves
+
+
 def test_the_model_is_built_with_the_problem_type_its_first_forward_would_set():
     """transformers writes config.problem_type on a classifier's first forward; a compiled model
     guards on it and compiles again on its second call unless it is set when the model is

@@ -107,8 +107,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
             ma, state_a = baseline_memory(name, setup, device, tmp)
             tb = _trainer(name, True, setup, device, tmp)
-            mb = measure.measure_memory(on_target(labelled_train(tb), device), resident=resident_of(tb.model),
-                                        labelled=True)
+            mb = measure.measure_memory(measured_train(tb, device), resident=resident_of(tb.model), labelled=True)
             a, b = ((state_a, measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
             found = ratios.compare_memory(a, b, bound)
@@ -127,6 +126,21 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
     return techniques.claim_run(found, **fields)
 
 
+def measured_train(trainer, device: str):
+    """The labelled ``train`` of one side of a memory claim, on the target, from the Trainer's
+    seed: its RandomSampler shuffles with torch's global generator, which the Trainer seeds
+    only when it is made, so without this each side's batches would depend on what ran
+    before it (dynamic padding's peak follows the longest row of each batch). Both sides,
+    and a kept baseline, draw the same batches."""
+    from transformers import set_seed
+    run = on_target(labelled_train(trainer), device)
+
+    def seeded(*args):
+        set_seed(trainer.args.seed)
+        return run(*args)
+    return seeded
+
+
 _BASELINES: dict[tuple, tuple[dict, int]] = {}
 
 
@@ -142,8 +156,7 @@ def baseline_memory(name: str, setup: Setup, device: str, out_dir: str) -> tuple
     key = (tuple(sorted((k, repr(v)) for k, v in shown.items())), key_of(setup, device), EXAMPLES, STEPS)
     if key not in _BASELINES:
         trainer = _trainer(name, False, setup, device, out_dir)
-        m = measure.measure_memory(on_target(labelled_train(trainer), device), resident=resident_of(trainer.model),
-                                   labelled=True)
+        m = measure.measure_memory(measured_train(trainer, device), resident=resident_of(trainer.model), labelled=True)
         _BASELINES[key] = (m, measure.state_bytes(trainer.optimizer.state))
     return _BASELINES[key]
 
