@@ -422,7 +422,7 @@ class EmulatedMac(devices.StandIn):
 
     # -- facts
     def facts(self) -> dict:
-        """The recorded Mac (tests/fixtures/facts/apple_silicon_native.json, macOS 14.5 on an M3
+        """The recorded Mac (tests/fixtures/facts/apple_silicon_native.json, macOS 15.5 on an M3
         Pro) running this install: the installed packages' versions, and this process's
         PYTORCH_ENABLE_MPS_FALLBACK."""
         f = copy.deepcopy(_recorded_mac())

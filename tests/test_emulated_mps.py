@@ -86,7 +86,7 @@ def test_backend_is_mps_on_the_cpu_with_the_recorded_mac_facts(monkeypatch):
     assert available.reason.startswith(f"an emulated Mac on this CPU (standin-mps): kernel table of torch "
                                        f"{em.torch_release()} (")
     assert "Apple M3 Pro" in available.reason and "never a Mac" in available.reason
-    # MPS's dtypes judged on the recorded Mac: no float64, bf16 on macOS 14.5
+    # MPS's dtypes judged on the recorded Mac: no float64, bf16 (macOS 15.5 >= 14)
     assert torch.float64 not in be.dtypes() and torch.bfloat16 in be.dtypes()
     for value in ("1", None):
         if value is None:
@@ -95,7 +95,7 @@ def test_backend_is_mps_on_the_cpu_with_the_recorded_mac_facts(monkeypatch):
             monkeypatch.setenv(VAR, value)
         f = devices.facts_for("standin-mps", {"this": "machine"})
         assert f["env"][VAR] == value and f["torch"]["version"] == em.torch_release()
-        assert f["mac"]["version"] == "14.5" and fitness.mps_unavailable_cause(f) is None
+        assert f["mac"]["version"] == "15.5" and fitness.mps_unavailable_cause(f) is None
 
 
 def test_the_emulated_torch_mps_offers_only_what_the_real_one_does():

@@ -21,11 +21,13 @@ EXPECTED = {
                    "trainer-default-device": "fail", "bf16-autocast": "limit"},
     "torch_no_mps": {**dict.fromkeys(MPS_SUBJECTS, "ok"), "backend-built": "fail", "device-available": "fail",
                      "trainer-default-device": "fail"},
+    "torch_2_15_on_macos_14": {**dict.fromkeys(MPS_SUBJECTS, "ok"), "macos-version": "fail",
+                               "device-available": "fail", "trainer-default-device": "fail"},
     "linux_x86_64": dict.fromkeys(MPS_SUBJECTS, "na"),
 }
 # What TrainingArguments would pick on each machine (recorded alongside the facts).
 TRAINER = {"apple_silicon_native": "mps", "rosetta": "cpu", "intel_mac": "mps", "macos_12_2": "cpu",
-           "torch_no_mps": "cpu", "linux_x86_64": "cpu"}
+           "torch_no_mps": "cpu", "torch_2_15_on_macos_14": "cpu", "linux_x86_64": "cpu"}
 
 
 def _mps_cases():
@@ -115,13 +117,32 @@ def test_watermark_ratios(machine, high, low, outcome):
     assert fitness.judge_watermark_env(f).outcome == outcome
 
 
-def test_torch_2_12_and_newer_need_macos_14():
+@pytest.mark.parametrize("torch_version, macos, needed", [
+    ("2.11.0", "13.6", None), ("2.12.0", "13.6", "14"), ("2.14.1", "14.5", None),
+    ("2.15.0", "14.5", "15"), ("2.15.0", "15.0", None), ("2.16.0.dev20261101", "14.7", "15")])
+def test_the_macos_each_torch_needs_for_mps(torch_version, macos, needed):
+    """torch 2.12 needs macOS 14 for MPS, torch 2.15 macOS 15 (its wheel still installs on 14)."""
     f = load_facts("apple_silicon_native")
-    f["mac"]["version"] = "13.6"
+    f["mac"]["version"], f["torch"]["version"] = macos, torch_version
     v = fitness.judge_macos_version(f)
-    assert v.outcome == "fail" and "macOS 14" in v.summary
-    f["torch"]["version"] = "2.11.0"
-    assert fitness.judge_macos_version(f).outcome == "ok"
+    if needed is None:
+        assert v.outcome == "ok", v
+        return
+    floor = "2.12" if needed == "14" else "2.15"
+    assert v.outcome == "fail" and f"macOS {needed}+ only" in v.summary and f"macOS {macos}" in v.summary
+    assert f"update macOS to {needed}" in v.fix and f"pip install 'torch<{floor}'" in v.fix
+    f["torch"]["mps_available"] = False
+    cause, fix = fitness.mps_unavailable_cause(f)
+    assert f"supports MPS on macOS {needed}+ only" in cause and fix == v.fix
+
+
+def test_torch_2_15_on_macos_14_is_named_as_the_cause_not_a_missing_metal_device():
+    """The upgrade trap: pip installs torch 2.15 on macOS 14 (wheel tag macosx_14_0), whose MPS
+    then refuses the OS; the user is told that, not that the Mac lacks a Metal device."""
+    f = load_facts("torch_2_15_on_macos_14")
+    cause, fix = fitness.mps_unavailable_cause(f)
+    assert cause == "MPS unavailable: torch 2.15.0 supports MPS on macOS 15+ only, and this is macOS 14.5"
+    assert "Metal" not in cause and "pip install 'torch<2.15'" in fix
 
 
 def test_autocast_probe_decides_after_the_gate(monkeypatch):

@@ -31,6 +31,7 @@ from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from harness.env import fitness
 from tests.conftest import tool
 
 try:
@@ -213,11 +214,11 @@ def test_lock_check_notices_a_pyproject_it_was_not_made_from(tmp_path):
 
 
 def marker_env(python: str, platform: str) -> dict[str, str]:
-    """PEP 508 marker values of CPython `python` on: mac14 / mac13 (arm64), linux (x86_64)."""
+    """PEP 508 marker values of CPython `python` on: mac15 / mac14 / mac13 (arm64), linux (x86_64)."""
     env = {"python_version": python, "python_full_version": f"{python}.0", "implementation_name": "cpython",
            "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
     if platform.startswith("mac"):
-        darwin = {"mac14": "23.0.0", "mac13": "22.6.0"}[platform]
+        darwin = {"mac15": "24.0.0", "mac14": "23.0.0", "mac13": "22.6.0"}[platform]
         return {**env, "sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64",
                 "platform_release": darwin}
     return {**env, "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
@@ -233,14 +234,18 @@ def wheel_fits(filename: str, python: str, platform: str) -> bool:
     if platform == "linux":
         return "x86_64" in plat and "linux" in plat
     m = re.fullmatch(r"macosx_(\d+)_(\d+)_(arm64|universal2)", plat)
-    return bool(m) and int(m.group(1)) <= {"mac14": 14, "mac13": 13}[platform]
+    return bool(m) and int(m.group(1)) <= MACOS[platform]
 
 
-@pytest.mark.parametrize("platform", ["mac14", "mac13", "linux"])
+MACOS = {"mac15": 15, "mac14": 14, "mac13": 13}
+
+
+@pytest.mark.parametrize("platform", ["mac15", "mac14", "mac13", "linux"])
 @pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13"])
 def test_lock_has_a_torch_wheel_for_every_platform_compat_runs_on(python, platform):
     """Per Python and platform the lock selects one torch, and that torch has a wheel there (torch >= 2.12
-    has macOS 14 wheels only: a macOS 13 Mac gets an older one)."""
+    has macOS 14 wheels only: a macOS 13 Mac gets an older one) whose MPS backend runs on that macOS
+    (torch 2.15's wheel installs on macOS 14, but its MPS needs macOS 15: a macOS 14 Mac gets an older one)."""
     data = lock()
     requires = SpecifierSet(data["requires-python"])
     assert Version(f"{python}.0") in requires
@@ -255,6 +260,10 @@ def test_lock_has_a_torch_wheel_for_every_platform_compat_runs_on(python, platfo
     wheels = [w["url"].rsplit("/", 1)[1] for w in torch.get("wheels", [])]
     assert any(wheel_fits(w, python, platform) for w in wheels), \
         f"torch {chosen[0]} in uv.lock has no wheel for Python {python} on {platform}: {wheels}"
+    if platform in MACOS:
+        floor = fitness.mps_macos_floor(Version(chosen[0]))
+        assert floor is None or int(floor.macos) <= MACOS[platform], \
+            f"torch {chosen[0]} in uv.lock installs on {platform} but its MPS needs macOS {floor.macos}"
 
 
 def test_lock_pins_uv_for_compat():

@@ -92,9 +92,16 @@ class Gate:
 GATES = {
     "mps": Gate("the MPS backend", torch="1.12", macos="12.3",
                 source="PyTorch 1.12 release notes; HF perf_train_special (seed 001): macOS 12.3+"),
-    "mps-torch-2.12": Gate("torch >= 2.12 on macOS", macos="14",
+    # The macOS a torch's MPS backend needs rises with torch (MPS_MACOS_FLOORS reads these two).
+    # When the device cannot be made (an older macOS, or no Metal device), the MPS device's constructor
+    # warns with that text and torch.backends.mps.is_available() is False.
+    "mps-torch-2.12": Gate("torch >= 2.12 on macOS", torch="2.12", macos="14",
                            source="torch arm64 wheels are tagged macosx_14_0 from 2.12; the 2.14 binary says "
                                   "'The MPS backend is supported on macOS 14.0+'"),
+    "mps-torch-2.15": Gate("torch >= 2.15 on macOS", torch="2.15", macos="15",
+                           source="the torch 2.15.0 macOS arm64 binary (libtorch_cpu.dylib) says 'The MPS backend is "
+                                  "supported on macOS 15.0+'; its wheel is still tagged macosx_14_0, so pip installs "
+                                  "it on macOS 14, where MPS is then unavailable"),
     "mps-fp16-autocast": Gate("fp16 autocast on MPS", torch="2.5",
                               source="torch/amp/autocast_mode.py: mps autocast added in 2.5 (fp16 only)"),
     "mps-bf16-autocast": Gate("bf16 autocast on MPS", torch="2.6", macos="14",
@@ -102,6 +109,30 @@ GATES = {
     "mps-trainer-fp16": Gate("Trainer fp16 mixed precision on MPS", torch="2.8", accelerate="1.11",
                              source="transformers Trainer / accelerate mixed-precision checks for mps"),
 }
+
+
+MPS_MACOS_FLOORS = ("mps-torch-2.12", "mps-torch-2.15")
+
+
+def mps_macos_floor(tv: Version | None) -> Gate | None:
+    """The gate naming the macOS that torch ``tv``'s MPS backend needs beyond MPS's own 12.3
+    (the newest of MPS_MACOS_FLOORS whose torch ``tv`` reaches); None before torch 2.12."""
+    floor = None
+    for key in MPS_MACOS_FLOORS:
+        if tv is not None and tv >= Version(GATES[key].torch):
+            floor = GATES[key]
+    return floor
+
+
+def _macos_too_old_for(tv: Version | None, mv: Version | None) -> Gate | None:
+    """The floor gate that macOS ``mv`` misses for torch ``tv``, if any."""
+    floor = mps_macos_floor(tv)
+    return floor if floor is not None and mv is not None and mv < Version(floor.macos) else None
+
+
+def _older_torch_or_newer_macos(floor: Gate) -> str:
+    return (f"update macOS to {floor.macos} (System Settings > General > Software Update), "
+            f"or stay on a torch older than {floor.torch}: pip install 'torch<{floor.torch}'")
 
 
 def gate_gaps(gate: Gate, f: dict) -> list[str]:
@@ -178,6 +209,9 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
         return ("MPS unavailable: this torch build has no MPS backend (torch.backends.mps.is_built() is False)",
                 "install the official macOS wheel from PyPI (pip install --force-reinstall torch); "
                 "source builds need USE_MPS=1")
+    if (floor := _macos_too_old_for(tv, mv)) is not None:
+        return (f"MPS unavailable: torch {tv} supports MPS on macOS {floor.macos}+ only, and this is macOS {mv}",
+                _older_torch_or_newer_macos(floor))
     where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
     return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
             "no usable Metal device",
@@ -226,10 +260,11 @@ def judge_macos_version(f: dict) -> Fitness:
         return fail(f"macOS {mv} is older than {need}, the first release with MPS",
                     "update macOS (System Settings > General > Software Update) to 12.3 or newer",
                     macos=str(mv))
-    tv, newer = torch_version(f), GATES["mps-torch-2.12"]
-    if tv is not None and tv >= Version("2.12") and mv < Version(newer.macos):
-        return fail(f"macOS {mv} with torch {tv}: torch 2.12 and newer support MPS on macOS {newer.macos}+ only",
-                    f"update macOS to {newer.macos}, or stay on torch < 2.12", macos=str(mv))
+    tv = torch_version(f)
+    if (floor := _macos_too_old_for(tv, mv)) is not None:
+        return fail(f"macOS {mv} with torch {tv}: torch {floor.torch} and newer support MPS on macOS "
+                    f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor),
+                    macos=str(mv), macos_needed=floor.macos, source=floor.source)
     return ok(f"macOS {mv} >= {need}", macos=str(mv))
 
 
