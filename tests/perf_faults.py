@@ -25,7 +25,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 VAR = "MPS_COMPAT_PERF_FAULTS"
 SLOW_REPEATS = 4
 LEAK_BYTES = 2 * 2 ** 20
-SHAPE_COST_S = 0.08
+SHAPE_COST_S = 0.25      # about a step of the small BERT on a loaded 2-core CI machine (150-300 ms): 80 ms fell
+                         # inside the tolerance (15% of a step, times the host's drift) there once
 
 FAULTS = [f for f in os.environ.get(VAR, "").split(",") if f]
 _KEPT: list = []          # what the leak keeps alive
