@@ -35,7 +35,8 @@ def run_once(extra: list[str], slowest: int) -> dict:
     summary = lines[-1] if lines else res.stderr.strip()[-300:]
     counts = {kind: int(n) for n, kind in COUNTS.findall(summary)}
     durations = [m.groups() for ln in lines if (m := DURATION.match(ln))]
-    return {"seconds": seconds, "exit": res.returncode, "counts": counts, "durations": durations}
+    failed = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))]
+    return {"seconds": seconds, "exit": res.returncode, "counts": counts, "durations": durations, "failed": failed}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, r in enumerate(runs, 1):
             counts = ", ".join(f"{n} {k}" for k, n in r["counts"].items())
             print(f"  run {i}: {r['seconds']:7.1f} s  exit {r['exit']}  {counts}")
+            for line in r["failed"]:      # a figure from a failing run is not the suite's cost: say which
+                print(f"    {line}")
         if len(times) > 1:
             print(f"  median {statistics.median(times):.1f} s, min {min(times):.1f} s, max {max(times):.1f} s")
         print("  slowest of the last run:")
