@@ -259,7 +259,11 @@ def test_a_cold_process_has_imported_torch_and_run_nothing():
 
 # --------------------------------------------------------------------------- end to end
 
-SLICE = ("softmax-float32 or linear-float32-forward or bert-varying or gpt2-train-step or memory-bert-loop")
+# gelu and silu (cheap) bring the times compared to 10: from 8 on, compare widens its allowance
+# by the two runs' own spread (harness.perf.against.spread), its defence against a noisy
+# machine; with 6, a clean rerun beside another CI worker was once called 1.59x slower.
+SLICE = ("softmax-float32 or linear-float32-forward or gelu-float32 or silu-float32 or bert-varying or "
+         "gpt2-train-step or memory-bert-loop")
 FAULTS = "slow:softmax,leak,per-shape"
 INJECTED = {"perf/softmax/float32/forward": "perf-time", "perf/model-bert/varying-length": "perf-shape",
             "perf/memory-bert/loop": "perf-memory"}
