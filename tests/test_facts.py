@@ -119,7 +119,8 @@ def test_watermark_ratios(machine, high, low, outcome):
 
 @pytest.mark.parametrize("torch_version, macos, needed", [
     ("2.11.0", "13.6", None), ("2.12.0", "13.6", "14"), ("2.14.1", "14.5", None),
-    ("2.15.0", "14.5", "15"), ("2.15.0", "15.0", None), ("2.16.0.dev20261101", "14.7", "15")])
+    ("2.15.0", "14.5", "15"), ("2.15.0", "15.0", None), ("2.16.0.dev20261101", "14.7", "15"),
+    ("2.15.0.dev20260901", "14.7", "15")])
 def test_the_macos_each_torch_needs_for_mps(torch_version, macos, needed):
     """torch 2.12 needs macOS 14 for MPS, torch 2.15 macOS 15 (its wheel still installs on 14)."""
     f = load_facts("apple_silicon_native")

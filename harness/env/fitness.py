@@ -116,10 +116,11 @@ MPS_MACOS_FLOORS = ("mps-torch-2.12", "mps-torch-2.15")
 
 def mps_macos_floor(tv: Version | None) -> Gate | None:
     """The gate naming the macOS that torch ``tv``'s MPS backend needs beyond MPS's own 12.3
-    (the newest of MPS_MACOS_FLOORS whose torch ``tv`` reaches); None before torch 2.12."""
+    (the newest of MPS_MACOS_FLOORS whose torch ``tv`` reaches; a nightly of a release counts as
+    that release); None before torch 2.12."""
     floor = None
     for key in MPS_MACOS_FLOORS:
-        if tv is not None and tv >= Version(GATES[key].torch):
+        if tv is not None and Version(tv.base_version) >= Version(GATES[key].torch):
             floor = GATES[key]
     return floor
 
