@@ -175,13 +175,18 @@ NONE_MISSING = "no op reachable from a plain torch call ({names}) lacks a {key} 
 
 # --------------------------------------------------------------------------- the controls (sandbox child)
 
+def _picked(target: str, with_kernel: bool):
+    """The target's device rules, the op picked from this torch's kernel table (with or without
+    a kernel for that device; None when no candidate fits), the table's key and its source."""
+    rules = devices.rules_of(target)
+    table, source = _table()
+    return rules, pick(table, rules, with_kernel=with_kernel), KEYS.get(rules, "CPU"), source
+
+
 def fallback_seen(target: str) -> ControlRun:
     """An op without a kernel for the device, seen as the device's rules say it must be."""
     name = "fallback-seen"
-    rules = devices.rules_of(target)
-    table, source = _table()
-    call = pick(table, rules, with_kernel=False)
-    key = KEYS.get(rules, "CPU")
+    rules, call, key, source = _picked(target, with_kernel=False)
     if call is None:
         return ControlRun(name, None, f"an op without a {key} kernel to be seen as such",
                           NONE_MISSING.format(names=", ".join(c.aten for c in CALLS), key=key, source=source))
@@ -212,10 +217,7 @@ def fallback_seen(target: str) -> ControlRun:
 def native_seen(target: str) -> ControlRun:
     """An op with a kernel for the device runs natively, with no fallback warning."""
     name = "native-seen"
-    rules = devices.rules_of(target)
-    table, source = _table()
-    call = pick(table, rules, with_kernel=True)
-    key = KEYS.get(rules, "CPU")
+    rules, call, key, source = _picked(target, with_kernel=True)
     if call is None:
         return ControlRun(name, None, f"an op with a {key} kernel to run natively",
                           f"no op of {', '.join(c.aten for c in CALLS)} has a {key} kernel in this torch's table "
