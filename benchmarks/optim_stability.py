@@ -63,8 +63,12 @@ def verdicts_of(run_file: Path) -> dict[str, tuple[str, float]]:
 def against(rev: str, runs: int, workload: str, folder: Path) -> int:
     """REV's suite and this tree's, run in turn (the order swapped every run), compared."""
     other = Path(tempfile.mkdtemp(prefix="optim-against-")) / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT, check=True,
-                   capture_output=True, text=True)
+    made = subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT,
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        last = (made.stderr.strip().splitlines() or ["git worktree add failed"])[-1]
+        print(f"error: --against {rev}: cannot check it out ({last})", file=sys.stderr)
+        return 2
     trees = {rev: other, "this tree": ROOT}
     walls, seen = defaultdict(list), {name: defaultdict(list) for name in trees}
     try:
