@@ -15,9 +15,9 @@ def _sabotage() -> set[str]:
     return {s for s in os.environ.get("MPS_COMPAT_OPTIM_SABOTAGE", "").split(",") if s}
 
 
-def _ga_unscaled(self, tracker=None):  # the real one's signature: step() passes its tracker
+def _ga_unscaled(self, tracker=None, micro_batches=None):  # the real one's signature: step() passes both
     total = 0.0
-    for batch in self.batches:
+    for batch in self.batches[:micro_batches]:
         loss = self.forward(**batch).loss
         loss.backward()
         total += float(loss.detach())

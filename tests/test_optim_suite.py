@@ -490,6 +490,41 @@ def test_a_side_two_claims_share_is_weighed_once_and_gives_what_a_fresh_measurem
     assert real(fresh_side)["peak_bytes"] == ck.measured["bytes_a"]
 
 
+def _weigh_all_micro_batches(w) -> dict:
+    w.step()
+    return measure.measure_memory(w.step, resident=w.resident(), labelled=True)
+
+
+@pytest.mark.parametrize("row", [name for name, setup in seedpath.seed_003_rows(workloads.SCALES["small"])
+                                 if setup.grad_accum > measure.WEIGH_MICRO_BATCHES])
+def test_an_accumulated_step_weighed_over_its_first_micro_batches_weighs_what_the_whole_step_does(row):
+    """``weigh`` steps through WEIGH_MICRO_BATCHES of an accumulated step's micro-batches (the
+    rest stay resident): the peak bytes, its phase and what occupies it are the whole step's,
+    to the byte, on every accumulated row of seed 003's path. With one micro-batch they are not
+    (no gradient to accumulate into yet), which is why it takes two."""
+    setup = dict(seedpath.seed_003_rows(workloads.SCALES["small"]))[row]
+    whole = _weigh_all_micro_batches(Workload(setup, "cpu"))
+    w = Workload(setup, "cpu")
+    w.step(micro_batches=measure.weigh_micro_batches(setup))
+    shortened = measure.weigh(w)
+    assert shortened["micro_batches_weighed"] == f"2 of {setup.grad_accum}"
+    assert [shortened[k] for k in ("peak_bytes", "peak_phase", "at_peak")] == \
+           [whole[k] for k in ("peak_bytes", "peak_phase", "at_peak")]
+
+
+def test_one_micro_batch_would_not_weigh_an_accumulated_step_and_dynamic_padding_is_weighed_whole():
+    """The instrument's control: the shortcut is not exact by construction. One micro-batch
+    misses the accumulated step's peak; a step whose micro-batches differ in width is weighed whole."""
+    setup = dict(seedpath.seed_003_rows(workloads.SCALES["small"]))["gradient-accumulation"]
+    whole = _weigh_all_micro_batches(Workload(setup, "cpu"))
+    w = Workload(setup, "cpu")
+    w.step(micro_batches=1)
+    one = measure.measure_memory(lambda tracker: w.step(tracker, 1), resident=w.resident(), labelled=True)
+    assert one["peak_bytes"] != whole["peak_bytes"]
+    assert measure.weigh_micro_batches(setup.but(dynamic_padding=True)) is None
+    assert measure.weigh_micro_batches(setup.but(grad_accum=1)) is None
+
+
 def test_the_path_claims_are_timed_once_as_a_family(fresh, monkeypatch):
     """Two path claims and the path itself ask for one family: compare_family runs once, over
     the rows they need, and each claim reads its own pair from it."""

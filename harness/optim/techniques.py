@@ -111,6 +111,7 @@ MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fractio
             "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
             "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
             "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_held_a", "allocator_held_b",
+            "micro_batches_weighed_a", "micro_batches_weighed_b",   # "2 of 32": measure.weigh_micro_batches
             "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
 
 
@@ -169,6 +170,9 @@ def claim_memory(wa, wb, basis: str, bound: Bound, name: str = "") -> dict:
         out = ratios.compare_memory(ma["peak_bytes"], mb["peak_bytes"], bound)
     out.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"], anatomy_a=anatomy_of(ma),
                anatomy_b=anatomy_of(mb), **allocator_view(ma, mb, bound, out["category"], basis))
+    for side, m in (("a", ma), ("b", mb)):
+        if m.get("micro_batches_weighed"):
+            out[f"micro_batches_weighed_{side}"] = m["micro_batches_weighed"]
     out["peak"] = peak_story(name, ma, mb)
     if out["category"] != Category.HOLDS and basis != "optimizer-state":
         alternative = single_tensor_alternative(wa, wb, name, bound, ma, mb)

@@ -206,11 +206,13 @@ class Workload:
         """What lives between steps, by harness.optim.measure category (``resident_of``)."""
         return resident_of(self.model, self.optimizer, self.batches)
 
-    def step(self, tracker=None) -> Any:
+    def step(self, tracker=None, micro_batches: int | None = None) -> Any:
         """Forward and backward over each micro-batch, then one optimizer step. A
         harness.optim.measure tracker, when given, is told the phase (forward, backward, optimizer)
-        and what the step creates (activations, gradients, optimizer state)."""
-        total = self.step_without_update(tracker)
+        and what the step creates (activations, gradients, optimizer state). ``micro_batches``:
+        the first that many micro-batches only (the rest stay resident), for the memory
+        measurement of an accumulated step (harness.optim.measure.weigh_micro_batches)."""
+        total = self.step_without_update(tracker, micro_batches)
         with devices.on_device(self.target):
             if tracker is not None:
                 tracker.mark("optimizer")
@@ -229,8 +231,9 @@ class Workload:
         with devices.on_device(self.target):
             self.optimizer.step()
 
-    def step_without_update(self, tracker=None) -> float:
-        """Forward and backward over each micro-batch: the gradients, no optimizer step."""
+    def step_without_update(self, tracker=None, micro_batches: int | None = None) -> float:
+        """Forward and backward over each micro-batch (the first ``micro_batches``; all when
+        None): the gradients, no optimizer step."""
         import torch
         total = 0.0
         saved = contextlib.nullcontext
@@ -238,7 +241,7 @@ class Workload:
             def saved():
                 return torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
         with devices.tf32(self.setup.tf32), devices.on_device(self.target):  # this setup's switches, its step only
-            for batch in self.batches:
+            for batch in self.batches[:micro_batches]:
                 if tracker is not None:
                     tracker.mark("forward")
                 with self._autocast or contextlib.nullcontext(), saved():
