@@ -399,6 +399,20 @@ def test_only_the_undecided_pairs_sides_buy_rounds_and_a_pair_that_does_not_driv
     assert shown["rounds"] == 4 and "budget" not in shown["reason"]
 
 
+def test_a_family_whose_round_is_long_starts_with_fewer_rounds_though_one_pair_is_short(fake_clock):
+    """The rounds a family starts with follow what one round costs, every side once (seed 003's
+    path on an H100: 0.19 s, 1.9 s, 4.1 s ... a round of about 15 s), not its shortest pair: a
+    short pair that the first rounds leave undecided buys rounds for its own two sides alone."""
+    runs = _family(fake_clock, base=(0.1,), ga=(1.5,), ck=(3.5,))   # the base-ga pair's round: 1.6 s
+    pairs = {"ga": ratios.Pair("base", "ga", Bound(NOT_HIGHER, 20.0)), "ck": ratios.Pair("ga", "ck", Bound(NOT_HIGHER, 3.0))}
+    found = ratios.compare_family(runs, pairs, warmup=1, rounds=10, budget_s=0)
+    assert found["rounds"] == ratios.LONG_ROUNDS == 6
+    assert all(p["category"] == "holds" and p["rounds"] == 6 for p in found["pairs"].values())
+    short = ratios.compare_family(_family(fake_clock, base=(0.1,), ga=(1.5,)), {"ga": pairs["ga"]}, warmup=1, rounds=10,
+                                  budget_s=0)
+    assert short["rounds"] == 10   # the same pair alone: a round of 1.6 s keeps the workload's count
+
+
 def test_a_family_pair_must_name_two_of_its_sides():
     with pytest.raises(ValueError, match="needs two of the sides"):
         ratios.compare_family({"a": lambda: None}, {"p": ratios.Pair("a", "z", Bound(LOWER, 0.5))})

@@ -184,7 +184,8 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
     The same method as ``compare_time``, for more than two sides: ``warmup`` calls of each
     side first, discarded; then rounds, the sides' order reversed every other round (each side
     runs early and late alike, and every two sides swap places, as A B, B A does for two);
-    ``rounds`` rounds (``initial_rounds``: fewer when every pair's two steps are long), then each driving
+    ``rounds`` rounds (``initial_rounds``: fewer when a round, every side once, is long; a pair of
+    short sides that these rounds leave undecided buys its own, cheap ones), then each driving
     pair's median ratio judged by its paired bootstrap interval with the indifference
     ``zone``. While a driving pair is inconclusive, rounds double for the sides of the
     undecided pairs alone, until the pair is decided, ``max_rounds`` are reached, or its two
@@ -225,8 +226,8 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
                 for name, seconds in row.items():
                     spent[name] += seconds
                 table.append(row)
-                if len(table) == 1 and pairs:   # long when every pair's own round (its two sides) is long
-                    target = initial_rounds(target, min(row[p.a] + row[p.b] for p in pairs.values()))
+                if len(table) == 1 and pairs:   # long when the round, every side once, is long: what a round costs
+                    target = initial_rounds(target, sum(row.values()))
             for name in list(active):
                 pair = pairs[name]
                 da, db = paired(pair)
