@@ -277,7 +277,14 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        return self.end is not None
+        """Whether the run reached every check it selected: it wrote its end line, and that line
+        does not say pytest was interrupted (exit status 2: Ctrl-C, or a time limit's SIGINT),
+        after which the checks it had not reached are missing although the file ends well."""
+        return self.end is not None and self.end.get("exitstatus") != INTERRUPTED
+
+
+# pytest's ExitCode.INTERRUPTED, as the end line records it
+INTERRUPTED = 2
 
 
 @dataclasses.dataclass

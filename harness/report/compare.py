@@ -121,7 +121,7 @@ class Side:
         p = self.packages
         versions = ", ".join(f"{k} {p[k]}" for k in ("torch", "transformers", "datasets") if p.get(k))
         host = (self.header.get("facts") or {}).get("host", "?")
-        cut = "" if self.complete else ", cut off before its end"
+        cut = "" if self.complete else ", cut off or interrupted before its end"
         return f"{self.env_id} (host {host}; {versions}; {len(self.records)} checks{cut})"
 
 
@@ -467,7 +467,7 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
     if shared and (judged_from == PARTIAL or shared >= MIN_SHARED * max(n_a, n_b)):
         return None
     held = f"the baseline holds {_holds(baseline)}, the candidate {_holds(candidate)}" + (
-        "" if candidate.complete else " (it was cut off before its end)")
+        "" if candidate.complete else " (it was cut off or interrupted before its end)")
     if not shared:
         return (f"nothing to compare: {held}, 0 in common: compare runs of the same selection "
                 "(the same suites, targets and --workload)")
@@ -583,6 +583,6 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     lines.append(f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
                  f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
     if not cmp.candidate.complete:
-        lines.append("note: the candidate run was cut off before its end; checks it did not reach are listed as "
+        lines.append("note: the candidate run was cut off or interrupted before its end; checks it did not reach are listed as "
                      "disappeared")
     return "\n".join(lines) + "\n"

@@ -328,7 +328,7 @@ class Column:
     target: str
     header: dict          # the newest run header of this environment
     runs: list[str]       # run ids merged into this column, oldest first
-    complete: bool        # every merged run wrote its end line
+    complete: bool        # every merged run wrote its end line and was not interrupted (runfiles.Run.complete)
     headers: list = dataclasses.field(default_factory=list)   # the header of every merged run, oldest first
     label_suffix: str = ""  # set when two columns would otherwise share a label
     workload: str = ""      # the optimization suite's training workload ("" for checks that train nothing)

@@ -484,7 +484,7 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str, complet
                 absent[name] = info.get("reason") or ""
     note = ""
     if not complete:
-        parts.append("a run was cut off before its end (its last records may be missing)")
+        parts.append("a run was cut off or interrupted before its end (the checks it did not reach are missing)")
     if parts:
         note = "partial: " + "; ".join(parts)
     if absent:
