@@ -107,23 +107,37 @@ def one_browser():
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"
 
 
-def recorded_h100() -> Path:
-    """The run files recorded on an NVIDIA H100 (tests/fixtures/recorded/h100-torch2.11, kept
-    gzipped in the repository), unpacked once per process into a temporary directory that is
-    removed at exit: a directory tools.report, tools.rejudge and runfiles read as they are."""
-    global _H100
-    if _H100 is None:
+def recorded_run_files(folder: str) -> Path:
+    """The run files recorded on real hardware in tests/fixtures/recorded/FOLDER (kept gzipped
+    in the repository), unpacked once per process into a temporary directory that is removed
+    at exit: a directory tools.report, tools.compare, tools.rejudge and runfiles read as they are."""
+    if folder not in _RECORDED:
         import atexit
         import gzip
         import shutil
         import tempfile
-        out = Path(tempfile.mkdtemp(prefix="mps-compat-h100-")) / "h100-torch2.11"
+        packed_files = sorted((RECORDED / folder).glob("*.jsonl.gz"))
+        if not packed_files:
+            raise FileNotFoundError(f"no recorded run files in {RECORDED / folder}")
+        out = Path(tempfile.mkdtemp(prefix="mps-compat-recorded-")) / folder
         out.mkdir()
         atexit.register(shutil.rmtree, out.parent, True)
-        for packed in sorted((RECORDED / "h100-torch2.11").glob("*.jsonl.gz")):
+        for packed in packed_files:
             (out / packed.name.removesuffix(".gz")).write_bytes(gzip.decompress(packed.read_bytes()))
-        _H100 = out
-    return _H100
+        _RECORDED[folder] = out
+    return _RECORDED[folder]
 
 
-_H100: Path | None = None
+def recorded_h100() -> Path:
+    """The first H100 recording (tests/fixtures/recorded/h100-torch2.11: torch 2.11, the older
+    parity judge, no controls)."""
+    return recorded_run_files("h100-torch2.11")
+
+
+def recorded_h100_controls() -> Path:
+    """The second H100 recording (tests/fixtures/recorded/h100-torch2.11-2026-11-24): every
+    suite's controls on cuda, the optimization suite before and after a speed change."""
+    return recorded_run_files("h100-torch2.11-2026-11-24")
+
+
+_RECORDED: dict[str, Path] = {}

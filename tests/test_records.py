@@ -6,11 +6,12 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.core import records, runfiles
-from tests.conftest import recorded_h100, ROOT
+from tests.conftest import recorded_h100, recorded_h100_controls, ROOT
 from tools import compare as compare_cli, report
 
 # Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
@@ -144,3 +145,58 @@ def test_the_hand_spelling_rule_catches_a_planted_one():
     assert _spelt_by_hand('record.category = "parity"') == ["line 1: category = 'parity'"]
     assert _spelt_by_hand('r = {"verdict": "does not hold"}') == ["line 1: 'does not hold'"]
     assert _spelt_by_hand("Verdict(Status.FAIL, Category.PARITY, 'x')") == []
+
+
+# --------------------------------------------------------------------------- the second H100 recording
+
+def _report_of(files: list[Path], out: Path) -> str:
+    src = out / "runs"
+    src.mkdir(parents=True)
+    for f in files:
+        shutil.copy(f, src / f.name)
+    assert report.main([str(src), "--out", str(out)]) == 0
+    return (out / "matrix.md").read_text()
+
+
+def test_every_suites_controls_ran_first_and_passed_on_the_h100_and_the_report_says_so(tmp_path):
+    """The recording of 2026-11-24: each suite opened its cuda run with its controls (ops 3,
+    parity 3, optim 3, perf 2), and the report, reading the real files, marks the cuda column's
+    instruments checked, naming the suites."""
+    rec = recorded_h100_controls()
+    for name in ("ops", "parity", "perf", "optim-after"):
+        first = [r for run in runfiles.read_file(rec / f"{name}.jsonl").runs for r in run.records
+                 if r["target"] == "cuda"]
+        n = sum(1 for r in first if r["check"].split("/")[1] == "controls")
+        assert n >= 2 and all(r["status"] == "pass" for r in first[:n] if r["check"].split("/")[1] == "controls"), name
+    md = _report_of([rec / f"{n}.jsonl" for n in ("env", "ops", "parity", "perf", "optim-after")], tmp_path)
+    line = next(x for x in md.splitlines() if "instruments `" in x)
+    assert "instruments `OK`" in line and "11 controls passed (ops, parity, optim, perf)" in line, line
+
+
+def test_a_run_interrupted_by_its_time_limit_is_partial_in_the_report_and_in_compare(tmp_path, capsys):
+    """The H100's parity and optim runs were stopped by a time limit's SIGINT: pytest wrote the
+    end line with exit status 2. The reader takes such a run as cut short, so the report's
+    verdict says so, and compare notes that the unreached checks are missing."""
+    rec = recorded_h100_controls()
+    parity = runfiles.read_file(rec / "parity.jsonl").runs[0]
+    assert parity.end["exitstatus"] == runfiles.INTERRUPTED and not parity.complete
+    assert all(run.complete for run in runfiles.read_file(rec / "ops.jsonl").runs)
+    assert "cut off or interrupted before its end" in _report_of([rec / "parity.jsonl"], tmp_path)
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl")]) == 0
+    assert "note: the candidate run was cut off or interrupted" in capsys.readouterr().out
+
+
+def test_the_optim_speed_change_kept_every_h100_verdict_and_memory_to_the_byte(capsys):
+    """Before (4e8467d) and after (weighing an accumulated step over two micro-batches, a
+    family's rounds set by its whole round), on the same H100: compare finds every check the
+    two runs share unchanged, and every memory ratio is the same figure. (The after run was
+    written before its records named the micro-batches weighed: micro_batches_weighed_a/_b.)"""
+    rec = recorded_h100_controls()
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl"), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["changes"] == [] and result["in_common"] == 28, result["counts"]
+    before, after = ({r["check"]: r for run in runfiles.read_file(rec / f"optim-{s}.jsonl").runs for r in run.records}
+                     for s in ("before", "after"))
+    memory = [c for c in before if c.endswith("/memory") and before[c]["status"] != "skip"]
+    assert len(memory) == 4
+    assert all(before[c]["metrics"]["mem_ratio"] == after[c]["metrics"]["mem_ratio"] for c in memory)
