@@ -490,19 +490,25 @@ def test_a_side_two_claims_share_is_weighed_once_and_gives_what_a_fresh_measurem
     assert real(fresh_side)["peak_bytes"] == ck.measured["bytes_a"]
 
 
+# Small enough to weigh in a blink, long enough (length 64) that an accumulated step's peak is
+# in a backward pass, where one micro-batch would miss it (at length 16 the optimizer's is higher).
+WEIGHED = Setup(model="tiny", batch=8, seq=64)
+
+
 def _weigh_all_micro_batches(w) -> dict:
     w.step()
     return measure.measure_memory(w.step, resident=w.resident(), labelled=True)
 
 
-@pytest.mark.parametrize("row", [name for name, setup in seedpath.seed_003_rows(workloads.SCALES["small"])
+@pytest.mark.parametrize("row", [name for name, setup in seedpath.seed_003_rows(WEIGHED)
                                  if setup.grad_accum > measure.WEIGH_MICRO_BATCHES])
 def test_an_accumulated_step_weighed_over_its_first_micro_batches_weighs_what_the_whole_step_does(row):
     """``weigh`` steps through WEIGH_MICRO_BATCHES of an accumulated step's micro-batches (the
     rest stay resident): the peak bytes, its phase and what occupies it are the whole step's,
-    to the byte, on every accumulated row of seed 003's path. With one micro-batch they are not
+    to the byte, on every accumulated row of seed 003's path (a tiny model here; the small
+    workload and the H100's large one gave the same figures). With one micro-batch they are not
     (no gradient to accumulate into yet), which is why it takes two."""
-    setup = dict(seedpath.seed_003_rows(workloads.SCALES["small"]))[row]
+    setup = dict(seedpath.seed_003_rows(WEIGHED))[row]
     whole = _weigh_all_micro_batches(Workload(setup, "cpu"))
     w = Workload(setup, "cpu")
     w.step(micro_batches=measure.weigh_micro_batches(setup))
@@ -515,7 +521,7 @@ def test_an_accumulated_step_weighed_over_its_first_micro_batches_weighs_what_th
 def test_one_micro_batch_would_not_weigh_an_accumulated_step_and_dynamic_padding_is_weighed_whole():
     """The instrument's control: the shortcut is not exact by construction. One micro-batch
     misses the accumulated step's peak; a step whose micro-batches differ in width is weighed whole."""
-    setup = dict(seedpath.seed_003_rows(workloads.SCALES["small"]))["gradient-accumulation"]
+    setup = dict(seedpath.seed_003_rows(WEIGHED))["gradient-accumulation"]
     whole = _weigh_all_micro_batches(Workload(setup, "cpu"))
     w = Workload(setup, "cpu")
     w.step(micro_batches=1)
@@ -541,6 +547,11 @@ def test_the_path_claims_are_timed_once_as_a_family(fresh, monkeypatch):
     assert {"gradient-accumulation", "gradient-checkpointing"} <= calls[0][1]
     assert "the same rounds as" in ga.measured.get("reason", "the same rounds as") and ga.rounds >= 6
     assert rows[1]["rounds"] >= 6 and ck.rounds >= 6 and ck.kind == "not-higher"
+    # each member's record says where the family's seconds went, pair by pair
+    account = ga.measured["family"]
+    assert account == ck.measured["family"] and account["rounds"] >= 6 and account["build_s"] >= 0
+    assert account["pairs"]["gradient-accumulation"]["rounds"] == ga.rounds
+    assert {"gradient-accumulation", "gradient-checkpointing"} <= set(account["pairs"])
     # a claim asked for alone is timed alone: its own two sides
     seedpath.forget_timed()
     techniques.measure_claim("gradient-checkpointing", "time", "cpu", "small", ("gradient-checkpointing",))

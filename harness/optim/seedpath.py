@@ -13,6 +13,8 @@ reads each claim's ratio and each row's ratio to the baseline from the same roun
 """
 from __future__ import annotations
 
+import time
+
 from harness.core.records import Category, ClaimKind, RecordKind, Status, Verdict
 from harness.env import devices
 from harness.optim import ratios
@@ -97,10 +99,12 @@ def path_family_time(device: str, scale: str = "small", members: tuple[str, ...]
     setups = dict(rows)
     sync = devices.synchronizer(device)
     timing = dict(sync=sync, warmup=2, rounds=TIME_ROUNDS[scale], budget_s=TIME_BUDGET_S[scale])
+    start = time.perf_counter()
     if family_fits([setups[n] for n in needed], device):
         sides = {name: built(setups[name], device) for name in needed}   # held here: all alive at once
+        build_s = time.perf_counter() - start
         found = ratios.compare_family({name: w.step for name, w in sides.items()}, pairs, **timing)
-        found["together"] = True
+        found["together"], found["build_s"] = True, round(build_s, 3)
     else:
         found = {"pairs": {}, "sides": needed, "rounds": 0, "seconds": 0.0, "together": False}
         for name, pair in pairs.items():
@@ -109,6 +113,7 @@ def path_family_time(device: str, scale: str = "small", members: tuple[str, ...]
             found["pairs"][name] = alone["pairs"][name]
             found["rounds"] += alone["rounds"]
             found["seconds"] += alone["seconds"]
+        found["build_s"] = round(time.perf_counter() - start - found["seconds"], 3)   # built pair by pair
     _TIMED[key] = found
     return found
 
