@@ -321,6 +321,18 @@ def _shown(claim: C.Claim):
                 yield f"{case.id} {target} verdict", verdict.message
 
 
+@pytest.mark.parametrize("stopped, lead", [
+    ("zone", "inconclusive, too close to the bound to call (its interval lies inside the 5% zone around it"),
+    ("budget", "inconclusive within the time budget: "),
+    ("max-rounds", "inconclusive after the most rounds: ")])
+def test_an_inconclusive_time_verdict_says_why_its_rounds_stopped(stopped, lead):
+    run = techniques.ClaimRun("torch-compile", "time", "lower", 1.0, 0.95, "the guide", "eager", "compiled",
+                              0.99, 0.97, 1.01, 6, Category.INCONCLUSIVE, measured={"stopped": stopped, "zone": 0.05})
+    verdict = techniques.claim_verdict(run, "the guide")
+    assert verdict.message.startswith(lead) and "time_ratio 0.990 [0.970, 1.010] against < 1.000" in verdict.message
+    assert verdict.metrics["stopped"] == stopped
+
+
 @pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)
 def test_what_users_read_of_a_claim_names_no_file_and_glosses_every_chinese_quote(claim):
     """Every user-facing string of every claim (source, basis, technique, gates' reasons, fixes and

@@ -353,6 +353,69 @@ def test_the_budget_stops_the_buying_of_rounds(fake_clock):
     assert result["category"] == "inconclusive" and "budget of 60 s spent" in result["reason"]
 
 
+@pytest.mark.parametrize("bound, low, high, inside", [
+    (Bound(LOWER, 1.0), 0.96, 1.04, True),          # neither end can ever clear the zone: no verdict
+    (Bound(LOWER, 1.0), 1 / 1.05, 1.04, True),      # holds needs an end strictly below 1 / 1.05
+    (Bound(LOWER, 1.0), 0.95, 1.04, False),         # the low end is below the zone: it may yet hold
+    (Bound(LOWER, 1.0), 0.96, 1.05, False),         # the high end reaches the zone's top: it may yet not hold
+    (Bound(NOT_HIGHER, 2.0), 1.95, 2.05, True),
+    (Bound(NOT_HIGHER, 2.0), 2.0 / 1.05, 2.05, False),   # at most: an end on the zone's floor holds
+    (Bound(NOT_HIGHER, 2.0), 1.95, 2.1, True),           # ... and one on its top still does not exceed it
+    (Bound(NOT_HIGHER, 2.0), 1.95, 2.11, False),
+])
+def test_an_interval_inside_the_zone_is_undecidable(bound, low, high, inside):
+    """More rounds narrow an interval around the ratio it brackets: one wholly inside the
+    indifference zone, where ``judge`` gives neither verdict, would stay inside."""
+    assert ratios.undecidable(low, high, bound, ratios.TIME_ZONE) is inside
+    if inside:
+        assert ratios.judge(low, high, bound, ratios.TIME_ZONE) == "inconclusive"
+    assert ratios.undecidable(low, high, bound, 0.0) is False   # memory: exact bytes, no zone
+
+
+# Two sides 1% apart in every round, at uneven speeds: the ratio is exactly 0.99, inside the
+# 5% zone around a claim of "lower" (below 1): no number of rounds can decide it.
+STEADY_A = (1.0, 1.2, 0.9, 1.1)
+STEADY_B = tuple(0.99 * x for x in STEADY_A)
+
+
+def test_a_ratio_inside_the_zone_stops_buying_rounds_at_once(fake_clock):
+    """The budget would buy rounds up to 400; the interval [0.99, 0.99] is inside the zone after
+    the first 4, so those are all it runs, and the verdict says why: too close to call."""
+    run_a, run_b = fake_clock.work("a", *STEADY_A), fake_clock.work("b", *STEADY_B)
+    result = ratios.compare_time(run_a, run_b, Bound(LOWER, 1.0), warmup=0, rounds=4, budget_s=10_000)
+    assert result["category"] == "inconclusive" and result["stopped"] == ratios.IN_ZONE
+    assert result["rounds"] == 4 and len(fake_clock.log) == 8
+    assert "inside the 5% zone around the bound" in result["reason"]
+    assert result["ci_low"] == pytest.approx(0.99) and result["ci_high"] == pytest.approx(0.99)
+
+
+def test_the_zone_rule_does_not_stop_a_ratio_just_outside_it(fake_clock):
+    """Control: 6% apart is outside the 5% zone, and decided (holds) on the same first rounds;
+    and the uneven pair, whose interval reaches beyond the zone, still buys rounds to its budget."""
+    run_a, run_b = fake_clock.work("a", *STEADY_A), fake_clock.work("b", *(0.94 * x for x in STEADY_A))
+    result = ratios.compare_time(run_a, run_b, Bound(LOWER, 1.0), warmup=0, rounds=4, budget_s=10_000)
+    assert (result["category"], result["stopped"], result["rounds"]) == ("holds", ratios.DECIDED, 4)
+    run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=60)
+    assert (result["category"], result["stopped"], result["rounds"]) == ("inconclusive", ratios.BUDGET, 8)
+
+
+def test_a_family_pair_inside_the_zone_stops_while_an_undecided_one_buys_rounds(fake_clock):
+    """In a family, the pair 1% apart stops on the first rounds (too close to call); only the
+    uneven pair's sides run the rounds bought after them."""
+    runs = _family(fake_clock, base=STEADY_A, close=STEADY_B, a=UNEVEN_A, b=UNEVEN_B)
+    pairs = {"close": ratios.Pair("base", "close", Bound(LOWER, 1.0)),
+             "tight": ratios.Pair("a", "b", Bound(NOT_HIGHER, 1.0))}
+    found = ratios.compare_family(runs, pairs, warmup=1, rounds=4, budget_s=100)
+    close, tight = found["pairs"]["close"], found["pairs"]["tight"]
+    assert (close["rounds"], close["category"], close["stopped"]) == (4, "inconclusive", ratios.IN_ZONE)
+    assert "inside the 5% zone" in close["reason"]
+    assert tight["stopped"] == ratios.BUDGET and tight["rounds"] > 4
+    assert set(fake_clock.log[4 + 4 * 4:]) == {"a", "b"}   # after warm-up and the first rounds
+    assert {side: [round(x, 9) for x in s] for side, s in found["warmup_s"].items()} == {
+        "base": [1.0], "close": [0.99], "a": [1.0], "b": [12.0]}
+
+
 @pytest.mark.parametrize("a, b, rounds", [(0.9, 1.0, 10), (1.2, 1.6, 6), (1.5, 1.5, 6)])
 def test_a_long_step_starts_with_fewer_rounds(fake_clock, a, b, rounds):
     """A first round of LONG_ROUND_S (2 s) or more starts with LONG_ROUNDS rounds, not the
@@ -452,7 +515,9 @@ def test_on_the_real_clock_a_verdict_never_points_the_wrong_way(faster):
 
 
 def test_sync_is_called_around_every_timed_call():
+    """Warm-up calls included: their seconds are kept (a compile's, a cold start's)."""
     calls = []
-    ratios.compare_time(lambda: None, lambda: None, Bound(NOT_HIGHER, 2.0), sync=lambda: calls.append(1),
-                        warmup=1, rounds=4, budget_s=0)
-    assert len(calls) == 4 * 2 * 2
+    result = ratios.compare_time(lambda: None, lambda: None, Bound(NOT_HIGHER, 2.0), sync=lambda: calls.append(1),
+                                 warmup=1, rounds=4, budget_s=0)
+    assert len(calls) == (1 + 4) * 2 * 2
+    assert len(result["warmup_a_s"]) == len(result["warmup_b_s"]) == 1

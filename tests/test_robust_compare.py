@@ -177,6 +177,18 @@ def test_a_time_claim_worse_under_different_load_is_inconclusive_not_a_regressio
     assert [f[:2] for f in found] == [("warning", "claim")], found
 
 
+def test_a_held_time_claim_now_too_close_to_call_says_so():
+    """A held claim turned inconclusive: the warning says whether its ratio moved into the zone
+    around the bound (too close to call) or time ran out before a verdict."""
+    held = _time_claim(0.80)
+    close = {**_time_claim(0.96, stopped="zone"), "status": "xfail", "category": "inconclusive"}
+    late = {**_time_claim(0.90, stopped="budget"), "status": "xfail", "category": "inconclusive"}
+    found = compare.compare_records(held, close)
+    assert ("warning", "claim", "the claim held; now its ratio is too close to the bound to call") in found, found
+    found = compare.compare_records(held, late)
+    assert ("warning", "claim", "the claim held; now no verdict within the time budget") in found, found
+
+
 def test_markedly_different_load_is_defined_per_core():
     assert against.load_apart({"load": {"before": 1.0, "after": 1.0, "cpus": 2}},
                               {"load": {"before": 1.9, "after": 1.9, "cpus": 2}}) is None    # 0.5 vs 0.95

@@ -87,6 +87,48 @@ def judge(ci_low: float, ci_high: float, bound: Bound, zone: float = 0.0) -> str
     return Category.INCONCLUSIVE
 
 
+def undecidable(ci_low: float, ci_high: float, bound: Bound, zone: float) -> bool:
+    """Whether more rounds would not decide: the whole interval lies inside the indifference
+    ``zone`` around the bound, where ``judge`` gives neither verdict. More rounds narrow the
+    interval around the ratio it already brackets, so it stays inside: a time claim whose
+    ratio is within the zone of its bound (a technique within 5% of what the claim asks) is
+    inconclusive after the first rounds, as it would be after the whole budget. Never with
+    a zone of 0 (memory: exact)."""
+    if zone <= 0:
+        return False
+    bound = Bound(*bound).check()
+    compare = _COMPARE[bound.op]
+    return not compare(ci_low, bound.limit / (1 + zone)) and compare(ci_high, bound.limit * (1 + zone))
+
+
+# Why a time measurement stopped buying rounds (the record's ``stopped``).
+DECIDED = "decided"        # the interval gave a verdict
+IN_ZONE = "zone"           # undecidable: the interval lies inside the indifference zone
+BUDGET = "budget"          # the time budget was spent
+MAX_ROUNDS = "max-rounds"  # the most rounds were run
+
+
+def _stopped(category: str, low: float, high: float, bound: Bound, zone: float, spent: float, budget_s: float,
+             rounds: int, max_rounds: int) -> str | None:
+    """Why rounds stop now (DECIDED, IN_ZONE, BUDGET, MAX_ROUNDS), or None to buy more."""
+    if category != Category.INCONCLUSIVE:
+        return DECIDED
+    if undecidable(low, high, bound, zone):
+        return IN_ZONE
+    if spent >= budget_s:
+        return BUDGET
+    if rounds >= max_rounds:
+        return MAX_ROUNDS
+    return None
+
+
+def _why_inconclusive(stopped: str | None, zone: float, budget_s: float, max_rounds: int) -> str:
+    return {IN_ZONE: f"; the interval lies inside the {zone:.0%} zone around the bound: more rounds would not "
+                     "decide it",
+            BUDGET: f"; budget of {budget_s:g} s spent",
+            MAX_ROUNDS: f"; {max_rounds} rounds reached"}.get(stopped, "")
+
+
 def compare_memory(bytes_a: int, bytes_b: int, bound: Bound) -> dict:
     """A memory claim judged: storage bytes are deterministic, so one reading each is exact."""
     ratio = bytes_b / bytes_a
@@ -112,12 +154,15 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
     After ``rounds`` rounds the ratio median(b) / median(a) and its bootstrap interval are
     judged (``judge``, with the indifference ``zone``, default TIME_ZONE); while
     inconclusive, the number of rounds doubles until
-    ``budget_s`` seconds (warm-up included) or ``max_rounds`` are spent. Checking as rounds
+    ``budget_s`` seconds (warm-up included) or ``max_rounds`` are spent, or the interval lies
+    inside the zone (``undecidable``: more rounds would not decide it). Checking as rounds
     accumulate makes the interval's coverage somewhat optimistic; the budget bounds it.
 
     Returns ``time_ratio``, ``ci_low``, ``ci_high``, ``rounds``, ``category`` (the verdict),
-    ``reason``, ``median_a_s``, ``median_b_s``, ``durations_a`` / ``durations_b`` (seconds per
-    round), ``zone``, ``seconds`` (wall time spent), ``load`` (the machine's load before and
+    ``reason``, ``stopped`` (why the rounds stopped: DECIDED, IN_ZONE, BUDGET, MAX_ROUNDS),
+    ``median_a_s``, ``median_b_s``, ``durations_a`` / ``durations_b`` (seconds per round),
+    ``warmup_a_s`` / ``warmup_b_s`` (each warm-up call's seconds: the first holds a compile or a
+    cold start), ``zone``, ``seconds`` (wall time spent), ``load`` (the machine's load before and
     after the rounds, harness.env.timing.load_during: both sides share each round's moment,
     yet two techniques do not suffer a busy neighbour alike, so a ratio measured under heavy
     load is compared only with one measured under a like load).
@@ -125,9 +170,11 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
     sync = sync or (lambda: None)
     start = time.perf_counter()
     with load_during() as load:
+        warm_a: list[float] = []
+        warm_b: list[float] = []
         for _ in range(warmup):
-            run_a()
-            run_b()
+            warm_a.append(timed(run_a, sync))
+            warm_b.append(timed(run_b, sync))
         da: list[float] = []
         db: list[float] = []
         target = rounds
@@ -142,7 +189,8 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
             low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
             category = judge(low, high, bound, zone)
             spent = time.perf_counter() - start
-            if category != Category.INCONCLUSIVE or spent >= budget_s or target >= max_rounds:
+            stopped = _stopped(category, low, high, bound, zone, spent, budget_s, target, max_rounds)
+            if stopped:
                 break
             target = min(2 * target, max_rounds)
     bound = Bound(*bound)
@@ -150,10 +198,10 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
     ratio = median_b / median_a
     reason = (f"ratio {ratio:.3f}, {confidence:.0%} interval [{low:.3f}, {high:.3f}] against ratio {bound.op} "
               f"{bound.limit:.3f}{f' (zone {zone:.0%})' if zone else ''} after {len(da)} rounds")
-    if category == Category.INCONCLUSIVE:
-        reason += (f"; budget of {budget_s:g} s spent" if spent >= budget_s else f"; {max_rounds} rounds reached")
+    reason += _why_inconclusive(stopped, zone, budget_s, max_rounds)
     return {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
-            "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da, "durations_b": db,
+            "reason": reason, "stopped": stopped, "median_a_s": median_a, "median_b_s": median_b,
+            "durations_a": da, "durations_b": db, "warmup_a_s": warm_a, "warmup_b_s": warm_b,
             "zone": zone, "seconds": round(spent, 3), "load": load}
 
 
@@ -188,15 +236,17 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
     short sides that these rounds leave undecided buys its own, cheap ones), then each driving
     pair's median ratio judged by its paired bootstrap interval with the indifference
     ``zone``. While a driving pair is inconclusive, rounds double for the sides of the
-    undecided pairs alone, until the pair is decided, ``max_rounds`` are reached, or its two
+    undecided pairs alone, until the pair is decided, its interval lies inside the zone
+    (``undecidable``), ``max_rounds`` are reached, or its two
     sides have spent ``budget_s`` seconds (warm-up included: a pair's own budget, as
     compare_time gives one). A decided pair's figures are those of the rounds it was decided
     on; a pair that does not drive is read from every round both its sides ran in.
 
     Returns ``pairs`` (name -> what compare_time returns: ``time_ratio``, ``ci_low``,
-    ``ci_high``, ``rounds``, ``category``, ``reason``, the medians and durations, ``zone``,
-    ``seconds`` (its two sides' time), ``load``), ``sides`` (the sides, in their order),
-    ``rounds`` (rounds run) and ``seconds`` (wall time spent).
+    ``ci_high``, ``rounds``, ``category``, ``reason``, ``stopped`` (a driving pair's; None for
+    one that does not drive), the medians and durations, ``zone``, ``seconds`` (its two sides'
+    time), ``load``), ``sides`` (the sides, in their order), ``warmup_s`` (side -> each warm-up
+    call's seconds), ``rounds`` (rounds run) and ``seconds`` (wall time spent).
     """
     sync = sync or (lambda: None)
     names = list(runs)
@@ -207,7 +257,9 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
     spent = dict.fromkeys(names, 0.0)   # each side's seconds, warm-up included
     table: list[dict[str, float]] = []  # one round each: side -> seconds
     stop: dict[str, int] = {}           # a driving pair -> the rounds it was decided on
+    why: dict[str, str] = {}            # a driving pair -> why it stopped (_stopped)
     results: dict[str, tuple[float, float, str]] = {}
+    warm: dict[str, list[float]] = {name: [] for name in names}
 
     def paired(pair: Pair, upto: int | None = None) -> tuple[list[float], list[float]]:
         rows = [r for r in table[:upto] if pair.a in r and pair.b in r]
@@ -216,7 +268,8 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
     with load_during() as load:
         for _ in range(warmup):
             for name in names:
-                spent[name] += timed(runs[name], sync)
+                warm[name].append(timed(runs[name], sync))
+                spent[name] += warm[name][-1]
         active = [n for n, p in pairs.items() if p.drives]
         running, target = names, rounds
         while True:
@@ -234,11 +287,13 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
                 low, high = bootstrap_ratio_ci(da, db, resamples, confidence, seed)
                 category = judge(low, high, pair.bound, zone)
                 results[name] = (low, high, category)
-                if (category != Category.INCONCLUSIVE or spent[pair.a] + spent[pair.b] >= budget_s
-                        or len(da) >= max_rounds):
+                stopped = _stopped(category, low, high, pair.bound, zone, spent[pair.a] + spent[pair.b], budget_s,
+                                   len(da), max_rounds)
+                if stopped:
                     active.remove(name)
-                    stop[name] = len(table)
+                    stop[name], why[name] = len(table), stopped
             if not active or len(table) >= max_rounds:
+                why.update(dict.fromkeys(active, MAX_ROUNDS))
                 break
             running = [n for n in names if any(n in (pairs[p].a, pairs[p].b) for p in active)]
             target = min(2 * len(table), max_rounds)
@@ -257,11 +312,10 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
         reason = (f"ratio {ratio:.3f}, {confidence:.0%} interval [{low:.3f}, {high:.3f}] against ratio {bound.op} "
                   f"{bound.limit:.3f}{f' (zone {zone:.0%})' if zone else ''} after {len(da)} rounds"
                   + (f", timed in the same rounds as {others} other side(s)" if others else ""))
-        if category == Category.INCONCLUSIVE and pair.drives:
-            reason += (f"; budget of {budget_s:g} s spent" if spent[pair.a] + spent[pair.b] >= budget_s
-                       else f"; {max_rounds} rounds reached")
+        reason += _why_inconclusive(why.get(name), zone, budget_s, max_rounds)
         out[name] = {"time_ratio": ratio, "ci_low": low, "ci_high": high, "rounds": len(da), "category": category,
-                     "reason": reason, "median_a_s": median_a, "median_b_s": median_b, "durations_a": da,
-                     "durations_b": db, "zone": zone, "seconds": round(spent[pair.a] + spent[pair.b], 3),
-                     "load": load}
-    return {"pairs": out, "sides": names, "rounds": len(table), "seconds": round(time.perf_counter() - start, 3)}
+                     "reason": reason, "stopped": why.get(name), "median_a_s": median_a, "median_b_s": median_b,
+                     "durations_a": da, "durations_b": db, "zone": zone,
+                     "seconds": round(spent[pair.a] + spent[pair.b], 3), "load": load}
+    return {"pairs": out, "sides": names, "warmup_s": warm, "rounds": len(table),
+            "seconds": round(time.perf_counter() - start, 3)}

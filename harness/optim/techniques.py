@@ -113,6 +113,9 @@ MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fractio
             "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_held_a", "allocator_held_b",
             "micro_batches_weighed_a", "micro_batches_weighed_b",   # "2 of 32": measure.weigh_micro_batches
             "family",   # a timing family's rounds and seconds, per pair (family_account)
+            "stopped", "zone",   # why the rounds stopped (harness.optim.ratios: decided, zone, budget, max-rounds)
+            "durations_a", "durations_b",   # each round's seconds (rounded: durations), for replaying a run's rounds
+            "warmup_a_s", "warmup_b_s",     # each warm-up call's seconds: the first holds a compile or a cold start
             "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
 
 
@@ -144,8 +147,7 @@ def measure_claim(name: str, quantity: str, device: str, scale: str = "small",
         found = claim_memory(wa, wb, expect.basis, bound, name)
     elif name in family and name in FAMILY and expect.basis == "per-sample":
         timed = path_family_time(device, scale, family)
-        found = dict(timed["pairs"][name])
-        found.pop("durations_a"), found.pop("durations_b")
+        found = durations(dict(timed["pairs"][name]))
         found["family"] = family_account(timed)
     else:
         found = claim_time(wa, wb, expect.basis, bound, device, TIME_BUDGET_S[scale], TIME_ROUNDS[scale])
@@ -162,7 +164,9 @@ def family_account(timed: dict) -> dict:
     alone come to about 100)."""
     return {"rounds": timed["rounds"], "seconds": timed["seconds"], "build_s": timed.get("build_s"),
             "together": timed.get("together"),
-            "pairs": {name: {"rounds": p["rounds"], "seconds": p["seconds"], "category": p["category"]}
+            "warmup_s": {side: [round(x, 4) for x in s] for side, s in (timed.get("warmup_s") or {}).items()},
+            "pairs": {name: {"rounds": p["rounds"], "seconds": p["seconds"], "category": p["category"],
+                             "stopped": p.get("stopped")}
                       for name, p in timed["pairs"].items()}}
 
 
@@ -217,8 +221,16 @@ def claim_time(wa, wb, basis: str, bound: Bound, device: str, budget: float, rou
                 w.optimizer.zero_grad(set_to_none=True)
     for key in ("time_ratio", "ci_low", "ci_high"):
         res[key] = res[key] * per
-    res.pop("durations_a"), res.pop("durations_b")
-    return res
+    return durations(res)
+
+
+def durations(found: dict) -> dict:
+    """``found`` with its seconds per round and per warm-up call rounded to a tenth of a
+    microsecond (below any clock's use here): a record keeps them, at a dozen characters a round."""
+    for key in ("durations_a", "durations_b", "warmup_a_s", "warmup_b_s"):
+        if key in found:
+            found[key] = [round(x, 7) for x in found[key]]
+    return found
 
 
 # A measured claim's verdict (its category) -> the record's status: the document's promise
@@ -227,6 +239,10 @@ CLAIM_STATUS = {Category.HOLDS: Status.PASS, Category.DOES_NOT_HOLD: Status.XFAI
                 Category.INCONCLUSIVE: Status.XFAIL}
 LEAD = {Category.HOLDS: "", Category.DOES_NOT_HOLD: "the claim does not hold here: ",
         Category.INCONCLUSIVE: "inconclusive within the time budget: "}
+# An inconclusive time verdict's lead, by why its rounds stopped (harness.optim.ratios.IN_ZONE, MAX_ROUNDS).
+LEAD_STOPPED = {ratios.IN_ZONE: "inconclusive, too close to the bound to call (its interval lies inside the "
+                                "{zone:.0%} zone around it, where more rounds would not decide it): ",
+                ratios.MAX_ROUNDS: "inconclusive after the most rounds: "}
 # What a verdict says, in a sentence.
 SAYS = {Category.HOLDS: "the claim holds", Category.DOES_NOT_HOLD: "the claim does not hold",
         Category.INCONCLUSIVE: "the claim is inconclusive"}
@@ -247,8 +263,11 @@ def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Ve
         summary += f". {run.measured['peak']}"
     if run.measured.get("allocator_disagrees"):
         summary += f" Note: {run.measured['allocator_disagrees']}."
+    lead = LEAD[run.category]
+    if run.category == Category.INCONCLUSIVE and run.measured.get("stopped") in LEAD_STOPPED:
+        lead = LEAD_STOPPED[run.measured["stopped"]].format(zone=run.measured.get("zone") or 0)
     return Verdict(CLAIM_STATUS[run.category], run.category,
-                   "" if run.category == Category.HOLDS else LEAD[run.category] + summary, kept)
+                   "" if run.category == Category.HOLDS else lead + summary, kept)
 
 
 # --------------------------------------------------------------------------- where the peak is

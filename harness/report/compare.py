@@ -202,9 +202,10 @@ def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
         out.append(("regression", "claim", "the claim held and no longer holds"))
     elif ca == Category.DOES_NOT_HOLD and cb == Category.HOLDS:
         out.append(("improvement", "claim", "the claim now holds"))
-    elif ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
-        out.append(("warning", "claim", "the claim held; now no verdict within the time budget"))
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    if ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
+        out.append(("warning", "claim", "the claim held; now its ratio is too close to the bound to call"
+                    if mb.get("stopped") == "zone" else "the claim held; now no verdict within the time budget"))
     if not all(_number(m.get(k)) is not None for m in (ma, mb) for k in ("ci_low", "ci_high", "bound")):
         return out  # not a measured claim (seed 003's path table has ratios, no interval, no bound)
     for key in ("mem_ratio", "time_ratio"):

@@ -29,7 +29,7 @@ LEGEND = (
     (Status.XFAIL, "x", "known limitation of this version or OS"),
     (Status.XPASS, "X", "expected to fail, but passed"),
     (Category.DOES_NOT_HOLD, "≠", "measured: the documented optimization claim does not hold here"),
-    (Category.INCONCLUSIVE, "?", "measured: no verdict within the time budget"),
+    (Category.INCONCLUSIVE, "?", "measured: no verdict (too close to the bound to call, or out of time)"),
     (Status.SKIP, "–", "skipped: not applicable here, or target absent"),
     (Status.CRASH, "☠", "the process died in this check"),
     (Status.TIMEOUT, "◷", "ran out of time"),
