@@ -383,3 +383,17 @@ def test_the_run_file_reader_keeps_a_control_record(tmp_path):
     rf = runfiles.read_file(path)
     assert rf.errors == [] and len(rf.runs[0].records) == len(PASSING)
     assert matrix.instruments_of(rf.runs[0].records).state == matrix.UNTRUSTED
+
+
+def test_a_saving_with_a_long_first_step_says_what_the_user_waits_for_once():
+    """torch.compile's saving comes after a compile: the verdict's "helps" line says how long the
+    first step took where it was far longer than a steady one, and nothing where it was not."""
+    compiled = check("optim/torch-compile/time", category=Category.HOLDS, time_ratio=0.8, ci_low=0.77,
+                     ci_high=0.83, bound=0.95, kind="lower", median_b_s=0.35, warmup_b_s=[212.4, 0.36],
+                     workload="large")
+    fused = check("optim/fused-adamw/time", category=Category.HOLDS, time_ratio=0.48, ci_low=0.45, ci_high=0.5,
+                  bound=0.95, kind="lower", median_b_s=0.006, warmup_b_s=[0.007, 0.006])
+    found = aspect(verdict_of([compiled, fused]), "optimizations")
+    words = {line.split(" x")[0]: line for line in found.detail}
+    assert words["helps: torch-compile time"].endswith("(large workload, its first step took 212 s)"), found.detail
+    assert "first step" not in words["helps: fused-adamw time"], found.detail

@@ -318,7 +318,23 @@ def _ratio_words(rec: dict) -> str:
     what = "memory" if "mem_ratio" in met else "time"
     workload = records.workload_of(rec)
     said = f"{rec.get('subject')} {what}" + (f" x{ratio:.2g}" if isinstance(ratio, (int, float)) else "")
-    return said + (f" ({workload} workload)" if workload else "")
+    notes = [f"{workload} workload"] if workload else []
+    first = cold_start_s(met)
+    if first is not None:
+        notes.append(f"its first step took {first:.3g} s")
+    return said + (f" ({', '.join(notes)})" if notes else "")
+
+
+COLD_START_FACTOR = 10   # a variant's first call this many times its steady step (and a second or more): shown
+
+
+def cold_start_s(met: dict) -> float | None:
+    """The variant's first call's seconds, where it was far longer than its steady step (a
+    compile, a cold start: what a user waits for once before any saving), else None."""
+    warm, steady = met.get("warmup_b_s"), met.get("median_b_s")
+    if not warm or not isinstance(steady, (int, float)) or not isinstance(warm[0], (int, float)):
+        return None
+    return float(warm[0]) if warm[0] >= 1.0 and warm[0] >= COLD_START_FACTOR * steady else None
 
 
 def _optimizations(recs: list[dict]) -> Aspect:
