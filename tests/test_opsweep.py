@@ -56,6 +56,27 @@ def test_meta_sweep_splits_native_and_unsupported():
     assert {"native", "unsupported", "error"} <= set(cats.values())
 
 
+@pytest.mark.parametrize("where, made_for", [("cuda", "cuda:0"), ("mps", "mps:0"), ("cpu", "cpu"),
+                                              ("meta", "meta")])
+def test_samples_are_made_for_the_device_string_pytorch_s_own_tests_pass(monkeypatch, where, made_for):
+    """PyTorch's device-generic tests make OpInfo samples for "cuda:0" and "mps:0": a sample
+    function's extra samples for device == "cuda" exactly (_softmax_backward_data's malformed
+    float16 one) never run there, and must not run here. run_case asks for samples through
+    sample_device: seen with a fake op that records what it was asked for."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    asked = []
+
+    class Op:
+        def sample_inputs(self, device, dtype, requires_grad=False):
+            asked.append(device)
+            return iter(())
+    monkeypatch.setattr(opsweep, "op_table", lambda: {"fake": Op()})
+    monkeypatch.setattr(opsweep.devices, "place", lambda target: target)
+    monkeypatch.setattr(opsweep.devices, "synchronizer", lambda target: lambda: None)
+    opsweep.run_case("fake", where, "float32", "forward")
+    assert asked == [made_for] and opsweep.sample_device(where) == made_for
+
+
 def test_an_injected_fallback_warning_is_cpu_fallback_naming_that_op(monkeypatch):
     op = op_table()["add"]
     real = op.op
