@@ -337,6 +337,18 @@ def test_a_pair_of_runs_that_spread_widely_only_warns_of_a_2x_slowdown():
     assert against.spread(quiet[:3]) == 0.0    # too few to say
 
 
+def test_no_spread_excuses_a_slowdown_beyond_what_clean_reruns_ever_moved():
+    """A pair whose runs spread as widely as 0.45 in log (exp(6 x 0.45) = 15x) still warns of a
+    4x slowdown, but a 15x one with intervals ten times apart is a regression: the widening is
+    capped at SPREAD_CAP (6x), twice the largest move of an op between clean reruns."""
+    a = _rec("perf/softmax/float32/forward", Category.TIMED, _time(0.2256e-3))
+    for factor, kind in ((4.0, "warning"), (15.4, "regression")):
+        b = _rec("perf/softmax/float32/forward", Category.TIMED, _time(0.2256e-3 * factor))
+        found = against.changes(a, b, *SAME, 0.45)
+        assert [c[:2] for c in found] == [(kind, "perf-time")], found
+    assert "widened to 500% by the two runs' spread" in found[0][2]
+
+
 def test_a_suspect_figure_is_measured_again_and_the_fastest_kept():
     base = {"op": "mul", "dtype": "float32", "pass": "forward", "shape": "s", "workload": "small"}
     runs = [_run(3e-3, 2.9e-3, 3.1e-3, **base), _run(1e-3, 0.95e-3, 1.05e-3, **base), _run(2e-3, 1.9e-3, 2.1e-3, **base)]

@@ -51,6 +51,11 @@ from harness.env import timing
 TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50}
 SHAPE_TOLERANCE = 0.15     # of a step: what a new shape may cost more than it did
 SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations out of the pair's spread
+# The most the pair's spread may widen the allowance: twice the largest move of a single op
+# between clean reruns on the noisy 2-core VM (2-3x). A pair that spread wider than that was
+# disturbed (a neighbour's burst in one run), and its spread would otherwise excuse anything:
+# a 15x injected slowdown, intervals ten times apart, was once called inconclusive there.
+SPREAD_CAP = 6.0
 LOAD_GAP = 0.5             # tasks per core: two runs' loads further apart than this are not alike
 CONFIRMATIONS = 2          # fresh processes that measure again a figure that looks like a regression
 
@@ -145,8 +150,8 @@ def spread(pairs: list[tuple[dict, dict]]) -> float:
     standard deviation (1.4826 x the median absolute deviation) of the log ratios of every
     time compared, each less the control's drift. Near 0.02 on a quiet machine; 0.1 to 0.2
     between clean reruns on the noisy 2-core VM, whose single ops moved up to 2-3x. A time
-    regresses only beyond ``exp(SPREAD_Z x spread)`` too: on a machine that noisy, a 30%
-    slowdown cannot be told from the noise, and is said to be inconclusive."""
+    regresses only beyond ``exp(SPREAD_Z x spread)`` too (at most SPREAD_CAP): on a machine that
+    noisy, a 30% slowdown cannot be told from the noise, and is said to be inconclusive."""
     logs = []
     for ma, mb in pairs:
         a, b = _num(ma, "median_s"), _num(mb, "median_s")
@@ -165,7 +170,7 @@ def _time(ma: dict, mb: dict, tolerance: float, noise: float = 0.0) -> list[tupl
     ratio = mb["median_s"] / ma["median_s"]
     host = drift(ma, mb)
     slower, faster = max(1.0, host), min(1.0, host)
-    noise_factor = math.exp(SPREAD_Z * noise)
+    noise_factor = min(math.exp(SPREAD_Z * noise), SPREAD_CAP)
     allowed = max(1 + tolerance, noise_factor)
     figures = (f"{ma['median_s'] * 1e3:.4g} ms [{ma['ci_low'] * 1e3:.4g}, {ma['ci_high'] * 1e3:.4g}] -> "
                f"{mb['median_s'] * 1e3:.4g} ms [{mb['ci_low'] * 1e3:.4g}, {mb['ci_high'] * 1e3:.4g}], "
