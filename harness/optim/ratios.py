@@ -77,9 +77,7 @@ def judge(ci_low: float, ci_high: float, bound: Bound, zone: float = 0.0) -> str
     """
     if zone < 0:
         raise ValueError(f"zone must be >= 0, got {zone}")
-    bound = Bound(*bound).check()
-    compare = _COMPARE[bound.op]
-    tighter, looser = bound.limit / (1 + zone), bound.limit * (1 + zone)
+    compare, tighter, looser = _edges(bound, zone)
     if all(compare(end, tighter) for end in (ci_low, ci_high)):
         return Category.HOLDS
     if not any(compare(end, looser) for end in (ci_low, ci_high)):
@@ -96,9 +94,14 @@ def undecidable(ci_low: float, ci_high: float, bound: Bound, zone: float) -> boo
     a zone of 0 (memory: exact)."""
     if zone <= 0:
         return False
+    compare, tighter, looser = _edges(bound, zone)
+    return not compare(ci_low, tighter) and compare(ci_high, looser)
+
+
+def _edges(bound: Bound, zone: float):
+    """The bound's comparison and its zone's two edges: the limit tightened and loosened by (1 + zone)."""
     bound = Bound(*bound).check()
-    compare = _COMPARE[bound.op]
-    return not compare(ci_low, bound.limit / (1 + zone)) and compare(ci_high, bound.limit * (1 + zone))
+    return _COMPARE[bound.op], bound.limit / (1 + zone), bound.limit * (1 + zone)
 
 
 # Why a time measurement stopped buying rounds (the record's ``stopped``).
