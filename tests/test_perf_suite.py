@@ -240,6 +240,29 @@ def test_the_comparison_says_when_times_were_not_compared(tmp_path):
     assert "note:" in compare.render(result)
 
 
+def test_times_at_another_thread_count_are_not_compared_and_the_comparison_says_why():
+    """A baseline kept serially (torch's threads: every core) and a candidate run on xdist
+    workers (cores / workers each) do not compare times: a 26x slower op is no regression
+    there, and the comparison must not let it pass as unchanged without a word."""
+    def side(threads, median):
+        header = {"facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}}}
+        rec = _rec("perf/softmax/float32/forward", Category.TIMED, {**_time(median), "threads": threads})
+        return compare.Side("vm", "vm", header, {(rec["check"], "cpu"): rec}, True, [])
+    result = compare.compare(side(2, 1.3e-4), side(1, 3.5e-3))
+    assert not result.changes and len(result.notes) == 1, result.notes
+    assert "1 perf time(s) not compared" in result.notes[0] and "2 thread(s) per process, the candidate with 1" \
+        in result.notes[0] and "same -n" in result.notes[0]
+    assert not compare.compare(side(1, 1.3e-4), side(1, 1.4e-4)).notes     # one thread count: compared, no note
+    assert compare.compare(side(1, 1.3e-4), side(1, 3.5e-3)).changes[0].kind == "regression"
+    from harness.report.matrix import build
+    from harness.report.speed import perf_sections
+    page = [_rec("perf/softmax/float32/forward", Category.TIMED, {**_time(3.5e-3), "threads": 1})]
+    kept = [_rec("perf/softmax/float32/forward", Category.TIMED, {**_time(1.3e-4), "threads": 2})]
+    against_base = perf_sections(build([_page_run("cand", page)]),
+                                 compare.side_from_runs("baseline", [_page_run("base", kept)], []))[0]
+    assert not against_base.rows and "2 thread(s) per process, the candidate with 1" in against_base.intro
+
+
 # --------------------------------------------------------------------------- cold processes
 
 def test_a_cold_process_has_imported_torch_and_run_nothing():

@@ -523,6 +523,17 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      f"{machines[0] or 'an unnamed machine'}, "
                      f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
                      "(keep a baseline on this machine: ./compat baseline -m perf)")
+    elif timed:
+        apart: dict[tuple, int] = {}
+        for a, b, _ in pairs:
+            ta, tb = ((r.get("metrics") or {}).get("threads") for r in (a, b))
+            if a.get("category") in Category.TIMES and ta != tb:
+                apart[(ta, tb)] = apart.get((ta, tb), 0) + 1
+        for (ta, tb), n in sorted(apart.items(), key=lambda kv: -kv[1]):
+            notes.append(f"{n} perf time(s) not compared: the baseline measured them with {ta or '?'} thread(s) per "
+                         f"process, the candidate with {tb or '?'}; a time only compares at one thread count "
+                         "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
+                         "or both serially as ./compat baseline and ./compat candidate do)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
                       instrument_lines(candidate))
 

@@ -132,6 +132,7 @@ def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
                 notes.append(f"{col.label}: another machine than the baseline's, times not compared")
                 continue
             result = compare.compare(baseline, side)
+            notes += [f"{col.label}: {note}" for note in result.notes]   # e.g. times at another thread count
             for c in result.changes:
                 if c.rule.startswith("perf-"):
                     rows.append([col.label, c.check, Cell(c.kind, {"regression": "fail", "warning": "inconclusive",
