@@ -300,9 +300,12 @@ def stubbed(tmp_path):
     stub(venv / "bin" / "uv", "venv-uv", pin)
     stub(bindir / "uv", "path-uv", pin)
 
-    def setup() -> list[str]:
+    def setup(**extra: str) -> list[str]:
+        env = clean_env(MPS_COMPAT_VENV=str(venv), PATH=f"{bindir}:{os.environ['PATH']}")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)      # unset unless a test sets it: it adds a uv option
+        env.update(extra)
         res = subprocess.run(["bash", str(project / "compat"), "setup"], capture_output=True, text=True, timeout=60,
-                             env=clean_env(MPS_COMPAT_VENV=str(venv), PATH=f"{bindir}:{os.environ['PATH']}"))
+                             env=env)
         assert res.returncode == 0, res.stderr
         return log.read_text().splitlines() if log.exists() else []
 
@@ -320,6 +323,14 @@ def test_compat_syncs_with_the_lock_once_and_again_when_it_changes(stubbed):
     with (project / "pyproject.toml").open("a") as f:
         f.write("\n")
     assert len(setup()) == 3, "a changed pyproject.toml did not re-sync .venv"
+
+
+def test_compat_has_uv_compile_the_bytecode_where_python_would_cache_none(stubbed):
+    """With PYTHONDONTWRITEBYTECODE set, each process would compile torch from source again."""
+    setup, project, venv, _ = stubbed
+    calls = setup(PYTHONDONTWRITEBYTECODE="1")
+    assert calls == [f"venv-uv UV_PROJECT_ENVIRONMENT={venv} sync -q --locked --extra dev --project {project} "
+                     "--compile-bytecode"], calls
 
 
 def test_compat_installs_the_locked_uv_first_when_the_venv_has_another(stubbed):
