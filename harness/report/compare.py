@@ -524,14 +524,15 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
                      "(keep a baseline on this machine: ./compat baseline -m perf)")
     elif timed:
-        apart: dict[tuple, int] = {}
+        apart: dict[tuple[str, str], int] = {}
         for a, b, _ in pairs:
             ta, tb = ((r.get("metrics") or {}).get("threads") for r in (a, b))
-            if a.get("category") in Category.TIMES and ta != tb:
-                apart[(ta, tb)] = apart.get((ta, tb), 0) + 1
+            if a.get("category") in Category.TIMES and ta != tb:   # as against.comparable; any type read
+                key = (str(ta) if ta is not None else "?", str(tb) if tb is not None else "?")
+                apart[key] = apart.get(key, 0) + 1
         for (ta, tb), n in sorted(apart.items(), key=lambda kv: -kv[1]):
-            notes.append(f"{n} perf time(s) not compared: the baseline measured them with {ta or '?'} thread(s) per "
-                         f"process, the candidate with {tb or '?'}; a time only compares at one thread count "
+            notes.append(f"{n} perf time(s) not compared: the baseline measured them with {ta} thread(s) per "
+                         f"process, the candidate with {tb}; a time only compares at one thread count "
                          "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
                          "or both serially as ./compat baseline and ./compat candidate do)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
