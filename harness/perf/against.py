@@ -97,10 +97,17 @@ def comparable(a: dict, b: dict, host_a: str | None, host_b: str | None) -> str 
     cannot be compared, or None when they can."""
     if not host_a or host_a != host_b:
         return f"they ran on different machines ({host_a or '?'} and {host_b or '?'})"
+    apart = threads_apart(a, b)
+    return f"they ran with {apart[0]} and {apart[1]} threads per process" if apart else None
+
+
+def threads_apart(a: dict, b: dict) -> tuple[str, str] | None:
+    """The two records' thread counts per process, as text ("?" where unknown), when they
+    differ: their times do not compare (``comparable``); None when they are alike."""
     ta, tb = (a.get("metrics") or {}).get("threads"), (b.get("metrics") or {}).get("threads")
-    if ta != tb:
-        return f"they ran with {ta} and {tb} threads per process"
-    return None
+    if ta == tb:
+        return None
+    return tuple(str(t) if t is not None else "?" for t in (ta, tb))
 
 
 def load_apart(ma: dict, mb: dict) -> str | None:

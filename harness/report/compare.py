@@ -526,9 +526,8 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     elif timed:
         apart: dict[tuple[str, str], int] = {}
         for a, b, _ in pairs:
-            ta, tb = ((r.get("metrics") or {}).get("threads") for r in (a, b))
-            if a.get("category") in Category.TIMES and ta != tb:   # as against.comparable; any type read
-                key = (str(ta) if ta is not None else "?", str(tb) if tb is not None else "?")
+            key = against.threads_apart(a, b) if a.get("category") in Category.TIMES else None
+            if key:
                 apart[key] = apart.get(key, 0) + 1
         for (ta, tb), n in sorted(apart.items(), key=lambda kv: -kv[1]):
             notes.append(f"{n} perf time(s) not compared: the baseline measured them with {ta} thread(s) per "
