@@ -62,10 +62,24 @@ texts also checked in the strings of the torch 2.15.0 macOS arm64 wheel's libtor
   that does not synchronize misses the work, as on the GPU. Operands an op would refuse make it
   run at once, so its error comes at the call, as on MPS.
 
+* Code written for a Mac (``device_names()``, which the ops sweep runs OpInfo's samples in, made
+  for ``"mps:0"`` as PyTorch's MPS tests make them): ``"mps"`` names the device; a call that names
+  the CPU, or a factory that names no device (torch's default device is the CPU), makes CPU
+  tensors, off the device's rules and memory, and ops on those alone stay there; moving a
+  tensor between the two copies it. The suites' own code names the device "cpu"
+  (harness.env.devices.place), so this holds only where a caller asks for it.
+
 Where the emulation cannot follow a Mac: choices torch makes in Python or in composite code by
 the tensors' device see the CPU (the foreach optimizers' default, the SDPA backend: the CPU's
 ``_scaled_dot_product_flash_attention_for_cpu`` stands for the attention kernel MPS picks, see
-``DEVICE_CHOICES``); torch.compile under a dispatch mode is not MPS's compiler.
+``DEVICE_CHOICES``; quantile's CPU-only range check of q); torch.compile
+under a dispatch mode is not MPS's compiler. Where it can tell that it cannot tell, it says so
+(harness.env.devices.BeyondEmulation, and the check is skipped with that reason): an op with an
+MPS kernel whose CPU kernel lacks the dtype (``kernel``), and a float64 tensor torch's C++ code
+made for an op of Mac code with no operand and no device named (linalg_pinv's tolerance: float32
+on MPS, float64 elsewhere). A float64 tensor that torch's code converts from an operand on the
+CPU's path (quantile, nanquantile, renorm's backward, in torch 2.15) is still refused as MPS's:
+whether a Mac's path converts too is not known here.
 
 State that is per process on a Mac (the warn-once, the allocator's counters, the queue) is
 module state (``PROCESS``), shared by every stand-in here, as one process has one device.
@@ -83,6 +97,7 @@ import functools
 import importlib.metadata
 import json
 import os
+import re
 import sys
 import threading
 import types
@@ -92,6 +107,7 @@ from pathlib import Path
 
 import torch
 from packaging.version import Version
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.env import devices, fitness
@@ -131,6 +147,12 @@ DEVICE_CHOICES = {
     "_scaled_dot_product_flash_attention_for_cpu_backward": "_scaled_dot_product_attention_math_for_mps",
 }
 NATIVE, QUEUED, MISSING, DECOMPOSED = "native", "queued", "missing", "decomposed"
+OFF, DEVICE = "off the device", "on the device"    # where a call that names a device puts its work
+# A CPU kernel without the dtype, raised as NotImplementedError: ATen's AT_DISPATCH_* error, and
+# the CPU's FFT library's (aten/src/ATen/native/mkl/SpectralOps.cpp)
+CPU_LACKS_DTYPE = re.compile(r"^\"[^\"]+\" not implemented for '[A-Za-z0-9]+'|^MKL FFT doesn't support tensors of type")
+# A device named as MPS's ("mps", "mps:0"), in a device= argument or .to's positional one
+MPS_NAME = re.compile(r"mps(:\d+)?")
 
 
 # --------------------------------------------------------------------------- facts, once per process
@@ -201,7 +223,9 @@ class Process:
         self.queue: list[Deferred] = []
         self.deferred = 0                 # ops queued, ever
         self.run_later = 0                # queued ops run at a flush, ever
-        self.active = threading.local()   # .stand_in: the context this thread is in
+        self.active = threading.local()   # .stand_in: the context this thread is in; .placing: OFF
+                                          # or DEVICE while a call that names one runs (MacDeviceNames)
+        self.off: dict[int, weakref.ref] = {}   # storages made off the device (MacDeviceNames)
 
     # -- memory
     def allocated(self, storage) -> None:
@@ -233,6 +257,20 @@ class Process:
 
     def empty_cache(self) -> None:
         self.pool = self.current
+
+    # -- tensors off the device, where code written for a Mac names the CPU (MacDeviceNames)
+    def put_off(self, out) -> None:
+        """The outputs of work done off the device are CPU tensors, as on a Mac: later ops on
+        them alone run off the device too. A storage the device's memory counts is not moved."""
+        for t in _tensors_of(out):
+            if t.is_cpu and t.layout == torch.strided:
+                storage = t.untyped_storage()
+                key = storage._cdata
+                if key not in self.live and key not in self.off:
+                    self.off[key] = weakref.ref(storage, lambda _, key=key: self.off.pop(key, None))
+
+    def is_off(self, t: torch.Tensor) -> bool:
+        return bool(self.off) and t.is_cpu and t.layout == torch.strided and t.untyped_storage()._cdata in self.off
 
     # -- the queue
     def flush(self) -> int:
@@ -269,7 +307,7 @@ class Deferred:
         self.stand_in, self.func, self.args, self.kwargs, self.outputs = stand_in, func, args, kwargs, outputs
 
     def run(self) -> None:
-        result = self.stand_in.finish_op(self.func, self.func(*self.args, **self.kwargs))
+        result = self.stand_in.finish_op(self.func, self.stand_in.kernel(self.func, QUEUED, self.args, self.kwargs))
         values = _tensors_of(result)
         if [v.shape for v in values] != [o.shape for o in self.outputs]:
             gave, handed = [tuple(v.shape) for v in values], [tuple(o.shape) for o in self.outputs]
@@ -369,12 +407,21 @@ class MacRules(TorchDispatchMode):
 
     def apply(self, func, args, kwargs):
         si = self.stand_in
-        kind, fresh = si.decisions.get(func) or si.decide(func)
         inputs = _tensors(args, kwargs)
+        placing = getattr(PROCESS.active, "placing", None)
+        if placing is OFF or (placing is None and inputs and all(PROCESS.is_off(t) for t in inputs)):
+            # a call that names the CPU, or an op on such a call's tensors alone (MacDeviceNames):
+            # its work is off the device, as on a Mac; what it reads of the queue is computed first
+            PROCESS.flush()
+            out = func(*args, **kwargs)
+            PROCESS.put_off(out)
+            return out
+        kind, fresh = si.decisions.get(func) or si.decide(func)
         refused = si.refused_dtypes()
         for t in inputs:
-            if t.dtype in refused:
+            if t.dtype in refused and not PROCESS.is_off(t):   # a CPU operand is not on the device
                 si.refuse(t)
+        made_inside = not inputs and placing is None and getattr(PROCESS.active, "mac_code", False)
         out = si.defer(func, args, kwargs) if kind is QUEUED else None
         if kind is DECOMPOSED:
             # a CompositeImplicitAutograd op reaches the mode whole where autograd is off for its
@@ -389,9 +436,17 @@ class MacRules(TorchDispatchMode):
                 PROCESS.flush()
             if kind is MISSING:
                 si.missing_kernel(func)
-            out = si.finish_op(func, func(*args, **kwargs))
+            out = si.finish_op(func, si.kernel(func, kind, args, kwargs))
         live = PROCESS.live
         for t in _tensors_of(out):
+            if t.dtype in refused and made_inside:
+                # made by torch's own C++ code for the op Mac code called, with no operand and no
+                # device named: code that picks the dtype or the device by the device's type
+                # (linalg_pinv: float32 on MPS, float64 elsewhere) saw the CPU here
+                raise devices.BeyondEmulation(
+                    f"the emulated Mac cannot tell: torch's own code made a {t.dtype} tensor ({op_name(func)}) "
+                    "for this op on the CPU underneath, where on a Mac it may choose by the device; only a Mac "
+                    "answers this check")
             if t.dtype in refused:
                 si.refuse(t)
             if t.is_cpu and t.layout == torch.strided:
@@ -401,6 +456,71 @@ class MacRules(TorchDispatchMode):
                 if fresh or storage._cdata in live:
                     PROCESS.allocated(storage)
         return out
+
+
+def _is_mps_name(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "mps"
+    return isinstance(value, str) and MPS_NAME.fullmatch(value) is not None
+
+
+def _is_cpu_name(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cpu"
+    return value == "cpu"
+
+
+# torch functions that take no tensor and make none on a device (a mode sees them too)
+_NOT_FACTORIES = frozenset({torch.get_default_dtype, torch.is_grad_enabled, torch.is_tensor})
+
+
+class MacDeviceNames(TorchFunctionMode):
+    """Code written for a Mac, run unchanged (EmulatedMac.device_names): ``"mps"``, ``"mps:0"``
+    and ``torch.device("mps")`` name the device, which is the CPU underneath, in any torch
+    function's ``device=`` and in a device given positionally (``.to``); and a call that names
+    the CPU (``device="cpu"``, ``.to("cpu")``, ``.cpu()``) makes its tensors off the device, as
+    on a Mac: outside MPS's rules (a float64 tensor there is allowed) and its memory count.
+
+    Only where a caller asks for it: the suites' own code names the emulated Mac's device
+    "cpu" (harness.env.devices.place), which inside this mode would mean off the device."""
+
+    def __enter__(self):
+        self._was, PROCESS.active.mac_code = getattr(PROCESS.active, "mac_code", False), True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        PROCESS.active.mac_code = self._was
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.device:           # a mode sees torch.device("mps:0") made: it names MPS still
+            return func(*args, **kwargs)
+        moves = func in (torch.Tensor.to, torch.Tensor.cpu) and args and isinstance(args[0], torch.Tensor)
+        if _is_mps_name(kwargs.get("device")) or any(_is_mps_name(a) for a in args):
+            placing = DEVICE
+            kwargs = {k: "cpu" if k == "device" and _is_mps_name(v) else v for k, v in kwargs.items()}
+            args = tuple("cpu" if _is_mps_name(a) else a for a in args)
+            if moves and PROCESS.is_off(args[0]):
+                kwargs["copy"] = True      # a CPU tensor moved to the device is copied there
+        elif func is torch.Tensor.cpu or _is_cpu_name(kwargs.get("device")) or any(_is_cpu_name(a) for a in args):
+            placing = OFF
+            if moves and not PROCESS.is_off(args[0]):
+                # a device tensor moved to the CPU is copied there (on this CPU, .to would hand
+                # back the device tensor itself)
+                if func is torch.Tensor.cpu:
+                    func, args = torch.Tensor.to, (args[0], "cpu")
+                kwargs = {**kwargs, "copy": True}
+        elif not _tensors(args, kwargs) and func not in _NOT_FACTORIES:
+            placing = OFF                  # no operand, no device: torch's default device, the CPU
+        else:
+            return func(*args, **kwargs)
+        active = PROCESS.active
+        was, active.placing = getattr(active, "placing", None), placing
+        try:
+            return func(*args, **kwargs)
+        finally:
+            active.placing = was
 
 
 @functools.lru_cache(maxsize=1)
@@ -518,6 +638,22 @@ class EmulatedMac(devices.StandIn):
         PROCESS.deferred += 1
         return handed
 
+    def kernel(self, func, kind: str, args, kwargs):
+        """Run the op on the CPU underneath. Where the device has a kernel of its own (any
+        ``kind`` but MISSING) and the CPU's lacks the operands' dtype (ATen's dispatch macros:
+        NotImplementedError ``"<kernel>" not implemented for '<dtype>'``), what the Mac's
+        kernel does with that dtype is not a fact here: BeyondEmulation, and the check is not
+        judged. An op that falls back runs the CPU's kernel on a Mac too: its error is MPS's."""
+        try:
+            return func(*args, **kwargs)
+        except NotImplementedError as exc:
+            if kind is MISSING or not CPU_LACKS_DTYPE.search(str(exc)):
+                raise
+            raise devices.BeyondEmulation(
+                f"the emulated Mac cannot tell: {op_name(func)} has an MPS kernel in this torch's table, but the "
+                f"CPU it runs on has no kernel for this dtype ({str(exc).splitlines()[0]}); only a Mac answers "
+                "this check") from exc
+
     def finish_op(self, func, out):
         """An op's result as the device gives it."""
         return out
@@ -535,6 +671,9 @@ class EmulatedMac(devices.StandIn):
         finally:
             PROCESS.active.stand_in = None
             PROCESS.flush()
+
+    def device_names(self):
+        return MacDeviceNames()
 
     # -- the device's API, as the installed torch offers it
     def synchronize(self) -> None:

@@ -444,3 +444,69 @@ def test_skewed_variant_moves_every_floating_result_by_one_percent():
     assert torch.equal(exact, torch.full((3,), 2.0))
     assert torch.allclose(skewed, torch.full((1, 3), 2.0 * em.SKEW * em.SKEW), rtol=1e-6, atol=0)
     assert not torch.equal(mm, torch.eye(3)) and torch.equal(mm == 0, torch.eye(3) == 0)
+
+
+# --------------------------------------------------------------------------- code written for a Mac
+
+def test_code_written_for_a_mac_names_mps_and_the_cpu_as_on_a_mac():
+    """Inside device_names, "mps:0" places tensors on the device (counted, float64 refused) and
+    a call that names the CPU makes CPU tensors (not counted, float64 allowed); moving a tensor
+    either way copies it, as between a Mac's two memories; torch.device("mps:0") keeps its name,
+    so code that chooses by it (OpInfo's highest_precision_float) chooses for MPS."""
+    from torch.testing._internal.common_dtype import highest_precision_float
+    be = devices.backend("standin-mps")
+    with no_collection(), devices.on_device("standin-mps"), devices.device_names("standin-mps"):
+        assert torch.device("mps:0").type == "mps" and highest_precision_float("mps:0") == torch.float32
+        before = be.memory_current()
+        on_device = torch.ones(N, device="mps:0")
+        counted = be.memory_current() - before
+        on_cpu = torch.ones(N, dtype=torch.float64, device="cpu") * 2     # an op on CPU tensors alone
+        back = on_device.cpu()
+        moved = on_cpu.to("mps:0", torch.float32)
+        after_moves = be.memory_current() - before
+        refused = outcome(lambda: torch.ones(2, dtype=torch.float64, device="mps"))
+        default = torch.zeros(2, dtype=torch.float64)                     # no device: the CPU, torch's default
+        scalar_operand = on_device[:2] * torch.tensor(3.0, dtype=torch.float64, device="cpu")
+    assert counted == 4 * N and after_moves == 8 * N      # the CPU tensors not counted, the moved one counted
+    assert on_cpu.dtype == torch.float64 and float(on_cpu[0]) == 2.0 and float(moved[0]) == 2.0
+    assert back.data_ptr() != on_device.data_ptr() and moved.data_ptr() != on_cpu.data_ptr()
+    assert isinstance(refused, TypeError) and str(refused) == em.FLOAT64
+    assert default.dtype == torch.float64 and scalar_operand.tolist() == [3.0, 3.0]
+    with mac().context():     # outside device_names the suites' own convention holds: "cpu" is the device
+        assert isinstance(outcome(lambda: torch.ones(2, dtype=torch.float64, device="cpu")), TypeError)
+
+
+def test_the_ops_sweep_makes_the_emulated_mac_s_samples_for_mps(monkeypatch):
+    """OpInfo's samples for MPS leave out the float64 operands no Mac is given (full_like's
+    dtype=highest_precision_float(device), softmax's dtype=): made for "cpu", 99 of the emulated
+    Mac's 5,482 ops checks failed on them; made for "mps:0", as on a Mac, they run natively."""
+    from harness.ops import opsweep
+    monkeypatch.setenv(VAR, "1")
+    assert opsweep.sample_device("standin-mps") == "mps:0" and opsweep.sample_device("standin-tf32") == "cpu"
+    for key in ("full_like", "softmax.with_dtype"):
+        run = opsweep.run_case(key, "standin-mps", "float32", "forward")
+        assert (run.category, run.message) == ("native", ""), (key, run)
+
+
+def test_what_the_cpu_underneath_lacks_is_not_judged_as_the_mac_s(monkeypatch):
+    """An op with an MPS kernel whose CPU kernel lacks the dtype, and a float64 tensor torch's
+    own code made for an op where on a Mac it chooses by the device (linalg_pinv's tolerance):
+    the emulated Mac cannot tell, and the check is skipped with that reason. An op without an
+    MPS kernel runs the CPU's on a Mac too: its missing dtype is MPS's answer, unsupported."""
+    from harness.core.records import Status
+    from harness.ops import opsweep
+    monkeypatch.setenv(VAR, "1")
+    table = em.kernel_snapshot().table
+    assert table["special_bessel_j0"]["mps"] and not table["special_ndtri"]["mps"]
+    lacks = opsweep.run_case("special.bessel_j0", "standin-mps", "float16", "forward")
+    chooses = opsweep.run_case("linalg.pinv", "standin-mps", "float32", "forward")
+    for run, says in ((lacks, "has no kernel for this dtype"), (chooses, "made a torch.float64 tensor")):
+        assert (run.category, run.error_type) == ("n/a", "BeyondEmulation") and says in run.message, run
+        verdict = opsweep.judge(run, None, on_mps=True)
+        assert verdict.status == Status.SKIP and verdict.message.startswith("BeyondEmulation: the emulated Mac "
+                                                                            "cannot tell")
+    with fallback.capture(), mac().context():    # as a check captures: warn-always, the once unused
+        missing = outcome(lambda: torch.special.ndtri(torch.full((2,), 0.5, dtype=torch.float16)))
+    assert isinstance(missing, NotImplementedError) and "not implemented for 'Half'" in str(missing)
+    on_cpu = opsweep.run_case("special.bessel_j0", "cpu", "float16", "forward")
+    assert on_cpu.category == "unsupported"     # the CPU's own column still says what the CPU lacks

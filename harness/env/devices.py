@@ -273,6 +273,14 @@ class StandIn:
     def context(self):
         return contextlib.nullcontext()
 
+    def device_names(self):
+        """A context in which the emulated device's own name (``"mps:0"``, as code written for
+        the device passes it in ``device=`` or to ``.to``) places tensors where this stand-in's
+        work runs: OpInfo's sample functions, which choose their samples by the device's name
+        (no float64 operands for MPS), make the device's samples there. A stand-in that
+        emulates no device has no name of its own: nothing changes."""
+        return contextlib.nullcontext()
+
     def finish(self, result, cpu, reference):
         return result
 
@@ -289,6 +297,12 @@ class StandIn:
         """The machine facts the env suite judges for this target (an emulated device's
         recorded machine); None: this machine's own."""
         return None
+
+
+class BeyondEmulation(Exception):
+    """An emulating stand-in cannot tell what the device would do here (the CPU it runs on
+    lacks what the device has: a kernel for this dtype, say). A check that meets it is
+    skipped with this reason, never judged: only the device itself can answer it."""
 
 
 STAND_INS: dict[str, StandIn] = {}
@@ -340,6 +354,13 @@ def on_device(target: str):
     device's rules), nothing for a real device."""
     si = STAND_INS.get(target)
     return si.context() if si is not None else contextlib.nullcontext()
+
+
+def device_names(target: str):
+    """The context in which code written for the device a target emulates may name that
+    device (``StandIn.device_names``); nothing for any other target."""
+    si = STAND_INS.get(target)
+    return si.device_names() if si is not None else contextlib.nullcontext()
 
 
 def facts_for(target: str, facts: dict) -> dict:

@@ -11,6 +11,8 @@ harness.core.isolate) and returns an ``OpRun`` classified as
   unsupported   a sample raised NotImplementedError (no kernel, fallback off or impossible)
   error         a sample raised anything else (its first line is kept)
   crash/timeout the child process died or ran out of time (``run_of`` a sandbox outcome)
+  n/a           an emulated device cannot tell what the device would do (the CPU it runs on
+                lacks the dtype's kernel): the check is skipped with that reason
 
 and ``judge`` makes it the check's Verdict, on MPS against PyTorch's own expectation
 (harness.ops.declarations.mps_expectations).
@@ -165,20 +167,28 @@ def _backward(sample, out, device: str) -> bool:
     return True
 
 
-def sample_device(where: str) -> str:
-    """The device string OpInfo's samples are made for, as PyTorch's own device-generic tests
-    pass it (torch.testing._internal.common_device_type: ``cuda:<current device>``, ``mps:0``;
-    the CPU's is ``cpu``). A sample function that adds samples only when ``device == "cuda"``
-    never meets them in PyTorch's CI, and one of those is malformed: ``_softmax_backward_data``'s
-    float32 gradient with a float16 output, which real autograd never passes, failed on an
-    H100 with torch 2.11 ("expected scalar type Float but found Half"). Made as PyTorch's tests
-    make them, the op's checks test what PyTorch tests."""
-    if where == "cuda":
+def sample_device(target: str) -> str:
+    """The device string OpInfo's samples are made for on ``target``, as PyTorch's own
+    device-generic tests pass it (torch.testing._internal.common_device_type:
+    ``cuda:<current device>``, ``mps:0``; the CPU's is ``cpu``). A sample function that adds
+    samples only when ``device == "cuda"`` never meets them in PyTorch's CI, and one of those
+    is malformed: ``_softmax_backward_data``'s float32 gradient with a float16 output, which
+    real autograd never passes, failed on an H100 with torch 2.11 ("expected scalar type Float
+    but found Half"). Made as PyTorch's tests make them, the op's checks test what PyTorch
+    tests.
+
+    The emulated Mac's samples are made for ``mps:0`` too (inside its ``device_names``, where
+    that name places them on the CPU it runs on): the sample functions that leave out float64
+    operands for MPS (``highest_precision_float``, ``like`` ops' ``dtype=``) leave them out
+    there as on a Mac; made for the CPU, 99 of its 5,482 checks (torch 2.15) failed on float64
+    operands a Mac is never given. A plain stand-in's are made for the CPU its work runs on."""
+    kind = devices.rules_of(target)
+    if kind == "cuda":
         import torch
         return f"cuda:{torch.cuda.current_device()}"
-    if where == "mps":
+    if kind == "mps":
         return "mps:0"
-    return where
+    return devices.place(target)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,26 +208,28 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     classification.
 
     Seeded, and warn-always on during the run, so the result does not depend on which
-    checks ran before it in the same process. The samples are made on the target and run
-    there: a stand-in's on the CPU (devices.place) inside its context (devices.on_device),
-    where an emulated device's rules hold (the emulated Mac's missing kernels fall back or
-    raise, its float64 is refused), as they would on the device itself.
+    checks ran before it in the same process. The samples are made for the target's device
+    name (``sample_device``) and run there: a stand-in's on the CPU inside its context
+    (devices.on_device), where an emulated device's rules hold (the emulated Mac's missing
+    kernels fall back or raise, its float64 is refused) and its device's name places tensors
+    (devices.device_names), as they would on the device itself.
     """
     import torch
     op = op_table()[op_key]
     torch.manual_seed(0)
     dt = getattr(torch, dtype)
     sync = devices.synchronizer(device)
-    where = devices.place(device)
+    made_for = sample_device(device)
 
     def samples():
-        for sample in op.sample_inputs(sample_device(where), dt, requires_grad=pass_ == "backward"):
-            out = op(sample.input, *sample.args, **sample.kwargs)
-            if pass_ == "backward" and not _backward(sample, out, where):
-                yield False
-                continue
-            sync()
-            yield True
+        with devices.device_names(device):
+            for sample in op.sample_inputs(made_for, dt, requires_grad=pass_ == "backward"):
+                out = op(sample.input, *sample.args, **sample.kwargs)
+                if pass_ == "backward" and not _backward(sample, out, made_for):
+                    yield False
+                    continue
+                sync()
+                yield True
     return classified(device, samples())
 
 
@@ -235,6 +247,8 @@ def classified(device: str, runs) -> OpRun:
         try:
             for counted in runs:
                 ran, skipped = ran + bool(counted), skipped + (not counted)
+        except devices.BeyondEmulation as exc:   # the emulated device cannot answer: not judged
+            category, error_type, message = Category.NA, type(exc).__name__, error_line(exc)
         except NotImplementedError as exc:
             category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
@@ -279,6 +293,8 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False) -> Verd
         return Verdict(status, category, message, metrics)
     if cat in (Category.CRASH, Category.TIMEOUT):
         return verdict(cat, Category.NA, msg, None)
+    if cat == Category.NA:   # an emulated device that cannot tell (classified): only the device can
+        return Verdict(Status.SKIP, Category.NA, msg, metrics)
     ran = cat in Category.RAN
     dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
     if ran:
