@@ -505,6 +505,7 @@ def test_what_the_cpu_underneath_lacks_is_not_judged_as_the_mac_s(monkeypatch):
         verdict = opsweep.judge(run, None, on_mps=True)
         assert verdict.status == Status.SKIP and verdict.message.startswith("BeyondEmulation: the emulated Mac "
                                                                             "cannot tell")
+        assert verdict.metrics["emulation_cannot_tell"] is True     # the report counts these apart
     with fallback.capture(), mac().context():    # as a check captures: warn-always, the once unused
         missing = outcome(lambda: torch.special.ndtri(torch.full((2,), 0.5, dtype=torch.float16)))
     assert isinstance(missing, NotImplementedError) and "not implemented for 'Half'" in str(missing)

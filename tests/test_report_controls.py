@@ -397,3 +397,16 @@ def test_a_saving_with_a_long_first_step_says_what_the_user_waits_for_once():
     words = {line.split(" x")[0]: line for line in found.detail}
     assert words["helps: torch-compile time"].endswith("(large workload, its first step took 212 s)"), found.detail
     assert "first step" not in words["helps: fused-adamw time"], found.detail
+
+
+def test_an_emulated_column_says_how_many_ops_checks_only_the_device_can_answer():
+    """The emulated Mac skips a check whose answer this CPU cannot give (harness.ops.opsweep.judge
+    marks it emulation_cannot_tell): the ops line counts them apart from the checks run, so
+    a reader does not take 5,300 answered checks for the whole sweep."""
+    untold = check("ops/special.bessel_j0/float16/forward", Status.SKIP, Category.NA, "standin-mps",
+                   "BeyondEmulation: the emulated Mac cannot tell: ...", emulation_cannot_tell=True)
+    absent = check("ops/add/float16/forward", Status.SKIP, Category.NA, "standin-mps", "not on this target")
+    line = aspect(verdict_of(checks("standin-mps") + [untold, absent]), "ops").line
+    assert line.endswith("(of 1 op checks run; 1 more that only the device itself can answer: the CPU it is "
+                         "emulated on lacks the kernel or dtype)"), line
+    assert aspect(verdict_of(checks("standin-mps") + [absent]), "ops").line.endswith("(of 1 op checks run)")

@@ -294,7 +294,7 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False) -> Verd
     if cat in (Category.CRASH, Category.TIMEOUT):
         return verdict(cat, Category.NA, msg, None)
     if cat == Category.NA:   # an emulated device that cannot tell (classified): only the device can
-        return Verdict(Status.SKIP, Category.NA, msg, metrics)
+        return Verdict(Status.SKIP, Category.NA, msg, {**metrics, "emulation_cannot_tell": True})
     ran = cat in Category.RAN
     dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
     if ran:

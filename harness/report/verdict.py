@@ -256,6 +256,9 @@ def _environment(recs: list[dict], target: str) -> Aspect:
 
 def _ops(recs: list[dict], target: str) -> Aspect:
     ops = [r for r in recs if r.get("suite") == "ops" and r["status"] != Status.SKIP]
+    # checks an emulated device could not answer (the CPU underneath lacks what the device has)
+    untold = sum(1 for r in recs if r.get("suite") == "ops" and r["status"] == Status.SKIP
+                 and (r.get("metrics") or {}).get("emulation_cannot_tell"))
     if not ops:
         return Aspect("ops", NONE, "not run here (pytest suites/ -m ops)", anchor="ops")
     keys = Counter(cell_key(r) for r in ops)
@@ -282,7 +285,9 @@ def _ops(recs: list[dict], target: str) -> Aspect:
         short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
     if broken:
         short += f", {len(broken):,} fail"
-    return Aspect("ops", state, ", ".join(parts) + f" (of {len(ops):,} op checks run)", detail, "ops", short)
+    run = f" (of {len(ops):,} op checks run" + (f"; {untold:,} more that only the device itself can answer: the "
+                                                f"CPU it is emulated on lacks the kernel or dtype)" if untold else ")")
+    return Aspect("ops", state, ", ".join(parts) + run, detail, "ops", short)
 
 
 def _numerics(recs: list[dict]) -> Aspect:
