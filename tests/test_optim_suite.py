@@ -626,3 +626,21 @@ def test_a_compiled_workload_compiles_once():
     for _ in range(3):
         w.step()
     assert counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.slow
+def test_the_claims_run_in_one_session_with_the_other_suites(tmp_path):
+    """``pytest suites/`` (and ``-m mps``) collects every suite in one session: the claims'
+    family lookup read every check's ``case`` as a claim, and each claim ended in
+    AttributeError ('EnvCheck' object has no attribute 'entry') beside the env suite, seen
+    on the emulated Mac. ``./compat suites`` runs the optimization suite alone, so only a
+    session that mixes them shows it."""
+    res, records = run_suite(tmp_path, "suites/", "env or optim", "--device", "cpu", "-p", "no:xdist", "-k",
+                             "test_environment_is_fit_for_target or gradient-accumulation-memory")
+    by_suite = {}
+    for r in records:
+        by_suite.setdefault(r["suite"], []).append(r)
+    assert by_suite.get("env") and by_suite.get("optim"), res.stdout[-3000:]
+    claim = next(r for r in by_suite["optim"] if r["check"] == "optim/gradient-accumulation/memory")
+    assert claim["category"] in ("holds", "does-not-hold", "inconclusive"), claim
+    assert res.returncode == 0 and "AttributeError" not in res.stdout, res.stdout[-3000:]
