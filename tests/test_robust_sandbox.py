@@ -231,3 +231,21 @@ def test_a_device_list_naming_no_target_is_refused_by_every_tool(capsys, value):
     code = workload.main(["--device", value])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(err) == 1 and "names no target" in err[0], (code, err)
+
+
+@pytest.mark.parametrize("measured, signal_seen", [(False, 9), (True, 15)])
+def test_a_child_is_killed_at_once_unless_coverage_measures_it(monkeypatch, measured, signal_seen):
+    """Ending a child with torch loaded cleanly takes seconds, so it is killed (SIGKILL); where
+    coverage.py measures the subprocesses (COVERAGE_PROCESS_START), SIGKILL would lose the
+    child's data, so it gets SIGTERM, which coverage catches to write it."""
+    if measured:
+        monkeypatch.setenv(isolate.COVERAGE_VAR, os.devnull)
+    else:
+        monkeypatch.delenv(isolate.COVERAGE_VAR, raising=False)
+    box = Sandbox(timeout=30)
+    try:
+        assert box.call("os:getpid").kind == "ok"
+        proc = box._proc
+    finally:
+        box.close()
+    assert proc.returncode == -signal_seen

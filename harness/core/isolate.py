@@ -40,6 +40,9 @@ PRELOAD_VAR = "MPS_COMPAT_SANDBOX_PRELOAD"
 # How long a child may take to start (its preloads, and the warm-up steps it replays) before
 # it is given up: generous, because start-up is not what a check's limit is about.
 STARTUP_TIMEOUT = 600.0
+# Set where coverage.py measures every process (its subprocess support): a child ended then gets
+# SIGTERM, which coverage catches to write its data, instead of SIGKILL, which loses it.
+COVERAGE_VAR = "COVERAGE_PROCESS_START"
 # The longest wait a call makes, and the largest --check-timeout (harness/plugin/options.py):
 # one day. Connection.poll waits in poll(2) on Linux and macOS, which takes milliseconds as a
 # C int (2**31 - 1 ms, about 24.8 days) and raises OverflowError beyond it; a check still
@@ -180,7 +183,15 @@ class Sandbox:
 
     def _stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+            if os.environ.get(COVERAGE_VAR):
+                # measured by coverage.py (docs/controls.md): SIGTERM lets it write the child's data
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+            else:
+                self._proc.kill()
         if self._proc is not None:
             self._proc.wait()
         if self._conn is not None:
