@@ -72,7 +72,8 @@ texts also checked in the strings of the torch 2.15.0 macOS arm64 wheel's libtor
 Where the emulation cannot follow a Mac: choices torch makes in Python or in composite code by
 the tensors' device see the CPU (the foreach optimizers' default, the SDPA backend: the CPU's
 ``_scaled_dot_product_flash_attention_for_cpu`` stands for the attention kernel MPS picks, see
-``DEVICE_CHOICES``; quantile's CPU-only range check of q); torch.compile
+``DEVICE_CHOICES``; quantile's CPU-only range check of q; GradScaler's float64 reciprocal, let
+through where both branches compute the same bits: ``python_device_choices``); torch.compile
 under a dispatch mode is not MPS's compiler. Where it can tell that it cannot tell, it says so
 (harness.env.devices.BeyondEmulation, and the check is skipped with that reason): an op with an
 MPS kernel whose CPU kernel lacks the dtype (``kernel``), and a float64 tensor torch's C++ code
@@ -458,6 +459,38 @@ class MacRules(TorchDispatchMode):
         return out
 
 
+@functools.lru_cache(maxsize=1)
+def python_device_choices() -> dict[str, str]:
+    """torch's Python files that choose a dtype by the device's name, where the emulated Mac (a
+    CPU to them) takes another branch than a Mac but computes the same numbers, each with what
+    it chooses; read from the installed torch, so an older one without the choice is not
+    excused. The float64 such a file makes on the emulated device is let through: refusing it
+    would fail what passes on a Mac.
+
+    GradScaler.unscale_: ``_scale.double().reciprocal().float()`` off MPS, ``_scale.reciprocal()``
+    on it; its scales are powers of two (65536, grown x2, backed off x0.5), whose reciprocal is
+    exact in float32, so both branches give the same bits."""
+    import inspect
+    choices = {}
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler is not None and 'torch.device("mps:0")' in inspect.getsource(scaler.unscale_):
+        choices[inspect.getsourcefile(scaler)] = ("torch.amp.GradScaler.unscale_ computes the inverse scale in float64 "
+                                                  "on every device but mps:0, where it stays in float32")
+    return choices
+
+
+def _python_choice() -> str | None:
+    """What a torch Python file on the current stack chooses by the device (python_device_choices)."""
+    choices = python_device_choices()
+    frame = sys._getframe(1)
+    while frame is not None:
+        why = choices.get(frame.f_code.co_filename)
+        if why:
+            return why
+        frame = frame.f_back
+    return None
+
+
 def _is_mps_name(value) -> bool:
     if isinstance(value, torch.device):
         return value.type == "mps"
@@ -593,8 +626,10 @@ class EmulatedMac(devices.StandIn):
         return decided
 
     def refuse(self, t: torch.Tensor) -> None:
-        """Raise MPS's error for a tensor of a dtype the device lacks (meta tensors are not on it)."""
-        if t.is_cpu:
+        """Raise MPS's error for a tensor of a dtype the device lacks (meta tensors are not on it),
+        unless torch's own Python code made it choosing by the device's name, where a Mac's
+        branch computes the same numbers without it (python_device_choices)."""
+        if t.is_cpu and not _python_choice():
             error, text = self.refused_dtypes()[t.dtype]
             raise error(text)
 

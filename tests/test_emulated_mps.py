@@ -511,3 +511,26 @@ def test_what_the_cpu_underneath_lacks_is_not_judged_as_the_mac_s(monkeypatch):
     assert isinstance(missing, NotImplementedError) and "not implemented for 'Half'" in str(missing)
     on_cpu = opsweep.run_case("special.bessel_j0", "cpu", "float16", "forward")
     assert on_cpu.category == "unsupported"     # the CPU's own column still says what the CPU lacks
+
+
+def test_gradscaler_s_float64_reciprocal_off_mps_is_let_through_and_gives_the_mac_s_bits():
+    """torch.amp.GradScaler.unscale_ takes the reciprocal of its scale in float64 on any device
+    but mps:0, which the emulated Mac (a CPU to it) would refuse: the 4 float16 autocast
+    training checks failed on it and not on a Mac. Inside that function the float64 is let
+    through (its power-of-two scales have exact float32 reciprocals, the Mac's branch); a
+    float64 tensor made anywhere else on the device is still MPS's TypeError."""
+    if not em.python_device_choices():
+        pytest.skip("this torch's GradScaler has no MPS branch: its float64 is refused as on a Mac")
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with mac().context():
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+        loss = model(torch.ones(3, 4)).sum()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        refused = outcome(lambda: torch.ones(2).double())
+    plain = torch.nn.Linear(4, 2)
+    plain.load_state_dict(model.state_dict())
+    plain(torch.ones(3, 4)).sum().backward()
+    assert torch.equal(model.weight.grad, plain.weight.grad)       # unscaled exactly, as 2**16 * (1 / 2**16)
+    assert isinstance(refused, TypeError) and str(refused) == em.FLOAT64

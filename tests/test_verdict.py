@@ -50,3 +50,18 @@ def test_no_suite_maps_a_verdict_to_an_outcome_by_hand():
         text = path.read_text()
         assert not re.search(r"record\.status\s*=", text), path
         assert not re.search(r"verdict\.(status|outcome)\s*==", text), path
+
+
+def test_a_child_an_emulated_device_cannot_answer_for_is_skipped_with_why_and_any_other_error_fails():
+    """A sandboxed check whose child raised harness.env.devices.BeyondEmulation (the emulated
+    Mac meets what only a Mac can answer) is skipped with the child's words and marked for the
+    report; any other exception of the child still fails the check."""
+    from harness.core.isolate import Outcome
+    untold = Outcome("raised", detail="BeyondEmulation: the emulated Mac cannot tell: why")
+    record = Recorder()
+    with pytest.raises(pytest.skip.Exception, match="the emulated Mac cannot tell: why"):
+        record.value_of(untold, "the run itself")
+    assert record.metrics == {"emulation_cannot_tell": True}
+    for detail in ("TypeError: Cannot convert a MPS Tensor to float64", "NotBeyondEmulation: x"):
+        with pytest.raises(pytest.fail.Exception, match="the run itself failed: "):
+            Recorder().value_of(Outcome("raised", detail=detail), "the run itself")

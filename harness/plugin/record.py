@@ -13,6 +13,7 @@ harness/core/records.py).
 from __future__ import annotations
 
 from harness.core.records import Category, Identity, Status, Verdict, first_line, strip_prefix
+from harness.env import devices
 
 
 class Recorder:
@@ -32,9 +33,13 @@ class Recorder:
         self.metrics.update(values)
 
     def value_of(self, outcome, what: str = "the check itself"):
-        """A sandbox outcome's value; a crash or a hang is recorded as such and fails the check."""
+        """A sandbox outcome's value; a crash or a hang is recorded as such and fails the check.
+        An emulated device that cannot tell what the device would do (the child raised
+        harness.env.devices.BeyondEmulation) skips it with that reason: only the device can."""
         if outcome.kind in (Status.CRASH, Status.TIMEOUT):
             self.conclude(Verdict(outcome.kind, message=outcome.detail))
+        if outcome.kind == "raised" and outcome.detail.startswith(f"{devices.BeyondEmulation.__name__}: "):
+            self.conclude(Verdict(Status.SKIP, Category.NA, outcome.detail, {"emulation_cannot_tell": True}))
         if outcome.kind != "ok":
             self.conclude(Verdict(Status.FAIL, message=f"{what} failed: {outcome.detail}"))
         return outcome.value
