@@ -111,6 +111,7 @@ from packaging.version import Version
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.core.records import error_line
 from harness.env import devices, fitness
 from harness.env import facts as facts_mod
 from harness.ops import kernels
@@ -686,7 +687,7 @@ class EmulatedMac(devices.StandIn):
                 raise
             raise devices.BeyondEmulation(
                 f"the emulated Mac cannot tell: {op_name(func)} has an MPS kernel in this torch's table, but the "
-                f"CPU it runs on has no kernel for this dtype ({str(exc).splitlines()[0]}); only a Mac answers "
+                f"CPU it runs on has no kernel for this dtype ({error_line(exc)}); only a Mac answers "
                 "this check") from exc
 
     def finish_op(self, func, out):
