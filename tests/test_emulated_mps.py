@@ -513,6 +513,37 @@ def test_what_the_cpu_underneath_lacks_is_not_judged_as_the_mac_s(monkeypatch):
     assert on_cpu.category == "unsupported"     # the CPU's own column still says what the CPU lacks
 
 
+def test_a_float64_converted_from_an_operand_is_mps_s_error_doubted_and_settled_by_pytorch_s_expectation(monkeypatch):
+    """quantile converts its q to float64 on the CPU's path (torch 2.15), renorm's backward
+    takes its norm in the CPU's accumulate type (float64); on a Mac they stay float32, and
+    PyTorch's MPS tests expect both to pass. The emulated Mac raises MPS's TypeError as before
+    (code under test sees the device's error) marked with its doubt; the ops judge skips the
+    check where PyTorch expects a pass and keeps PyTorch's xfail where it expects a failure
+    (float_power computes in float64 on any device). A float64 made with no operand, or one
+    handed in, is MPS's error without doubt."""
+    from harness.core.records import Status
+    from harness.env import devices
+    from harness.ops import opsweep
+    monkeypatch.setenv(VAR, "1")
+    q = opsweep.run_case("quantile", "standin-mps", "float32", "forward")
+    assert (q.category, q.error_type, q.message) == ("error", "TypeError", "TypeError: " + em.FLOAT64), q
+    assert q.doubt.startswith("on the CPU underneath, aten::_to_copy made a float64 tensor from float32 operands"), q
+    renorm = opsweep.run_case("renorm", "standin-mps", "float32", "backward")
+    assert "aten::linalg_vector_norm made a float64" in renorm.doubt and renorm.failed_in == "backward", renorm
+    skipped = opsweep.judge(q, None, on_mps=True)
+    assert skipped.status == Status.SKIP and skipped.metrics["emulation_cannot_tell"] is True
+    assert skipped.message.startswith("the emulated Mac cannot tell: on the CPU underneath") and \
+        "PyTorch's own MPS test expects this check to pass on a Mac" in skipped.message
+    assert opsweep.judge(q, "xfail", on_mps=True).status == Status.XFAIL
+    with mac().context():
+        made = outcome(lambda: torch.ones(2, dtype=torch.float64))
+        converted = outcome(lambda: torch.ones(2).double())
+    assert isinstance(made, TypeError) and devices.doubt_of(made) == ""
+    assert isinstance(converted, TypeError) and str(converted) == em.FLOAT64 and devices.doubt_of(converted)
+    on_cpu = opsweep.run_case("quantile", "cpu", "float32", "forward")
+    assert (on_cpu.category, on_cpu.doubt) == ("native", "")
+
+
 def test_gradscaler_s_float64_reciprocal_off_mps_is_let_through_and_gives_the_mac_s_bits():
     """torch.amp.GradScaler.unscale_ takes the reciprocal of its scale in float64 on any device
     but mps:0, which the emulated Mac (a CPU to it) would refuse: the 4 float16 autocast

@@ -5,6 +5,7 @@ raise NotImplementedError there, the rest run. An MPS fallback warning injected 
 op's run must come out as cpu-fallback naming that op. Crashes and hangs are real child
 processes that abort, segfault or sleep.
 """
+import copy
 import warnings
 
 import pytest
@@ -149,6 +150,59 @@ def test_judgement(category, expected, status, disagree):
     assert (j.status, j.metrics["disagreement"]) == (status, disagree)
     assert j.metrics["pytorch_expects"] == (expected or "pass")
     assert "disagreement" not in opsweep.judge(result, expected).metrics   # PyTorch's expectations are MPS's
+
+
+@pytest.mark.parametrize("category,failed_in,forward,on_mps,status", [
+    ("error", "forward", "xfail", True, "xfail"),     # to(float64)'s backward fails where its forward does
+    ("error", "forward", "skip", True, "xfail"),
+    ("unsupported", "forward", "xfail", True, "xfail"),
+    ("error", "backward", "xfail", True, "fail"),     # a forward that ran, then a broken backward: a finding
+    ("error", "forward", None, True, "fail"),         # PyTorch expects the forward to pass: a finding
+    ("error", "forward", "xfail", False, "fail"),     # PyTorch's expectations are MPS's
+    ("native", None, "xfail", True, "pass"),          # a backward that runs is no unexpected pass of it
+])
+def test_a_backward_check_that_failed_in_its_forward_takes_the_forward_s_expectation(category, failed_in, forward,
+                                                                                     on_mps, status):
+    run = opsweep.OpRun(category, message="TypeError: no float64", failed_in=failed_in)
+    j = opsweep.judge(run, None, on_mps=on_mps, forward_expected=forward)
+    assert j.status == status, j
+    if status == "xfail":
+        assert j.message.startswith(f"PyTorch expects this op's forward to fail in this dtype ({forward})")
+        assert j.metrics["pytorch_expects"] == f"{forward} (forward)" and j.metrics["disagreement"] is None
+
+
+class _BrokenBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.abs()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("a broken backward")
+
+
+def _failing(stage: str):
+    """OpInfo's ``abs`` with an op that raises in ``stage`` ("forward" or "backward")."""
+    op = copy.copy(op_table()["abs"])
+
+    def forward_fails(x, *args, **kwargs):
+        raise TypeError("a broken forward")
+    op.op = forward_fails if stage == "forward" else _BrokenBackward.apply
+    return op
+
+
+def test_a_backward_check_says_where_it_failed(monkeypatch):
+    """run_case names the stage a backward check failed in: the op forward (its sample made
+    first) or autograd's backward; a forward check and a check that ran name none."""
+    table = {"fails-forward": _failing("forward"), "fails-backward": _failing("backward"), **op_table()}
+    monkeypatch.setattr(opsweep, "op_table", lambda: table)
+    run = opsweep.run_case("fails-forward", "cpu", "float32", "backward")
+    assert (run.category, run.failed_in, run.message) == ("error", "forward", "TypeError: a broken forward"), run
+    assert opsweep.run_case("fails-forward", "cpu", "float32", "forward").failed_in is None
+    run = opsweep.run_case("fails-backward", "cpu", "float32", "backward")
+    assert (run.category, run.failed_in, run.message) == ("error", "backward", "RuntimeError: a broken backward"), run
+    assert opsweep.run_case("fails-backward", "cpu", "float32", "forward").category == "native"
+    assert opsweep.run_case("abs", "cpu", "float32", "backward").failed_in is None
 
 
 def test_unexpected_failure_is_marked_where_pytorch_expects_a_pass():

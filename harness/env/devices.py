@@ -305,6 +305,25 @@ class BeyondEmulation(Exception):
     skipped with this reason, never judged: only the device itself can answer it."""
 
 
+DOUBT = "mps_compat_emulation_doubt"
+
+
+def doubted(exc: BaseException, why: str) -> BaseException:
+    """``exc``, the device's own error as an emulating stand-in raised it, marked with why the
+    stand-in cannot be sure the device would get there (``why``: torch's code on the CPU's
+    path converted an operand to a dtype the device lacks, where the device's path may keep
+    the operand's). The error itself is unchanged: code under test sees what the device
+    raises. A judge holding a fact that says the device does not fail here (PyTorch's own
+    MPS tests expecting a pass) skips the check with this reason instead of failing it."""
+    setattr(exc, DOUBT, why)
+    return exc
+
+
+def doubt_of(exc: BaseException) -> str:
+    """Why an emulating stand-in doubts ``exc`` (``doubted``), or ""."""
+    return getattr(exc, DOUBT, "")
+
+
 STAND_INS: dict[str, StandIn] = {}
 
 

@@ -12,7 +12,9 @@ harness.core.isolate) and returns an ``OpRun`` classified as
   error         a sample raised anything else (its first line is kept)
   crash/timeout the child process died or ran out of time (``run_of`` a sandbox outcome)
   n/a           an emulated device cannot tell what the device would do (the CPU it runs on
-                lacks the dtype's kernel): the check is skipped with that reason
+                lacks the dtype's kernel): the check is skipped with that reason; so is one
+                whose error the emulated device doubts (``OpRun.doubt``) where PyTorch's
+                MPS tests expect a pass
 
 and ``judge`` makes it the check's Verdict, on MPS against PyTorch's own expectation
 (harness.ops.declarations.mps_expectations).
@@ -201,6 +203,9 @@ class OpRun:
     error_type: str | None = None
     message: str = ""             # the error's first line, or what happened to the child
     seconds: float | None = None
+    failed_in: str | None = None  # a backward check's failure: in "forward" (making the sample or
+    #                               running the op) or in "backward" (autograd.grad)
+    doubt: str = ""               # an emulated device's doubt about its own error (devices.doubted)
 
 
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
@@ -220,17 +225,25 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     dt = getattr(torch, dtype)
     sync = devices.synchronizer(device)
     made_for = sample_device(device)
+    stage = ["forward"]
 
     def samples():
         with devices.device_names(device):
             for sample in op.sample_inputs(made_for, dt, requires_grad=pass_ == "backward"):
                 out = op(sample.input, *sample.args, **sample.kwargs)
-                if pass_ == "backward" and not _backward(sample, out, made_for):
-                    yield False
-                    continue
+                if pass_ == "backward":
+                    stage[0] = "backward"
+                    if not _backward(sample, out, made_for):
+                        stage[0] = "forward"
+                        yield False
+                        continue
                 sync()
+                stage[0] = "forward"   # the next sample is made, and run forward, first
                 yield True
-    return classified(device, samples())
+    run = classified(device, samples())
+    if pass_ == "backward" and run.category not in Category.RAN:
+        run = dataclasses.replace(run, failed_in=stage[0])
+    return run
 
 
 def classified(device: str, runs) -> OpRun:
@@ -242,7 +255,7 @@ def classified(device: str, runs) -> OpRun:
     control sees exactly what a check sees."""
     started = time.perf_counter()
     ran = skipped = 0
-    category, message, error_type = Category.NATIVE, "", None
+    category, message, error_type, doubt = Category.NATIVE, "", None, ""
     with fallback.capture() as cap, devices.on_device(device):
         try:
             for counted in runs:
@@ -253,9 +266,11 @@ def classified(device: str, runs) -> OpRun:
             category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
             category, error_type, message = Category.ERROR, type(exc).__name__, error_line(exc)
+            doubt = devices.doubt_of(exc)
     if category == Category.NATIVE and cap.ops:
         category = Category.CPU_FALLBACK
-    return OpRun(category, ran, skipped, tuple(cap.ops), error_type, message, round(time.perf_counter() - started, 4))
+    return OpRun(category, ran, skipped, tuple(cap.ops), error_type, message, round(time.perf_counter() - started, 4),
+                 doubt=doubt)
 
 
 # --------------------------------------------------------------------------- judging
@@ -280,10 +295,18 @@ def run_of(outcome) -> OpRun:
     return OpRun(Category.ERROR, message=f"the check itself failed: {outcome.detail}", seconds=seconds)
 
 
-def judge(run: OpRun, expected: str | None = None, on_mps: bool = False) -> Verdict:
+def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
+          forward_expected: str | None = None) -> Verdict:
     """The check's verdict from its category and, on MPS (``on_mps``), PyTorch's
     expectation (``expected``: None for a pass, or xfail or skip, from
-    harness.ops.declarations.mps_expectations)."""
+    harness.ops.declarations.mps_expectations).
+
+    A backward check runs the op forward first: where it failed there (``run.failed_in``)
+    and PyTorch expects the forward to fail in this dtype (``forward_expected``), that
+    expectation is the check's (``to``'s float32 backward converts to float64 first, as its
+    forward does, and PyTorch's forward test expects that to fail on MPS). An emulated
+    device's error it doubts itself (``run.doubt``) where PyTorch expects a pass is not
+    judged: the check is skipped with both, as only the device can answer it."""
     cat, msg = run.category, run.message
     metrics = {"samples": run.samples, "fallback_ops": list(run.fallback_ops), "seconds": run.seconds}
 
@@ -305,4 +328,15 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False) -> Verd
         return verdict(Status.PASS, cat, note, None)
     if expected in (declarations.XFAIL, declarations.SKIP):
         return verdict(Status.XFAIL, cat, f"PyTorch expects this ({expected}): {msg}", None)
+    failing = (declarations.XFAIL, declarations.SKIP)
+    if on_mps and expected is None and run.failed_in == "forward" and forward_expected in failing:
+        inherited = verdict(Status.XFAIL, cat, f"PyTorch expects this op's forward to fail in this dtype "
+                                               f"({forward_expected}), and it failed there: {msg}", None)
+        inherited.metrics.update(pytorch_expects=f"{forward_expected} (forward)", failed_in=run.failed_in)
+        return inherited
+    if on_mps and expected is None and run.doubt:
+        return Verdict(Status.SKIP, Category.NA,
+                       f"the emulated Mac cannot tell: {run.doubt}; PyTorch's own MPS test expects this check to "
+                       f"pass on a Mac; only a Mac answers it ({msg})",
+                       {**metrics, "emulation_cannot_tell": True, "pytorch_expects": Status.PASS})
     return verdict(Status.FAIL, cat, f"{cat}: {msg}", dis if expected is not None else None)
