@@ -74,7 +74,10 @@ the tensors' device see the CPU (the foreach optimizers' default, the SDPA backe
 ``_scaled_dot_product_flash_attention_for_cpu`` stands for the attention kernel MPS picks, see
 ``DEVICE_CHOICES``; quantile's CPU-only range check of q; GradScaler's float64 reciprocal, let
 through where both branches compute the same bits: ``python_device_choices``); torch.compile
-under a dispatch mode is not MPS's compiler. Where it can tell that it cannot tell, it says so
+under a dispatch mode is not MPS's compiler; complex ``linalg.pinv``, ``polar``, ``matrix_sqrth``
+and ``lstsq`` are wrong on the CPU under any dispatch mode (pytorch/pytorch#198118): the parity
+suite reruns a miss through ``bare()`` (this machinery, none of MPS's rules) and skips it when
+the CPU misses there too. Where it can tell that it cannot tell, it says so
 (harness.env.devices.BeyondEmulation, and the check is skipped with that reason): an op with an
 MPS kernel whose CPU kernel lacks the dtype (``kernel``), and a float64 tensor torch's C++ code
 made for an op of Mac code with no operand and no device named (linalg_pinv's tolerance: float32
@@ -559,6 +562,18 @@ class MacDeviceNames(TorchFunctionMode):
             active.placing = was
 
 
+class PassThrough(TorchDispatchMode):
+    """The emulation's machinery without its rules (``EmulatedMac.bare``): every op runs as
+    it is, through the same Python dispatch path MacRules takes."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 @functools.lru_cache(maxsize=1)
 def _outside_dynamo():
     import torch._dynamo
@@ -726,6 +741,9 @@ class EmulatedMac(devices.StandIn):
 
     def device_names(self):
         return MacDeviceNames()
+
+    def bare(self):
+        return PassThrough()
 
     # -- the device's API, as the installed torch offers it
     def synchronize(self) -> None:

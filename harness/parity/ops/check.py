@@ -295,7 +295,7 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
         return accuracy.compare_accuracy(target, cpu_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
                                          tolerances.ACCURACY_ULPS, slack=slack)
 
-    found = compare(tgt_s)
+    found, slack = compare(tgt_s), None
     if not found["ok"] and ref_s is not None:  # a rounding-sized move of the inputs may explain it
         slack = _settled(op, sample, pass_, accuracy.slack_of(
             ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=cpu) for trial in range(len(TRIALS))]))
@@ -303,6 +303,8 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
     if not found["ok"] and random_output(op, sample, pass_, cpu):
         run.random += 1
         return None
+    if not found["ok"] and devices.is_emulated(device):
+        _machinery_check(op, sample, device, dt, pass_, cpu, lambda result: compare(result, slack)["ok"])
     run.vs_cpu = worse(run.vs_cpu, accuracy.compare(tgt_s, cpu_s, _by_output_dtype(op, tol)))
     if ref_s is not None:
         run.target_ref = worse(run.target_ref, accuracy.compare(tgt_s, ref_s, tol))
@@ -337,6 +339,27 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
         found.update(causes.describe(causes.diagnose(run.kind, dtype, rerun, found), run.kind, dtype),
                      fallback_ops=fell_back)
     return found
+
+
+def _machinery_check(op, sample, device: str, dt, pass_: str, cpu, passes) -> None:
+    """An emulated device's miss that the CPU gives too when its ops go through the
+    emulation's machinery without the device's rules (``StandIn.bare``), and not without it,
+    is the machinery's: raise BeyondEmulation (the check is skipped: only the device can
+    answer it). A miss the CPU's own result has as well (a NaN of its float16 kernel) is the
+    CPU's, and is judged as on the cpu column. ``passes`` judges a prepared result as the
+    target's was judged."""
+    from harness.parity.numerics import accuracy
+    with devices.stand_in(device).bare():
+        bare = evaluate(op, convert(sample, dt, dt, devices.place(device)), pass_, 0, None)
+    bare_s = _prepared(op, sample, pass_, bare, cpu)[0]
+    moved = not accuracy.compare(bare_s, _settled(op, sample, pass_, cpu), tolerances.EXACT)["ok"]
+    if moved and not passes(bare_s):
+        dtype = str(dt).removeprefix("torch.")
+        raise devices.BeyondEmulation(
+            f"the emulated device cannot tell: the CPU it runs on misses float64 here too ({op.name}, {dtype}, "
+            f"{pass_}) when its ops go through the emulation's dispatch machinery without the device's rules, "
+            "and not without it (pytorch/pytorch#198118 for complex linalg); only the device itself answers "
+            "this check")
 
 
 def _by_output_dtype(op, tol):
@@ -451,6 +474,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     if run.declared and run.declared[0] == declarations.SKIP:
         return Verdict(Status.SKIP, Category.PARITY, f"PyTorch does not compare this op with the CPU: "
                        f"{run.declared[1]}", metrics)
+    if (run.error or "").startswith(f"{devices.BeyondEmulation.__name__}: "):   # only the device itself can answer
+        return Verdict(Status.SKIP, Category.NA, run.error, {**metrics, "emulation_cannot_tell": True})
     if run.error:
         return Verdict(Status.SKIP, Category.PARITY, f"no result to compare (see the ops suite): {run.error}", metrics)
     worst = run.worst
