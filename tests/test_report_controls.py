@@ -410,3 +410,18 @@ def test_an_emulated_column_says_how_many_ops_checks_only_the_device_can_answer(
     assert line.endswith("(of 1 op checks run; 1 more that only the device itself can answer: the CPU it is "
                          "emulated on lacks the kernel or dtype, or takes a path a Mac may not)"), line
     assert aspect(verdict_of(checks("standin-mps") + [absent]), "ops").line.endswith("(of 1 op checks run)")
+
+
+def test_an_emulated_column_says_how_many_parity_checks_only_the_device_can_answer():
+    """The parity checks an emulated device skips as beyond it (the CPU underneath lacks the
+    kernel, or its dispatch machinery moves the CPU's result: harness.parity.ops.check) are
+    counted on the numerics line, not passed over as if the column had answered everything."""
+    ran = check("parity/add/float32/forward", Status.PASS, Category.PARITY, "standin-mps", "")
+    untold = [check(f"parity/linalg.{op}/complex64/forward", Status.SKIP, Category.NA, "standin-mps",
+                    "BeyondEmulation: the emulated device cannot tell: ...", emulation_cannot_tell=True)
+              for op in ("pinv", "polar")]
+    other = check("parity/empty/float32/forward", Status.SKIP, Category.PARITY, "standin-mps", "nothing comparable")
+    line = aspect(verdict_of([ran, *untold, other]), "numerics").line
+    assert line == ("as right as the CPU: 1 check, none wrong; 2 more that only the device itself can answer "
+                    "(skipped on this emulated column)"), line
+    assert aspect(verdict_of([ran, other]), "numerics").line == "as right as the CPU: 1 check, none wrong"

@@ -254,11 +254,17 @@ def _environment(recs: list[dict], target: str) -> Aspect:
     return Aspect("environment", GOOD, line, anchor="environments", short="fit")
 
 
+def _untold(recs: list[dict], suite: str) -> int:
+    """How many of a suite's checks an emulated device could not answer (skipped with
+    emulation_cannot_tell: the CPU underneath lacks what the device has, or takes a path the
+    device may not)."""
+    return sum(1 for r in recs if r.get("suite") == suite and r["status"] == Status.SKIP
+               and (r.get("metrics") or {}).get("emulation_cannot_tell"))
+
+
 def _ops(recs: list[dict], target: str) -> Aspect:
     ops = [r for r in recs if r.get("suite") == "ops" and r["status"] != Status.SKIP]
-    # checks an emulated device could not answer (the CPU underneath lacks what the device has)
-    untold = sum(1 for r in recs if r.get("suite") == "ops" and r["status"] == Status.SKIP
-                 and (r.get("metrics") or {}).get("emulation_cannot_tell"))
+    untold = _untold(recs, "ops")
     if not ops:
         return Aspect("ops", NONE, "not run here (pytest suites/ -m ops)", anchor="ops")
     keys = Counter(cell_key(r) for r in ops)
@@ -307,6 +313,9 @@ def _numerics(recs: list[dict]) -> Aspect:
         line += f"; {len(rerun):,} of an older judge need a rerun to tell"
     if cpu_side:
         line += f"; the CPU was the less accurate side in {cpu_side:,} (findings about the CPU, not failures)"
+    untold = _untold(recs, "parity")
+    if untold:
+        line += f"; {untold:,} more that only the device itself can answer (skipped on this emulated column)"
     detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups]
     detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups]
     if rerun:
