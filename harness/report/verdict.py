@@ -292,7 +292,8 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     if broken:
         short += f", {len(broken):,} fail"
     run = f" (of {len(ops):,} op checks run" + (f"; {untold:,} more that only the device itself can answer: the "
-                                                f"CPU it is emulated on lacks the kernel or dtype, or takes a path a Mac may not)" if untold else ")")
+                                                "CPU it is emulated on lacks the kernel or dtype, or takes a path a "
+                                                "Mac may not)" if untold else ")")
     return Aspect("ops", state, ", ".join(parts) + run, detail, "ops", short)
 
 
