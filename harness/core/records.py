@@ -129,6 +129,11 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in cats))
 
 
+# the metric on a check an emulated device cannot answer (skipped: only the device itself can);
+# the report counts those apart from the checks a column ran
+CANNOT_TELL = "emulation_cannot_tell"
+
+
 class RecordKind:
     """``metrics.record_kind`` of a special record, which the report treats apart."""
     SEED_003_PATH = "seed-003-path"   # seed 003's cumulative optimization path: metrics.rows, one per row

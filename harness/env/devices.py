@@ -12,6 +12,7 @@ import warnings
 
 from packaging.version import Version
 
+from harness.core.records import CANNOT_TELL, Category, Status, Verdict
 from harness.env import facts as facts_mod, fitness
 
 TARGETS = ("cpu", "cuda", "mps")
@@ -311,6 +312,18 @@ class BeyondEmulation(Exception):
     """An emulating stand-in cannot tell what the device would do here (the CPU it runs on
     lacks what the device has: a kernel for this dtype, say). A check that meets it is
     skipped with this reason, never judged: only the device itself can answer it."""
+
+
+def beyond_emulation(detail: str | None) -> bool:
+    """Whether an error line (harness.core.records.error_line, a sandbox outcome's detail)
+    is an emulated device's BeyondEmulation."""
+    return (detail or "").startswith(f"{BeyondEmulation.__name__}: ")
+
+
+def cannot_tell(message: str, metrics: dict | None = None):
+    """The verdict of a check an emulated device cannot answer: skipped with ``message``,
+    marked ``emulation_cannot_tell`` so the report counts it apart from the checks it ran."""
+    return Verdict(Status.SKIP, Category.NA, message, {**(metrics or {}), CANNOT_TELL: True})
 
 
 DOUBT = "mps_compat_emulation_doubt"

@@ -317,7 +317,7 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
     if cat in (Category.CRASH, Category.TIMEOUT):
         return verdict(cat, Category.NA, msg, None)
     if cat == Category.NA:   # an emulated device that cannot tell (classified): only the device can
-        return Verdict(Status.SKIP, Category.NA, msg, {**metrics, "emulation_cannot_tell": True})
+        return devices.cannot_tell(msg, metrics)
     ran = cat in Category.RAN
     dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
     if ran:
@@ -335,8 +335,7 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
         inherited.metrics.update(pytorch_expects=f"{forward_expected} (forward)", failed_in=run.failed_in)
         return inherited
     if on_mps and expected is None and run.doubt:
-        return Verdict(Status.SKIP, Category.NA,
-                       f"the emulated Mac cannot tell: {run.doubt}; PyTorch's own MPS test expects this check to "
-                       f"pass on a Mac; only a Mac answers it ({msg})",
-                       {**metrics, "emulation_cannot_tell": True, "pytorch_expects": Status.PASS})
+        return devices.cannot_tell(f"the emulated Mac cannot tell: {run.doubt}; PyTorch's own MPS test expects this "
+                                   f"check to pass on a Mac; only a Mac answers it ({msg})",
+                                   {**metrics, "pytorch_expects": Status.PASS})
     return verdict(Status.FAIL, cat, f"{cat}: {msg}", dis if expected is not None else None)

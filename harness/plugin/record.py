@@ -38,8 +38,8 @@ class Recorder:
         harness.env.devices.BeyondEmulation) skips it with that reason: only the device can."""
         if outcome.kind in (Status.CRASH, Status.TIMEOUT):
             self.conclude(Verdict(outcome.kind, message=outcome.detail))
-        if outcome.kind == "raised" and outcome.detail.startswith(f"{devices.BeyondEmulation.__name__}: "):
-            self.conclude(Verdict(Status.SKIP, Category.NA, outcome.detail, {"emulation_cannot_tell": True}))
+        if outcome.kind == "raised" and devices.beyond_emulation(outcome.detail):
+            self.conclude(devices.cannot_tell(outcome.detail))
         if outcome.kind != "ok":
             self.conclude(Verdict(Status.FAIL, message=f"{what} failed: {outcome.detail}"))
         return outcome.value

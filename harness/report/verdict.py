@@ -259,7 +259,7 @@ def _untold(recs: list[dict], suite: str) -> int:
     emulation_cannot_tell: the CPU underneath lacks what the device has, or takes a path the
     device may not)."""
     return sum(1 for r in recs if r.get("suite") == suite and r["status"] == Status.SKIP
-               and (r.get("metrics") or {}).get("emulation_cannot_tell"))
+               and (r.get("metrics") or {}).get(records.CANNOT_TELL))
 
 
 def _ops(recs: list[dict], target: str) -> Aspect:

@@ -474,8 +474,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     if run.declared and run.declared[0] == declarations.SKIP:
         return Verdict(Status.SKIP, Category.PARITY, f"PyTorch does not compare this op with the CPU: "
                        f"{run.declared[1]}", metrics)
-    if (run.error or "").startswith(f"{devices.BeyondEmulation.__name__}: "):   # only the device itself can answer
-        return Verdict(Status.SKIP, Category.NA, run.error, {**metrics, "emulation_cannot_tell": True})
+    if devices.beyond_emulation(run.error):   # only the device itself can answer
+        return devices.cannot_tell(run.error, metrics)
     if run.error:
         return Verdict(Status.SKIP, Category.PARITY, f"no result to compare (see the ops suite): {run.error}", metrics)
     worst = run.worst
