@@ -72,37 +72,35 @@ AFTER_S = 10.0       # tools.kernels --save and tools.report after the runs
 SKIP_S = 0.005       # a check skipped because its target is absent (recorded skips: ~4 ms each)
 
 # Seconds each test file's checks take on the cpu target, run serially, and how many checks
-# it has per target (torch 2.15.0+cu132: `pytest suites/ --collect-only`). All from the
-# developers' 2-core Linux VM (no GPU), shared with other work while measured; where a
-# figure was taken on 2 workers, its serial time is that times 1.6 (benchmarks/ops_sweep.py's
-# -n 2 speed-up). The estimate uses them only where this environment has no run of its own,
-# and assumes an available GPU target takes what the cpu takes: rough, and said to be.
+# it has per target (torch 2.15.0+cu132: `pytest suites/ --collect-only`). Measured on the
+# developers' 2-core Linux VM (no GPU, AMD EPYC, load 1 to 2) in two whole `./compat suites`
+# runs from fresh clones (2026-11-25: 12 min 28 s and 11 min 25 s, the venv's install
+# included), each file's recorded durations added up less their wait for the timing lock,
+# the larger of the two runs; the optimization suite's from a run with an empty inductor
+# cache (the compile family always has one: a cache of its own per run). Under -n 2 those
+# sums are what the estimate divides by 2 x EFFICIENCY, as it does with a user's own runs.
+# The estimate uses them only where this environment has no run of its own, and assumes an
+# available GPU target takes what the cpu takes: rough, and said to be.
 FIGURES: dict[str, dict] = {
-    # `pytest FILE -m "SUITE and cpu" -n 0`, recorded durations added up (load 1 to 5)
-    "suites/env/test_env.py": {"cpu_s": 4, "checks": {"cpu": 5, "cuda": 7, "mps": 13}},
-    "suites/ops/test_models.py": {"cpu_s": 28, "checks": {"cpu": 5, "cuda": 5, "mps": 5}},
-    "suites/parity/test_known_bugs.py": {"cpu_s": 42, "checks": {"cpu": 32, "cuda": 32, "mps": 32}},
-    "suites/parity/test_properties.py": {"cpu_s": 40, "checks": {"cpu": 75, "cuda": 78, "mps": 78}},
-    # 139 s measured at load 5.4; docs/suites.md: about 35 s on 2 cores
-    "suites/parity/test_model_inputs.py": {"cpu_s": 70, "checks": {"cpu": 45, "cuda": 45, "mps": 45}},
-    # the developers' run file, serial runs: 9 to 42 s (attention), 40 to 59 s (model parity)
-    "suites/parity/test_attention.py": {"cpu_s": 30, "checks": {"cpu": 30, "cuda": 60, "mps": 45}},
-    "suites/parity/test_model_parity.py": {"cpu_s": 50, "checks": {"cpu": 13, "cuda": 13, "mps": 13}},
-    # docs/suites.md: the cpu op sweep 1.5 to 2 min on 2 cores; op parity 2.5 min on 2 cores;
-    # the compile family about 10 min on 2 cores
-    "suites/ops/test_ops.py": {"cpu_s": 240, "checks": {"cpu": 5338, "cuda": 5394, "mps": 5482}},
-    "suites/parity/test_op_parity.py": {"cpu_s": 240, "checks": {"cpu": 3621, "cuda": 5394, "mps": 5482}},
-    "suites/parity/test_compiled.py": {"cpu_s": 960, "checks": {"cpu": 137, "cuda": 132, "mps": 137}},
-    # benchmarks/optim_stability.py's bound for the cpu suite: under 8 minutes (a target)
-    "suites/optim/test_claims.py": {"cpu_s": 480, "checks": {"cpu": 58, "cuda": 58, "mps": 58}},
-    # the developers' run file: three `-m perf -n 2` runs, each check's time less its wait for
-    # the timing lock, added up: 293, 322, 570 s
-    "suites/perf/test_perf.py": {"cpu_s": 320, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
-    # the controls: issue 27's measurements, imports of the child included on the first target
-    "suites/ops/test_ops_controls.py": {"cpu_s": 2, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/parity/test_parity_controls.py": {"cpu_s": 4, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/optim/test_optim_controls.py": {"cpu_s": 10, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/perf/test_perf_controls.py": {"cpu_s": 2, "checks": {"cpu": 2, "cuda": 2, "mps": 2}},
+    "suites/env/test_env.py": {"cpu_s": 1, "checks": {"cpu": 5, "cuda": 7, "mps": 13}},
+    "suites/ops/test_models.py": {"cpu_s": 5, "checks": {"cpu": 5, "cuda": 5, "mps": 5}},
+    "suites/parity/test_known_bugs.py": {"cpu_s": 7, "checks": {"cpu": 32, "cuda": 32, "mps": 32}},
+    "suites/parity/test_properties.py": {"cpu_s": 14, "checks": {"cpu": 75, "cuda": 78, "mps": 78}},
+    "suites/parity/test_model_inputs.py": {"cpu_s": 12, "checks": {"cpu": 45, "cuda": 45, "mps": 45}},
+    "suites/parity/test_attention.py": {"cpu_s": 10, "checks": {"cpu": 30, "cuda": 60, "mps": 45}},
+    "suites/parity/test_model_parity.py": {"cpu_s": 6, "checks": {"cpu": 13, "cuda": 13, "mps": 13}},
+    "suites/ops/test_ops.py": {"cpu_s": 90, "checks": {"cpu": 5338, "cuda": 5394, "mps": 5482}},
+    "suites/parity/test_op_parity.py": {"cpu_s": 140, "checks": {"cpu": 3621, "cuda": 5394, "mps": 5482}},
+    # the compile family: the slowest file by far (every check compiles, from an empty cache)
+    "suites/parity/test_compiled.py": {"cpu_s": 355, "checks": {"cpu": 137, "cuda": 132, "mps": 137}},
+    # 92 s with inductor's cache from earlier runs, 97 s with an empty one
+    "suites/optim/test_claims.py": {"cpu_s": 100, "checks": {"cpu": 58, "cuda": 58, "mps": 58}},
+    # 305 s recorded, of which 65 s waiting for the timing lock under -n 2
+    "suites/perf/test_perf.py": {"cpu_s": 240, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
+    "suites/ops/test_ops_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/parity/test_parity_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/optim/test_optim_controls.py": {"cpu_s": 4, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
+    "suites/perf/test_perf_controls.py": {"cpu_s": 1, "checks": {"cpu": 2, "cuda": 2, "mps": 2}},
 }
 FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suiteplan.py)"
 EARLIER = "this environment's earlier runs"
