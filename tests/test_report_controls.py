@@ -179,6 +179,17 @@ def test_a_failed_control_is_its_own_cause_among_the_failures():
     assert verdict.family_of(recs[2]) == "controls"
 
 
+@pytest.mark.parametrize("name, family", [
+    ("parity/compiled.minilm/float32/forward-backward", "torch.compile"),
+    ("parity/compiled.softmax/float32/forward", "torch.compile"),
+    ("parity/linalg.svd/float32/backward", "linalg"),
+    ("parity/pow/float16/backward", "torch ops"),
+])
+def test_a_compiled_check_is_of_the_torch_compile_family_not_a_torch_op(name, family):
+    """The failures table groups by family: the compiled MiniLM step is a torch.compile finding."""
+    assert verdict.family_of(check(name, Status.FAIL, Category.PARITY)) == family
+
+
 # ----------------------------------------------------------------------------- the terminal
 
 

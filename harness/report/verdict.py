@@ -28,6 +28,7 @@ from collections import Counter
 
 from harness.core import records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
+from harness.parity import compiled
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
                                    instruments_of, is_control, is_emulated, shown, visible)
 
@@ -160,13 +161,16 @@ FAMILY_PREFIXES = ("nn.functional", "linalg", "special", "fft", "masked", "spars
 
 def family_of(rec: dict) -> str:
     """The family a check belongs to: for an op, its namespace (nn.functional, linalg, ...,
-    torch); else the kind of check (models, attention, known bugs, claims ...)."""
+    torch); a compiled op or model, torch.compile; else the kind of check (models,
+    attention, known bugs, claims ...)."""
     kind = records.kind_of(rec)
     if kind in RecordKind.KNOWN_BUGS:
         return "known bugs"
     if is_control(rec):
         return "controls"
     check, subject = rec.get("check", ""), rec.get("subject") or ""
+    if subject.startswith(compiled.PREFIX):   # an op or a model under torch.compile against eager
+        return "torch.compile"
     if subject.startswith("model") or "model" in (rec.get("metrics") or {}):
         return "models"
     if rec.get("suite") in ("parity", "ops") and check.count("/") >= 2:
