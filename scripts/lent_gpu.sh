@@ -22,7 +22,8 @@
 #         parity    -m "parity and cuda" -n 12 (without the compile family, which runs only when named)
 #         compile   -m "parity and cuda and compile" -n 12
 #         perf      -m "perf and cuda" -n 4 (fewer workers: each measurement holds the GPU alone)
-#         optim     -m "optim and cuda", serially (its time claims are timed)
+#         optim     -m "optim and cuda", serially (its time claims are timed); then
+#                   benchmarks/optim_account.py: where its seconds went, against 600 s
 #         selftest  pytest tests/ -n 14 (checks that need Chromium, tox or a lock skip there)
 #       Every part but selftest deselects minilm (no weights there); a -k of your own replaces
 #       that one, so keep "not minilm" in it.
@@ -105,6 +106,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 rc=0
 set -o pipefail
 timeout -s INT -k 30 "$limit" python3 -m pytest "${args[@]}" "${common[@]}" "$@" 2>&1 | tee "$out/$part.log" || rc=$?
+if [ "$part" = optim ] && [ -f "$out/optim.jsonl" ]; then   # where its seconds went, against the 10 minutes
+  python3 benchmarks/optim_account.py "$out/optim.jsonl" --target cuda | tee "$out/optim-account.txt" || true
+fi
 [ ! -f "$out/$part.jsonl" ] || gzip -f "$out/$part.jsonl"
 gzip -f "$out/$part.log"
 echo "lent_gpu: $part ended with status $rc after at most ${limit} s; files in $out: $(cd "$out" && echo *)"
