@@ -10,6 +10,7 @@ reads every shell script the project runs (./compat, .ci/run, scripts/*.sh).
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -32,8 +33,9 @@ def lent(*args: str, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PATH": path, **env})
 
 
+@functools.lru_cache(maxsize=None)
 def collected(part: str) -> list[str]:
-    """The node ids LENT_COLLECT=1 says ``part`` would run."""
+    """The node ids LENT_COLLECT=1 says ``part`` would run (one collection per part and process)."""
     res = lent(part, LENT_COLLECT="1")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return [line for line in res.stdout.splitlines() if "::" in line]
