@@ -10,11 +10,16 @@
 #       Python (LENT_PYTHON, default 3.12) at the versions in this checkout's .venv, and
 #       .lent/site the MiniLM package without its weights (model.safetensors, 88 MB, is over the
 #       limit alone), so minilm checks are deselected there. Say how big .lent is.
-#   scripts/lent_gpu.sh PART [pytest args]
-#       there, with .lent carried: install the wheels under /tmp/site, then run PART on cuda,
-#       under `timeout -s INT` (LENT_LIMIT seconds, default 560) so that a run cut by the
-#       time limit still writes its end line (read as interrupted by the report and compare).
-#       Run files and the log go to $OUT (the device's return folder) or LENT_OUT, gzipped.
+#   scripts/lent_gpu.sh PART [PART ...] [-- pytest args]
+#       there, with .lent carried: install the wheels under /tmp/site, then run each PART on
+#       cuda in turn, all within LENT_LIMIT seconds (default 560, under a call's 10 minutes),
+#       each under `timeout -s INT` with what is left, so that a run cut by the limit still
+#       writes its end line (read as interrupted by the report and compare); a part with under
+#       30 s left is not started, and says so. Put the parts of one visit in one call: the
+#       machine goes back 30 s after a call, and the next starts a bare one (minutes).
+#       Into $OUT (the device's return folder) or LENT_OUT: machine.txt (the GPU, the tree's
+#       revision), PART.jsonl.gz per part, lent.log.gz (every part's output), and for optim
+#       optim-account.txt; at most 8 files come back, so at most 5 parts with optim.
 #       PART is one of (LENT_WORKERS, default 12, sets -n where it says 12):
 #         env       pytest suites/ -m env
 #         controls  every suite's controls on cuda (seconds): trust the instruments first
@@ -25,10 +30,10 @@
 #         optim     -m "optim and cuda", serially (its time claims are timed); then
 #                   benchmarks/optim_account.py: where its seconds went, against 600 s
 #         selftest  pytest tests/ -n 14 (checks that need Chromium, tox or a lock skip there)
-#       Every part but selftest deselects minilm (no weights there); a -k of your own replaces
+#       Every part but selftest deselects minilm (no weights there); a -k after -- replaces
 #       that one, so keep "not minilm" in it.
-#   LENT_COLLECT=1 scripts/lent_gpu.sh PART [pytest args]
-#       anywhere, nothing installed or run: what PART would select (pytest --collect-only), to
+#   LENT_COLLECT=1 scripts/lent_gpu.sh PART [PART ...] [-- pytest args]
+#       anywhere, nothing installed or run: what each PART would select (pytest --collect-only), to
 #       check a selection before spending the lent minutes on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,46 +75,73 @@ install() {
   export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 }
 
-part="${1:-}"; [ $# -gt 0 ] && shift
-case "$part" in
+PARTS="env controls ops parity compile perf optim selftest"
+case "${1:-}" in
   prepare) prepare; exit 0 ;;
-  env|controls|ops|parity|compile|perf|optim|selftest) ;;
-  ""|-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; [ -n "$part" ]; exit ;;
-  *) die "unknown part '$part': prepare, env, controls, ops, parity, compile, perf, optim or selftest" ;;
+  ""|-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; [ -n "${1:-}" ]; exit ;;
 esac
+parts=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  case " $PARTS " in *" $1 "*) ;; *) die "unknown part '$1': prepare, ${PARTS// /, }" ;; esac
+  case " ${parts[*]:-} " in *" $1 "*) die "part '$1' named twice: its run file would be written over" ;; esac
+  parts+=("$1")
+  shift
+done
+[ "${1:-}" != "--" ] || shift      # what follows -- goes to every part's pytest
 
 out="${LENT_OUT:-${OUT:-reports/lent}}"
-common=(-p no:cacheprovider --run-file "$out/$part.jsonl")
 workers="${LENT_WORKERS:-12}"   # of the lent machine's 16 cores
-case "$part" in
-  env)      args=(suites/ -m env) ;;
-  controls) args=(suites/ -m cuda -k "controls and not minilm") ;;
-  ops)      args=(suites/ -m "ops and cuda" -n "$workers" -k "not minilm") ;;
-  parity)   args=(suites/ -m "parity and cuda" -n "$workers" -k "not minilm") ;;
-  compile)  args=(suites/ -m "parity and cuda and compile" -n "$workers" -k "not minilm") ;;
-  perf)     args=(suites/ -m "perf and cuda" -n 4 -k "not minilm") ;;
-  optim)    args=(suites/ -m "optim and cuda" -k "not minilm") ;;
-  selftest) args=(tests/ -n "$((workers + 2))"); common=(-p no:cacheprovider) ;;
-esac
+
+# The pytest arguments of part $1, in the array args.
+select_part() {
+  case "$1" in
+    env)      args=(suites/ -m env) ;;
+    controls) args=(suites/ -m cuda -k "controls and not minilm") ;;
+    ops)      args=(suites/ -m "ops and cuda" -n "$workers" -k "not minilm") ;;
+    parity)   args=(suites/ -m "parity and cuda" -n "$workers" -k "not minilm") ;;
+    compile)  args=(suites/ -m "parity and cuda and compile" -n "$workers" -k "not minilm") ;;
+    perf)     args=(suites/ -m "perf and cuda" -n 4 -k "not minilm") ;;
+    optim)    args=(suites/ -m "optim and cuda" -k "not minilm") ;;
+    selftest) args=(tests/ -n "$((workers + 2))") ;;
+  esac
+  args+=(-p no:cacheprovider)
+  [ "$1" = selftest ] || args+=(--run-file "$out/$1.jsonl")
+}
 
 if [ "${LENT_COLLECT:-}" = 1 ]; then
-  exec python3 -m pytest "${args[@]}" -p no:cacheprovider --collect-only -q "$@"
+  for part in "${parts[@]}"; do
+    select_part "$part"
+    python3 -m pytest "${args[@]}" --collect-only -q "$@" || exit
+  done
+  exit 0
 fi
 
 install
 mkdir -p "$out"
-limit="${LENT_LIMIT:-560}"
+deadline=$(( $(date +%s) + ${LENT_LIMIT:-560} ))
 # which machine and which tree: the run files name the GPU too, this is for the folder's README
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
-{ git rev-parse --short=12 HEAD && git status --porcelain; } > "$out/tree.txt" 2>/dev/null || true
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+  git rev-parse --short=12 HEAD 2>/dev/null && git status --porcelain 2>/dev/null || echo "tree: no git here"
+} > "$out/machine.txt"
 
-rc=0
+status=0
 set -o pipefail
-timeout -s INT -k 30 "$limit" python3 -m pytest "${args[@]}" "${common[@]}" "$@" 2>&1 | tee "$out/$part.log" || rc=$?
-if [ "$part" = optim ] && [ -f "$out/optim.jsonl" ]; then   # where its seconds went, against the 10 minutes
-  python3 benchmarks/optim_account.py "$out/optim.jsonl" --target cuda | tee "$out/optim-account.txt" || true
-fi
-[ ! -f "$out/$part.jsonl" ] || gzip -f "$out/$part.jsonl"
-gzip -f "$out/$part.log"
-echo "lent_gpu: $part ended with status $rc after at most ${limit} s; files in $out: $(cd "$out" && echo *)"
-exit "$rc"
+for part in "${parts[@]}"; do
+  left=$(( deadline - $(date +%s) ))
+  if [ "$left" -lt 30 ]; then
+    echo "lent_gpu: $part not started: ${left} s left of LENT_LIMIT" | tee -a "$out/lent.log"; status=2; continue
+  fi
+  select_part "$part"
+  rc=0
+  echo "lent_gpu: $part, at most ${left} s: pytest$(printf ' %q' "${args[@]}" "$@")" | tee -a "$out/lent.log"
+  timeout -s INT -k 30 "$left" python3 -m pytest "${args[@]}" "$@" 2>&1 | tee -a "$out/lent.log" || rc=$?
+  if [ "$part" = optim ] && [ -f "$out/optim.jsonl" ]; then   # where its seconds went, against the 10 minutes
+    python3 benchmarks/optim_account.py "$out/optim.jsonl" --target cuda | tee "$out/optim-account.txt" || true
+  fi
+  [ ! -f "$out/$part.jsonl" ] || gzip -f "$out/$part.jsonl"
+  echo "lent_gpu: $part ended with status $rc" | tee -a "$out/lent.log"
+  [ "$rc" = 0 ] || [ "$status" != 0 ] || status=$rc
+done
+gzip -f "$out/lent.log"
+echo "lent_gpu: files in $out: $(cd "$out" && echo *)"
+exit "$status"

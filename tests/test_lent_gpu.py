@@ -62,6 +62,42 @@ def test_no_part_prints_its_help_and_fails():
     assert "scripts/lent_gpu.sh prepare" in res.stdout and "LENT_COLLECT" in res.stdout
 
 
+def test_a_part_named_twice_is_refused_before_anything_runs():
+    res = lent("env", "ops", "env")
+    assert res.returncode == 2 and "part 'env' named twice" in res.stderr
+
+
+def fake_machine(tmp_path: Path, pytest_seconds: float) -> dict:
+    """A tree with the script and a carried wheel, and a python3 first on PATH that logs its
+    arguments: `-m pip` succeeds at once, `-m pytest` takes ``pytest_seconds``."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "lent_gpu.sh").write_text(SCRIPT.read_text())
+    (tmp_path / ".lent" / "whl").mkdir(parents=True)
+    (tmp_path / ".lent" / "whl" / "carried-1.0-py3-none-any.whl").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/calls\n"
+                    f"case \"$2\" in pytest) sleep {pytest_seconds};; esac\nexit 0\n")
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "LENT_OUT": str(tmp_path / "out")}
+
+
+def test_parts_share_one_deadline_and_a_part_without_time_left_is_not_started(tmp_path):
+    env = fake_machine(tmp_path, pytest_seconds=2)
+    res = subprocess.run(["bash", "scripts/lent_gpu.sh", "controls", "optim", "--", "-x"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env={**env, "LENT_LIMIT": "31"})
+    assert res.returncode == 2, res.stdout + res.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("-m pip install") and "--target /tmp/site" in calls[0]
+    (pytest_call,) = [c for c in calls if c.startswith("-m pytest")]   # optim never started
+    assert "-m cuda -k controls and not minilm" in pytest_call and pytest_call.endswith(
+        f"--run-file {tmp_path}/out/controls.jsonl -x")
+    assert "lent_gpu: optim not started" in res.stdout
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["lent.log.gz", "machine.txt"]
+
+
 def test_running_a_part_without_the_carried_wheels_says_how_to_make_them(tmp_path):
     # a copy of the script in a tree without .lent: it must stop before pytest, naming prepare
     (tmp_path / "scripts").mkdir()
