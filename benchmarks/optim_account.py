@@ -104,16 +104,23 @@ def main(argv: list[str] | None = None) -> int:
     how = ("no end line: killed" if end is None else "cut off (pytest exit 2)" if end.get("exitstatus") == 2
            else f"ended (pytest exit {end.get('exitstatus')})")
     workload = next((r["metrics"]["workload"] for r in checks if (r.get("metrics") or {}).get("workload")), "-")
-    print(f"run {run} on {target}, workload {workload}: {len(checks)} optim checks recorded, {how}")
+    selected = (header.get("selection") or {}).get("selected")
+    of = f" of {selected} selected" if isinstance(selected, int) else ""
+    print(f"run {run} on {target}, workload {workload}: {len(checks)}{of} optim checks recorded, {how}")
+    spent = wall or total
+    cut = end is None or end.get("exitstatus") == 2
+    fits = (f"over by {spent - args.budget:.0f} s" if spent > args.budget
+            else "not shown to fit: it was cut off before its end" if cut
+            else f"within, {args.budget - spent:.0f} s to spare")
     print(f"  checks' seconds {total:.0f}" + (f", wall {wall:.0f} s (header to end line)" if wall else "")
-          + f"; budget {args.budget:.0f} s: {'within' if (wall or total) <= args.budget else 'over'} "
-          f"by {abs(args.budget - (wall or total)):.0f} s")
+          + f"; budget {args.budget:.0f} s: {fits}")
     if wall and wall > total:
         print(f"  outside the recorded checks: {wall - total:.0f} s (collection, start-up"
               + (", and the check running when the run was cut off, which has no record)" if how != "ended (pytest exit 0)"
                  and how != "ended (pytest exit 1)" else ")"))
-    if end is None or end.get("exitstatus") == 2:
-        print("  a run cut off is a lower bound: the checks after it are not in the file")
+    if cut:
+        print("  a run cut off is a lower bound: the checks after it are not in the file"
+              + (f" ({selected - len(checks)} of them)" if isinstance(selected, int) and selected > len(checks) else ""))
 
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for r in checks:

@@ -23,7 +23,9 @@ def test_the_h100_run_is_a_cut_off_lower_bound_led_by_the_family():
     res = account(H100)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "28 optim checks recorded, cut off (pytest exit 2)" in out
+    assert "28 of 61 selected optim checks recorded, cut off (pytest exit 2)" in out
+    assert "lower bound: the checks after it are not in the file (33 of them)" in out
+    assert "budget 600 s: not shown to fit: it was cut off before its end" in out
     assert "wall 536 s" in out and "outside the recorded checks: 172 s" in out and "lower bound" in out
     longest = out.split("longest checks")[1].splitlines()[2]
     assert longest.split()[:3] == ["optim/gradient-accumulation/time", "xfail", "239"], longest
