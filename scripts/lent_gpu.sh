@@ -41,7 +41,7 @@ lent=.lent
 
 die() { echo "lent_gpu: $*" >&2; exit 2; }
 
-# What the GPU image lacks (docs/ci-and-self-tests.md names where that list comes from):
+# What the GPU image lacks, by the package list its lenders publish (read 2026-11-25):
 # datasets and what it needs beyond the image, expecttest (torch.testing's OpInfo imports it),
 # jsonschema and its own. bitsandbytes is left out (over 60 MB): its claim skips with the reason.
 MISSING=(datasets dill multiprocess expecttest jsonschema jsonschema-specifications referencing rpds-py)
