@@ -12,7 +12,8 @@
 #       limit alone), so minilm checks are deselected there. Say how big .lent is.
 #   scripts/lent_gpu.sh PART [PART ...] [-- pytest args]
 #       there, with .lent carried: install the wheels under /tmp/site, then run each PART on
-#       cuda in turn, all within LENT_LIMIT seconds (default 560, under a call's 10 minutes),
+#       cuda in turn, all within LENT_LIMIT seconds of the script's start (default 540: with
+#       timeout's 30 s grace and the packing up, under a call's 10 minutes),
 #       each under `timeout -s INT` with what is left, so that a run cut by the limit still
 #       writes its end line (read as interrupted by the report and compare); a part with under
 #       30 s left is not started, and says so. Put the parts of one visit in one call: the
@@ -116,9 +117,9 @@ if [ "${LENT_COLLECT:-}" = 1 ]; then
   exit 0
 fi
 
+deadline=$(( $(date +%s) + ${LENT_LIMIT:-540} ))   # the installing counts: the call's limit does
 install
 mkdir -p "$out"
-deadline=$(( $(date +%s) + ${LENT_LIMIT:-560} ))
 # which machine and which tree: the run files name the GPU too, this is for the folder's README
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
   git rev-parse --short=12 HEAD 2>/dev/null && git status --porcelain 2>/dev/null || echo "tree: no git here"
