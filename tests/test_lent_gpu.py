@@ -11,6 +11,7 @@ reads every shell script the project runs (./compat, .ci/run, scripts/*.sh).
 from __future__ import annotations
 
 import functools
+import gzip
 import os
 import subprocess
 import sys
@@ -96,6 +97,22 @@ def test_parts_share_one_deadline_and_a_part_without_time_left_is_not_started(tm
         f"--run-file {tmp_path}/out/controls.jsonl -x")
     assert "lent_gpu: optim not started" in res.stdout
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["lent.log.gz", "machine.txt"]
+
+
+def test_a_folder_used_before_keeps_its_run_files_and_log(tmp_path):
+    """LENT_OUT reused (here, not on the device, whose return folder starts empty): an earlier
+    call's gzipped run file and log are appended to, not replaced by this call's."""
+    env = fake_machine(tmp_path, pytest_seconds=0)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "controls.jsonl.gz").write_bytes(gzip.compress(b'{"kind": "header", "run": "earlier"}\n'))
+    (out / "lent.log.gz").write_bytes(gzip.compress(b"the earlier call\n"))
+    res = subprocess.run(["bash", "scripts/lent_gpu.sh", "controls"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert b'"run": "earlier"' in gzip.decompress((out / "controls.jsonl.gz").read_bytes())
+    log = gzip.decompress((out / "lent.log.gz").read_bytes()).decode()
+    assert log.startswith("the earlier call\n") and "lent_gpu: controls ended with status 0" in log
 
 
 def test_running_a_part_without_the_carried_wheels_says_how_to_make_them(tmp_path):

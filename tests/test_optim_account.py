@@ -5,13 +5,17 @@ seconds of the check running then unrecorded) and on a small run file whose timi
 says where its seconds went; bad input is one line and exit 2."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from harness.core import runfiles
+from harness.env.facts import env_id
+from tests.conftest import load_facts
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "optim_account.py"
+FACTS = load_facts("linux_x86_64")
 H100 = ROOT / "tests" / "fixtures" / "recorded" / "h100-torch2.11-2026-11-24" / "optim-after.jsonl.gz"
 
 
@@ -43,13 +47,15 @@ def test_a_family_s_seconds_are_split_into_timing_building_and_the_rest(tmp_path
               "warmup_s": {"baseline": [2.0, 0.2], "gradient-checkpointing": [5.0, 4.0]},
               "pairs": {"gradient-checkpointing": {"rounds": 6, "seconds": 40.0, "category": "holds",
                                                    "stopped": "decided"}}}
-    lines = [{"kind": "header", "run": "r1", "started": "2026-11-25T00:00:00+00:00"},
-             record("optim/gradient-accumulation/time", 140.0, family=family, rounds=6, workload="large"),
-             record("optim/torch-compile/time", 200.0, rounds=10, median_b_s=0.1, warmup_b_s=[150.0, 0.1]),
-             record("optim/controls/memory-sees-allocation", 5.0),
-             {"kind": "end", "run": "r1", "finished": "2026-11-25T00:06:00+00:00", "exitstatus": 0}]
     path = tmp_path / "run.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    w = runfiles.Writer(path)   # written as the suites write one, read back by their reader
+    w.write({**runfiles.header("r1", env_id(FACTS), FACTS), "started": "2026-11-25T00:00:00+00:00"})
+    for rec in (record("optim/gradient-accumulation/time", 140.0, family=family, rounds=6, workload="large"),
+                record("optim/torch-compile/time", 200.0, rounds=10, median_b_s=0.1, warmup_b_s=[150.0, 0.1]),
+                record("optim/controls/memory-sees-allocation", 5.0)):
+        w.write(rec)
+    w.write({"kind": "end", "run": "r1", "finished": "2026-11-25T00:06:00+00:00", "exitstatus": 0})
+    w.close()
     out = account(path, "--budget", "300").stdout
     assert "wall 360 s" in out and "budget 300 s: over by 60 s" in out
     assert "140 s = 100 s timing (6 rounds of every row, their warm-ups included) + 30 s building the rows + " \
@@ -60,6 +66,7 @@ def test_a_family_s_seconds_are_split_into_timing_building_and_the_rest(tmp_path
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     (tmp_path / "bad.jsonl").write_text("not json\n")
-    for path in (tmp_path / "missing.jsonl", tmp_path / "bad.jsonl"):
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip")
+    for path in (tmp_path / "missing.jsonl", tmp_path / "bad.jsonl", tmp_path / "bad.jsonl.gz"):
         res = account(path)
         assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
