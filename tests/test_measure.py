@@ -331,7 +331,7 @@ def test_identical_workloads_with_a_tight_claim_and_a_tiny_budget_are_inconclusi
     run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
     result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=0)
     assert result["category"] == "inconclusive", result["reason"]
-    assert result["rounds"] == 4 and "budget of 0 s spent" in result["reason"]
+    assert result["rounds"] == 4 and "time budget of 0 s could not pay for another round" in result["reason"]
     assert result["ci_low"] < 1.0 < result["ci_high"] and result["time_ratio"] == 1.0
     assert result["durations_a"] == list(UNEVEN_A) and result["durations_b"] == list(UNEVEN_B)
 
@@ -345,12 +345,37 @@ def test_inconclusive_buys_more_rounds_until_the_limit_and_stays_inconclusive(fa
 
 
 def test_the_budget_stops_the_buying_of_rounds(fake_clock):
-    """4 rounds cost 50 s of the 60 s budget, so 8 are bought; those spend it, and the verdict
-    stays inconclusive, saying the budget ran out rather than the rounds."""
+    """4 rounds cost 50 s of a 100 s budget, so 4 more are bought (doubling), which spend it,
+    and the verdict stays inconclusive, saying the budget ran out rather than the rounds."""
     run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
-    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=60)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=100)
     assert result["rounds"] == 8 and fake_clock.now == 100.0
-    assert result["category"] == "inconclusive" and "budget of 60 s spent" in result["reason"]
+    assert result["category"] == "inconclusive" and result["stopped"] == ratios.BUDGET
+    assert "time budget of 100 s could not pay for another round" in result["reason"]
+
+
+@pytest.mark.parametrize("budget, rounds, spent", [(60, 4, 50.0), (90, 7, 88.0), (62.5, 5, 63.0)])
+def test_a_doubling_buys_only_the_rounds_the_budget_left_pays_for(fake_clock, budget, rounds, spent):
+    """The rounds double, but never past what is left of the budget at the rounds' mean cost
+    (12.5 s here, both sides): 4 rounds cost 50 s, so a 60 s budget buys none more (a doubling
+    used to spend 100 s of it), a 90 s budget 3 (88 s), a 62.5 s budget the one that its mean
+    pays for."""
+    run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=budget)
+    assert (result["rounds"], fake_clock.now, result["stopped"]) == (rounds, spent, ratios.BUDGET)
+    assert result["category"] == "inconclusive"
+
+
+@pytest.mark.parametrize("done, spent, budget, round_s, most, expected", [
+    (6, 52.0, 120.0, 6.5, 400, 6),      # 68 s left pay for 10: the doubling's 6
+    (12, 91.0, 120.0, 6.5, 400, 4),     # 29 s left pay for 4, not the doubling's 12
+    (12, 115.0, 120.0, 6.5, 400, 0),    # not one
+    (12, 130.0, 120.0, 6.5, 400, 0),    # overspent already
+    (300, 0.0, 1e9, 1.0, 400, 100),     # max_rounds in all
+    (4, 0.0, 0.0, 0.0, 400, 4),         # rounds that cost nothing: the budget does not limit them
+])
+def test_rounds_to_buy(done, spent, budget, round_s, most, expected):
+    assert ratios.rounds_to_buy(done, spent, budget, round_s, most) == expected
 
 
 @pytest.mark.parametrize("bound, low, high, inside", [
@@ -396,7 +421,7 @@ def test_the_zone_rule_does_not_stop_a_ratio_just_outside_it(fake_clock):
     result = ratios.compare_time(run_a, run_b, Bound(LOWER, 1.0), warmup=0, rounds=4, budget_s=10_000)
     assert (result["category"], result["stopped"], result["rounds"]) == ("holds", ratios.DECIDED, 4)
     run_a, run_b = fake_clock.work("a", *UNEVEN_A), fake_clock.work("b", *UNEVEN_B)
-    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=60)
+    result = ratios.compare_time(run_a, run_b, Bound(NOT_HIGHER, 1.0), warmup=0, rounds=4, budget_s=100)
     assert (result["category"], result["stopped"], result["rounds"]) == ("inconclusive", ratios.BUDGET, 8)
 
 
@@ -457,9 +482,24 @@ def test_only_the_undecided_pairs_sides_buy_rounds_and_a_pair_that_does_not_driv
     found = ratios.compare_family(runs, pairs, warmup=0, rounds=4, budget_s=100)
     clear, tight, shown = (found["pairs"][n] for n in ("clear", "tight", "shown"))
     assert clear["rounds"] == 4 and clear["category"] == "holds"
-    assert tight["rounds"] == 8 and tight["category"] == "inconclusive" and "budget of 100 s spent" in tight["reason"]
+    assert tight["rounds"] == 8 and tight["category"] == "inconclusive" and "budget of 100 s could not pay" in tight["reason"]
     assert fake_clock.log[4 * 4:] == ["a", "b", "b", "a"] * 2   # the bought rounds: the undecided pair's sides
     assert shown["rounds"] == 4 and "budget" not in shown["reason"]
+
+
+def test_no_family_pair_overspends_its_budget_on_rounds_another_pair_buys(fake_clock):
+    """Two undecided pairs, rounds of 12.5 s and 1.25 s, each with a 70 s budget: after the
+    first 4 rounds the dear pair has 20 s left, one round's worth, so one round is bought for
+    both (the fewest either pays for); then it stops, and the cheap pair alone buys on until
+    its own 70 s are spent. Doubling to 8 rounds would have spent 100 s of the dear pair's 70."""
+    cheap_a, cheap_b = (0.1 * x for x in UNEVEN_A), (0.1 * x for x in UNEVEN_B)
+    runs = _family(fake_clock, a=UNEVEN_A, b=UNEVEN_B, c=tuple(cheap_a), d=tuple(cheap_b))
+    pairs = {"dear": ratios.Pair("a", "b", Bound(NOT_HIGHER, 1.0)), "cheap": ratios.Pair("c", "d", Bound(NOT_HIGHER, 1.0))}
+    found = ratios.compare_family(runs, pairs, warmup=0, rounds=4, budget_s=70)
+    dear, cheap = found["pairs"]["dear"], found["pairs"]["cheap"]
+    assert (dear["rounds"], dear["seconds"], dear["stopped"]) == (5, 63.0, ratios.BUDGET)
+    assert cheap["stopped"] == ratios.BUDGET and 70 - 1.3 < cheap["seconds"] <= 70 + 1.3 and cheap["rounds"] > 5
+    assert "a" not in fake_clock.log[5 * 4:] and "b" not in fake_clock.log[5 * 4:]
 
 
 def test_a_family_whose_round_is_long_starts_with_fewer_rounds_though_one_pair_is_short(fake_clock):

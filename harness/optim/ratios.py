@@ -128,7 +128,7 @@ def _stopped(category: str, low: float, high: float, bound: Bound, zone: float, 
 def _why_inconclusive(stopped: str | None, zone: float, budget_s: float, max_rounds: int) -> str:
     return {IN_ZONE: f"; the interval lies inside the {zone:.0%} zone around the bound: more rounds would not "
                      "decide it",
-            BUDGET: f"; budget of {budget_s:g} s spent",
+            BUDGET: f"; its time budget of {budget_s:g} s could not pay for another round",
             MAX_ROUNDS: f"; {max_rounds} rounds reached"}.get(stopped, "")
 
 
@@ -156,9 +156,10 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
 
     After ``rounds`` rounds the ratio median(b) / median(a) and its bootstrap interval are
     judged (``judge``, with the indifference ``zone``, default TIME_ZONE); while
-    inconclusive, the number of rounds doubles until
-    ``budget_s`` seconds (warm-up included) or ``max_rounds`` are spent, or the interval lies
-    inside the zone (``undecidable``: more rounds would not decide it). Checking as rounds
+    inconclusive, the number of rounds doubles (``rounds_to_buy``: no more than what is left of
+    ``budget_s``, warm-up included, pays for) until the budget cannot pay for another round,
+    ``max_rounds`` are run, or the interval lies inside the zone (``undecidable``: more rounds
+    would not decide it). Checking as rounds
     accumulate makes the interval's coverage somewhat optimistic; the budget bounds it.
 
     Returns ``time_ratio``, ``ci_low``, ``ci_high``, ``rounds``, ``category`` (the verdict),
@@ -193,9 +194,12 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
             category = judge(low, high, bound, zone)
             spent = time.perf_counter() - start
             stopped = _stopped(category, low, high, bound, zone, spent, budget_s, target, max_rounds)
+            more = 0 if stopped else rounds_to_buy(target, spent, budget_s, (sum(da) + sum(db)) / len(da), max_rounds)
+            if not stopped and more == 0:
+                stopped = BUDGET
             if stopped:
                 break
-            target = min(2 * target, max_rounds)
+            target += more
     bound = Bound(*bound)
     median_a, median_b = statistics.median(da), statistics.median(db)
     ratio = median_b / median_a
@@ -206,6 +210,19 @@ def compare_time(run_a: Callable[[], Any], run_b: Callable[[], Any], bound: Boun
             "reason": reason, "stopped": stopped, "median_a_s": median_a, "median_b_s": median_b,
             "durations_a": da, "durations_b": db, "warmup_a_s": warm_a, "warmup_b_s": warm_b,
             "zone": zone, "seconds": round(spent, 3), "load": load}
+
+
+def rounds_to_buy(done: int, spent: float, budget_s: float, round_s: float, max_rounds: int) -> int:
+    """How many rounds an undecided measurement buys next: as many again as it has run (the
+    rounds double), no more than ``max_rounds`` in all, and no more than what is left of its
+    budget pays for at ``round_s`` seconds a round (the mean of its rounds so far, both sides).
+    0 when not even one more round fits: the budget is a limit, never overspent by a doubling
+    (an H100 pair of 6.5 s rounds that had spent 91 s of its 120 s used to double from 12 to 24
+    rounds and spend 169 s)."""
+    more = min(done, max_rounds - done)
+    if round_s > 0:
+        more = min(more, int(max(0.0, budget_s - spent) // round_s))
+    return max(0, more)
 
 
 def initial_rounds(rounds: int, round_s: float) -> int:
@@ -240,9 +257,9 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
     pair's median ratio judged by its paired bootstrap interval with the indifference
     ``zone``. While a driving pair is inconclusive, rounds double for the sides of the
     undecided pairs alone, until the pair is decided, its interval lies inside the zone
-    (``undecidable``), ``max_rounds`` are reached, or its two
-    sides have spent ``budget_s`` seconds (warm-up included: a pair's own budget, as
-    compare_time gives one). A decided pair's figures are those of the rounds it was decided
+    (``undecidable``), ``max_rounds`` are reached, or what is left of ``budget_s`` cannot pay
+    for another round of its two sides (warm-up included: a pair's own budget, as compare_time
+    gives one; rounds bought at once are the fewest any undecided pair can pay for). A decided pair's figures are those of the rounds it was decided
     on; a pair that does not drive is read from every round both its sides ran in.
 
     Returns ``pairs`` (name -> what compare_time returns: ``time_ratio``, ``ci_low``,
@@ -298,8 +315,19 @@ def compare_family(runs: dict[str, Callable[[], Any]], pairs: dict[str, Pair], *
             if not active or len(table) >= max_rounds:
                 why.update(dict.fromkeys(active, MAX_ROUNDS))
                 break
+            buy = {}   # each undecided pair pays for its rounds from its own budget, at its own rounds' cost
+            for name in list(active):
+                pair = pairs[name]
+                da, db = paired(pair)
+                buy[name] = rounds_to_buy(len(table), spent[pair.a] + spent[pair.b], budget_s,
+                                          (sum(da) + sum(db)) / len(da), max_rounds)
+                if buy[name] == 0:
+                    active.remove(name)
+                    stop[name], why[name] = len(table), BUDGET
+            if not active:
+                break
             running = [n for n in names if any(n in (pairs[p].a, pairs[p].b) for p in active)]
-            target = min(2 * len(table), max_rounds)
+            target = len(table) + min(buy[name] for name in active)   # no pair's budget overspent
     out = {}
     for name, pair in pairs.items():
         da, db = paired(pair, stop.get(name))
