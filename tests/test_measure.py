@@ -74,6 +74,44 @@ def test_in_place_resize_is_counted():
         assert tracker.live_bytes - tracker.baseline_bytes == MiB
 
 
+def test_a_paused_tracker_sees_no_op_yet_counts_frees_and_adopts_what_lives_on():
+    """While paused the mode is off torch's dispatch stack: what is made is not counted (and
+    costs nothing), what was counted still leaves when freed, and ``resume`` adopts what lives
+    on (a gradient replaced instead of accumulated into), each storage once."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    tracker = measure.MemoryTracker()
+    with tracker:
+        counted = torch.ones(MiB // FLOAT)
+        assert tracker.pause() and _get_current_dispatch_mode() is None
+        unseen = torch.ones(2 * MiB // FLOAT)
+        kept = torch.ones(MiB // FLOAT)
+        del counted, unseen
+        assert tracker.live_bytes == tracker.baseline_bytes and tracker.peak_bytes == tracker.baseline_bytes + MiB
+        tracker.resume(kept, kept[:3])
+        assert _get_current_dispatch_mode() is tracker and tracker.live_bytes == tracker.baseline_bytes + MiB
+        again = torch.ones(MiB // FLOAT)
+        assert tracker.live_bytes == tracker.baseline_bytes + 2 * MiB
+        tracker.pause()   # left paused: the tracker's exit does not pop another mode
+    assert _get_current_dispatch_mode() is None and not tracker.paused
+    del again, kept
+
+
+def test_a_tracker_under_another_mode_does_not_pause():
+    """Pausing pops the innermost mode: with another mode entered after the tracker it would
+    pop that one, so it keeps counting instead."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Other(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    tracker = measure.MemoryTracker()
+    with tracker, Other():
+        assert tracker.pause() is False
+        x = torch.ones(MiB // FLOAT)
+        assert tracker.live_bytes - tracker.baseline_bytes == MiB
+        del x
+
+
 def test_backward_ops_are_seen():
     w = torch.randn(256, 256, requires_grad=True)
     x = torch.randn(64, 256)

@@ -1,5 +1,7 @@
 """The optimization suite: its pieces, and that it catches a sabotaged optimization."""
 
+import tempfile
+
 import pytest
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -518,6 +520,52 @@ def test_an_accumulated_step_weighed_over_its_first_micro_batches_weighs_what_th
            [whole[k] for k in ("peak_bytes", "peak_phase", "at_peak")]
 
 
+# The Trainer's sides whose steps accumulate micro-batches: (claim, variant side?).
+ACCUMULATING_TRAINER_SIDES = [("gradient-accumulation", True), ("gradient-checkpointing", False),
+                              ("gradient-checkpointing", True)]
+
+
+def _trainer_weighed(name, variant, monkeypatch, first):
+    """One Trainer side weighed, the tracker seeing ``first`` of each step's first micro-batches
+    and its last (None: all of them)."""
+    from harness.optim import trainer_runs
+    monkeypatch.setattr(trainer_runs, "tracked_micro_batches", lambda trainer, dynamic: first)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = trainer_runs._trainer(name, variant, WEIGHED.but(dropout=True), "cpu", tmp)
+        m = trainer_runs.weighed_train(trainer, "cpu")
+    monkeypatch.undo()
+    return m
+
+
+@pytest.mark.parametrize("name, variant", ACCUMULATING_TRAINER_SIDES)
+def test_a_trainer_step_tracked_over_its_first_and_last_micro_batches_weighs_what_the_whole_step_does(
+        name, variant, monkeypatch):
+    """Through the Trainer the tracker pauses between each accumulated step's first
+    WEIGH_MICRO_BATCHES micro-batches and its last (trainer_runs.labelled_train): the peak,
+    its phase, what occupies it and what lives after are the whole run's, to the byte, on
+    every accumulating side of the Trainer's claims (8 micro-batches a step here; the small
+    workload's 16 gave the same). The record says which micro-batches were seen."""
+    from harness.optim import trainer_runs
+    whole = _trainer_weighed(name, variant, monkeypatch, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = trainer_runs._trainer(name, variant, WEIGHED.but(dropout=True), "cpu", tmp)
+        assert trainer_runs.tracked_micro_batches(trainer, dynamic=False) == measure.WEIGH_MICRO_BATCHES
+        assert trainer_runs.tracked_micro_batches(trainer, dynamic=True) is None
+        tracked = trainer_runs.weighed_train(trainer, "cpu")
+    assert tracked["micro_batches_weighed"] == "3 of 8 in each step" and "micro_batches_weighed" not in whole
+    keys = ("peak_bytes", "peak_phase", "at_peak", "end_bytes")
+    assert [tracked[k] for k in keys] == [whole[k] for k in keys]
+    assert whole["at_peak"]["batch"] > 0   # the step's other micro-batches, fetched at once, held as the batch
+
+
+def test_a_trainer_step_tracked_over_one_micro_batch_would_miss_its_peak(monkeypatch):
+    """The control of the test above: pausing after the first micro-batch (no gradient to
+    accumulate into yet) loses the accumulated step's peak, so the comparison can fail."""
+    whole = _trainer_weighed("gradient-accumulation", True, monkeypatch, None)
+    one = _trainer_weighed("gradient-accumulation", True, monkeypatch, 1)
+    assert one["peak_bytes"] != whole["peak_bytes"] or one["at_peak"] != whole["at_peak"]
+
+
 def test_one_micro_batch_would_not_weigh_an_accumulated_step_and_dynamic_padding_is_weighed_whole():
     """The instrument's control: the shortcut is not exact by construction. One micro-batch
     misses the accumulated step's peak; a step whose micro-batches differ in width is weighed whole."""
@@ -574,7 +622,7 @@ def test_the_trainers_baseline_is_measured_once_for_the_claims_that_share_it(fre
     from harness.optim import trainer_runs
     trained = []
     real = trainer_runs.labelled_train
-    monkeypatch.setattr(trainer_runs, "labelled_train", lambda t: trained.append(t.args.optim) or real(t))
+    monkeypatch.setattr(trainer_runs, "labelled_train", lambda t, *more: trained.append(t.args.optim) or real(t, *more))
     ada = trainer_runs.measure_trainer_claim("adafactor", "memory", "cpu", "small")
     fused = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")
     assert len(trained) == 3   # the shared baseline, then each variant

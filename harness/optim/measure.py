@@ -28,7 +28,7 @@ import weakref
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 from torch.utils._pytree import tree_leaves
 
 from harness.core.models import call_model, loss_of
@@ -118,6 +118,8 @@ class MemoryTracker(TorchDispatchMode):
 
     ``mark(phase)`` labels the events that follow, so the peak reports its phase.
     ``label(category, tensors)`` files live storages under a CATEGORIES name.
+    ``pause()`` / ``resume(*resident)`` leave torch's dispatch stack and come back, for
+    stretches that repeat what was already counted (an accumulated step's later micro-batches).
     """
 
     def __init__(self):
@@ -137,6 +139,7 @@ class MemoryTracker(TorchDispatchMode):
         self.peak_bytes = 0
         self.peak_phase = "setup"
         self.baseline_bytes = 0
+        self.paused = False
 
     # -- counting
     def adopt(self, *sources, category: str | None = None) -> "MemoryTracker":
@@ -223,6 +226,26 @@ class MemoryTracker(TorchDispatchMode):
             out[self._labels.get(serial, "temporaries")] += nbytes
         return out
 
+    # -- pausing
+    def pause(self) -> bool:
+        """Stop seeing ops until ``resume``: the mode leaves torch's dispatch stack, so the ops in
+        between cost nothing. Storages already counted still leave the count when freed; what
+        is made in between is not counted (``resume`` adopts what must be). Only when this mode
+        is the innermost one (a mode entered after it would be popped instead): returns
+        whether it paused."""
+        if not self.paused and _get_current_dispatch_mode() is self:
+            TorchDispatchMode.__exit__(self, None, None, None)
+            self.paused = True
+        return self.paused
+
+    def resume(self, *resident) -> None:
+        """See ops again, and count ``resident``: tensors made while paused that live on (a
+        gradient that accumulation replaced instead of adding into), each storage once."""
+        if self.paused:
+            TorchDispatchMode.__enter__(self)
+            self.paused = False
+        self.adopt(*resident)
+
     # -- mode
     def __enter__(self):
         self.baseline_bytes = self.live_bytes
@@ -230,7 +253,8 @@ class MemoryTracker(TorchDispatchMode):
 
     def __exit__(self, *exc):
         """Stop counting: later frees no longer move the numbers."""
-        result = super().__exit__(*exc)
+        result = None if self.paused else super().__exit__(*exc)   # a paused mode has left the stack already
+        self.paused = False
         with self._lock:
             for _, _, fin in self._live.values():
                 fin.detach()

@@ -111,7 +111,8 @@ MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fractio
             "anatomy_a", "anatomy_b", "peak", "alternative", "allocator_method", "allocator_peak_a",
             "allocator_peak_b", "allocator_ratio", "allocator_disagrees", "allocator_reason",
             "allocator_driver_peak_a", "allocator_driver_peak_b", "allocator_held_a", "allocator_held_b",
-            "micro_batches_weighed_a", "micro_batches_weighed_b",   # "2 of 32": measure.weigh_micro_batches
+            "micro_batches_weighed_a", "micro_batches_weighed_b",   # "2 of 32": measure.weigh_micro_batches; the
+            # Trainer's "3 of 32 in each step": trainer_runs.tracked_micro_batches
             "family",   # a timing family's rounds and seconds, per pair (family_account)
             "stopped", "zone",   # why the rounds stopped (harness.optim.ratios: decided, zone, budget, max-rounds)
             "durations_a", "durations_b",   # each round's seconds (rounded: durations), for replaying a run's rounds

@@ -107,13 +107,15 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
             ma, state_a = baseline_memory(name, setup, device, tmp)
             tb = _trainer(name, True, setup, device, tmp)
-            mb = measure.measure_memory(measured_train(tb, device), resident=resident_of(tb.model), labelled=True)
+            mb = weighed_train(tb, device, dynamic=name == "dynamic-padding")
             a, b = ((state_a, measure.state_bytes(tb.optimizer.state))
                     if expect.basis == "optimizer-state" else (ma["peak_bytes"], mb["peak_bytes"]))
             found = ratios.compare_memory(a, b, bound)
             found.update(peak_phase_a=ma["peak_phase"], peak_phase_b=mb["peak_phase"],
                          anatomy_a=techniques.anatomy_of(ma), anatomy_b=techniques.anatomy_of(mb),
                          peak=techniques.peak_story(name, ma, mb))
+            found.update({f"micro_batches_weighed_{side}": m["micro_batches_weighed"]
+                          for side, m in (("a", ma), ("b", mb)) if m.get("micro_batches_weighed")})
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
             ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
@@ -126,14 +128,41 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
     return techniques.claim_run(found, **fields)
 
 
-def measured_train(trainer, device: str):
+def tracked_micro_batches(trainer, dynamic: bool) -> int | None:
+    """How many of each accumulated step's first micro-batches a tracked ``train()`` sees
+    (``labelled_train``), the step's last one and everything between steps always among them:
+    harness.optim.measure.WEIGH_MICRO_BATCHES when the step accumulates more than one beyond
+    them, None (all) otherwise, and with dynamic padding, where each micro-batch has its own
+    width. The micro-batches left out repeat the second's peak and leave what it left (the
+    collator pads every one to ``seq``), as the plain loop's weighed step does."""
+    from harness.optim import measure
+    if dynamic or trainer.args.gradient_accumulation_steps <= measure.WEIGH_MICRO_BATCHES + 1:
+        return None
+    return measure.WEIGH_MICRO_BATCHES
+
+
+def weighed_train(trainer, device: str, dynamic: bool = False) -> dict:
+    """One side of a memory claim through the Trainer: harness.optim.measure.measure_memory of
+    its labelled ``train()`` (``measured_train``), and, where the tracker skipped repeated
+    micro-batches (``tracked_micro_batches``), which it saw: ``micro_batches_weighed``
+    ("3 of 32 in each step")."""
+    from harness.optim import measure
+    m = measure.measure_memory(measured_train(trainer, device, dynamic), resident=resident_of(trainer.model),
+                               labelled=True)
+    first = tracked_micro_batches(trainer, dynamic)
+    if first is not None:
+        m["micro_batches_weighed"] = f"{first + 1} of {trainer.args.gradient_accumulation_steps} in each step"
+    return m
+
+
+def measured_train(trainer, device: str, dynamic: bool = False):
     """The labelled ``train`` of one side of a memory claim, on the target, from the Trainer's
     seed: its RandomSampler shuffles with torch's global generator, which the Trainer seeds
     only when it is made, so without this each side's batches would depend on what ran
     before it (dynamic padding's peak follows the longest row of each batch). Both sides,
     and a kept baseline, draw the same batches."""
     from transformers import set_seed
-    run = on_target(labelled_train(trainer), device)
+    run = on_target(labelled_train(trainer, tracked_micro_batches(trainer, dynamic)), device)
 
     def seeded(*args):
         set_seed(trainer.args.seed)
@@ -156,8 +185,7 @@ def baseline_memory(name: str, setup: Setup, device: str, out_dir: str) -> tuple
     key = (tuple(sorted((k, repr(v)) for k, v in shown.items())), key_of(setup, device), EXAMPLES, STEPS)
     if key not in _BASELINES:
         trainer = _trainer(name, False, setup, device, out_dir)
-        m = measure.measure_memory(measured_train(trainer, device), resident=resident_of(trainer.model), labelled=True)
-        _BASELINES[key] = (m, measure.state_bytes(trainer.optimizer.state))
+        _BASELINES[key] = (weighed_train(trainer, device), measure.state_bytes(trainer.optimizer.state))
     return _BASELINES[key]
 
 
@@ -166,19 +194,36 @@ def forget_baselines() -> None:
     _BASELINES.clear()
 
 
-def labelled_train(trainer):
+def labelled_train(trainer, micro_batches: int | None = None):
     """``trainer.train`` that tells a harness.optim.measure tracker its phases and what it creates:
     the model's forward (its saved tensors filed as activations), the backward (from the
     loss's gradient on), the optimizer step (gradients, then the optimizer's state); through
     a forward pre-hook and hook on the model and a TrainerCallback, so the Trainer's own
-    loop runs unchanged."""
+    loop runs unchanged.
+
+    ``micro_batches`` (``tracked_micro_batches``): the tracker sees only that many of each
+    step's first micro-batches and its last one (forward and backward), pausing between
+    them (``MemoryTracker.pause``) and adopting the gradients when it resumes; None: all.
+    An accumulated step of 32 micro-batches is then tracked over 3."""
     import torch
     from transformers import TrainerCallback
 
     def run(tracker):
         saving = []
+        begun = [0]   # micro-batches begun in this optimizer step
+
+        def grads():
+            return [p.grad for p in trainer.model.parameters() if p.grad is not None]
 
         def before_forward(module, args, kwargs=None):
+            # the micro-batch's inputs: the Trainer fetched every micro-batch of the step at once
+            # (Trainer.get_batch_samples), so until its turn each is a batch held, nothing more
+            tracker.label("batch", [args, kwargs or {}])
+            index, begun[0] = begun[0], begun[0] + 1
+            last = getattr(trainer, "current_gradient_accumulation_steps", 0) - 1
+            if micro_batches is not None and micro_batches <= index < last and tracker.pause():
+                return   # a repeat of what was counted: unseen, nothing labelled
+            tracker.resume(grads())
             tracker.mark("forward")
             ctx = torch.autograd.graph.saved_tensors_hooks(activations_labeller(tracker), lambda t: t)
             ctx.__enter__()
@@ -192,6 +237,9 @@ def labelled_train(trainer):
                 loss.register_hook(lambda grad: tracker.mark("backward") or grad)
 
         class Phases(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                begun[0] = 0
+
             def on_pre_optimizer_step(self, args, state, control, **kwargs):
                 tracker.label("gradients", [p.grad for p in trainer.model.parameters() if p.grad is not None])
                 tracker.mark("optimizer")
@@ -200,12 +248,14 @@ def labelled_train(trainer):
                 tracker.label("optimizer_state", [trainer.optimizer.state])
 
         model = trainer.model
-        hooks = [model.register_forward_pre_hook(before_forward), model.register_forward_hook(after_forward)]
+        hooks = [model.register_forward_pre_hook(before_forward, with_kwargs=True),
+                 model.register_forward_hook(after_forward)]
         phases = Phases()
         trainer.add_callback(phases)
         try:
             return trainer.train()
         finally:
+            tracker.resume()   # never left paused: the tracker's own exit leaves torch's stack
             for hook in hooks:
                 hook.remove()
             trainer.remove_callback(phases)
