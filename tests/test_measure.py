@@ -536,7 +536,7 @@ def test_no_family_pair_overspends_its_budget_on_rounds_another_pair_buys(fake_c
     found = ratios.compare_family(runs, pairs, warmup=0, rounds=4, budget_s=70)
     dear, cheap = found["pairs"]["dear"], found["pairs"]["cheap"]
     assert (dear["rounds"], dear["seconds"], dear["stopped"]) == (5, 63.0, ratios.BUDGET)
-    assert cheap["stopped"] == ratios.BUDGET and 70 - 1.3 < cheap["seconds"] <= 70 + 1.3 and cheap["rounds"] > 5
+    assert (cheap["rounds"], cheap["stopped"]) == (55, ratios.BUDGET)   # 68.75 s; doubling: 80 rounds, 100 s
     assert "a" not in fake_clock.log[5 * 4:] and "b" not in fake_clock.log[5 * 4:]
 
 
