@@ -23,7 +23,6 @@ import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
-from unittest import mock
 
 from tabulate import tabulate
 
@@ -31,9 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from optim_zone_stop import Clock, durations  # noqa: E402
+from optim_zone_stop import durations, on_fake_clock  # noqa: E402
 
-from harness.env import timing  # noqa: E402
 from harness.optim import ratios  # noqa: E402
 from harness.optim.ratios import Bound  # noqa: E402
 
@@ -44,27 +42,10 @@ def doubling(done: int, spent: float, budget_s: float, round_s: float, max_round
 
 
 def judged(a, b, bound, args, budget_rule: bool) -> dict:
-    clock = Clock()
-
-    def side(values):
-        it = iter(values)
-
-        def run():
-            clock.now += args.side_s * next(it)
-        return run
-
-    patches = [mock.patch.object(timing, "time", clock), mock.patch.object(ratios, "time", clock)]
-    if not budget_rule:
-        patches.append(mock.patch.object(ratios, "rounds_to_buy", doubling))
-    for p in patches:
-        p.start()
-    try:
-        found = ratios.compare_time(side(a), side(b), bound, warmup=args.warmup, rounds=args.rounds,
-                                    budget_s=args.budget_s, max_rounds=400, resamples=1000)
-        return {**found, "spent": clock.now}
-    finally:
-        for p in patches:
-            p.stop()
+    found, spent = on_fake_clock(a, b, bound, scale=args.side_s,
+                                 replaced=None if budget_rule else {"rounds_to_buy": doubling},
+                                 warmup=args.warmup, rounds=args.rounds, budget_s=args.budget_s)
+    return {**found, "spent": spent}
 
 
 def main(argv=None) -> int:

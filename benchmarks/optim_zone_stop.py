@@ -65,28 +65,36 @@ def durations(true_ratio: float, noise: float, seed: int, count: int = 400):
     return a, b
 
 
-def judged(a, b, bound, budget_rounds: int, zone_rule: bool) -> dict:
+def on_fake_clock(a, b, bound, *, scale: float = 1.0, replaced: dict | None = None, **timing_args) -> tuple[dict, float]:
+    """``ratios.compare_time`` of two simulated sides whose successive calls take ``scale`` times
+    ``a``'s and ``b``'s values on a fake clock, with ``replaced`` (name -> stand-in) put in
+    harness.optim.ratios for the call: what it found, and the seconds the clock ran."""
     clock = Clock()
 
     def side(values):
         it = iter(values)
 
         def run():
-            clock.now += next(it)
+            clock.now += scale * next(it)
         return run
 
     patches = [mock.patch.object(timing, "time", clock), mock.patch.object(ratios, "time", clock)]
-    if not zone_rule:
-        patches.append(mock.patch.object(ratios, "undecidable", lambda *args: False))
+    patches += [mock.patch.object(ratios, name, stand_in) for name, stand_in in (replaced or {}).items()]
     for p in patches:
         p.start()
     try:
-        # each side's mean step is about 1 s: the budget in seconds is about two a round
-        return ratios.compare_time(side(a), side(b), bound, warmup=0, rounds=6, budget_s=2.0 * budget_rounds,
-                                   max_rounds=400, resamples=1000)
+        found = ratios.compare_time(side(a), side(b), bound, max_rounds=400, resamples=1000, **timing_args)
+        return found, clock.now
     finally:
         for p in patches:
             p.stop()
+
+
+def judged(a, b, bound, budget_rounds: int, zone_rule: bool) -> dict:
+    # each side's mean step is about 1 s: the budget in seconds is about two a round
+    found, _ = on_fake_clock(a, b, bound, replaced=None if zone_rule else {"undecidable": lambda *args: False},
+                             warmup=0, rounds=6, budget_s=2.0 * budget_rounds)
+    return found
 
 
 def main(argv=None) -> int:
