@@ -606,6 +606,31 @@ def test_the_path_claims_are_timed_once_as_a_family(fresh, monkeypatch):
     assert calls[-1][0] == ["gradient-accumulation", "gradient-checkpointing"]
 
 
+def test_the_path_reads_the_rows_its_memory_claims_weighed_without_building_them_again(fresh, monkeypatch):
+    """Once the path's memory claims have weighed every row (and its family has been timed), the
+    path's own check builds no workload: it reads each row's kept weighing
+    (measure.weighed_setup) instead of making a model to look the figure up by (a
+    macbert-large row built again for nothing was seconds each on the H100). Its rows' bytes
+    are the claims' own."""
+    made = []
+
+    class Counted(workloads.Workload):
+        def __init__(self, setup, device):
+            made.append(setup)
+            super().__init__(setup, device)
+    monkeypatch.setattr(workloads, "Workload", Counted)
+    claimed = {name: techniques.measure_claim(name, "memory", "cpu", "small")
+               for name in ("gradient-accumulation", "gradient-checkpointing", "adafactor", "freeze-backbone",
+                            "shorter-max-length")}
+    seedpath.path_family_time("cpu", "small", (seedpath.PATH,))
+    made.clear()
+    rows = seedpath.seed_003_path("cpu", "small", ())
+    assert made == []
+    by_row = {row["row"]: row["peak_bytes"] for row in rows}
+    for name, run in claimed.items():
+        assert by_row[name] == run.measured["bytes_b"]
+
+
 def test_the_path_family_claims_measure_on_every_target_without_gates():
     """The suite asks for a path claim's time by its check being selected; that holds because
     each has a time claim on every target class and no gate that could skip it."""

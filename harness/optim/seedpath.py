@@ -132,13 +132,12 @@ def seed_003_path(device: str, scale: str = "small", family: tuple[str, ...] = F
     the family's checks this run times (the suite passes the selected ones; PATH is always
     among them here). ``vs_seed`` is the row's ratio judged against the seed's own."""
     from harness.optim import measure
-    from harness.optim.workloads import built
     setups = seed_003_rows(SCALES[scale])
     family_time = path_family_time(device, scale, tuple(family) + (PATH,))
     timed = family_time["pairs"]
     rows, base_durations = [], []
     for name, setup in setups:
-        mem = measure.weighed(built(setup, device))
+        mem = measure.weighed_setup(setup, device)
         row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
                "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
         if name != "baseline":
