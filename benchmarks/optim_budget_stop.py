@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from optim_zone_stop import durations, on_fake_clock  # noqa: E402
+from optim_zone_stop import above, durations, on_fake_clock  # noqa: E402
 
 from harness.optim import ratios  # noqa: E402
 from harness.optim.ratios import Bound  # noqa: E402
@@ -50,12 +50,14 @@ def judged(a, b, bound, args, budget_rule: bool) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--noise", type=float, nargs="+", default=[0.02, 0.05, 0.10])
-    ap.add_argument("--side-s", type=float, default=3.3, help="a side's mean step, seconds (the H100 pair's)")
-    ap.add_argument("--budget-s", type=float, default=120.0, help="a claim's budget (the large workload's)")
-    ap.add_argument("--rounds", type=int, default=6, help="first rounds (ratios.LONG_ROUNDS for a long round)")
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--seeds", type=above(1, int, inclusive=True), default=20)
+    ap.add_argument("--noise", type=above(0), nargs="+", default=[0.02, 0.05, 0.10])
+    ap.add_argument("--side-s", type=above(0), default=3.3, help="a side's mean step, seconds (the H100 pair's)")
+    ap.add_argument("--budget-s", type=above(0, inclusive=True), default=120.0,
+                    help="a claim's budget (the large workload's)")
+    ap.add_argument("--rounds", type=above(2, int, inclusive=True), default=6,
+                    help="first rounds (ratios.LONG_ROUNDS for a long round)")
+    ap.add_argument("--warmup", type=above(0, int, inclusive=True), default=2)
     args = ap.parse_args(argv)
     bound = Bound("lower", 1.0)
     grid = [round(0.88 + 0.01 * i, 2) for i in range(25)]   # 0.88 .. 1.12

@@ -65,6 +65,20 @@ def durations(true_ratio: float, noise: float, seed: int, count: int = 400):
     return a, b
 
 
+def above(low: float, kind=float, inclusive: bool = False):
+    """An argparse type: a ``kind`` number above ``low`` (or at least it, ``inclusive``); else
+    argparse's one-line error and exit status 2."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < low or (value == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"{text} is not {'at least' if inclusive else 'above'} {low:g}")
+        return value
+    return parse
+
+
 def on_fake_clock(a, b, bound, *, scale: float = 1.0, replaced: dict | None = None, **timing_args) -> tuple[dict, float]:
     """``ratios.compare_time`` of two simulated sides whose successive calls take ``scale`` times
     ``a``'s and ``b``'s values on a fake clock, with ``replaced`` (name -> stand-in) put in
@@ -99,9 +113,9 @@ def judged(a, b, bound, budget_rounds: int, zone_rule: bool) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--noise", type=float, nargs="+", default=[0.02, 0.05, 0.10])
-    ap.add_argument("--budget-rounds", type=int, default=48)
+    ap.add_argument("--seeds", type=above(1, int, inclusive=True), default=20)
+    ap.add_argument("--noise", type=above(0), nargs="+", default=[0.02, 0.05, 0.10])
+    ap.add_argument("--budget-rounds", type=above(0, int, inclusive=True), default=48)
     args = ap.parse_args(argv)
     bound = Bound("lower", 1.0)
     zone = ratios.TIME_ZONE

@@ -39,3 +39,13 @@ def test_a_budget_no_claim_reaches_changes_nothing():
     totals = _totals("--side-s", "0.01", "--budget-s", "100000")
     assert totals["verdicts differ"] == 0 and totals["budget overspent, doubling"] == 0
     assert totals["seconds, budget rule"] == totals["seconds, doubling"]
+
+
+def test_bad_input_is_one_clear_line_and_exit_2():
+    """A count or a time that cannot be (no seeds, a negative step, a word) is refused before
+    anything runs: argparse's line naming the option, exit status 2, no traceback."""
+    for args in (["--seeds", "0"], ["--side-s", "-1"], ["--rounds", "x"], ["--noise", "0"]):
+        out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+        assert out.returncode == 2 and out.stdout == "", args
+        assert "error: argument " + args[0] in out.stderr and "Traceback" not in out.stderr, out.stderr
