@@ -17,7 +17,7 @@ from harness.optim import claims, ratios, techniques
 from harness.optim.ratios import Bound
 from harness.optim.techniques import ClaimRun
 from harness.optim.workloads import (PRESETS, SCALES, SEED, TIME_BUDGET_S, TIME_ROUNDS, Setup, activations_labeller,
-                                     build_model, key_of, resident_of)
+                                     build_model, initial_weights, key_of, resident_of)
 
 STEPS = 2            # optimizer steps per train() call
 EXAMPLES = 64        # rows of the dataset
@@ -75,6 +75,7 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
     from transformers import PrinterCallback, Trainer, TrainingArguments
     kwargs = arguments(name, variant, setup, device, out_dir)
     dynamic = variant and name == "dynamic-padding"
+    initial_weights(setup)   # kept by the process, outside the target's context
     with devices.on_device(device):   # the model is made on the target, as the Trainer then places it
         model = build_model(setup)
         trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),

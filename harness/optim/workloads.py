@@ -110,21 +110,71 @@ TIME_BUDGET_S = {"small": 20.0, "medium": 60.0, "large": 120.0}   # extra rounds
 TIME_ROUNDS = {"small": 6, "medium": 8, "large": 10}             # interleaved rounds before the first verdict
 
 
-def build_model(setup: Setup):
-    """The classifier for ``setup``, weights seeded (the caller's RNG state is kept)."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
+KEEP_WEIGHTS = 2   # model sizes whose initial weights a process keeps (tiny's and the workload's)
+_WEIGHTS: dict[tuple, dict] = {}
+
+
+def _config(setup: Setup):
+    from transformers import BertConfig
     if setup.model not in PRESETS:
         raise ValueError(f"unknown model size {setup.model!r}; known: {', '.join(PRESETS)}")
     no_dropout = {} if setup.dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     # problem_type is what the model's first forward would set for two labels given as integers
     # (BertForSequenceClassification.forward writes it into the config when it is None): set
     # here, a compiled model is not recompiled on its second call for that write (a guard on it).
-    config = BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
-                        problem_type="single_label_classification", attn_implementation=setup.attn, **no_dropout)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
+    return BertConfig(**PRESETS[setup.model], max_position_embeddings=512, num_labels=2,
+                      problem_type="single_label_classification", attn_implementation=setup.attn, **no_dropout)
+
+
+def initial_weights(setup: Setup) -> dict:
+    """The seeded initial parameters and buffers of ``setup``'s model, by name, on the CPU: made
+    once per model size (their values depend on the sizes, the seed, the default dtype and the
+    torch release, not on the attention kernel or the dropout) and kept for the next model of
+    that size (KEEP_WEIGHTS). Initialising macbert-large's 325M parameters takes seconds on a
+    CPU, and the optimization suite builds about thirty models in a run; copying kept weights
+    takes a fraction of one (benchmarks/optim_build.py).
+
+    Call it outside a target's context (``devices.on_device``): weights kept across checks are
+    the process's, not the device's, and an emulated device counts what is made inside its
+    context as its own memory."""
+    import torch
+    from transformers import BertForSequenceClassification
+    key = (tuple(sorted(PRESETS.get(setup.model, {}).items())), setup.model, str(torch.get_default_dtype()),
+           torch.__version__, BertForSequenceClassification)
+    weights = _WEIGHTS.pop(key, None)
+    if weights is None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            model = BertForSequenceClassification(_config(setup.but(attn="eager", dropout=True)))
+        weights = {name: t.detach() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    _WEIGHTS[key] = weights   # the most recent last
+    while len(_WEIGHTS) > KEEP_WEIGHTS:
+        del _WEIGHTS[next(iter(_WEIGHTS))]
+    return weights
+
+
+def forget_weights() -> None:
+    """Drop every kept set of initial weights (the next model is initialised again)."""
+    _WEIGHTS.clear()
+
+
+def build_model(setup: Setup, device: str = "cpu"):
+    """The classifier for ``setup`` on ``device`` (where its tensors live), weights seeded: the
+    same values a model made with ``torch.manual_seed(SEED)`` has, copied from
+    ``initial_weights`` into a model made without initialising it (the caller's RNG state is
+    kept)."""
+    import itertools
+
+    import torch
+    from transformers import BertForSequenceClassification
+    config = _config(setup)
+    weights = initial_weights(setup)
+    with torch.device("meta"):   # shapes only: the values come from the kept weights
         model = BertForSequenceClassification(config)
+    model.to_empty(device=device)
+    with torch.no_grad():
+        for name, t in itertools.chain(model.named_parameters(), model.named_buffers()):
+            t.copy_(weights[name])
     if setup.checkpointing:
         model.gradient_checkpointing_enable()
     if setup.freeze_backbone:
@@ -183,13 +233,15 @@ class Workload:
     ``device`` is where its tensors live (harness.env.devices.place: the CPU for a
     stand-in). The model, its optimizer state and the batches are made, and every step is
     taken, inside the target's context (devices.on_device): an emulated device sees them
-    as its own, as a real one would after ``.to(device)``."""
+    as its own, as a real one would after ``.to(device)``. The kept initial weights the model
+    is copied from are drawn before, outside it (``initial_weights``)."""
 
     def __init__(self, setup: Setup, device: str):
         import torch
         self.setup, self.target, self.device = setup, device, devices.place(device)
+        initial_weights(setup)   # the process's, made outside the target's context (an emulated device's own otherwise)
         with devices.on_device(self.target):
-            self.model = build_model(setup).to(self.device)
+            self.model = build_model(setup, self.device)
             self.model.train()
             self.optimizer = build_optimizer(setup, self.model.parameters())
             self.forward = torch.compile(self.model) if setup.compile else self.model
