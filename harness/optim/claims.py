@@ -381,7 +381,8 @@ CLAIMS: tuple[Claim, ...] = (
         quote_en="checkpointing may improve memory efficiency but slows training by about 20%",
         knob_trainer=(Knob((("activation_checkpointing", True),), "transformers 5.x name"),
                       Knob((("gradient_checkpointing", True),), "the documents' name; a deprecated alias in 5.x")),
-        knob_torch="torch.utils.checkpoint via model.gradient_checkpointing_enable()",
+        knob_torch="torch.utils.checkpoint via model.gradient_checkpointing_enable() (activation_checkpointing_enable() "
+                   "in transformers 5.x, where the old name is a deprecated alias)",
         baseline="batch 1, GA 32 (the tutorial's previous row)", variant="the same with checkpointing",
         memory=_all(lower(_r003("gradient-checkpointing", "memory"),
                           f"{TUTORIAL}, table: 7.5G -> 7.3G at BS 1, GA 32 (the only figure; at a larger batch "

@@ -76,7 +76,7 @@ class Setup:
     batch: int = 8                 # samples per optimizer step
     seq: int = 64                  # max length (padding="max_length")
     grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
-    checkpointing: bool = False    # model.gradient_checkpointing_enable()
+    checkpointing: bool = False    # model.activation_checkpointing_enable() (gradient_... before 5.x)
     optimizer: str = "adamw"       # torch's default AdamW for the device (foreach on CUDA); see OPTIMIZERS
     autocast: str | None = None    # "float16" | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
     tf32: bool = False             # CUDA: TF32 matmuls and convolutions
@@ -176,7 +176,10 @@ def build_model(setup: Setup, device: str = "cpu"):
         for name, t in itertools.chain(model.named_parameters(), model.named_buffers()):
             t.copy_(weights[name])
     if setup.checkpointing:
-        model.gradient_checkpointing_enable()
+        # the documents' gradient_checkpointing_enable() is a deprecated alias from transformers 5.x
+        # (removed in v6, it says): the new name where there is one
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
     if setup.freeze_backbone:
         for p in model.bert.parameters():
             p.requires_grad_(False)
