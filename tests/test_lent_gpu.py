@@ -115,6 +115,22 @@ def test_a_folder_used_before_keeps_its_run_files_and_log(tmp_path):
     assert log.startswith("the earlier call\n") and "lent_gpu: controls ended with status 0" in log
 
 
+@pytest.mark.parametrize("limit, pytest_seconds, benchmarked", [("540", 0, True), ("75", 20, False)])
+def test_the_optim_part_ends_with_its_account_and_a_build_benchmark_while_a_minute_is_left(
+        tmp_path, limit, pytest_seconds, benchmarked):
+    env = fake_machine(tmp_path, pytest_seconds=pytest_seconds)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "optim.jsonl.gz").write_bytes(gzip.compress(b'{"kind": "header", "run": "earlier"}\n'))
+    res = subprocess.run(["bash", "scripts/lent_gpu.sh", "optim"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={**env, "LENT_LIMIT": limit})
+    assert res.returncode == 0, res.stdout + res.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert any(c.startswith(f"benchmarks/optim_account.py {out}/optim.jsonl --target cuda") for c in calls)
+    build = [c for c in calls if c.startswith("benchmarks/optim_build.py")]
+    assert build == (["benchmarks/optim_build.py --device cuda --models macbert-large --rounds 3"] if benchmarked else [])
+
+
 def test_running_a_part_without_the_carried_wheels_says_how_to_make_them(tmp_path):
     # a copy of the script in a tree without .lent: it must stop before pytest, naming prepare
     (tmp_path / "scripts").mkdir()
