@@ -1,7 +1,8 @@
 """Sabotaged optimizations, for self-tests only: the optimization suite must catch them.
 
 In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
-  no-checkpointing    ``gradient_checkpointing_enable`` silently does nothing
+  no-checkpointing    switching checkpointing on silently does nothing (``activation_checkpointing_enable``
+                      and its deprecated alias ``gradient_checkpointing_enable``)
   adafactor-is-adamw  the "adafactor" optimizer is really AdamW
   ga-unscaled         gradient accumulation forgets to divide each micro-batch's loss
 then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
@@ -34,7 +35,9 @@ def measure_claim_sabotaged(name, quantity, device, scale="small", family=()):
     chosen = _sabotage()
     if "no-checkpointing" in chosen:
         from transformers import PreTrainedModel
-        PreTrainedModel.gradient_checkpointing_enable = lambda self, *args, **kwargs: None
+        for method in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
+            if hasattr(PreTrainedModel, method):
+                setattr(PreTrainedModel, method, lambda self, *args, **kwargs: None)
     if "adafactor-is-adamw" in chosen:
         real = workloads.build_optimizer
 
