@@ -29,6 +29,11 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from optim_zone_stop import above  # noqa: E402
+
+from harness.env import devices  # noqa: E402
 from harness.optim import workloads  # noqa: E402
 
 
@@ -49,15 +54,6 @@ def same_values(a, b) -> bool:
         ta[k].dtype == tb[k].dtype and torch.equal(ta[k].cpu(), tb[k].cpu()) for k in ta)
 
 
-def synchronize(device: str) -> None:
-    import torch
-    kind = device.split(":")[0]
-    if kind == "cuda":
-        torch.cuda.synchronize()
-    elif kind == "mps":
-        torch.mps.synchronize()
-
-
 def build_seconds(setup: workloads.Setup, device: str, fresh: bool) -> float:
     """One build's seconds: with ``fresh``, the kept weights dropped first, so that the build
     initialises them (as every build did before) and copies them in."""
@@ -65,25 +61,32 @@ def build_seconds(setup: workloads.Setup, device: str, fresh: bool) -> float:
         workloads.forget_weights()
     start = time.perf_counter()
     model = workloads.build_model(setup, device)
-    synchronize(device)
+    devices.synchronizer(device)()
     seconds = time.perf_counter() - start
     del model
     return seconds
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def device_type(text: str) -> str:
+    """An argparse type: a device this machine has ("cpu", "cuda", "cuda:0", "mps"), judged by
+    the suites' own backends (harness.env.devices), whose reason is the one line a refusal says."""
+    kind = text.split(":")[0]
+    if kind not in devices.TARGETS:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; known: {', '.join(devices.TARGETS)}")
+    found = devices.backend(kind).availability()
+    if not found.available:
+        raise argparse.ArgumentTypeError(f"{text} is not available here: {found.reason}")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["macbert-large", "bert-small"],
                         choices=sorted(workloads.PRESETS), help="model sizes (harness.optim.workloads.PRESETS)")
-    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds per model size")
-    parser.add_argument("--device", default="cpu", help="where the models' tensors live: cpu, cuda, cuda:0, mps")
+    parser.add_argument("--rounds", type=above(1, int, inclusive=True), default=5,
+                        help="interleaved rounds per model size")
+    parser.add_argument("--device", type=device_type, default="cpu",
+                        help="where the models' tensors live: cpu, cuda, cuda:0, mps")
     args = parser.parse_args(argv)
     rows, mismatched = [], []
     for name in args.models:

@@ -132,7 +132,8 @@ def test_the_build_benchmark_reports_a_mismatch(monkeypatch, capsys):
     assert "MISMATCH: tiny" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--models", "huge"], ["--rounds", "many"]])
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--models", "huge"], ["--rounds", "many"], ["--device", "gpu"],
+                                  ["--device", "mps"]])   # no Mac here: refused with MPS's reason
 def test_the_build_benchmark_refuses_bad_input_in_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         optim_build.main(argv)
