@@ -11,7 +11,7 @@ import pytest
 
 from harness.core import records, runfiles
 from harness.core.records import Status
-from harness.report import schema, verdict
+from harness.report import schema, selection, verdict
 from harness.report.matrix import build, cell_key, device_name, hardware_key, machine_name
 from harness.report.sections import sections
 from tests.conftest import recorded_h100
@@ -267,12 +267,16 @@ def test_a_mac_is_named_by_its_chip_gpu_cores_and_memory(recorded):
 
 
 def test_the_selection_is_read_from_the_header_or_from_pytest_s_arguments():
-    assert verdict.selection_of({"pytest_args": ["suites/", "-m", "ops and cpu", "-ksoftmax"]}) == {
+    assert selection.selection_of({"pytest_args": ["suites/", "-m", "ops and cpu", "-ksoftmax"]}) == {
         "markexpr": "ops and cpu", "keyword": "softmax", "args": ["suites/", "-m", "ops and cpu", "-ksoftmax"]}
-    written = {"markexpr": "ops", "keyword": "", "collected": 4900, "selected": 201, "deselected": 4699}
+    written = {"markexpr": "ops and not slow", "keyword": "", "collected": 4900, "selected": 201, "deselected": 4699}
     note = verdict.partial_note([{"selection": written, "pytest_args": []}], [rec("x", Status.PASS, suite="ops")],
                                 "cpu")
-    assert '-m "ops" (201 of 4,900 collected)' in note
+    assert '-m "ops and not slow" (201 of 4,900 collected)' in note
+    # -m ops selects the whole ops suite: only the suites it did not run are named
+    whole_ops = {**written, "markexpr": "ops"}
+    assert verdict.partial_note([{"selection": whole_ops, "pytest_args": []}], [rec("x", Status.PASS, suite="ops")],
+                                "cpu") == "partial: not run here: env, parity, optim, perf"
 
 
 def test_a_whole_run_has_no_partial_note():

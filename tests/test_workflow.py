@@ -367,7 +367,7 @@ def test_report_job_installs_what_tools_report_imports(wf):
     assert not missing, f"the merge job does not install {sorted(missing)}, which tools.report imports"
 
 
-PIP_NAME = {"yaml": "pyyaml"}
+PIP_NAME = {"yaml": "pyyaml", "_pytest": "pytest"}
 
 
 def report_imports(root: Path = ROOT) -> set[str]:

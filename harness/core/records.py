@@ -128,6 +128,14 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in cats))
 
+# Markers of checks that cost far more than their suite's others, and the suites that hold
+# them (the compile family: seconds per check, in the parity suite). A run narrowed with -m
+# includes them only when the expression names the marker (harness.plugin.hooks.opted_out), so
+# `-m "parity and cpu"` keeps its budget; `-m compile`, `-m "compile and mps"` and a run without
+# -m (pytest suites/, ./compat suites) include them. The report reads a -m run as whole for
+# such a suite only when it names the marker (harness.report.selection).
+OPT_IN: dict[str, tuple[str, ...]] = {"compile": ("parity",)}
+
 
 # the metric on a check an emulated device cannot answer (skipped: only the device itself can);
 # the report counts those apart from the checks a column ran

@@ -53,11 +53,7 @@ MARKERS = (
     "compile: torch.compile against eager (parity); seconds per check, so a -m selection runs it only when it names compile",
     "cases(table): run once per case of the table and per target the case names (case.targets)",
 )
-# Markers of checks that cost far more than their suite's others (the compile family: seconds
-# per check). A run narrowed with -m includes them only when the expression names the marker, so
-# `-m "parity and cpu"` keeps its budget; `-m compile`, `-m "compile and mps"` and a run without
-# -m (pytest suites/, ./compat suites) include them.
-OPT_IN = ("compile",)
+OPT_IN = tuple(records.OPT_IN)   # markers a -m expression must name to select (records.OPT_IN)
 IDENTITY = pytest.StashKey[dict]()
 RECORDER = pytest.StashKey["Recorder"]()
 

@@ -68,6 +68,7 @@ from typing import Iterable
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.perf import against
+from harness.report import selection
 from harness.report.matrix import SUITE_ORDER, control_of, is_control
 from harness.report.render import escape
 
@@ -145,7 +146,11 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     for run in runs:
         for rec in run.records:
             newest[(rec["check"], records.target_of(rec))] = rec
-    return Side(label, envs[0], runs[-1].header, newest, all(r.complete for r in runs), sources)
+    # cut off only where a run that did not reach its end has no whole, finished run beside it to
+    # make up for the checks it missed (harness.report.selection)
+    _, cut = selection.uncovered([r.header for r in runs], list(newest.values()),
+                                 [r.run_id for r in runs if not r.complete])
+    return Side(label, envs[0], runs[-1].header, newest, not cut, sources)
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:

@@ -330,6 +330,7 @@ class Column:
     runs: list[str]       # run ids merged into this column, oldest first
     complete: bool        # every merged run wrote its end line and was not interrupted (runfiles.Run.complete)
     headers: list = dataclasses.field(default_factory=list)   # the header of every merged run, oldest first
+    cut_off: list = dataclasses.field(default_factory=list)   # the merged runs that did not reach their end (run ids)
     label_suffix: str = ""  # set when two columns would otherwise share a label
     workload: str = ""      # the optimization suite's training workload ("" for checks that train nothing)
     # what its controls say (instruments_of): shared by the columns of one machine and target,
@@ -434,6 +435,8 @@ def build(runs: list[Run]) -> Matrix:
                     col.headers.append(run.header)
                     col.header = run.header
                     col.complete = col.complete and run.complete
+                    if not run.complete:
+                        col.cut_off.append(run.run_id)
                 cells[(rec["check"], col_id)] = rec
     suites: dict[str, set[str]] = defaultdict(set)
     for (check, _), rec in cells.items():

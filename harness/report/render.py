@@ -136,7 +136,7 @@ def json_doc(m: Matrix, sources: list[str], errors: list[str], kernel_tables: li
     from harness.report import verdict
     found = verdict.verdicts(m) if found is None else found
     partial = {c.id: verdict.partial_note(c.headers or [c.header],
-                                          [r for (_, cid), r in m.cells.items() if cid == c.id], c.target, c.complete)
+                                          [r for (_, cid), r in m.cells.items() if cid == c.id], c.target, c.cut_off)
                for c in m.columns}
     by_cause = []
     for col in m.columns:

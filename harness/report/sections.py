@@ -124,7 +124,7 @@ def env_rows(m: Matrix) -> list[dict]:
         mac = f.get("mac") or {}
         py = f.get("python") or {}
         recs = [r for (_, cid), r in m.cells.items() if cid == col.id]
-        partial = verdict.partial_note(col.headers or [col.header], recs, col.target, col.complete)
+        partial = verdict.partial_note(col.headers or [col.header], recs, col.target, col.cut_off)
         rows.append({
             "column": col.label, "machine": col.host_label, "runs on": col.device,
             "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import Collection
 
 from harness.core import records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
+from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
                                    instruments_of, is_control, is_emulated, shown, visible)
 
@@ -488,36 +490,23 @@ def _against(regressions: list | None) -> Aspect | None:
 WHOLE_SUITES = ("env", "ops", "parity", "optim", "perf")
 
 
-def selection_of(header: dict) -> dict:
-    """What a run selected: ``header["selection"]`` where the run wrote it, else read from its
-    pytest arguments (-m, -k, paths)."""
-    sel = dict(header.get("selection") or {})
-    args = [str(a) for a in header.get("pytest_args") or []]
-    if "markexpr" not in sel or "keyword" not in sel:
-        for flag, key in (("-m", "markexpr"), ("-k", "keyword")):
-            for i, a in enumerate(args):
-                if a == flag and i + 1 < len(args):
-                    sel.setdefault(key, args[i + 1])
-                elif a.startswith(flag) and len(a) > 2:
-                    sel.setdefault(key, a[2:])
-    sel.setdefault("args", args)
-    return sel
-
-
-def partial_note(col_headers: list[dict], recs: list[dict], target: str, complete: bool = True) -> str:
-    """"" when the column holds a whole run of every suite; else what was selected, which
-    suites did not run, whether a run was cut off (``complete`` False), and which targets
-    were absent."""
+def partial_note(col_headers: list[dict], recs: list[dict], target: str, cut_off: Collection[str] = ()) -> str:
+    """"" when the column holds a whole run of every suite; else the selections of the merged
+    runs that leave checks out and no other merged run makes up for (harness.report.selection:
+    a -k once, then a whole run, is not partial), which suites did not run, whether a run was
+    cut off (run ids in ``cut_off``) with nothing to make up for it, and which targets were
+    absent. ``recs``: the column's standing records."""
     parts, narrowed = [], []
-    for h in col_headers:
-        sel = selection_of(h)
+    left_out, cut = selection.uncovered(col_headers, recs, cut_off)
+    for h in left_out:
+        sel = selection.selection_of(h)
         said = " ".join(x for x in (f"-m \"{shown(sel['markexpr'])}\"" if sel.get("markexpr") else "",
-                                    f"-k \"{shown(sel['keyword'])}\"" if sel.get("keyword") else "") if x)
+                                    f"-k \"{shown(sel['keyword'])}\"" if sel.get("keyword") else "",
+                                    " ".join(shown(p) for p in selection.narrowed_paths(sel))) if x)
         counts = ""
         if isinstance(sel.get("selected"), int) and isinstance(sel.get("collected"), int):
             counts = f" ({sel['selected']:,} of {sel['collected']:,} collected)"
-        if said or (isinstance(sel.get("deselected"), int) and sel["deselected"] > 0):
-            narrowed.append((said or "a selection") + counts)
+        narrowed.append((said or "a selection") + counts)
     if narrowed:
         parts.append("ran " + "; ".join(dict.fromkeys(narrowed)))
     ran = {r.get("suite") for r in recs if r["status"] != Status.SKIP}
@@ -530,7 +519,7 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str, complet
             if isinstance(info, dict) and info.get("selected") and not info.get("available") and name != target:
                 absent[name] = info.get("reason") or ""
     note = ""
-    if not complete:
+    if cut:
         parts.append("a run was cut off or interrupted before its end (the checks it did not reach are missing)")
     if parts:
         note = "partial: " + "; ".join(parts)
@@ -566,7 +555,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         recs = [r for (_, cid), r in m.cells.items() if cid in ids]
         title = f"{col.device} · torch {col.torch_release} · {col.target}{col.label_suffix}"
         headers = [h for c in cols for h in (c.headers or [c.header])]
-        partial = partial_note(headers, recs, col.target, all(c.complete for c in cols))
+        partial = partial_note(headers, recs, col.target, [r for c in cols for r in c.cut_off])
         if all(r["status"] == Status.SKIP for r in recs):
             why = shown(Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0])
             out.append(Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [

@@ -1,0 +1,180 @@
+"""A column merges every run of an environment: a run that left checks out (-k, -m, a path, a
+cut-off) makes the column partial only where no whole run beside it makes up for them
+(harness.report.selection). A user who once ran `-k softmax` and then `./compat suites` must
+not read "partial" on the first screen forever, and one who only ran `-k` must read it."""
+from __future__ import annotations
+
+import pytest
+
+from harness.core import runfiles
+from harness.core.records import Status
+from harness.report import compare, selection, verdict
+from harness.report.matrix import build
+
+SUITES = ("env", "ops", "parity", "optim", "perf")
+
+
+def run(run_id, started, targets=("cpu",), suites=SUITES, args=("suites/",), markexpr="", keyword="",
+        deselected=0, complete=True, checks=("a", "b")):
+    """A run in memory: a pass of each check in ``checks`` for each suite and target."""
+    recs = [{"kind": "check", "run": run_id, "suite": s, "subject": c, "variant": "", "target": t,
+             "check": f"{s}/{c}", "status": Status.PASS, "category": "n/a", "reason": "", "metrics": {},
+             "duration_s": 0.1} for s in suites for t in targets for c in checks]
+    header = {"kind": "header", "run": run_id, "env_id": "vm-py3.11-torch2.15.0", "started": started,
+              "facts": {"host": "vm"}, "pytest_args": list(args),
+              "selection": {"markexpr": markexpr, "keyword": keyword, "args": list(args), "collected": 100,
+                            "selected": 100 - deselected, "deselected": deselected},
+              "targets": {t: {"selected": True, "available": True} for t in targets}}
+    return runfiles.Run(run_id, header, "runs.jsonl", recs, {"kind": "end", "run": run_id,
+                                                              "exitstatus": 0} if complete else None)
+
+
+def partial(*runs, target="cpu") -> str:
+    found = [v for v in verdict.verdicts(build(list(runs))) if v.title.endswith(f"· {target}")]
+    assert len(found) == 1, [v.title for v in verdict.verdicts(build(list(runs)))]
+    return found[0].partial
+
+
+def whole(run_id="W", started="2026-11-25T10:00", **kw):
+    return run(run_id, started, **kw)
+
+
+def test_a_narrowed_run_alone_makes_the_column_partial_and_says_how():
+    assert partial(run("K", "2026-11-25T09:00", keyword="softmax", suites=("parity",), deselected=90)).startswith(
+        'partial: ran -k "softmax" (10 of 100 collected); not run here: env, ops, optim, perf')
+
+
+@pytest.mark.parametrize("order", ["narrowed first", "narrowed last"])
+def test_a_whole_run_beside_a_narrowed_one_makes_up_for_it(order):
+    narrowed = run("K", "2026-11-25T09:00" if order == "narrowed first" else "2026-11-25T11:00",
+                   keyword="softmax", suites=("parity",), deselected=90, checks=("a",))
+    assert partial(narrowed, whole()) == ""
+
+
+def test_a_whole_run_of_other_suites_does_not_make_up_for_a_narrowed_one():
+    narrowed = run("K", "2026-11-25T09:00", keyword="softmax", suites=("parity",), deselected=90)
+    others = whole(suites=("env", "ops", "optim", "perf"), args=("suites/", "-p", "tools.suiteplan"))
+    assert partial(narrowed, others) == 'partial: ran -k "softmax" (10 of 100 collected)'
+
+
+def test_a_whole_run_on_another_target_does_not_make_up_for_a_narrowed_one():
+    narrowed = run("K", "2026-11-25T09:00", keyword="softmax", deselected=90)
+    assert 'ran -k "softmax"' in partial(narrowed, whole(targets=("mps",)), target="cpu")
+
+
+def test_a_run_whose_records_all_stand_no_more_says_nothing():
+    older = run("K", "2026-11-25T09:00", keyword="softmax", suites=("parity",), deselected=90, checks=("a",))
+    newer = run("K2", "2026-11-25T11:00", keyword="softmax or log_softmax", suites=("parity",), deselected=80)
+    note = partial(older, newer)
+    assert '-k "softmax or log_softmax"' in note and '-k "softmax" ' not in note
+
+
+@pytest.mark.parametrize("markexpr,on,whole_for_parity", [
+    ("parity and cpu", "cpu", False),            # leaves the compile family out (opt-in)
+    ("parity and cpu or compile", "cpu", True),
+    ("compile or parity", "cpu", True),
+    ("not compile", "cpu", False),
+    ("mps", "mps", False),                        # `pytest suites/ -m mps`: every suite but parity's compile family
+    ("mps or compile", "mps", True),
+    ("parity and not slow", "cpu", False),        # narrowed by a marker other than suite and target
+    ("parity and mps", "cpu", False),             # the other target: nothing of cpu
+    ("optim and cpu", "cpu", False),
+    ("(", "cpu", False),                          # unreadable: never read as whole
+])
+def test_a_marker_expression_is_whole_for_a_suite_only_when_it_selects_every_check_of_it(
+        markexpr, on, whole_for_parity):
+    assert selection.whole_for({"markexpr": markexpr}, "parity", on) is whole_for_parity
+
+
+@pytest.mark.parametrize("markexpr,suite,on,expected", [
+    ("mps", "ops", "mps", True), ("optim and cpu", "optim", "cpu", True), ("optim and cpu", "optim", "mps", False),
+    ("ops", "ops", "standin-mps", True),          # a stand-in carries no target marker
+    ("cpu", "ops", "standin-mps", False),
+    ("not slow", "ops", "cpu", False),
+])
+def test_a_marker_expression_on_suites_without_opt_in_checks(markexpr, suite, on, expected):
+    assert selection.whole_for({"markexpr": markexpr}, suite, on) is expected
+
+
+def test_pytest_suites_dash_m_mps_on_a_mac_reads_partial_only_for_the_compile_family():
+    mac = run("M", "2026-11-25T09:00", targets=("mps",), markexpr="mps", deselected=50)
+    assert partial(mac, target="mps") == 'partial: ran -m "mps" (50 of 100 collected)'
+    mac_and_compile = run("C", "2026-11-25T10:00", targets=("mps",), suites=("parity",), markexpr="compile and mps",
+                          deselected=95)
+    # the compile family's own run makes up for it only with a whole parity run beside: still partial
+    assert partial(mac, mac_and_compile, target="mps").startswith("partial: ran ")
+    assert partial(mac, whole(targets=("mps",)), target="mps") == ""
+
+
+@pytest.mark.parametrize("args,suite,expected", [
+    (("suites/",), "ops", True), (("suites/ops",), "ops", True), (("/home/u/mps-compat/suites/ops/",), "ops", True),
+    (("suites/ops",), "parity", False), ((), "ops", True), ((".",), "ops", True),
+    (("suites/parity/test_op_parity.py",), "parity", False),
+    (("suites/parity/test_op_parity.py::test_op_parity[cpu-abs-float32-forward]",), "parity", False),
+    (("suites/parity", "suites/parity/test_op_parity.py"), "parity", True),
+    (("suites/", "-p", "tests.standins", "--device", "standin-mps"), "ops", True),
+])
+def test_paths_select_a_whole_suite_only_at_its_folder_or_above(args, suite, expected):
+    assert selection.whole_for({"args": list(args)}, suite, "cpu") is expected
+
+
+def test_a_path_narrower_than_its_suite_is_named_in_the_note():
+    only_file = run("P", "2026-11-25T09:00", suites=("parity",), args=("suites/parity/test_op_parity.py",))
+    assert partial(only_file).startswith("partial: ran suites/parity/test_op_parity.py (100 of 100 collected)")
+
+
+def test_deselected_checks_without_m_or_k_narrow_the_run():   # --deselect, --lf
+    assert not selection.whole_for({"args": ["suites/"], "deselected": 3}, "ops", "cpu")
+    assert partial(run("D", "2026-11-25T09:00", deselected=3)).startswith("partial: ran a selection (97 of 100")
+
+
+@pytest.mark.parametrize("order", ["cut first", "cut last"])
+def test_a_cut_off_run_beside_a_whole_finished_one_leaves_nothing_missing(order):
+    cut = run("X", "2026-11-25T09:00" if order == "cut first" else "2026-11-25T11:00", complete=False,
+              checks=("a",))
+    assert partial(cut, whole()) == ""
+
+
+def test_a_cut_off_run_alone_is_said_and_cannot_make_up_for_another():
+    cut = run("X", "2026-11-25T09:00", complete=False)
+    assert "a run was cut off or interrupted before its end" in partial(cut)
+    narrowed = run("K", "2026-11-25T11:00", keyword="softmax", suites=("parity",), deselected=90, checks=("a",))
+    note = partial(cut, narrowed)
+    assert "a run was cut off" in note and 'ran -k "softmax"' in note
+
+
+def test_a_whole_run_that_left_a_suite_out_does_not_make_up_for_it():
+    # ./compat suites runs each suite as its own pytest (tools.suiteplan --only-suites): a run whole by its
+    # selection covers only the suites it has records of
+    narrowed = run("K", "2026-11-25T09:00", keyword="adamw", suites=("optim",), deselected=90)
+    env_only = whole(suites=("env", "ops", "parity"), args=("suites/", "-p", "tools.suiteplan", "--only-suites",
+                                                            "env,ops,parity"))
+    assert 'ran -k "adamw"' in partial(narrowed, env_only)
+
+
+def test_the_compare_side_is_cut_off_only_where_nothing_makes_up_for_it():
+    cut = run("X", "2026-11-25T09:00", complete=False, checks=("a",))
+    assert compare.side_from_runs("candidate", [cut, whole()], []).complete
+    assert not compare.side_from_runs("candidate", [cut], []).complete
+    last_cut = run("X", "2026-11-25T11:00", complete=False, checks=("a",))
+    assert not compare.side_from_runs("candidate", [whole(), last_cut], [], latest=True).complete
+
+
+def test_a_compare_side_is_made_up_for_per_target():   # a side holds every target's records together
+    cut = run("X", "2026-11-25T09:00", complete=False, targets=("cpu",))
+    assert not compare.side_from_runs("candidate", [cut, whole(targets=("mps",))], []).complete
+    assert compare.side_from_runs("candidate", [cut, whole(targets=("mps", "cpu"))], []).complete
+
+
+def test_the_opt_in_markers_live_only_in_the_suites_records_names():
+    """records.OPT_IN is what the report reads a -m run by: each opt-in marker must be used in the
+    suites it names and in no other (else a -m run would read as whole where it left checks out)."""
+    import re
+    from pathlib import Path
+
+    from harness.core import records
+    root = Path(__file__).resolve().parents[1] / "suites"
+    for marker, suites in records.OPT_IN.items():
+        users = {p.relative_to(root).parts[0] for p in root.rglob("*.py")
+                 if re.search(rf"\bmark\.{marker}\b", p.read_text(encoding="utf-8"))}
+        assert users == set(suites), (marker, users)
