@@ -115,6 +115,22 @@ def test_every_outcome_is_journaled_once_with_its_status(project):
     assert "mps-compat: this run" in res.stdout  # the short matrix at the end of the run
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_stopped_by_x_reads_as_stopped_early_though_it_ends_well(project, workers):
+    """pytest -x exits 1 and writes its end line; only the end line's counts say that checks
+    were never reached (runfiles.Run.complete), so the report and compare call it partial."""
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file), "-x", *workers)
+    stop = 2 if workers else 1     # xdist reports its -x stop as an interruption; pytest alone as failures
+    assert res.returncode == stop, res.stdout + res.stderr
+    rf, records = records_of(run_file)
+    run = rf.runs[0]
+    assert run.end["exitstatus"] == stop and run.end["reached"] < run.end["selected"]
+    assert len(records) < len(EXPECTED_CPU) and not run.complete
+    whole = run_pytest(project, "--device", "cpu", "--run-file", str(project / "whole.jsonl"), *workers)
+    assert whole.returncode == 1 and runfiles.read_file(project / "whole.jsonl").runs[0].complete
+
+
 def test_absent_targets_are_skipped_with_an_actionable_reason(project):
     run_file = project / "run.jsonl"
     res = run_pytest(project, "-m", "mps", "--run-file", str(run_file), "-k", "needs_device")

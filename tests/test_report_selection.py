@@ -22,8 +22,8 @@ def run(run_id, started, targets=("cpu",), suites=SUITES, args=("suites/",), mar
              "duration_s": 0.1} for s in suites for t in targets for c in checks]
     header = {"kind": "header", "run": run_id, "env_id": "vm-py3.11-torch2.15.0", "started": started,
               "facts": {"host": "vm"}, "pytest_args": list(args),
-              "selection": {"markexpr": markexpr, "keyword": keyword, "args": list(args), "collected": 100,
-                            "selected": 100 - deselected, "deselected": deselected},
+              "selection": {"markexpr": markexpr, "keyword": keyword, "args": list(args),
+                            "collected": len(recs) + deselected, "selected": len(recs), "deselected": deselected},
               "targets": {t: {"selected": True, "available": True} for t in targets}}
     return runfiles.Run(run_id, header, "runs.jsonl", recs, {"kind": "end", "run": run_id,
                                                               "exitstatus": 0} if complete else None)
@@ -41,7 +41,7 @@ def whole(run_id="W", started="2026-11-25T10:00", **kw):
 
 def test_a_narrowed_run_alone_makes_the_column_partial_and_says_how():
     assert partial(run("K", "2026-11-25T09:00", keyword="softmax", suites=("parity",), deselected=90)).startswith(
-        'partial: ran -k "softmax" (10 of 100 collected); not run here: env, ops, optim, perf')
+        'partial: ran -k "softmax" (2 of 92 collected); not run here: env, ops, optim, perf')
 
 
 @pytest.mark.parametrize("order", ["narrowed first", "narrowed last"])
@@ -54,7 +54,7 @@ def test_a_whole_run_beside_a_narrowed_one_makes_up_for_it(order):
 def test_a_whole_run_of_other_suites_does_not_make_up_for_a_narrowed_one():
     narrowed = run("K", "2026-11-25T09:00", keyword="softmax", suites=("parity",), deselected=90)
     others = whole(suites=("env", "ops", "optim", "perf"), args=("suites/", "-p", "tools.suiteplan"))
-    assert partial(narrowed, others) == 'partial: ran -k "softmax" (10 of 100 collected)'
+    assert partial(narrowed, others) == 'partial: ran -k "softmax" (2 of 92 collected)'
 
 
 def test_a_whole_run_on_another_target_does_not_make_up_for_a_narrowed_one():
@@ -98,7 +98,7 @@ def test_a_marker_expression_on_suites_without_opt_in_checks(markexpr, suite, on
 
 def test_pytest_suites_dash_m_mps_on_a_mac_reads_partial_only_for_the_compile_family():
     mac = run("M", "2026-11-25T09:00", targets=("mps",), markexpr="mps", deselected=50)
-    assert partial(mac, target="mps") == 'partial: ran -m "mps" (50 of 100 collected)'
+    assert partial(mac, target="mps") == 'partial: ran -m "mps" (10 of 60 collected)'
     mac_and_compile = run("C", "2026-11-25T10:00", targets=("mps",), suites=("parity",), markexpr="compile and mps",
                           deselected=95)
     # the compile family's own run makes up for it only with a whole parity run beside: still partial
@@ -120,12 +120,12 @@ def test_paths_select_a_whole_suite_only_at_its_folder_or_above(args, suite, exp
 
 def test_a_path_narrower_than_its_suite_is_named_in_the_note():
     only_file = run("P", "2026-11-25T09:00", suites=("parity",), args=("suites/parity/test_op_parity.py",))
-    assert partial(only_file).startswith("partial: ran suites/parity/test_op_parity.py (100 of 100 collected)")
+    assert partial(only_file).startswith("partial: ran suites/parity/test_op_parity.py (2 of 2 collected)")
 
 
 def test_deselected_checks_without_m_or_k_narrow_the_run():   # --deselect, --lf
     assert not selection.whole_for({"args": ["suites/"], "deselected": 3}, "ops", "cpu")
-    assert partial(run("D", "2026-11-25T09:00", deselected=3)).startswith("partial: ran a selection (97 of 100")
+    assert partial(run("D", "2026-11-25T09:00", deselected=3)).startswith("partial: ran a selection (10 of 13")
 
 
 @pytest.mark.parametrize("order", ["cut first", "cut last"])
@@ -178,3 +178,17 @@ def test_the_opt_in_markers_live_only_in_the_suites_records_names():
         users = {p.relative_to(root).parts[0] for p in root.rglob("*.py")
                  if re.search(rf"\bmark\.{marker}\b", p.read_text(encoding="utf-8"))}
         assert users == set(suites), (marker, users)
+
+
+def test_a_run_stopped_by_x_or_maxfail_is_not_complete():
+    """pytest -x ends well (exit status 1, an end line) with the checks it had not reached
+    missing: the end line's counts of the tests that ended and of those selected tell."""
+    stopped = run("S", "2026-11-25T09:00")
+    stopped.end.update(exitstatus=1, reached=4, selected=10)
+    assert not stopped.complete
+    assert "a run was cut off or interrupted before its end" in partial(stopped)
+    assert partial(stopped, whole()) == ""                       # a whole run beside it makes up for it
+    reached = run("R", "2026-11-25T09:00")
+    reached.end.update(exitstatus=1, reached=10, selected=10)
+    assert reached.complete                                      # failures, every check reached
+    assert run("O", "2026-11-25T09:00").complete                 # no counts written: the end line's word

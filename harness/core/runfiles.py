@@ -277,10 +277,17 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        """Whether the run reached every check it selected: it wrote its end line, and that line
+        """Whether the run reached every check it selected: it wrote its end line, that line
         does not say pytest was interrupted (exit status 2: Ctrl-C, or a time limit's SIGINT),
-        after which the checks it had not reached are missing although the file ends well."""
-        return self.end is not None and self.end.get("exitstatus") != INTERRUPTED
+        and, where the end line counts them, every selected test ended. Pytest stopped by ``-x``
+        or ``--maxfail`` ends well with exit status 1, the checks it had not reached missing all
+        the same: only the counts tell (an end line without them, from an older run file, is
+        taken at its word)."""
+        if self.end is None or self.end.get("exitstatus") == INTERRUPTED:
+            return False
+        reached, selected = self.end.get("reached"), self.end.get("selected")
+        counted = all(isinstance(n, int) and not isinstance(n, bool) for n in (reached, selected))
+        return not (counted and reached < selected)
 
 
 # pytest's ExitCode.INTERRUPTED, as the end line records it

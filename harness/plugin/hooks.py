@@ -260,8 +260,11 @@ class SessionState:
         counts: dict[str, int] = {}
         for rec in self.records:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        # reached / selected: the tests that ended of those selected; fewer after -x or --maxfail,
+        # where the exit status (1) does not say the run stopped early (runfiles.Run.complete)
         end = {"kind": "end", "run": self.run_id, "finished": runfiles.now_iso(), "exitstatus": int(exitstatus),
-               "counts": counts, "workloads": workloads_measured(self.records)}
+               "counts": counts, "workloads": workloads_measured(self.records), "reached": len(self.ended),
+               "selected": self.collection["selected"]}
         self.end = end
         if self.run_file_error is None:
             try:
