@@ -77,6 +77,8 @@ def test_a_run_whose_records_all_stand_no_more_says_nothing():
     ("mps", "mps", False),                        # `pytest suites/ -m mps`: every suite but parity's compile family
     ("mps or compile", "mps", True),
     ("parity and not slow", "cpu", False),        # narrowed by a marker other than suite and target
+    ("compile or (parity and (slow or not fast))", "cpu", False),   # every setting of slow and fast is weighed
+    ("compile or (parity and (slow or not slow))", "cpu", True),
     ("parity and mps", "cpu", False),             # the other target: nothing of cpu
     ("optim and cpu", "cpu", False),
     ("(", "cpu", False),                          # unreadable: never read as whole

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from harness.core import runfiles
+from harness.report import selection
 from tests.conftest import ROOT
 from tools import suiteplan
 
@@ -255,36 +256,36 @@ def test_the_arguments_that_decide_the_plan(argv, field, value):
     ("not (optim or perf)", {"perf"}, False), ("not not env", {"env"}, True),
 ])
 def test_marker_expressions_are_read_as_pytest_reads_them(expr, markers, expect):
-    fn = suiteplan.compile_expression(expr)
+    fn = selection.compile_expression(expr)
     assert fn(lambda name: name in markers) is expect
 
 
 @pytest.mark.parametrize("expr", ["env and", "(env", "env)", "and", "mark(arg=1)", "env & cpu"])
 def test_an_expression_it_cannot_read_may_select_anything(expr):
-    assert suiteplan.compile_expression(expr) is None
-    assert suiteplan.satisfiable(expr, {"env": False})
+    assert selection.compile_expression(expr) is None
+    assert selection.satisfiable(expr, {"env": False})
 
 
 def test_names_it_does_not_know_are_free():
     known = {"env": True, "cpu": True}
-    assert suiteplan.satisfiable("env and slow", known) and suiteplan.satisfiable("env and not slow", known)
-    assert not suiteplan.satisfiable("env and slow and not slow", known)
+    assert selection.satisfiable("env and slow", known) and selection.satisfiable("env and not slow", known)
+    assert not selection.satisfiable("env and slow and not slow", known)
 
 
 def test_compile_checks_need_a_marker_expression_that_names_compile():
     names = list(SUITES)
-    assert suiteplan.marker_selects(None, "parity", "cpu", ("compile",), names)
-    assert not suiteplan.marker_selects("parity and cpu", "parity", "cpu", ("compile",), names)
-    assert suiteplan.marker_selects("compile and cpu", "parity", "cpu", ("compile",), names)
-    assert not suiteplan.marker_selects("compile and cpu", "parity", "cpu", (), names)
+    assert selection.marker_selects(None, "parity", "cpu", ("compile",), names)
+    assert not selection.marker_selects("parity and cpu", "parity", "cpu", ("compile",), names)
+    assert selection.marker_selects("compile and cpu", "parity", "cpu", ("compile",), names)
+    assert not selection.marker_selects("compile and cpu", "parity", "cpu", (), names)
 
 
 def test_keyword_expressions_match_parts_of_the_node_id():
     nodeid = "suites/ops/test_ops.py::test_op[cpu-softmax-float16-forward]"
-    assert suiteplan.keyword_selects("softmax and float16", nodeid, ("ops", "cpu"))
-    assert suiteplan.keyword_selects("SOFTMAX", nodeid, ())
-    assert not suiteplan.keyword_selects("softmax and not float16", nodeid, ())
-    assert suiteplan.keyword_selects("ops and not perf", nodeid, ())
+    assert selection.keyword_selects("softmax and float16", nodeid, ("ops", "cpu"))
+    assert selection.keyword_selects("SOFTMAX", nodeid, ())
+    assert not selection.keyword_selects("softmax and not float16", nodeid, ())
+    assert selection.keyword_selects("ops and not perf", nodeid, ())
 
 
 def test_everything_is_three_runs_and_optim_runs_alone():

@@ -47,14 +47,15 @@ SUITES`` (a pytest run: ``-n WORKERS`` when WORKERS > 0, ``-p tools.suiteplan
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import platform
 import re
 import socket
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+
+from harness.core import records
+from harness.report.selection import keyword_selects, marker_selects
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES_DIR = "suites"
@@ -105,9 +106,9 @@ FIGURES: dict[str, dict] = {
 FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suiteplan.py)"
 EARLIER = "this environment's earlier runs"
 # The files whose checks carry the `compile` marker (their pytestmark), which a -m
-# expression includes only when it names `compile` (harness.plugin.hooks.OPT_IN).
+# expression includes only when it names `compile` (harness.core.records.OPT_IN).
 COMPILE_FILES = ("suites/parity/test_compiled.py",)
-OPT_IN = ("compile",)
+OPT_IN = tuple(records.OPT_IN)
 
 # Arguments that describe one pytest run, or print instead of running: passed on as given.
 ONE_RUN = ("--baseline", "--save-baseline", "--compare-out", "--lf", "--last-failed", "--ff", "--failed-first",
@@ -184,79 +185,6 @@ def scan(args: list[str]) -> Args:
                 out.exitfirst = True
             i += 2 if a in VALUED and i + 1 < len(args) else 1   # "--tb short": skip the value too
     return out
-
-
-# --------------------------------------------------------------------------- marker and keyword expressions
-
-_TOKEN = re.compile(r"\s*(\(|\)|[\w:+\-.\[\]\\/]+|\S)")
-
-
-def compile_expression(text: str) -> Callable[[Callable[[str], bool]], bool] | None:
-    """A pytest ``-m`` / ``-k`` expression as a function of how a name is judged, read by
-    pytest's own expression parser (``_pytest.mark.expression``, what ``-m`` and ``-k`` use);
-    None for what it cannot read (a syntax error, a marker with arguments ``mark(x=1)``, which
-    this plan does not weigh): the caller then assumes the expression may select anything."""
-    if not text.strip():
-        return lambda look: True
-    tokens = _TOKEN.findall(text)
-    if any(b == "(" and a not in ("and", "or", "not", "(", ")") for a, b in zip(tokens, tokens[1:])):
-        return None   # a name called with arguments
-    try:
-        from _pytest.mark.expression import Expression
-        compiled = Expression.compile(text)
-    except Exception:   # SyntaxError in pytest 8-9, ParseError before: either way, not readable here
-        return None
-    return lambda look: compiled.evaluate(lambda name, **kwargs: look(name))
-
-
-def names_in(text: str) -> set[str]:
-    return {t for t in _TOKEN.findall(text) if t not in ("and", "or", "not", "(", ")")}
-
-
-def satisfiable(text: str | None, known: dict[str, bool], most_free: int = 12) -> bool:
-    """Whether a ``-m`` expression can hold for an item with the ``known`` markers, whatever
-    the other names are (an unreadable expression: True, the item may be selected)."""
-    if not text:
-        return True
-    fn = compile_expression(text)
-    if fn is None:
-        return True
-    free = sorted(names_in(text) - set(known))
-    if len(free) > most_free:
-        return True
-    for values in itertools.product((False, True), repeat=len(free)):
-        assigned = {**known, **dict(zip(free, values))}
-        if fn(lambda name: assigned.get(name, False)):
-            return True
-    return False
-
-
-def _names_an_opt_in(markexpr: str, marker: str) -> bool:
-    return re.search(rf"\b{marker}\b", markexpr) is not None
-
-
-def marker_selects(markexpr: str | None, suite: str, target: str, opt_in: Iterable[str], suites: Iterable[str]) -> bool:
-    """Whether ``-m markexpr`` may select a check of ``suite`` on ``target`` that carries the
-    opt-in markers ``opt_in``: the suite and target markers are known, others free; an
-    opt-in marker the expression does not name leaves the check out
-    (harness.plugin.hooks.opted_out)."""
-    opt_in = set(opt_in)
-    if markexpr and any(not _names_an_opt_in(markexpr, m) for m in opt_in):
-        return False
-    known = {s: s == suite for s in suites} | {t: t == target for t in TARGETS} | {m: m in opt_in for m in OPT_IN}
-    return satisfiable(markexpr, known)
-
-
-def keyword_selects(keyword: str | None, nodeid: str, markers: Iterable[str]) -> bool:
-    """Whether ``-k keyword`` selects the check ``nodeid``, roughly as pytest matches: each
-    name a case-insensitive substring of a part of the node id or a marker."""
-    if not keyword:
-        return True
-    fn = compile_expression(keyword)
-    if fn is None:
-        return True
-    hay = [p.lower() for p in re.split(r"::|/", nodeid) if p] + [m.lower() for m in markers]
-    return fn(lambda name: any(name.lower() in h for h in hay))
 
 
 # --------------------------------------------------------------------------- this environment's earlier runs

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,6 +40,7 @@ from harness.core import cases, records, runfiles  # noqa: E402
 from harness.env import devices, instruments  # noqa: E402
 from harness.parity.properties import profiles  # noqa: E402  (registers the hypothesis profiles)
 from harness.plugin import options  # noqa: E402
+from harness.report import selection  # noqa: E402
 from harness.plugin.record import Recorder, build_record, clean_xfail, message_of  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
@@ -477,7 +477,7 @@ def opted_out(markexpr: str | None, items: list) -> list:
     name (a word of the expression: "compile", "not compile"); none without -m."""
     if not markexpr:
         return []
-    unnamed = [m for m in OPT_IN if not re.search(rf"\b{m}\b", markexpr)]
+    unnamed = [m for m in OPT_IN if not selection.names(markexpr, m)]
     return [item for item in items if any(item.get_closest_marker(m) for m in unnamed)]
 
 

@@ -1,4 +1,7 @@
-"""What a run selected, and whether the other runs merged beside it make up for what it left out.
+"""What a pytest selection selects: the one reader of ``-m`` / ``-k`` expressions (pytest's own
+evaluator) for tools.suiteplan, which plans ``./compat suites`` runs by them, and for the
+report, which reads what a recorded run selected and whether the other runs merged beside it
+make up for what it left out.
 
 A column of the report (and a side of tools.compare) merges every run of one environment:
 the newest record of each check stands. A run narrowed by ``-k``, by a ``-m`` expression, by
@@ -19,8 +22,9 @@ them out (harness.plugin.hooks.opted_out).
 """
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 from harness.core import records
 from harness.env import devices
@@ -63,29 +67,113 @@ def _paths_whole(args: Iterable[str], suite: str) -> bool:
     return not paths or any(p in ((), (suite,)) for p in paths)
 
 
-def _marks_whole(markexpr: str, suite: str, target: str) -> bool:
-    """Whether the -m expression selects every check of ``suite`` on ``target``: true with the
-    suite's and target's markers set, the other suites' and targets' unset, and any other
-    marker either way; and naming the opt-in markers of the suite."""
+# --------------------------------------------------------------------------- -m and -k expressions
+
+_TOKEN = re.compile(r"\s*(\(|\)|[\w:+\-.\[\]\\/]+|\S)")
+
+
+def compile_expression(text: str) -> Callable[[Callable[[str], bool]], bool] | None:
+    """A pytest ``-m`` / ``-k`` expression as a function of how a name is judged, read by
+    pytest's own expression parser (``_pytest.mark.expression``, what ``-m`` and ``-k`` use);
+    None for what it cannot read (a syntax error, a marker with arguments ``mark(x=1)``, which
+    is not weighed here): the caller decides what an unreadable expression may select."""
+    if not text.strip():
+        return lambda look: True
+    tokens = _TOKEN.findall(text)
+    if any(b == "(" and a not in ("and", "or", "not", "(", ")") for a, b in zip(tokens, tokens[1:])):
+        return None   # a name called with arguments
     try:
-        from _pytest.mark.expression import Expression   # pytest's own -m evaluator
-        expression = Expression.compile(markexpr)
-    except Exception:      # an expression (or a pytest) this cannot read: not known to be whole
-        return False
-    known_false = (set(records.CATEGORIES) | set(devices.TARGETS)) - {suite, target}
-    if any(suite in suites and not _names(markexpr, marker) for marker, suites in records.OPT_IN.items()):
-        return False
-
-    def evaluated(others: bool) -> bool:
-        def matcher(name: str, /, **_kwargs) -> bool:
-            return True if name in (suite, target) else False if name in known_false else others
-        return expression.evaluate(matcher)
-    return evaluated(True) and evaluated(False)
+        from _pytest.mark.expression import Expression
+        compiled = Expression.compile(text)
+    except Exception:   # SyntaxError in pytest 8-9, ParseError before: either way, not readable here
+        return None
+    return lambda look: compiled.evaluate(lambda name, **kwargs: look(name))
 
 
-def _names(markexpr: str, marker: str) -> bool:
+def names_in(text: str) -> set[str]:
+    return {t for t in _TOKEN.findall(text) if t not in ("and", "or", "not", "(", ")")}
+
+
+def _assignments(text: str, known: dict[str, bool], most_free: int):
+    """Every assignment of the names of ``text`` that ``known`` leaves free (None: more than
+    ``most_free`` of them)."""
+    free = sorted(names_in(text) - set(known))
+    if len(free) > most_free:
+        return None
+    return ({**known, **dict(zip(free, values))} for values in itertools.product((False, True), repeat=len(free)))
+
+
+def _weigh(text: str | None, known: dict[str, bool], most_free: int, every: bool) -> bool:
+    """The expression over every assignment of its free names: true for all (``every``) or for
+    one; an unreadable expression, or one with too many free names, counts as selecting some
+    items (True for one, False for all)."""
+    if not text:
+        return True
+    fn, assignments = compile_expression(text), _assignments(text, known, most_free)
+    if fn is None or assignments is None:
+        return not every
+    results = (fn(lambda name: assigned.get(name, False)) for assigned in assignments)
+    return all(results) if every else any(results)
+
+
+def satisfiable(text: str | None, known: dict[str, bool], most_free: int = 12) -> bool:
+    """Whether a ``-m`` expression can hold for an item with the ``known`` markers, whatever
+    the other names are (an unreadable expression: True, the item may be selected)."""
+    return _weigh(text, known, most_free, every=False)
+
+
+def always(text: str | None, known: dict[str, bool], most_free: int = 12) -> bool:
+    """Whether a ``-m`` expression holds for every item with the ``known`` markers, whatever
+    the other names are (an unreadable expression: False, not known to select them all)."""
+    return _weigh(text, known, most_free, every=True)
+
+
+def names(markexpr: str, marker: str) -> bool:
+    """Whether the expression names ``marker`` (a word of it: "compile", "not compile")."""
     return re.search(rf"\b{re.escape(marker)}\b", markexpr) is not None
 
+
+def _known(suite: str, target: str, suites: Iterable[str]) -> dict[str, bool]:
+    """The suite and target markers of a check of ``suite`` on ``target`` (a stand-in target
+    carries none)."""
+    return {s: s == suite for s in suites} | {t: t == target for t in devices.TARGETS}
+
+
+def marker_selects(markexpr: str | None, suite: str, target: str, opt_in: Iterable[str], suites: Iterable[str]) -> bool:
+    """Whether ``-m markexpr`` may select a check of ``suite`` on ``target`` that carries the
+    opt-in markers ``opt_in``: the suite and target markers are known, others free; an
+    opt-in marker the expression does not name leaves the check out
+    (harness.plugin.hooks.opted_out)."""
+    opt_in = set(opt_in)
+    if markexpr and any(not names(markexpr, m) for m in opt_in):
+        return False
+    return satisfiable(markexpr, _known(suite, target, suites) | {m: m in opt_in for m in records.OPT_IN})
+
+
+def marker_selects_every(markexpr: str | None, suite: str, target: str, suites: Iterable[str] = tuple(records.CATEGORIES)) -> bool:
+    """Whether ``-m markexpr`` selects every check of ``suite`` on ``target``: each of its
+    checks without an opt-in marker and, where the suite holds an opt-in family
+    (records.OPT_IN), each check of that family, whatever other markers a check carries."""
+    families = [m for m, holders in records.OPT_IN.items() if suite in holders]
+    if markexpr and any(not names(markexpr, m) for m in families):
+        return False
+    known = _known(suite, target, suites)
+    return all(always(markexpr, known | {m: m == family for m in records.OPT_IN}) for family in (None, *families))
+
+
+def keyword_selects(keyword: str | None, nodeid: str, markers: Iterable[str]) -> bool:
+    """Whether ``-k keyword`` selects the check ``nodeid``, roughly as pytest matches: each
+    name a case-insensitive substring of a part of the node id or a marker."""
+    if not keyword:
+        return True
+    fn = compile_expression(keyword)
+    if fn is None:
+        return True
+    hay = [p.lower() for p in re.split(r"::|/", nodeid) if p] + [m.lower() for m in markers]
+    return fn(lambda name: any(name.lower() in h for h in hay))
+
+
+# --------------------------------------------------------------------------- whole runs, and what makes up for a narrowed one
 
 def whole_for(sel: dict, suite: str, target: str) -> bool:
     """Whether a run with selection ``sel`` selected every check of ``suite`` on ``target``."""
@@ -94,7 +182,7 @@ def whole_for(sel: dict, suite: str, target: str) -> bool:
     if not _paths_whole(sel.get("args") or [], suite):
         return False
     if sel.get("markexpr"):
-        return _marks_whole(sel["markexpr"], suite, target)
+        return marker_selects_every(sel["markexpr"], suite, target)
     return not (isinstance(sel.get("deselected"), int) and sel["deselected"] > 0)   # --deselect, --lf
 
 
