@@ -194,3 +194,26 @@ def test_a_run_stopped_by_x_or_maxfail_is_not_complete():
     reached.end.update(exitstatus=1, reached=10, selected=10)
     assert reached.complete                                      # failures, every check reached
     assert run("O", "2026-11-25T09:00").complete                 # no counts written: the end line's word
+
+
+def test_a_suite_measured_at_a_workload_is_whole_by_its_target_marker():
+    """The optim suite's records carry their workload (metrics.workload): the column and compare
+    key them "cuda [large workload]", but -m "optim and cuda" selected them by the target."""
+    optim = run("O", "2026-11-25T09:00", targets=("cuda",), suites=("optim",), markexpr="optim and cuda",
+                deselected=500)
+    for rec in optim.records[:1]:
+        rec["metrics"] = {"workload": "large"}
+    assert partial(optim, target="cuda") == "partial: not run here: env, ops, parity, perf"
+
+
+def test_the_recorded_h100_column_names_what_it_left_out_and_nothing_it_did_not():
+    """Real hardware output (tests/fixtures/recorded/h100-torch2.11-2026-11-24): parity and perf
+    ran with -k "not minilm" and the optim runs were stopped by their time limit; -m "optim and
+    cuda" itself selected the whole optim suite on cuda and is not named."""
+    from tests.conftest import recorded_h100_controls
+    folder = recorded_h100_controls()
+    runs = [r for f in sorted(folder.glob("*.jsonl")) for r in runfiles.read_file(f).runs]
+    note = [v for v in verdict.verdicts(build(runs)) if v.title.endswith("· cuda")][0].partial
+    assert '-m "parity and cuda" -k "not minilm"' in note and '-m "perf and cuda" -k "not minilm"' in note
+    assert "a run was cut off or interrupted before its end" in note
+    assert '-m "optim and cuda"' not in note and "not run here" not in note   # every suite ran on cuda

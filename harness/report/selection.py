@@ -194,7 +194,7 @@ def narrowed_paths(sel: dict) -> list[str]:
 def _standing(header: dict, recs: list[dict]) -> set[tuple[str, str]]:
     """The (suite, target) pairs where ``header``'s run still holds a standing record."""
     run = header.get("run")
-    return {(r.get("suite"), records.target_of(r)) for r in recs if r.get("run") == run}
+    return {(r.get("suite"), r.get("target")) for r in recs if r.get("run") == run}
 
 
 def uncovered(headers: list[dict], recs: list[dict], cut_off: Collection[str] = ()) -> tuple[list, list]:
