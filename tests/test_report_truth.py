@@ -301,3 +301,17 @@ def test_a_cell_of_an_older_judge_says_so_where_it_is_shown(h100_page):
     assert cell.text.endswith("(judge 1)") and cell.title.startswith("written by judge 1, which said fail")
     today = [r for r in m.cells.values() if r.get("suite") == "parity" and not r.get("judged_again")]
     assert today and not any("judge" in cell_of(r).text for r in today)
+
+
+def test_a_perf_run_alone_is_not_headlined_as_nothing_measured():
+    """./compat suites runs perf as its own pytest run, whose terminal verdict read "nothing
+    measured" above "speed and memory: 2 measurements, none failed"."""
+    header = {"run": "P1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+    recs = [{**rec(s, Status.PASS, suite="perf", category="timed"), "run": "P1", "check": f"perf/{s}",
+             "variant": "", "metrics": {}, "reason": ""} for s in ("softmax", "bert")]
+    [found] = verdict.for_records(header, recs, {"kind": "end", "run": "P1", "exitstatus": 0})
+    assert found.headline == "no speed or memory failure"
+    failing = [{**recs[0], "status": Status.FAIL}, recs[1]]
+    [found] = verdict.for_records(header, failing, {"kind": "end", "run": "P1", "exitstatus": 1})
+    assert found.headline == "1 perf failure" and found.state == verdict.BAD

@@ -406,7 +406,7 @@ def _known_bugs(recs: list[dict]) -> Aspect:
     cases = {(r.get("metrics") or {}).get("known_bug") or r["check"] for r in bugs}
     if present:
         return Aspect("known bugs", BAD, f"{_n(len(present), 'reported bug')} of {len(cases)} present here: "
-                                         + _list(present), present, "known-bugs", f"{len(present)} known bugs present")
+                                         + _list(present), present, "known-bugs", _n(len(present), "known bug") + " present")
     return Aspect("known bugs", GOOD, f"none of the {len(cases)} reported bugs tried is present here",
                   anchor="known-bugs", short="no known bug")
 
@@ -419,8 +419,9 @@ def _speed(recs: list[dict]) -> Aspect:
     if bad:
         return Aspect("speed and memory", BAD, f"{_n(len(bad), 'check')} of {len(perf)} fail: "
                                                + _list(r["check"] for r in bad),
-                      [f"{r['check']}: {shown(r.get('reason'))}" for r in bad], "perf", f"{len(bad)} perf failures")
-    return Aspect("speed and memory", GOOD, f"{_n(len(perf), 'measurement')}, none failed", anchor="perf")
+                      [f"{r['check']}: {shown(r.get('reason'))}" for r in bad], "perf", _n(len(bad), "perf failure"))
+    return Aspect("speed and memory", GOOD, f"{_n(len(perf), 'measurement')}, none failed", anchor="perf",
+                  short="no speed or memory failure")
 
 
 # What each suite's controls vouch for: the aspects read through that suite's instruments.
