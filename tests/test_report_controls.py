@@ -162,6 +162,17 @@ def test_a_run_without_controls_is_read_as_before_with_a_note_only():
     assert not any("instrument" in line for line in verdict.terminal_lines([v]))   # a note, not news
 
 
+def test_an_environment_run_alone_has_nothing_for_instruments_to_vouch_for():
+    """The environment suite has no controls and measures with no instrument: a run of it alone
+    (pytest suites/ -m env) is not told its instruments went unchecked."""
+    v = verdict_of([check("env/threads"), check("env/backend-built")])
+    assert aspect(v, "instruments") is None and v.instruments_note == ""
+    skipped_ops = [check("env/threads"), check("ops/add/float32", Status.SKIP, reason="not selected")]
+    assert verdict_of(skipped_ops).instruments_note == ""
+    assert verdict_of([check("env/threads"), check("ops/add/float32", category=Category.NATIVE)]).instruments_note \
+        .startswith("instruments unchecked: this run has no controls")
+
+
 def test_controls_that_were_all_skipped_are_said_in_the_note():
     recs = checks() + [check("ops/controls/fallback-seen", Status.SKIP, Category.CONTROL,
                              reason="every op has a kernel for this device in this torch",

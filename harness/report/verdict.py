@@ -437,7 +437,8 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     A failed control: BAD, its line the one the column is marked with, every failed control in
     the detail. Controls that all passed: GOOD, with how many and of which suites, and in the
     detail the suites that ran here without any (an older run merged in). None ran: no aspect,
-    a note (``UNCHECKED_NOTE``, or that every control was skipped, and why)."""
+    a note (``UNCHECKED_NOTE``, or that every control was skipped, and why), unless nothing ran
+    here that an instrument measures (the environment suite alone)."""
     if found.failed:
         first, more = found.failed[0], found.failed[1:]
         line = first.untrusted + (f"; and {_list(f'{c.suite} control {c.name}' for c in more)}" if more else "")
@@ -460,6 +461,8 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     if found.skipped:
         return None, ("instruments unchecked: every control was skipped here ("
                       + _list((f"{c.suite} control {c.name}: {c.message}" for c in found.skipped), 4) + ")")
+    if not any(r.get("suite") in ASPECTS_OF_SUITE and r["status"] != Status.SKIP for r in recs):
+        return None, ""   # only the environment suite ran: it measures with no instrument to check
     return None, UNCHECKED_NOTE
 
 
