@@ -467,3 +467,17 @@ def test_an_emulated_column_says_how_many_parity_checks_only_the_device_can_answ
     assert line == ("as right as the CPU: 1 check, none wrong; 2 more that only the device itself can answer "
                     "(skipped on this emulated column)"), line
     assert aspect(verdict_of([ran, other]), "numerics").line == "as right as the CPU: 1 check, none wrong"
+
+
+def test_an_emulated_mac_says_its_times_are_the_cpus():
+    """The emulated Mac runs on the CPU: a time ratio on its card is the CPU's, and its
+    optimizations and speed lines say so; a real target's do not."""
+    timed = [check("optim/tf32/time", Status.FAIL, Category.DOES_NOT_HOLD, target="standin-mps", time_ratio=1.3,
+                   ci_low=1.2, ci_high=1.4, bound=0.95, kind="lower"),
+             check("perf/op_time/add", category=Category.TIMED, target="standin-mps", median_s=0.001)]
+    emulated = verdict_of(checks("standin-mps") + timed)
+    for name in ("optimizations", "speed and memory"):
+        assert aspect(emulated, name).line.endswith(f"({verdict.EMULATED_TIMES})"), name
+    assert not aspect(emulated, "ops").line.endswith(f"({verdict.EMULATED_TIMES})")
+    real = verdict_of(checks("cpu"))
+    assert verdict.EMULATED_TIMES not in " ".join(a.line for a in real.aspects)

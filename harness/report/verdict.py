@@ -466,6 +466,17 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     return None, UNCHECKED_NOTE
 
 
+EMULATED_TIMES = "times here are the CPU's the Mac is emulated on, not a Mac's"
+
+
+def _the_cpus_times(aspect: Aspect) -> Aspect:
+    """An emulated Mac's optimizations and speed: every time it measured is the CPU's underneath
+    (docs/controls.md), and its line says so, that no reader takes a time ratio there for a Mac's."""
+    if aspect.name not in ("optimizations", "speed and memory") or aspect.state == NONE:
+        return aspect
+    return dataclasses.replace(aspect, line=f"{aspect.line} ({EMULATED_TIMES})")
+
+
 def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
     """An aspect measured through instruments that failed their controls: never good (a
     warning at best; bad stays bad), its line saying why it is unconfirmed."""
@@ -568,6 +579,8 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         checks = [r for r in recs if not is_control(r)]   # the controls speak through the instruments aspect
         aspects = [_environment(checks, col.target), _ops(checks, col.target), _numerics(checks),
                    _optimizations(checks), _known_bugs(checks), _speed(checks)]
+        if is_emulated(col.target):
+            aspects = [_the_cpus_times(a) for a in aspects]
         found = instruments_of(recs)   # the same as each column's (matrix.Column.instruments)
         instruments, instruments_note = _instruments(found, recs)
         failed = found.failed_suites()
