@@ -217,3 +217,55 @@ def test_the_recorded_h100_column_names_what_it_left_out_and_nothing_it_did_not(
     assert '-m "parity and cuda" -k "not minilm"' in note and '-m "perf and cuda" -k "not minilm"' in note
     assert "a run was cut off or interrupted before its end" in note
     assert '-m "optim and cuda"' not in note and "not run here" not in note   # every suite ran on cuda
+
+
+# ----------------------------------------------------------------------------- checks a newer whole run no longer has
+
+def cells_of(*runs) -> tuple[dict, list[str]]:
+    m = build(list(runs))
+    return {(check, col.split("/", 1)[1]): rec["status"] for (check, col), rec in m.cells.items()}, m.notes
+
+
+def failing_b(run_id="OLD", started="2026-11-25T08:00", **kw):
+    old = run(run_id, started, suites=("ops",), **kw)
+    for rec in old.records:
+        if rec["subject"] == "b":
+            rec["status"] = Status.FAIL
+    return old
+
+
+def test_a_check_the_newest_whole_run_no_longer_has_leaves_the_column():
+    newer = run("NEW", "2026-11-25T09:00", suites=("ops",), checks=("a",))
+    cells, notes = cells_of(failing_b(), newer)
+    assert ("ops/b", "cpu") not in cells and cells[("ops/a", "cpu")] == Status.PASS
+    assert notes == ["1 record left out: the newest whole run of their suite on that target did not run those "
+                     "checks (retired or renamed since, or no longer collected there); the run files keep them (ops/b)"]
+
+
+@pytest.mark.parametrize("newer", [
+    dict(keyword="a", deselected=1),                  # narrowed: it says nothing of b
+    dict(complete=False),                             # cut off before b
+    dict(suites=("parity",), checks=("a", "b")),      # another suite
+    dict(targets=("mps",)),                           # another target: another column
+], ids=["narrowed", "cut-off", "other-suite", "other-target"])
+def test_a_check_stays_where_no_newer_whole_run_of_its_suite_and_target_says_it_is_gone(newer):
+    kw = {"suites": ("ops",), "checks": ("a",), **newer}
+    cells, notes = cells_of(failing_b(), run("NEW", "2026-11-25T09:00", **kw))
+    assert cells[("ops/b", "cpu")] == Status.FAIL and notes == []
+
+
+def test_an_older_whole_run_does_not_retire_a_newer_runs_check():
+    cells, _ = cells_of(run("OLD", "2026-11-25T08:00", suites=("ops",), checks=("a",)),
+                        failing_b("NEW", "2026-11-25T09:00", keyword="b", deselected=1))
+    assert cells[("ops/b", "cpu")] == Status.FAIL
+
+
+def test_a_workload_column_is_retired_only_by_a_run_at_its_workload():
+    old = failing_b()
+    for rec in old.records:
+        rec["metrics"] = {"workload": "small"}
+    large = run("NEW", "2026-11-25T09:00", suites=("ops", "perf"), checks=("a",))
+    for rec in large.records:   # its ops checks at the large workload, a perf check at the small one
+        rec["metrics"] = {"workload": "large" if rec["suite"] == "ops" else "small"}
+    cells, notes = cells_of(old, large)
+    assert cells[("ops/b", "cpu/small")] == Status.FAIL and notes == []
