@@ -269,3 +269,25 @@ def test_a_workload_column_is_retired_only_by_a_run_at_its_workload():
         rec["metrics"] = {"workload": "large" if rec["suite"] == "ops" else "small"}
     cells, notes = cells_of(old, large)
     assert cells[("ops/b", "cpu/small")] == Status.FAIL and notes == []
+
+
+def test_a_run_file_with_a_malformed_selection_or_end_count_is_one_line_and_exit_2(tmp_path, capsys):
+    """A header whose selection.args holds numbers, an unreadable -m, an end line counting in
+    words: said in one line, exit 2, the matrix still written from what could be read."""
+    import json
+
+    from tools import report
+    bad = tmp_path / "bad.jsonl"
+    lines = [{"kind": "header", "schema": 2, "run": "B1", "env_id": "e", "started": "2026-11-25T00:00:00Z",
+              "facts": {"host": "h"}, "selection": {"markexpr": "ops and (", "keyword": "", "args": [1, None],
+                                                    "selected": 1, "collected": 1, "deselected": 0}},
+             {"kind": "check", "run": "B1", "check": "ops/a", "suite": "ops", "subject": "a", "variant": "",
+              "target": "cpu", "status": "pass", "category": "native", "reason": "", "metrics": {}, "duration_s": 0.1},
+             {"kind": "end", "run": "B1", "exitstatus": 0, "reached": "x", "selected": True}]
+    bad.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert report.main([str(bad), "--out", str(tmp_path / "out"), "--no-baseline"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "selection.args[0] is a whole number, not text" in err[0], err
+    assert (tmp_path / "out" / "matrix.json").is_file()
+    assert selection.whole_for({"args": [1, None]}, "ops", "cpu")   # never read as a path
+    assert runfiles.Run("B1", lines[0], "bad", [], lines[2]).complete  # counts that are no counts: the end line's word

@@ -511,7 +511,7 @@ HEADER = Shape({
     "judges": Of(dict, int),
     "targets": Of(dict, Shape({"selected": bool, "available": bool, "reason": _TEXT})),
     "mps_fallback": Shape({"setting": _TEXT, "source": _TEXT}),
-    "selection": Shape({"markexpr": _TEXT, "keyword": _TEXT, "args": list, "selected": _COUNT, "collected": _COUNT,
+    "selection": Shape({"markexpr": _TEXT, "keyword": _TEXT, "args": Of(list, str), "selected": _COUNT, "collected": _COUNT,
                         "deselected": _COUNT}),
     "pytest_args": Of(list, str),
 })

@@ -444,7 +444,7 @@ def build(runs: list[Run]) -> Matrix:
     if gone:
         notes.append(f"{len(gone):,} record{'' if len(gone) == 1 else 's'} left out: the newest whole run of their suite on that target did not "
                      f"run those checks (retired or renamed since, or no longer collected there); the run files keep "
-                     f"them ({_list_checks(sorted({check for check, _ in gone}))})")
+                     f"them ({listed(sorted({check for check, _ in gone}))})")
     suites: dict[str, set[str]] = defaultdict(set)
     for (check, _), rec in cells.items():
         suites[rec["suite"]].add(check)
@@ -465,29 +465,30 @@ def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: di
     from harness.report import selection
     gone = set()
     for col in columns:
-        order = {run_id: i for i, run_id in enumerate(col.runs)}
-        recorded: dict[tuple[str, str], set[str]] = defaultdict(set)   # (run, suite) -> its checks in this column
+        order = {run_id: i for i, run_id in enumerate(col.runs)}   # oldest first
+        recorded: dict[str, dict[str, set[str]]] = {}   # run -> suite -> its checks in this column
         for run_id in col.runs:
+            recorded[run_id] = defaultdict(set)
             for rec in runs[run_id].records:
                 if (rec.get("target") or "any") == col.target and records.workload_of(rec) == col.workload:
-                    recorded[(run_id, rec["suite"])].add(rec["check"])
-        newest_whole: dict[str, str] = {}   # suite -> the newest run whole for it here
+                    recorded[run_id][rec["suite"]].add(rec["check"])
+        newest_whole: dict[str, str] = {}   # suite -> the newest finished run whole for it here
         for run_id in col.runs:
-            if run_id in col.cut_off:
-                continue
             sel = selection.selection_of(runs[run_id].header)
-            for (rid, suite) in recorded:
-                if rid == run_id and selection.whole_for(sel, suite, col.target):
+            for suite in recorded[run_id]:
+                if run_id not in col.cut_off and selection.whole_for(sel, suite, col.target):
                     newest_whole[suite] = run_id
         for (check, col_id), rec in cells.items():
             whole = newest_whole.get(rec["suite"]) if col_id == col.id else None
-            if whole and order.get(rec.get("run"), -1) < order[whole] and check not in recorded[(whole, rec["suite"])]:
+            if whole and order.get(rec.get("run"), -1) < order[whole] and check not in recorded[whole][rec["suite"]]:
                 gone.add((check, col_id))
     return gone
 
 
-def _list_checks(checks: list[str], at_most: int = 3) -> str:
-    return ", ".join(checks[:at_most]) + (f" and {len(checks) - at_most:,} more" if len(checks) > at_most else "")
+def listed(items, at_most: int = 3) -> str:
+    """The first ``at_most`` items, and how many more: "a, b, c and 4 more"."""
+    items = list(items)
+    return ", ".join(items[:at_most]) + (f" and {len(items) - at_most} more" if len(items) > at_most else "")
 
 
 def judged_again(rec: dict, header: dict) -> dict:

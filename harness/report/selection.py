@@ -50,7 +50,7 @@ def _within_suites(arg: str) -> tuple[str, ...] | None:
     """The parts of a path argument below ``suites/`` (() for suites/ itself, ("ops",) for
     suites/ops, ("parity", "test_op_parity.py", "test_op_parity[...]") for a node id); None for
     an argument that is no path into the suites (an option, its value, a path elsewhere)."""
-    if arg.startswith("-"):
+    if not isinstance(arg, str) or arg.startswith("-"):
         return None
     path, _, node = arg.partition("::")
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]

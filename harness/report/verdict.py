@@ -33,7 +33,7 @@ from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
-                                   instruments_of, is_control, is_emulated, shown, visible)
+                                   instruments_of, is_control, is_emulated, listed as _list, shown, visible)
 
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
 STATES = (BAD, WARN, GOOD, NONE)          # worst first
@@ -231,11 +231,6 @@ def has_bug(rec: dict) -> str:
 
 def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count:,} {one if count == 1 else (many or one + 's')}"
-
-
-def _list(items, at_most: int = 3) -> str:
-    items = list(items)
-    return ", ".join(items[:at_most]) + (f" and {len(items) - at_most} more" if len(items) > at_most else "")
 
 
 def _environment(recs: list[dict], target: str) -> Aspect:
