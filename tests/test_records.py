@@ -166,8 +166,8 @@ def test_every_suites_controls_passed_on_the_h100_and_the_report_says_so(tmp_pat
                     if r["target"] == "cuda" and r["check"].split("/")[1] == "controls"]
         assert len(controls) == expected and all(r["status"] == "pass" for r in controls), name
     md = _report_of([rec / f"{n}.jsonl" for n in ("env", "ops", "parity", "perf", "optim-after")], tmp_path)
-    line = next(x for x in md.splitlines() if "instruments `" in x)
-    assert "instruments `OK`" in line and "11 controls passed (ops, parity, optim, perf)" in line, line
+    line = next(x for x in md.splitlines() if "` instruments:" in x)
+    assert "`OK` instruments" in line and "11 controls passed (ops, parity, optim, perf)" in line, line
 
 
 def test_a_run_interrupted_by_its_time_limit_is_partial_in_the_report_and_in_compare(tmp_path, capsys):

@@ -508,6 +508,12 @@ def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
     first = md.split("## Verdict per machine")[1].split("\n## ")[0]
     assert "not fit for cpu: oversubscribed" in first and "crashed" not in first.split("environment")[0]
     assert "1 fail or error" in first
+    # the state leads each line, as the page's badge does: "`XX` fit; ..." was read as "not fit"
+    assert "`XX` bad (not fit" in first and "`--` not run here" in first
+    cards = [x for x in first.splitlines() if x.startswith("- ")]
+    assert cards and all(re.match(r"- `(OK|!!|XX|--)` \*\*", x) for x in cards), cards
+    aspects = [x for x in first.splitlines() if x.startswith("  - ") and x.lstrip("- ").startswith("`")]
+    assert any(x.startswith("  - `XX` environment: not fit for cpu") for x in aspects), aspects
     failures = md.split("## Every failure, by cause and family")[1].split("\n## ")[0]
     assert "env/threads" in failures and "ops/softmax" in failures and "ops/erf" in failures
     assert "env/ok" not in failures

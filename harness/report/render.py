@@ -108,11 +108,12 @@ def render_md(secs: list[Section], sources: list[str]) -> str:
 
 def _md_verdicts(found: list) -> list[str]:
     """The verdicts as a list per column: its state and headline, then each aspect's line."""
-    from harness.report.verdict import SYMBOLS
-    out = []
+    from harness.report.verdict import SYMBOL_KEY, SYMBOLS
+    out = [SYMBOL_KEY, ""] if found else []
     for v in found:
-        out += [f"- **{_md(v.title)}** ({_md(v.machine)}): `{SYMBOLS[v.state]}` {_md(v.headline)}"]
-        out += [f"  - {_md(a.name)} `{SYMBOLS[a.state]}`: {_md(a.line)}" for a in v.aspects]
+        # the state first, as the page's badge: "`XX` fit; ..." read as "not fit"
+        out += [f"- `{SYMBOLS[v.state]}` **{_md(v.title)}** ({_md(v.machine)}): {_md(v.headline)}"]
+        out += [f"  - `{SYMBOLS[a.state]}` {_md(a.name)}: {_md(a.line)}" for a in v.aspects]
         out += [f"  - {_md(note)}" for note in (v.partial, v.older_judge, v.instruments_note) if note]
     return out + [""]
 

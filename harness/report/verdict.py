@@ -38,6 +38,10 @@ from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix,
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
 STATES = (BAD, WARN, GOOD, NONE)          # worst first
 SYMBOLS = {GOOD: "OK", WARN: "!!", BAD: "XX", NONE: "--"}   # plain ASCII, for the terminal and Markdown
+# the Markdown page's key to them (the HTML page spells them as its badges)
+SYMBOL_KEY = ("`XX` bad (not fit, a check failed, numbers wrong, a known bug present, a regression, an instrument "
+              "that failed its control); `!!` worth a look (ops that fall back or are unsupported, claims that do "
+              "not hold, known limitations, verdicts unconfirmed); `OK` none of those; `--` not run here.")
 
 
 @dataclasses.dataclass
