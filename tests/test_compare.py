@@ -288,26 +288,6 @@ def test_an_unwritable_out_file_is_exit_2_and_the_comparison_still_printed(files
     assert "Regressions" in captured.out and captured.err.startswith("error: cannot write")
 
 
-# --------------------------------------------------------------------------- the candidate side
-
-def test_candidate_args_split_at_the_double_dash():
-    from tools import candidate
-    assert candidate.split_args(["torch==2.15.*", "transformers==5.23.0", "--", "-m", "cpu"]) == (
-        ["torch==2.15.*", "transformers==5.23.0"], ["-m", "cpu"])
-    assert candidate.split_args(["torch==2.15.*"]) == (["torch==2.15.*"], [])
-
-
-def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, capsys, monkeypatch):
-    from tools import candidate
-    monkeypatch.setattr(candidate, "install", lambda specs: pytest.fail("installed without a baseline"))
-    cut = tmp_path / "cut.jsonl"
-    cut.write_text('{"kind": "header", "sch')
-    for path in (tmp_path / "none.jsonl", cut):
-        assert candidate.main(["torch==2.15.*", "--baseline-file", str(path)]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "./compat baseline" in err
-
-
 # --------------------------------------------------------------------------- robust input and output (issue 12)
 
 def test_a_lone_surrogate_is_read_as_a_replacement_character_not_a_false_alarm(tmp_path):

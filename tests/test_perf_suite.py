@@ -5,11 +5,12 @@ import statistics
 
 import pytest
 
+from harness.core import runfiles
 from harness.core.records import Category, Status
 from harness.env import timing
 from harness.perf import against, memory, models, ops
 from harness.report import compare
-from tests.conftest import run_suite
+from tests.conftest import ROOT
 
 MIB = 2 ** 20
 
@@ -292,24 +293,37 @@ INJECTED = {"perf/softmax/float32/forward": "perf-time", "perf/model-bert/varyin
             "perf/memory-bert/loop": "perf-memory"}
 
 
+def upgrade_side(tmp_path, side, baseline, *args, env=None):
+    """One side of the upgrade check as ./compat runs it (tools/upgrade.py: the planned runs,
+    here the perf run alone on the machine's workers), on this file's slice of the perf suite."""
+    import os
+    import subprocess
+    import sys
+    report = tmp_path / f"{side}-{len(list(tmp_path.iterdir()))}.md"
+    ours = ["--baseline-file", str(baseline)] + (["--report", str(report)] if side == "candidate" else [])
+    res = subprocess.run([sys.executable, "-m", "tools.upgrade", side, *ours, "--", "-m", "perf and cpu", "-k", SLICE,
+                          "-p", "no:cacheprovider", "--run-file", str(tmp_path / "runs.jsonl"), *args],
+                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=1200)
+    return res, report
+
+
 @pytest.mark.slow
 def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shape_cost(tmp_path):
+    """Both sides through ./compat's own path (tools/upgrade.py), whose perf run takes the
+    machine's workers on both sides alike: the three runs measure at one thread count (a time
+    at another count is not compared), and the faults injected into the candidate's sandbox
+    children reach them through the workers."""
     baseline = tmp_path / "kept" / "baseline.jsonl"
-    # Serially, as ./compat baseline and ./compat candidate run the upgrade check: the three runs
-    # must measure at one thread count (xdist's workers share the cores, and a time at another
-    # count is not compared), and a 2-core CI machine is spared two workers' start-up each.
-    kept, _ = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "0",
-                        "--save-baseline", str(baseline))
-    assert kept.returncode == 0, kept.stdout[-3000:]
-    clean, _ = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "0",
-                         "--baseline", str(baseline), "--compare-out", str(tmp_path / "clean.md"))
-    clean_json = json.loads((tmp_path / "clean.json").read_text())
+    kept, _ = upgrade_side(tmp_path, "baseline", baseline)
+    assert kept.returncode == 0, kept.stdout[-3000:] + kept.stderr
+    assert "--only-suites" in " ".join(runfiles.read_file(baseline).runs[0].header["pytest_args"])
+    clean, clean_md = upgrade_side(tmp_path, "candidate", baseline)
+    clean_json = json.loads(clean_md.with_suffix(".json").read_text())
     assert clean.returncode == 0 and clean_json["counts"]["regression"] == 0, clean.stdout[-3000:]
     env = {"MPS_COMPAT_SANDBOX_PRELOAD": "tests.perf_faults", "MPS_COMPAT_PERF_FAULTS": FAULTS}
-    faulty, records = run_suite(tmp_path, "suites/perf/test_perf.py", "perf and cpu", "-k", SLICE, "-n", "0",
-                                "--baseline", str(baseline), "--compare-out", str(tmp_path / "faulty.md"), env=env)
+    faulty, faulty_md = upgrade_side(tmp_path, "candidate", baseline, env=env)
     assert faulty.returncode == 1, faulty.stdout[-3000:]
-    found = json.loads((tmp_path / "faulty.json").read_text())
+    found = json.loads(faulty_md.with_suffix(".json").read_text())
     flagged = {c["check"]: c["rule"] for c in found["changes"] if c["kind"] == "regression"}
     # A time measured under markedly different load than its baseline is said inconclusive, not a
     # regression (harness/perf/against.py): the three runs here follow each other on a shared
@@ -317,6 +331,7 @@ def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shap
     flagged |= {c["check"]: c["rule"] for c in found["changes"]
                 if c["kind"] == "warning" and c["detail"].startswith("inconclusive: the baseline was measured under load")}
     assert flagged == INJECTED, faulty.stdout[-4000:]
+    records = [r for run in runfiles.read_file(tmp_path / "runs.jsonl").runs[-1:] for r in run.records]
     by_check = {r["check"]: r for r in records}
     assert by_check["perf/memory-bert/loop"]["category"] == Category.GROWS
     assert "rss kept growing" in by_check["perf/memory-bert/loop"]["reason"]

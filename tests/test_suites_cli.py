@@ -4,8 +4,10 @@ exit status, and its estimate of how long they take."""
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -88,10 +90,6 @@ def test_an_unwritable_baseline_is_a_usage_error_before_anything_runs(tmp_path):
 # suite runs.
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-if [ "$1" = -m ] && [ "$2" = tools.suiteplan ] && [ -n "${FAKE_PLAN:-}" ]; then
-  [ "$FAKE_PLAN" = fail ] && { echo "planner broke" >&2; exit 1; }
-  cat "$FAKE_PLAN"; exit 0
-fi
 case "$1 $2" in
   "-m pytest"|"-m tools.kernels"|"-m tools.report")
     exec "$REAL_PYTHON" -c '
@@ -124,16 +122,9 @@ def fake_venv(tmp_path):
     return venv
 
 
-def compat(venv, tmp_path, *args, plan=None, statuses=()):
+def compat(venv, tmp_path, *args, statuses=(), env=None):
     env = {**os.environ, "MPS_COMPAT_VENV": str(venv), "REAL_PYTHON": sys.executable,
-           "FAKE_LOG": str(tmp_path / "calls.jsonl"), "FAKE_STATUSES": " ".join(map(str, statuses))}
-    env.pop("FAKE_PLAN", None)
-    if plan is not None:
-        if plan == "fail":
-            env["FAKE_PLAN"] = "fail"
-        else:
-            (tmp_path / "plan.txt").write_text(plan)
-            env["FAKE_PLAN"] = str(tmp_path / "plan.txt")
+           "FAKE_LOG": str(tmp_path / "calls.jsonl"), "FAKE_STATUSES": " ".join(map(str, statuses)), **(env or {})}
     res = subprocess.run([str(ROOT / "compat"), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     log = tmp_path / "calls.jsonl"
@@ -142,20 +133,35 @@ def compat(venv, tmp_path, *args, plan=None, statuses=()):
 
 
 ESTIMATE = "compat: estimate: about 32 min (from somewhere): env, ops, parity on 2 workers; then optim serially"
-THREE_RUNS = (f"say {ESTIMATE}\n"
-              "phase untimed 2 env,ops,parity\nphase optim 0 optim\nphase perf 2 perf\n")
+THREE_RUNS = suiteplan.Plan([suiteplan.Phase("untimed", ["env", "ops", "parity"], 2),
+                             suiteplan.Phase("optim", ["optim"], 0), suiteplan.Phase("perf", ["perf"], 2)],
+                            None, set(), note=ESTIMATE)
 
 
-def test_three_runs_with_the_users_arguments_then_the_matrix(fake_venv, tmp_path):
-    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "not mps", "--workload", "small", plan=THREE_RUNS)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[0] == ESTIMATE
+def execute(plan, argv=(), statuses=(), **kw):
+    """tools.suiteplan.execute with a stand-in for pytest that answers ``statuses`` in turn."""
+    calls, said = [], []
+
+    def call(cmd, cwd):
+        calls.append(cmd)
+        return statuses[len(calls) - 1] if len(calls) <= len(statuses) else 0
+    outcome = suiteplan.execute(plan, list(argv), python="PY", call=call, say=said.append, **kw)
+    return outcome, calls, said
+
+
+def test_three_runs_with_the_users_arguments():
     user = ["-m", "not mps", "--workload", "small"]
+    outcome, calls, said = execute(THREE_RUNS, user)
+    assert outcome.status == 0 and said == [ESTIMATE]
     assert calls == [
-        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "env,ops,parity", "-n", "2", *user],
-        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "optim", *user],
-        ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "perf", "-n", "2", *user],
-        ["tools.kernels", "--save"], ["tools.report"]]
+        ["PY", "-m", "pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "env,ops,parity", "-n", "2", *user],
+        ["PY", "-m", "pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "optim", *user],
+        ["PY", "-m", "pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "perf", "-n", "2", *user]]
+
+
+def test_each_run_gets_its_own_options_before_the_users():
+    _, calls, _ = execute(THREE_RUNS, ["-m", "cpu"], extra=lambda phase: ["--save-baseline", f"{phase.name}.jsonl"])
+    assert [c[-4:] for c in calls] == [["--save-baseline", f"{n}.jsonl", "-m", "cpu"] for n in ("untimed", "optim", "perf")]
 
 
 @pytest.mark.parametrize("statuses,exit_status,runs", [
@@ -167,31 +173,73 @@ def test_three_runs_with_the_users_arguments_then_the_matrix(fake_venv, tmp_path
     ((4, 0, 0), 4, 1),     # a usage error is said once
     ((0, 3, 0), 3, 2),     # an internal error
 ])
-def test_the_exit_status_of_the_runs_together(fake_venv, tmp_path, statuses, exit_status, runs):
-    res, calls = compat(fake_venv, tmp_path, "suites", plan=THREE_RUNS, statuses=statuses)
-    assert res.returncode == exit_status, res.stderr
-    assert [c[0] for c in calls] == ["pytest"] * runs + ["tools.kernels", "tools.report"]
+def test_the_exit_status_of_the_runs_together(statuses, exit_status, runs):
+    outcome, calls, _ = execute(THREE_RUNS, statuses=statuses)
+    assert outcome.status == exit_status and len(calls) == runs
+    assert [rc for _, rc in outcome.ran] == list(statuses[:runs])
+    assert (outcome.stopped() is not None) == (statuses[runs - 1] not in (0, 1, 5))
 
 
-def test_exitfirst_stops_after_the_first_run_with_failures(fake_venv, tmp_path):
-    res, calls = compat(fake_venv, tmp_path, "suites", "-x", plan=THREE_RUNS + "stop-on-failure\n", statuses=(0, 1, 0))
-    assert res.returncode == 1
-    assert [c[0] for c in calls] == ["pytest", "pytest", "tools.kernels", "tools.report"]
+def test_exitfirst_stops_after_the_first_run_with_failures():
+    plan = suiteplan.Plan(THREE_RUNS.phases, None, set(), exitfirst=True)
+    outcome, calls, _ = execute(plan, ["-x"], statuses=(0, 1, 0))
+    assert outcome.status == 1 and len(calls) == 2
 
 
-def test_a_planner_that_fails_leaves_one_run_as_given(fake_venv, tmp_path):
-    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env and cpu", plan="fail", statuses=(1,))
-    assert res.returncode == 1
-    assert "could not plan the runs" in res.stderr
-    assert calls[0] == ["pytest", "suites/", "-m", "env and cpu"]
+def test_a_planner_that_fails_leaves_one_run_as_given(monkeypatch):
+    def broken(argv, timed_alike=False):
+        raise KeyError("surprise")
+    monkeypatch.setattr(suiteplan, "plan_here", broken)
+    said = []
+    plan = suiteplan.planned(["-m", "env and cpu", "-x"], say=said.append)
+    assert [(p.name, suiteplan.phase_args(p)) for p in plan.phases] == [("all", [])] and plan.exitfirst
+    assert said == ["compat: could not plan the runs (KeyError: 'surprise'); one pytest run, as given"]
 
 
-def test_the_real_plan_for_a_quick_look_is_one_serial_run_of_the_env_suite(fake_venv, tmp_path):
-    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env")
-    assert res.returncode == 0, res.stderr
+SLOW_PYTEST = """#!/usr/bin/env python3
+import json, os, signal, sys, time
+if sys.argv[1:3] != ["-m", "pytest"]:
+    os.execv(os.environ["REAL_PYTHON"], [os.environ["REAL_PYTHON"], *sys.argv[1:]])
+log = os.environ["FAKE_LOG"]
+def stop(signum, frame):
+    time.sleep(1)                  # a session ending takes a while: its run file's end line
+    with open(log, "a") as fh:
+        fh.write(json.dumps(["ended"]) + "\\n")
+    sys.exit(2)
+signal.signal(signal.SIGINT, stop)
+with open(log, "a") as fh:
+    fh.write(json.dumps(sys.argv[2:]) + "\\n")
+time.sleep(60)
+"""
+
+
+def test_ctrl_c_lets_the_run_end_its_session_and_starts_no_further_run(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(SLOW_PYTEST)
+    fake.chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "REAL_PYTHON": sys.executable, "FAKE_LOG": str(log)}
+    proc = subprocess.Popen([sys.executable, "-m", "tools.suiteplan", "run", "--python", str(fake), "--",
+                             "-m", "env or optim"], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):           # the first run has started
+        if log.exists() and log.read_text():
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)    # as the terminal sends it: to the whole foreground group
+    out, err = proc.communicate(timeout=60)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert proc.returncode == 2, err
+    assert [c[0] for c in calls] == ["pytest", "ended"]    # waited for the run's end, and ran no other
+    assert "Traceback" not in err
+
+
+def test_compat_suites_runs_the_plan_then_the_matrix_and_says_its_status(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env", statuses=(1,))
+    assert res.returncode == 1, res.stderr
     assert res.stdout.startswith("compat: estimate: about ") and "estimate" in res.stdout.splitlines()[0]
     assert calls[0] == ["pytest", "suites/", "-p", "tools.suiteplan", "--only-suites", "env", "-m", "env"]
-    assert [c[0] for c in calls] == ["pytest", "tools.kernels", "tools.report"]
+    assert [c[0] for c in calls] == ["pytest", "tools.kernels", "tools.report"]   # the matrix after failures too
 
 
 @pytest.mark.parametrize("args", [["-n", "3"], ["-p", "no:xdist", "-m", "env"], ["--numprocesses=auto"],
@@ -225,9 +273,22 @@ def records_of(*recs):
     return {r["nodeid"]: r for r in recs}
 
 
-def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None):
+def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None, timed_alike=False):
     return suiteplan.plan(list(argv), records=records or {}, suites=SUITES, cpus=cpus, targets_here=set(here),
-                          figures=suiteplan.FIGURES if figures is None else figures)
+                          figures=suiteplan.FIGURES if figures is None else figures, timed_alike=timed_alike)
+
+
+def test_the_upgrade_checks_perf_run_takes_its_workers_whatever_its_estimate():
+    """A baseline and a candidate must time at one thread count per process: a short perf
+    run that one side's estimate would leave serial still gets the workers there."""
+    quick = {path: {**fig, "cpu_s": 1} for path, fig in suiteplan.FIGURES.items()}
+    workers = {(ph.name): ph.workers for ph in plan_of("-m", "perf or env", figures=quick).phases}
+    assert workers == {"untimed": 0, "perf": 0}
+    alike = {ph.name: ph.workers for ph in plan_of("-m", "perf or env", figures=quick, timed_alike=True).phases}
+    assert alike == {"untimed": 0, "perf": 2}     # env times nothing: no workers for it
+    assert {ph.name: ph.workers for ph in plan_of("-m", "perf", figures=quick, cpus=1, timed_alike=True).phases} == {
+        "perf": 0}
+    assert [ph.workers for ph in plan_of(timed_alike=True).phases if ph.name == "optim"] == [0]
 
 
 @pytest.mark.parametrize("argv,field,value", [

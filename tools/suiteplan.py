@@ -1,7 +1,8 @@
 """How ``./compat suites`` runs the suites: in which pytest runs, on how many pytest-xdist
 workers, and about how long that takes.
 
-    python -m tools.suiteplan [pytest args]     # the plan, in the lines ./compat reads
+    python -m tools.suiteplan [pytest args]     # the plan, one line each
+    python -m tools.suiteplan run [--python PY] [-- pytest args]   # run it (./compat suites)
 
 and, loaded with ``-p tools.suiteplan``, the pytest plugin that narrows one of those runs
 to its suites (``--only-suites env,ops,parity``).
@@ -39,18 +40,29 @@ developers' 2-core Linux VM). A run takes its start-up plus those seconds, divid
 N x EFFICIENCY on N workers; the report after the runs adds AFTER_S. It is printed as an
 estimate, with where it came from.
 
-Output, one line each: ``stop-on-failure`` first where ``-x`` or ``--maxfail`` was given
-(after a run with failures, run no more), ``say TEXT`` (print it), ``phase NAME WORKERS
-SUITES`` (a pytest run: ``-n WORKERS`` when WORKERS > 0, ``-p tools.suiteplan
---only-suites SUITES``; ``phase all 0 -`` is the user's arguments alone).
+Running them (``execute``, ``python -m tools.suiteplan run``, which ./compat suites calls; the
+two sides of the upgrade check, tools/upgrade.py, call it with options of their own per run):
+one ``python -m pytest suites/`` per run, with ``-p tools.suiteplan --only-suites SUITES`` and
+``-n WORKERS`` where it has workers, then the user's arguments. Their status together is one
+pytest run's: 1 when any run had failed checks (the next runs still run, unless ``-x`` or
+``--maxfail`` asked to stop); an interrupted run (2), an internal (3) or a usage error (4) ends
+the plan there; 5 only when no run selected anything. Ctrl-C reaches the pytest run itself,
+which ends its session; no further run is started.
+
+The plan's lines (``python -m tools.suiteplan [pytest args]``, for a look without running):
+``stop-on-failure`` first where ``-x`` or ``--maxfail`` was given, ``say TEXT`` (what is
+printed first), ``phase NAME WORKERS SUITES`` (``phase all 0 -`` is the user's arguments alone).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import platform
 import re
+import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -326,8 +338,10 @@ def _user_workers(value: str | None, cpus: int) -> int:
 
 
 def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[str]], cpus: int,
-         targets_here: set[str], figures: dict[str, dict] = FIGURES) -> Plan:
-    """The runs for ``./compat suites ARGV`` and their estimate."""
+         targets_here: set[str], figures: dict[str, dict] = FIGURES, timed_alike: bool = False) -> Plan:
+    """The runs for ``./compat suites ARGV`` and their estimate. ``timed_alike`` (the two sides
+    of the upgrade check): the perf run takes its workers whatever its estimate, so that a
+    baseline and a candidate on one machine time at one thread count per process."""
     args = scan(argv)
     if args.no_run:
         return Plan([Phase("all", [], 0)], None, set())
@@ -400,7 +414,7 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
         phase = Phase(name, chosen, 0)
         estimate(phase)
         workers = worker_count(cpus) if TIMED.get(name, "workers") == "workers" else 0
-        if workers > 1 and phase.seconds >= XDIST_MIN_S:
+        if workers > 1 and (phase.seconds >= XDIST_MIN_S or (timed_alike and name in TIMED)):
             phase.workers = workers
         phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
         phases.append(phase)
@@ -418,15 +432,107 @@ def _wall(seconds: float, workers: int, suites: list[str]) -> float:
     return start + seconds
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
+def plan_here(argv: list[str], timed_alike: bool = False) -> Plan:
+    """The plan for ``argv`` on this machine, from this environment's earlier runs."""
     from harness.env import facts
     records, _ = earlier_records(ROOT / "reports" / "runs", this_environment())
-    result = plan(argv, records=records, suites=suites_here(), cpus=facts.usable_cpus(),
-                  targets_here=available_targets())
-    print("\n".join(result.lines()))
+    return plan(argv, records=records, suites=suites_here(), cpus=facts.usable_cpus(),
+                targets_here=available_targets(), timed_alike=timed_alike)
+
+
+# --------------------------------------------------------------------------- running the plan
+
+def phase_args(phase: Phase) -> list[str]:
+    """What narrows a pytest run to its phase (nothing for ``all``: the user's arguments alone)."""
+    if phase.name == "all":
+        return []
+    return ["-p", "tools.suiteplan", "--only-suites", ",".join(phase.suites)] + (
+        ["-n", str(phase.workers)] if phase.workers else [])
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: int                               # the runs' status together, as pytest's
+    ran: list[tuple[Phase, int]]              # each run started, with its exit status
+
+    def stopped(self) -> tuple[Phase, int] | None:
+        """The run that ended the plan early (interrupted, a usage or internal error), if any."""
+        last = self.ran[-1] if self.ran else None
+        return last if last is not None and last[1] not in (0, 1, 5) else None
+
+
+def call_pytest(cmd: list[str], cwd: Path) -> int:
+    """One pytest run's exit status. Ctrl-C in the terminal reaches the run itself (one process
+    group), which ends its session, its run file's end line included, and exits 2; this process
+    waits for that meanwhile instead of killing it, as ``subprocess.call`` would. An interrupt
+    sent to this process alone lets the run end, and is then its status (2)."""
+    interrupted = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))   # reset in the child
+    try:
+        rc = subprocess.Popen(cmd, cwd=cwd).wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if rc < 0:                      # ended by a signal: a shell's status for it
+        rc = 128 - rc
+    return 2 if interrupted and rc in (0, 1, 5) else rc
+
+
+def execute(the_plan: Plan, argv: list[str], *, python: str = sys.executable, extra=None,
+            call=call_pytest, say=print) -> Outcome:
+    """Run the plan's pytest runs in turn: ``python -m pytest suites/``, the phase's narrowing,
+    ``extra(phase)`` (the upgrade check's options), then the user's ``argv``.
+
+    Their status together, as one pytest run's: 1 when any run had failed checks (the next
+    runs still run, unless -x / --maxfail asked to stop); an interrupted run (2), a usage (4)
+    or internal (3) error ends the plan with its status; 5 only when no run selected anything."""
+    for line in the_plan.lines():
+        if line.startswith("say "):
+            say(line[4:])
+    status, ran_checks, ran = 0, False, []
+    for phase in the_plan.phases:
+        cmd = [python, "-m", "pytest", "suites/", *phase_args(phase), *(extra(phase) if extra else []), *argv]
+        sys.stdout.flush()
+        rc = call(cmd, cwd=ROOT)
+        ran.append((phase, rc))
+        if rc == 5:                 # this run selected nothing; another may have
+            continue
+        if rc not in (0, 1):        # interrupted, internal error, usage error: no further run
+            status = rc
+            break
+        ran_checks = True
+        if rc == 1:                 # checks failed: the next runs still run, unless -x
+            status = 1
+            if the_plan.exitfirst:
+                break
+    if status == 0 and not ran_checks:
+        status = 5
+    return Outcome(status, ran)
+
+
+def planned(argv: list[str], timed_alike: bool = False, say=print) -> Plan:
+    """``plan_here``, or one pytest run as given when planning fails (said in one line)."""
+    try:
+        return plan_here(argv, timed_alike)
+    except Exception as exc:   # a planner bug must not cost the user the run
+        say(f"compat: could not plan the runs ({type(exc).__name__}: {records.first_line(str(exc))}); "
+            "one pytest run, as given")
+        return Plan([Phase("all", [], 0)], None, set(), exitfirst=scan(argv).exitfirst)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.suiteplan [PYTEST ARGS]`` prints the plan's lines;
+    ``python -m tools.suiteplan run [--python PY] [-- PYTEST ARGS]`` runs it (./compat suites)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        parser = argparse.ArgumentParser(prog="python -m tools.suiteplan run",
+                                         description="run the suites as ./compat suites does")
+        parser.add_argument("--python", default=sys.executable, help="the interpreter that runs pytest")
+        ours, pytest_args = (argv[1:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv[1:], [])
+        args = parser.parse_args(ours)
+        return execute(planned(pytest_args), pytest_args, python=args.python).status
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    print("\n".join(plan_here(argv).lines()))
     return 0
 
 

@@ -249,8 +249,9 @@ class SessionState:
         if not self.controller:
             return
         keep = self.config.getoption("--save-baseline")
+        part = self.config.getoption("--part-of-plan")
         if self.writer is None:   # no check ended: nothing to keep, and an old baseline stays
-            if keep:
+            if keep and not part:   # a part that kept nothing: ./compat tells from its exit status
                 self.not_saved = baseline_not_replaced(keep, self.incomplete(exitstatus) or "recorded no check")
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -277,13 +278,14 @@ class SessionState:
             pass
         short = self.incomplete(exitstatus) if keep else None
         if short:
-            self.not_saved = baseline_not_replaced(keep, short)
+            self.not_saved = (f"this run's part of the baseline NOT kept: the run {short}" if part
+                              else baseline_not_replaced(keep, short))
         elif keep:
             try:
                 self.saved = save_baseline(keep, self.header, self.records, end)
             except OSError as exc:  # the run file is written already; only the copy failed
                 self.write_errors.append(f"--save-baseline {keep}: cannot write: {exc.strerror or exc}")
-        if self.baseline is not None:
+        if self.baseline is not None and not part:   # a part: ./compat compares all the runs at once
             from harness.report import compare
             this_run = runfiles.Run(self.run_id, self.header, "this run", list(self.records), end)
             this_side = compare.side_from_runs("this run", [this_run], [])
@@ -801,7 +803,10 @@ def write_summary(terminalreporter, state) -> None:
             "   (every run in reports/runs/, this one included; ./compat suites runs it after the suites)"
             if command == "python -m tools.report" else
             "   (this run file alone: tools.report without a path reads reports/runs/, which does not hold it)"))
-    if state.saved:
+    if state.saved and state.config.getoption("--part-of-plan"):
+        tr.write_line(f"this run's part of the baseline kept ({plural(len(state.records), 'check')}): "
+                      "./compat joins the parts into the baseline once every run has ended")
+    elif state.saved:
         tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
     write_problems(tr, state)
     if state.comparison is not None:

@@ -59,6 +59,11 @@ def add_options(parser) -> None:
     group.addoption("--baseline", default=None, metavar="PATH",
                     help="compare this run with a kept baseline (run file or directory); the session fails "
                          "when a check regressed (python -m tools.compare has the rules)")
+    group.addoption("--part-of-plan", action="store_true", default=False,
+                    help="(./compat) this run is one of the pytest runs ./compat makes of one selection "
+                         "(tools/suiteplan.py): --save-baseline keeps this run's part, which ./compat joins with "
+                         "the other runs' parts into the baseline after the last one; --baseline is read (the perf "
+                         "checks confirm against it) but compared once, by ./compat, over all the runs")
     group.addoption("--compare-out", default=None, metavar="PATH.md",
                     help="with --baseline (needs it): also write the comparison as Markdown to PATH and JSON "
                          "beside it")

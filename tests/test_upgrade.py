@@ -1,0 +1,202 @@
+"""The two sides of the upgrade check (tools/upgrade.py): each runs the suites in the runs
+./compat suites makes, keeps each run's part, and joins the parts (the baseline) or compares
+them all at once (the candidate); an interrupted run replaces nothing."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.core import runfiles
+from harness.report import compare
+from tests.conftest import ROOT
+from tests.test_compare import rec, write_run
+from tools import suiteplan, upgrade
+
+PHASES = [suiteplan.Phase("untimed", ["env", "ops", "parity"], 2), suiteplan.Phase("optim", ["optim"], 0),
+          suiteplan.Phase("perf", ["perf"], 2)]
+# what each run records, by phase: the three parts of one whole run
+RECORDS = {"untimed": [rec("env/threads"), rec("ops/softmax/float32/forward", category="native"),
+                       rec("parity/gelu/float32/forward", category="parity", max_abs_err=1e-7, margin=0.05)],
+           "optim": [rec("optim/gradient-accumulation/memory", category="holds", mem_ratio=0.5, ci_low=0.5,
+                         ci_high=0.5, bound=0.62)],
+           "perf": [rec("perf/op-time/softmax", category="n/a")]}
+
+
+class FakeRuns:
+    """tools.suiteplan's execute and planned, with pytest's runs played: each run writes its
+    part where --save-baseline says (unless it ``short`` of its checks) and answers its status."""
+
+    def __init__(self, statuses=(0, 0, 0), records=RECORDS, short=(), env_id="host-a-torch2.8"):
+        self.statuses, self.records, self.short, self.env_id = statuses, records, short, env_id
+        self.calls: list[list[str]] = []
+        self.timed_alike = None
+
+    def planned(self, argv, timed_alike=False):
+        self.timed_alike = timed_alike
+        return suiteplan.Plan(list(PHASES), None, set())
+
+    def execute(self, plan, argv, extra=None):
+        ran, status = [], 0
+        for i, phase in enumerate(plan.phases):
+            args = extra(phase) + list(argv)
+            self.calls.append(args)
+            rc = self.statuses[i]
+            part = args[args.index("--save-baseline") + 1]
+            if rc in (0, 1) and phase.name not in self.short:
+                write_run(part, self.records[phase.name], env_id=self.env_id, run_id=f"r-{phase.name}")
+            ran.append((phase, rc))
+            if rc not in (0, 1, 5):
+                return suiteplan.Outcome(rc, ran)
+            status = max(status, rc)
+        return suiteplan.Outcome(status, ran)
+
+    def run(self):
+        return {"execute": self.execute, "planned": self.planned}
+
+
+def test_the_baseline_is_the_runs_parts_joined(tmp_path, capsys):
+    kept = tmp_path / "reports" / "baseline.jsonl"
+    runs = FakeRuns()
+    assert upgrade.main(["baseline", "--baseline-file", str(kept), "--", "-m", "not mps"], **runs.run()) == 0
+    assert runs.timed_alike is True
+    for args in runs.calls:   # each run keeps its own part, named for it, then the user's arguments
+        assert args[1].endswith(".jsonl") and args[2:] == ["--part-of-plan", "-m", "not mps"]
+    assert len({args[1] for args in runs.calls}) == 3
+    rf = runfiles.read_file(kept)
+    assert rf.errors == [] and [r.run_id for r in rf.runs] == ["r-untimed", "r-optim", "r-perf"]
+    assert all(r.complete for r in rf.runs)
+    side = compare.load_side([str(kept)])
+    assert len(side.records) == 5 and side.complete
+    out = capsys.readouterr().out
+    assert "baseline kept: " in out and "(5 checks from 3 pytest runs;" in out
+    assert [p.name for p in kept.parent.iterdir()] == ["baseline.jsonl"]   # the parts are gone
+
+
+def test_failed_checks_still_make_a_baseline_and_say_so_in_the_status(tmp_path):
+    kept = tmp_path / "baseline.jsonl"
+    assert upgrade.main(["baseline", "--baseline-file", str(kept)], **FakeRuns(statuses=(1, 0, 0)).run()) == 1
+    assert len(runfiles.read_file(kept).runs) == 3
+
+
+@pytest.mark.parametrize("statuses,short,status,says", [
+    ((0, 2, 0), (), 2, "the run of optim ended early (pytest exit 2)"),          # Ctrl-C in the second run
+    ((0, 0, 3), (), 3, "the run of perf ended early (pytest exit 3)"),
+    ((1, 0, 0), ("untimed",), 1, "the run of env, ops, parity did not run every check it selected"),   # -x
+])
+def test_a_run_that_did_not_end_leaves_the_old_baseline_whole(tmp_path, capsys, statuses, short, status, says):
+    kept = write_run(tmp_path / "baseline.jsonl", [rec("env/threads")], run_id="old")
+    before = kept.read_bytes()
+    assert upgrade.main(["baseline", "--baseline-file", str(kept)],
+                        **FakeRuns(statuses=statuses, short=short).run()) == status
+    assert kept.read_bytes() == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"baseline NOT replaced: {says}"), err
+    assert "still holds its earlier run (1 checks)" in err[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["baseline.jsonl"]
+
+
+def test_a_baseline_that_selected_nothing_is_not_written(tmp_path, capsys):
+    kept = tmp_path / "baseline.jsonl"
+    assert upgrade.main(["baseline", "--baseline-file", str(kept)], **FakeRuns(statuses=(5, 5, 5)).run()) == 5
+    assert not kept.exists() and "baseline NOT written: the run recorded no check" in capsys.readouterr().err
+
+
+def _baseline(tmp_path):
+    parts = [write_run(tmp_path / f"b-{name}.jsonl", recs, run_id=f"b-{name}") for name, recs in RECORDS.items()]
+    kept = tmp_path / "baseline.jsonl"
+    kept.write_text("".join(p.read_text() for p in parts))
+    return kept
+
+
+def test_the_candidate_is_compared_once_over_all_its_runs(tmp_path, capsys):
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    worse = {**RECORDS, "optim": [rec("optim/gradient-accumulation/memory", category="does-not-hold", mem_ratio=0.9,
+                                      ci_low=0.9, ci_high=0.9, bound=0.62)]}
+    runs = FakeRuns(records=worse, env_id="host-a-torch2.10")
+    code = upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report), "--", "-m", "cpu"],
+                        **runs.run())
+    assert code == 1
+    for args in runs.calls:   # each run reads the baseline (perf confirms against it) and compares nothing itself
+        assert args[2:] == ["--part-of-plan", "--baseline", str(kept), "-m", "cpu"]
+    out = capsys.readouterr().out
+    assert "FAILED: 1 regression(s) against " in out
+    md, data = report.read_text(), json.loads(report.with_suffix(".json").read_text())
+    assert "optim/gradient-accumulation/memory" in md and data["counts"]["regression"] == 1
+    assert data["counts"]["disappeared"] == 0     # the other runs' checks are found, not "disappeared"
+
+
+def test_an_unchanged_candidate_passes(tmp_path, capsys):
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    assert upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report)],
+                        **FakeRuns(env_id="host-a-torch2.10").run()) == 0
+    assert "0 regression" in report.read_text() and "comparison written to" in capsys.readouterr().out
+
+
+def test_failures_the_baseline_had_too_are_no_regression(tmp_path, capsys):
+    """The exit status says whether the upgrade broke something: checks that failed before it
+    and still fail (this machine's own findings) do not make it 1."""
+    failing = {**RECORDS, "parity": [], "untimed": [rec("env/threads"), rec("parity/exp/float16/forward", "fail",
+                                                                            category="parity")]}
+    kept = write_run(tmp_path / "baseline.jsonl", failing["untimed"], run_id="b")
+    report = tmp_path / "upgrade-check.md"
+    runs = FakeRuns(statuses=(1, 0, 0), records={**failing, "optim": [], "perf": []}, env_id="host-a-torch2.10")
+    assert upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report)], **runs.run()) == 0
+    assert "0 regression(s)" in capsys.readouterr().out
+
+
+def test_a_candidate_run_that_did_not_end_writes_no_comparison(tmp_path, capsys):
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    assert upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report)],
+                        **FakeRuns(statuses=(0, 0, 2), env_id="host-a-torch2.10").run()) == 2
+    assert not report.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"no comparison: the run of perf ended early (pytest exit 2); {report.name} was not written"] or (
+        len(err) == 1 and err[0].startswith("no comparison: the run of perf ended early")), err
+
+
+def test_args_split_at_the_double_dash():
+    assert upgrade.split_args(["torch==2.15.*", "transformers==5.23.0", "--", "-m", "cpu"]) == (
+        ["torch==2.15.*", "transformers==5.23.0"], ["-m", "cpu"])
+    assert upgrade.split_args(["torch==2.15.*"]) == (["torch==2.15.*"], [])
+
+
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+@pytest.mark.parametrize("arg", ["--baseline", "--save-baseline=b.jsonl", "--compare-out", "--part-of-plan"])
+def test_an_option_the_command_sets_itself_is_refused_before_anything_runs(tmp_path, capsys, side, arg):
+    runs = FakeRuns()
+    assert upgrade.main([side, "--baseline-file", str(_baseline(tmp_path)), "--", "-m", "env", arg, "x.jsonl"],
+                        **runs.run()) == 2
+    assert runs.calls == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{arg.split('=')[0]} is set by ./compat {side} itself" in err
+
+
+def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(upgrade, "install", lambda specs: pytest.fail("installed without a baseline"))
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"kind": "header", "sch')
+    for path in (tmp_path / "none.jsonl", cut):
+        assert upgrade.main(["candidate", "torch==2.15.*", "--baseline-file", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "./compat baseline" in err
+
+
+@pytest.mark.slow
+def test_the_real_env_suite_kept_then_tried_again(tmp_path):
+    """Both sides for real, on the env suite: the plugin keeps each run's part, the baseline
+    is joined, and the same environment tried again has nothing regressed."""
+    kept, report, run_file = tmp_path / "baseline.jsonl", tmp_path / "check.md", tmp_path / "runs.jsonl"
+    pytest_args = ["--", "-m", "env and cpu", "--run-file", str(run_file), "-p", "no:cacheprovider"]
+
+    def tool(*args):
+        return subprocess.run([sys.executable, "-m", "tools.upgrade", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600)
+    first = tool("baseline", "--baseline-file", str(kept), *pytest_args)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    assert "this run's part of the baseline kept" in first.stdout and "baseline kept: " in first.stdout
+    assert compare.load_side([str(kept)]).complete
+    again = tool("candidate", "--baseline-file", str(kept), "--report", str(report), *pytest_args)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    assert "mps-compat: against the baseline" not in again.stdout   # the run compared nothing itself
+    assert "0 regression(s)" in report.read_text() and "comparison written to" in again.stdout
