@@ -295,7 +295,7 @@ INJECTED = {"perf/softmax/float32/forward": "perf-time", "perf/model-bert/varyin
 
 def upgrade_side(tmp_path, side, baseline, *args, env=None):
     """One side of the upgrade check as ./compat runs it (tools/upgrade.py: the planned runs,
-    here the perf run alone on the machine's workers), on this file's slice of the perf suite."""
+    here the perf run alone), on this file's slice of the perf suite."""
     import os
     import subprocess
     import sys
@@ -309,10 +309,10 @@ def upgrade_side(tmp_path, side, baseline, *args, env=None):
 
 @pytest.mark.slow
 def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shape_cost(tmp_path):
-    """Both sides through ./compat's own path (tools/upgrade.py), whose perf run takes the
-    machine's workers on both sides alike: the three runs measure at one thread count (a time
-    at another count is not compared), and the faults injected into the candidate's sandbox
-    children reach them through the workers."""
+    """Both sides through ./compat's own path (tools/upgrade.py: the planned runs, each keeping
+    its part), whose perf run is serial on both sides: the three runs measure at one thread
+    count (a time at another count is not compared), and the faults injected into the
+    candidate's environment reach its sandbox children."""
     baseline = tmp_path / "kept" / "baseline.jsonl"
     kept, _ = upgrade_side(tmp_path, "baseline", baseline)
     assert kept.returncode == 0, kept.stdout[-3000:] + kept.stderr

@@ -187,7 +187,7 @@ def test_exitfirst_stops_after_the_first_run_with_failures():
 
 
 def test_a_planner_that_fails_leaves_one_run_as_given(monkeypatch):
-    def broken(argv, timed_alike=False):
+    def broken(argv, timed_serially=False):
         raise KeyError("surprise")
     monkeypatch.setattr(suiteplan, "plan_here", broken)
     said = []
@@ -273,22 +273,19 @@ def records_of(*recs):
     return {r["nodeid"]: r for r in recs}
 
 
-def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None, timed_alike=False):
+def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None, timed_serially=False):
     return suiteplan.plan(list(argv), records=records or {}, suites=SUITES, cpus=cpus, targets_here=set(here),
-                          figures=suiteplan.FIGURES if figures is None else figures, timed_alike=timed_alike)
+                          figures=suiteplan.FIGURES if figures is None else figures, timed_serially=timed_serially)
 
 
-def test_the_upgrade_checks_perf_run_takes_its_workers_whatever_its_estimate():
-    """A baseline and a candidate must time at one thread count per process: a short perf
-    run that one side's estimate would leave serial still gets the workers there."""
-    quick = {path: {**fig, "cpu_s": 1} for path, fig in suiteplan.FIGURES.items()}
-    workers = {(ph.name): ph.workers for ph in plan_of("-m", "perf or env", figures=quick).phases}
-    assert workers == {"untimed": 0, "perf": 0}
-    alike = {ph.name: ph.workers for ph in plan_of("-m", "perf or env", figures=quick, timed_alike=True).phases}
-    assert alike == {"untimed": 0, "perf": 2}     # env times nothing: no workers for it
-    assert {ph.name: ph.workers for ph in plan_of("-m", "perf", figures=quick, cpus=1, timed_alike=True).phases} == {
-        "perf": 0}
-    assert [ph.workers for ph in plan_of(timed_alike=True).phases if ph.name == "optim"] == [0]
+def test_the_upgrade_check_times_perf_serially_whatever_its_estimate():
+    """A baseline and a candidate must time at one thread count per process: both run perf
+    serially, as every earlier baseline was kept, where ./compat suites gives it workers."""
+    workers = {ph.name: ph.workers for ph in plan_of("-m", "perf or env or ops").phases}
+    assert workers == {"untimed": 2, "perf": 2}
+    serial = {ph.name: ph.workers for ph in plan_of("-m", "perf or env or ops", timed_serially=True).phases}
+    assert serial == {"untimed": 2, "perf": 0}     # the untimed run keeps its workers
+    assert [ph.workers for ph in plan_of(timed_serially=True).phases if ph.name == "optim"] == [0]
 
 
 @pytest.mark.parametrize("argv,field,value", [

@@ -30,10 +30,10 @@ class FakeRuns:
     def __init__(self, statuses=(0, 0, 0), records=RECORDS, short=(), env_id="host-a-torch2.8"):
         self.statuses, self.records, self.short, self.env_id = statuses, records, short, env_id
         self.calls: list[list[str]] = []
-        self.timed_alike = None
+        self.timed_serially = None
 
-    def planned(self, argv, timed_alike=False):
-        self.timed_alike = timed_alike
+    def planned(self, argv, timed_serially=False):
+        self.timed_serially = timed_serially
         return suiteplan.Plan(list(PHASES), None, set())
 
     def execute(self, plan, argv, extra=None):
@@ -59,7 +59,7 @@ def test_the_baseline_is_the_runs_parts_joined(tmp_path, capsys):
     kept = tmp_path / "reports" / "baseline.jsonl"
     runs = FakeRuns()
     assert upgrade.main(["baseline", "--baseline-file", str(kept), "--", "-m", "not mps"], **runs.run()) == 0
-    assert runs.timed_alike is True
+    assert runs.timed_serially is True
     for args in runs.calls:   # each run keeps its own part, named for it, then the user's arguments
         assert args[1].endswith(".jsonl") and args[2:] == ["--part-of-plan", "-m", "not mps"]
     assert len({args[1] for args in runs.calls}) == 3
@@ -194,7 +194,7 @@ def test_the_real_env_suite_kept_then_tried_again(tmp_path):
                               text=True, timeout=600)
     first = tool("baseline", "--baseline-file", str(kept), *pytest_args)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
-    assert "this run's part of the baseline kept" in first.stdout and "baseline kept: " in first.stdout
+    assert "this run's part kept (" in first.stdout and "baseline kept: " in first.stdout
     assert compare.load_side([str(kept)]).complete
     again = tool("candidate", "--baseline-file", str(kept), "--report", str(report), *pytest_args)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr

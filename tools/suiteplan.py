@@ -338,10 +338,11 @@ def _user_workers(value: str | None, cpus: int) -> int:
 
 
 def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[str]], cpus: int,
-         targets_here: set[str], figures: dict[str, dict] = FIGURES, timed_alike: bool = False) -> Plan:
-    """The runs for ``./compat suites ARGV`` and their estimate. ``timed_alike`` (the two sides
-    of the upgrade check): the perf run takes its workers whatever its estimate, so that a
-    baseline and a candidate on one machine time at one thread count per process."""
+         targets_here: set[str], figures: dict[str, dict] = FIGURES, timed_serially: bool = False) -> Plan:
+    """The runs for ``./compat suites ARGV`` and their estimate. ``timed_serially`` (the two sides
+    of the upgrade check): the perf run is serial as optim's, whatever its estimate, so that a
+    baseline and a candidate on one machine time at one thread count per process, torch's
+    threads on every core, as every baseline ./compat kept before it ran the plan did."""
     args = scan(argv)
     if args.no_run:
         return Plan([Phase("all", [], 0)], None, set())
@@ -413,8 +414,9 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
             continue
         phase = Phase(name, chosen, 0)
         estimate(phase)
-        workers = worker_count(cpus) if TIMED.get(name, "workers") == "workers" else 0
-        if workers > 1 and (phase.seconds >= XDIST_MIN_S or (timed_alike and name in TIMED)):
+        serial = TIMED.get(name, "workers") == "serial" or (timed_serially and name in TIMED)
+        workers = 0 if serial else worker_count(cpus)
+        if workers > 1 and phase.seconds >= XDIST_MIN_S:
             phase.workers = workers
         phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
         phases.append(phase)
@@ -432,12 +434,12 @@ def _wall(seconds: float, workers: int, suites: list[str]) -> float:
     return start + seconds
 
 
-def plan_here(argv: list[str], timed_alike: bool = False) -> Plan:
+def plan_here(argv: list[str], timed_serially: bool = False) -> Plan:
     """The plan for ``argv`` on this machine, from this environment's earlier runs."""
     from harness.env import facts
     records, _ = earlier_records(ROOT / "reports" / "runs", this_environment())
     return plan(argv, records=records, suites=suites_here(), cpus=facts.usable_cpus(),
-                targets_here=available_targets(), timed_alike=timed_alike)
+                targets_here=available_targets(), timed_serially=timed_serially)
 
 
 # --------------------------------------------------------------------------- running the plan
@@ -509,10 +511,10 @@ def execute(the_plan: Plan, argv: list[str], *, python: str = sys.executable, ex
     return Outcome(status, ran)
 
 
-def planned(argv: list[str], timed_alike: bool = False, say=print) -> Plan:
+def planned(argv: list[str], timed_serially: bool = False, say=print) -> Plan:
     """``plan_here``, or one pytest run as given when planning fails (said in one line)."""
     try:
-        return plan_here(argv, timed_alike)
+        return plan_here(argv, timed_serially)
     except Exception as exc:   # a planner bug must not cost the user the run
         say(f"compat: could not plan the runs ({type(exc).__name__}: {records.first_line(str(exc))}); "
             "one pytest run, as given")

@@ -278,7 +278,7 @@ class SessionState:
             pass
         short = self.incomplete(exitstatus) if keep else None
         if short:
-            self.not_saved = (f"this run's part of the baseline NOT kept: the run {short}" if part
+            self.not_saved = (f"this run's part NOT kept: the run {short}" if part
                               else baseline_not_replaced(keep, short))
         elif keep:
             try:
@@ -804,8 +804,8 @@ def write_summary(terminalreporter, state) -> None:
             if command == "python -m tools.report" else
             "   (this run file alone: tools.report without a path reads reports/runs/, which does not hold it)"))
     if state.saved and state.config.getoption("--part-of-plan"):
-        tr.write_line(f"this run's part of the baseline kept ({plural(len(state.records), 'check')}): "
-                      "./compat joins the parts into the baseline once every run has ended")
+        tr.write_line(f"this run's part kept ({plural(len(state.records), 'check')}): ./compat puts the runs' "
+                      "parts together (the baseline, or the candidate it compares) once every run has ended")
     elif state.saved:
         tr.write_line(f"baseline kept: {os.path.relpath(state.saved)} (compare later runs with --baseline)")
     write_problems(tr, state)

@@ -538,7 +538,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             notes.append(f"{n} perf time(s) not compared: the baseline measured them with {ta} thread(s) per "
                          f"process, the candidate with {tb}; a time only compares at one thread count "
                          "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
-                         "or both with ./compat baseline and ./compat candidate, whose perf runs take the same workers)")
+                         "or both with ./compat baseline and ./compat candidate, which time perf serially)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
                       instrument_lines(candidate))
 
