@@ -264,6 +264,41 @@ def test_times_at_another_thread_count_are_not_compared_and_the_comparison_says_
     assert not against_base.rows and "2 thread(s) per process, the candidate with 1" in against_base.intro
 
 
+def test_times_taken_beside_other_suites_are_not_compared_with_times_taken_alone():
+    """A baseline kept by an earlier ./compat baseline (every suite in one serial run) timed
+    perf after thousands of op checks in the same processes; the same versions timed in a run
+    of perf alone moved softmax 0.42x and linear 1.66x on the 2-core VM. Such times are not
+    compared, and the comparison says why; alike company (both alone, both beside) is."""
+    from harness.core import runfiles as rf
+
+    def run(run_id, median, beside=()):
+        header = {"kind": "header", "run": run_id, "env_id": "vm", "started": run_id,
+                  "facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}}}
+        recs = [{**_rec("perf/linear/float32/backward", Category.TIMED, _time(median)), "run": run_id}]
+        recs += [{**_rec(f"{suite}/softmax/float32/forward", Category.NATIVE, {}), "run": run_id} for suite in beside]
+        return rf.Run(run_id, header, "test", recs, {"kind": "end"})
+
+    def cmp(base, cand):
+        return compare.compare(compare.side_from_runs("baseline", [base], []),
+                               compare.side_from_runs("candidate", [cand], []))
+    mixed_then_alone = cmp(run("a", 2.8e-3, beside=("ops", "parity")), run("b", 5.2e-3))
+    assert not mixed_then_alone.of("regression") and not mixed_then_alone.of("improvement"), mixed_then_alone.changes
+    assert len(mixed_then_alone.notes) == 1 and mixed_then_alone.notes[0].startswith(
+        "1 perf time(s) not compared: the baseline timed them beside ops, parity, the candidate in a run of perf alone")
+    assert "keep it again with ./compat baseline" in mixed_then_alone.notes[0]
+    assert cmp(run("a", 2.8e-3), run("b", 5.2e-3)).regressions                       # both alone: compared
+    assert cmp(run("a", 2.8e-3, ("ops",)), run("b", 5.2e-3, ("parity",))).regressions   # both beside: compared
+    assert not cmp(run("a", 2.8e-3), run("b", 2.9e-3)).notes
+    assert against.company_apart(None, ()) is None and against.company_apart(("ops",), None) is None   # unknown
+    # the report's section against a baseline reads the same from the matrix's runs
+    from harness.report.matrix import build
+    from harness.report.speed import against_baseline
+    baseline = compare.side_from_runs("baseline", [run("a", 2.8e-3, beside=("ops",))], [])
+    assert against_baseline(build([run("b", 5.2e-3)]), baseline) == {"vm/cpu": []}
+    assert against_baseline(build([run("b", 5.2e-3)]), compare.side_from_runs("baseline", [run("a", 2.8e-3)], []))[
+        "vm/cpu"]
+
+
 # --------------------------------------------------------------------------- cold processes
 
 def test_a_cold_process_has_imported_torch_and_run_nothing():

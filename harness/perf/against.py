@@ -110,6 +110,20 @@ def threads_apart(a: dict, b: dict) -> tuple[str, str] | None:
     return tuple(str(t) if t is not None else "?" for t in (ta, tb))
 
 
+def company_apart(ca: tuple[str, ...] | None, cb: tuple[str, ...] | None) -> tuple[str, str] | None:
+    """The company each side's perf times were taken in, as words, when one side timed them in
+    a pytest run beside other suites and the other in a run of perf alone; None when alike or
+    either is unknown (``ca`` / ``cb``: the other suites of that record's run, or None).
+
+    The process a time is taken in is part of the measurement: after thousands of op and
+    parity checks (an earlier ``./compat baseline``'s single serial run), the same versions on
+    the 2-core VM timed softmax 0.42x and linear's backward 1.66x what a run of perf alone did,
+    intervals apart, thread count alike. Such times compare only alike."""
+    if ca is None or cb is None or bool(ca) == bool(cb):
+        return None
+    return tuple(f"beside {', '.join(c)}" if c else "in a run of perf alone" for c in (ca, cb))
+
+
 def load_apart(ma: dict, mb: dict) -> str | None:
     """"the baseline was measured under load X per core, the candidate under Y" when the two
     records' loads (their ``load`` metrics) differ by more than LOAD_GAP per core; None when
@@ -225,13 +239,16 @@ def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
 
 
 def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
-            noise: float = 0.0, weigh_load: bool = True) -> list[tuple[str, str, str]]:
+            noise: float = 0.0, weigh_load: bool = True, times_apart: bool = False) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one perf check seen in both runs; ``noise``: the two runs'
-    ``spread``; ``weigh_load``: the two runs' load weighed in (``under_load``)."""
+    ``spread``; ``weigh_load``: the two runs' load weighed in (``under_load``);
+    ``times_apart``: the two times were taken in unlike company (``company_apart``), so only
+    memory is compared."""
     kind = kind_of(b)
     if kind == "memory":
         return _memory(a, b)
-    if kind is None or a.get("category") not in Category.TIMES or comparable(a, b, host_a, host_b):
+    if (kind is None or a.get("category") not in Category.TIMES or times_apart
+            or comparable(a, b, host_a, host_b)):
         return []
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)

@@ -44,6 +44,9 @@ checks must be found in the baseline.
                   warning      slower by as much, but too noisy to tell, or the two runs' load
                                per core more than 0.5 apart (inconclusive; unknown load, in
                                older files: judged as before, and said)
+                  (none)       taken on another machine, at another thread count, or in unlike
+                               company (one side's pytest run held other suites, the other's
+                               perf alone: against.company_apart): not compared, said in a note
                   improvement  faster by as much, intervals apart
   perf-shape      regression   a new input shape costs more than it did, by over 15% of a step
   perf-memory     regression   memory grows over a long run, and did not
@@ -63,13 +66,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from typing import Iterable
 
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.perf import against
 from harness.report import selection
-from harness.report.matrix import SUITE_ORDER, control_of, is_control
+from harness.report.matrix import SUITE_ORDER, company_of, control_of, is_control
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
@@ -108,6 +112,8 @@ class Side:
     records: dict[tuple[str, str], dict]
     complete: bool                      # every run wrote its end line
     sources: list[str]
+    # run id -> the suites beside perf in that run (matrix.company_of); a run not in it: unknown
+    company: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def packages(self) -> dict:
@@ -150,7 +156,7 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     # make up for the checks it missed (harness.report.selection)
     _, cut = selection.uncovered([r.header for r in runs], list(newest.values()),
                                  [r.run_id for r in runs if not r.complete])
-    return Side(label, envs[0], runs[-1].header, newest, not cut, sources)
+    return Side(label, envs[0], runs[-1].header, newest, not cut, sources, company_of(runs))
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
@@ -268,9 +274,10 @@ def _inputs_note(a: dict, b: dict) -> str:
 
 def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: float = DEFAULT_FLOOR,
                     machines: tuple[str | None, str | None] = (None, None),
-                    noise: float = 0.0) -> list[tuple[str, str, str]]:
+                    noise: float = 0.0, times_apart: bool = False) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one check seen on both sides; empty when nothing changed
-    that matters. ``machines``: where each side ran (perf times compare on one machine only)."""
+    that matters. ``machines``: where each side ran (perf times compare on one machine only);
+    ``times_apart``: its perf times were taken in unlike company (against.company_apart)."""
     sa, sb = a["status"], b["status"]
     optim = a.get("suite") == "optim"
     perf = a.get("suite") == "perf"
@@ -301,7 +308,7 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
     if optim:
         out += _claim_changes(a, b)
     if perf:
-        out += against.changes(a, b, *machines, noise)
+        out += against.changes(a, b, *machines, noise, times_apart=times_apart)
     growth = _parity_growth(a, b, factor, floor)
     if growth:
         out.append(growth)
@@ -498,8 +505,13 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     machines = (baseline.machine, candidate.machine)
     found_pairs = match(baseline, candidate)
     pairs = [(baseline.records[ka], candidate.records[kb], kb) for ka, kb in found_pairs.pairs]
-    noise = against.spread([(a.get("metrics") or {}, b.get("metrics") or {}) for a, b, _ in pairs
-                            if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES])
+    # perf times taken in unlike company (one side beside other suites, the other alone) are not compared
+    unlike = {kb: apart for a, b, kb in pairs if a.get("category") in Category.TIMES
+              for apart in [against.company_apart(baseline.company.get(a.get("run")),
+                                                  candidate.company.get(b.get("run")))] if apart}
+    noise = against.spread([(a.get("metrics") or {}, b.get("metrics") or {}) for a, b, kb in pairs
+                            if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES
+                            and kb not in unlike])
     entries = ([(kb, a, b) for a, b, kb in pairs] + [(k, baseline.records[k], None) for k in found_pairs.only_baseline]
                + [(k, None, candidate.records[k]) for k in found_pairs.only_candidate])
     for key, a, b in sorted(entries, key=lambda e: e[0]):
@@ -508,7 +520,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
                                   _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
             continue
-        found = compare_records(a, b, factor, floor, machines, noise)
+        found = compare_records(a, b, factor, floor, machines, noise, times_apart=key in unlike)
         if key in found_pairs.untagged:
             bare = "baseline" if not records.workload_of(a) else "candidate"
             caution = (f"(matched across a missing workload tag: the {bare}'s record has no workload tag, "
@@ -523,6 +535,11 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      "one (a measurement that failed before the suite tagged its records, in an older run file) was "
                      "compared with the other side's only record of that check and target; read them with care")
     timed = [a for a, _, _ in pairs if a.get("category") in Category.TIMES]
+    for (ca, cb), n in sorted(Counter(unlike.values()).items(), key=lambda kv: -kv[1]):
+        notes.append(f"{n} perf time(s) not compared: the baseline timed them {ca}, the candidate {cb}; after "
+                     "thousands of other checks in one process the same op times 0.3x-1.8x what it does in a run of "
+                     "perf alone, versions alike, so such times compare only alike (a baseline kept by an earlier "
+                     "./compat baseline ran every suite in one run: keep it again with ./compat baseline)")
     if timed and machines[0] != machines[1]:
         notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on "
                      f"{machines[0] or 'an unnamed machine'}, "

@@ -391,9 +391,18 @@ class Matrix:
     suites: dict[str, list[str]]           # suite -> check ids
     cells: dict[tuple[str, str], dict]     # (check, column id) -> record
     notes: list[str] = dataclasses.field(default_factory=list)   # what the merge did that a reader must know
+    company: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)   # company_of the merged runs
 
     def summary(self, column: Column) -> Counter:
         return Counter(cell_key(r) for (check, col), r in self.cells.items() if col == column.id)
+
+
+def company_of(runs: list[Run]) -> dict[str, tuple[str, ...]]:
+    """Run id -> the suites other than perf that the run also held records of. A perf time
+    taken in a pytest run beside other suites (the single serial run an earlier ``./compat
+    baseline`` made) is not one taken in a run of perf alone: the same op, same versions, was
+    timed 0.3x-1.8x apart that way alone (harness.perf.against.company_apart)."""
+    return {run.run_id: tuple(sorted({r.get("suite") or "?" for r in run.records} - {"perf"})) for run in runs}
 
 
 def build(runs: list[Run]) -> Matrix:
@@ -453,7 +462,7 @@ def build(runs: list[Run]) -> Matrix:
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
     _mark_instruments(ordered, cells)
-    return Matrix(ordered, rows, ordered_suites, cells, notes)
+    return Matrix(ordered, rows, ordered_suites, cells, notes, company_of(runs))
 
 
 def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: dict[str, Run]) -> set[tuple[str, str]]:

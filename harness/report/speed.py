@@ -118,7 +118,7 @@ def memory_section(m: Matrix) -> Section:
 
 def _column_side(m: Matrix, col) -> compare.Side:
     recs = {(check, records.target_of(rec)): rec for (check, col_id), rec in m.cells.items() if col_id == col.id}
-    return compare.Side(col.label, col.env_id, col.header, recs, col.complete, [])
+    return compare.Side(col.label, col.env_id, col.header, recs, col.complete, [], m.company)
 
 
 def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
@@ -173,8 +173,8 @@ def against_baseline(m: Matrix, baseline) -> dict[str, list]:
         if not theirs:
             continue
         mine = {(check, records.target_of(rec)): rec for (check, cid), rec in m.cells.items() if cid == col.id}
-        side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [])
+        side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company)
         base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
-                            baseline.sources)
+                            baseline.sources, baseline.company)
         out[col.id] = compare.compare(base, side).regressions
     return out
