@@ -172,6 +172,18 @@ def test_an_option_the_command_sets_itself_is_refused_before_anything_runs(tmp_p
     assert err.count("\n") == 1 and f"{arg.split('=')[0]} is set by ./compat {side} itself" in err
 
 
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_a_place_that_cannot_be_written_is_said_before_anything_runs(tmp_path, capsys, side):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    runs = FakeRuns()
+    args = ["--baseline-file", str(blocker / "b.jsonl")] if side == "baseline" else [
+        "--baseline-file", str(_baseline(tmp_path)), "--report", str(blocker / "check.md")]
+    assert upgrade.main([side, *args], **runs.run()) == 2
+    err = capsys.readouterr().err
+    assert runs.calls == [] and err.count("\n") == 1 and "cannot write there" in err and "a-file" in err
+
+
 def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(upgrade, "install", lambda specs: pytest.fail("installed without a baseline"))
     cut = tmp_path / "cut.jsonl"

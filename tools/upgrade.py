@@ -127,9 +127,23 @@ def failed(outcome: suiteplan.Outcome) -> int:
     return outcome.status or 1
 
 
+def unwritable(places: list[tuple[str, Path]]) -> str | None:
+    """The first of the places this command will write at the end that cannot be written, in
+    one line: said before the runs, not after them."""
+    for what_, path in places:
+        why = runfiles.probe_writable(path, replace=True)
+        if why:
+            return f"{what_} {path}: cannot write there: {why}; choose another place"
+    return None
+
+
 def keep_baseline(args, pytest_args: list[str], **run) -> int:
     """``./compat baseline``: the planned runs, joined into the baseline file when all ended."""
     target = Path(args.baseline_file)
+    problem = unwritable([("--baseline-file", target)])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".baseline-parts-", dir=target.parent) as tmp:
         outcome, parts, short = run_parts(pytest_args, Path(tmp), [], **run)
@@ -155,6 +169,11 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
         baseline = compare.load_side([args.baseline_file], "baseline")
     except compare.CompareError as exc:
         print(f"error: {exc}; keep one first with ./compat baseline", file=sys.stderr)
+        return 2
+    report = Path(args.report)
+    problem = unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.specs:
         problem = install(args.specs)
@@ -207,7 +226,12 @@ def main(argv: list[str] | None = None, **run) -> int:
         print(f"error: {mine} is set by ./compat {args.side} itself (the baseline file: --baseline-file before "
               "the --); leave it out of the pytest arguments", file=sys.stderr)
         return 2
-    return (keep_baseline if args.side == "baseline" else try_candidate)(args, pytest_args, **run)
+    try:
+        return (keep_baseline if args.side == "baseline" else try_candidate)(args, pytest_args, **run)
+    except KeyboardInterrupt:   # between two runs (during one, the run itself ends: suiteplan.call_pytest)
+        print(f"interrupted: no further run; {os.path.relpath(args.baseline_file)} is as it was unless "
+              "'baseline kept' was said above", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
