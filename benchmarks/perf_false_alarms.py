@@ -1,13 +1,13 @@
 """Benchmark: the perf suite's budget, and its false alarms between clean reruns.
 
-    python benchmarks/perf_false_alarms.py [--runs 3] [--workers 2] [--keep DIR] [-k EXPR]
+    python benchmarks/perf_false_alarms.py [--runs 3] [--workers 0] [--keep DIR] [-k EXPR]
                                            [--faults slow:softmax,leak,per-shape]
 
-Runs `pytest suites/perf -m "perf and cpu" -n WORKERS` RUNS times on this machine, nothing else
-changed: the first is kept as the baseline, the others are candidates run against it
+Runs `pytest suites/perf -m "perf and cpu" -n WORKERS` (0: serially, as ./compat runs it) RUNS
+times on this machine, nothing else changed: the first is kept as the baseline, the others are candidates run against it
 (`--baseline`, as `./compat candidate` runs them: a figure that looks like a regression is
 measured again in fresh processes). Prints each run's wall time (the budget: within 5 minutes
-on a 2-core machine with -n 2) and what the upgrade check (harness.report.compare) flags in
+on a 2-core machine) and what the upgrade check (harness.report.compare) flags in
 each candidate: any regression of a clean candidate is a false alarm (the goal: none),
 warnings are its "inconclusive" answers. With --faults, one more candidate with the injected
 regressions (tests/perf_faults.py) shows what is flagged when something did break. The
@@ -51,7 +51,7 @@ def flagged(base: Path, cand: Path) -> compare.Comparison:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=0, help="pytest-xdist workers (default 0: serially)")
     parser.add_argument("--keep", default=None, help="keep the run files in this directory")
     parser.add_argument("-k", dest="select", default=None, help="pytest -k expression (default: the whole suite)")
     parser.add_argument("--faults", default=None, help="also one run with these injected faults (tests/perf_faults.py)")
@@ -76,7 +76,7 @@ def main() -> int:
     pairs = len(rows)
     checks = sum(r[1] + r[2] + r[3] + r[4] for r in rows)
     print(f"\nfalse alarms: {alarms} over {pairs} clean pair(s) ({checks} check comparisons)")
-    print(f"wall time per run: {', '.join(f'{w:.0f} s' for w in walls)} (budget 300 s with -n 2 on 2 cores)")
+    print(f"wall time per run: {', '.join(f'{w:.0f} s' for w in walls)} (budget 300 s on 2 cores)")
     if args.faults:
         path = where / "faults.jsonl"
         wall = one_run(path, args.workers, args.select, args.faults, baseline=files[0])

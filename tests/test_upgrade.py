@@ -30,10 +30,8 @@ class FakeRuns:
     def __init__(self, statuses=(0, 0, 0), records=RECORDS, short=(), env_id="host-a-torch2.8"):
         self.statuses, self.records, self.short, self.env_id = statuses, records, short, env_id
         self.calls: list[list[str]] = []
-        self.timed_serially = None
 
-    def planned(self, argv, timed_serially=False):
-        self.timed_serially = timed_serially
+    def planned(self, argv):
         return suiteplan.Plan(list(PHASES), None, set())
 
     def execute(self, plan, argv, extra=None):
@@ -59,7 +57,6 @@ def test_the_baseline_is_the_runs_parts_joined(tmp_path, capsys):
     kept = tmp_path / "reports" / "baseline.jsonl"
     runs = FakeRuns()
     assert upgrade.main(["baseline", "--baseline-file", str(kept), "--", "-m", "not mps"], **runs.run()) == 0
-    assert runs.timed_serially is True
     for args in runs.calls:   # each run keeps its own part, named for it, then the user's arguments
         assert args[1].endswith(".jsonl") and args[2:] == ["--part-of-plan", "-m", "not mps"]
     assert len({args[1] for args in runs.calls}) == 3

@@ -13,9 +13,14 @@ Why more than one run. Under xdist, checks run side by side, and two suites meas
   (harness.env.timing.alone), and the plugin runs every other check's call under the lock's
   shared side (harness.plugin.hooks, timing.beside), so no check computes while perf times.
   What the lock does not cover is a check's set-up: the sandbox child starting, the
-  ``--workload auto`` probe timing a matmul. perf is run on workers by itself, the way its
-  false-alarm benchmark validated it (benchmarks/perf_false_alarms.py: ``pytest
-  suites/perf -n WORKERS``), not beside thousands of op checks.
+  ``--workload auto`` probe timing a matmul. So perf runs by itself, not beside thousands
+  of op checks, and serially: on workers, one worker's set-up computes while another
+  times, each sandbox child gets a share of the cores (``isolate.threads_per_worker``) where
+  a user's training gets them all, and the queue for the lock leaves little to gain. Measured
+  on the 2-core VM (2026-11-27, three runs of each, interleaved): ``-n 2`` took 159-164 s and
+  serially 111-115 s, with wider intervals on workers (median relative width 0.034-0.053
+  against 0.026-0.033) and each measurement at 1 thread instead of 2, so a ``./compat
+  suites`` run's times could not be compared with a baseline's (harness.perf.against).
 * optim: its time claims are timed in interleaved rounds (harness.optim.ratios.compare_time)
   under the lock's shared side only, like any check that measures nothing: on workers,
   another check would compute during the rounds and widen or bias the ratio. So the optim
@@ -72,11 +77,12 @@ from harness.report.selection import keyword_selects, marker_selects
 ROOT = Path(__file__).resolve().parent.parent
 SUITES_DIR = "suites"
 TARGETS = ("cpu", "cuda", "mps")
-TIMED = {"optim": "serial", "perf": "workers"}   # a timed suite: its own run, and how it runs
+TIMED = ("optim", "perf")   # a timed suite: a run of its own, serial
 UNTIMED = "untimed"
 MAX_WORKERS = 4      # each worker holds torch and a sandbox child (the self-tests cap theirs alike)
 XDIST_MIN_S = 60.0   # a run estimated shorter than this runs serially
-EFFICIENCY = 0.8     # N workers finish N * EFFICIENCY times sooner (perf -n 2 on 2 cores: 1.56x)
+EFFICIENCY = 0.8     # N workers finish N * EFFICIENCY times sooner (env, ops, parity -n 2 on 2 cores:
+                     # 630-690 s of checks in about 7 min, start-up included: 1.5x)
 STARTUP_S = 10.0     # one pytest run's imports, collection and the sandbox's torch (the warm-up)
 OP_TABLE_S = 20.0    # a run with op checks (ops, parity) also imports OpInfo's op_db, twice
 OP_SUITES = ("ops", "parity")
@@ -90,7 +96,8 @@ SKIP_S = 0.005       # a check skipped because its target is absent (recorded sk
 # runs from fresh clones (2026-11-25: 12 min 28 s and 11 min 25 s, the venv's install
 # included), each file's recorded durations added up less their wait for the timing lock,
 # the larger of the two runs; the optimization suite's from a run with an empty inductor
-# cache (the compile family always has one: a cache of its own per run). Under -n 2 those
+# cache (the compile family always has one: a cache of its own per run); the perf suite's
+# from three serial runs of it alone (2026-11-27, the largest). Under -n 2 those
 # sums are what the estimate divides by 2 x EFFICIENCY, as it does with a user's own runs.
 # The estimate uses them only where this environment has no run of its own, and assumes an
 # available GPU target takes what the cpu takes: rough, and said to be.
@@ -108,8 +115,9 @@ FIGURES: dict[str, dict] = {
     "suites/parity/test_compiled.py": {"cpu_s": 355, "checks": {"cpu": 137, "cuda": 132, "mps": 137}},
     # 92 s with inductor's cache from earlier runs, 97 s with an empty one
     "suites/optim/test_claims.py": {"cpu_s": 100, "checks": {"cpu": 58, "cuda": 58, "mps": 58}},
-    # 305 s recorded, of which 65 s waiting for the timing lock under -n 2
-    "suites/perf/test_perf.py": {"cpu_s": 240, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
+    # 108-111 s in three serial runs of perf alone (under -n 2: about 305 s, 65 s of it waiting
+    # for the timing lock, in runs that took 159-164 s against 111-115 s serially)
+    "suites/perf/test_perf.py": {"cpu_s": 111, "checks": {"cpu": 125, "cuda": 171, "mps": 171}},
     "suites/ops/test_ops_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
     "suites/parity/test_parity_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
     "suites/optim/test_optim_controls.py": {"cpu_s": 4, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
@@ -338,11 +346,8 @@ def _user_workers(value: str | None, cpus: int) -> int:
 
 
 def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[str]], cpus: int,
-         targets_here: set[str], figures: dict[str, dict] = FIGURES, timed_serially: bool = False) -> Plan:
-    """The runs for ``./compat suites ARGV`` and their estimate. ``timed_serially`` (the two sides
-    of the upgrade check): the perf run is serial as optim's, whatever its estimate, so that a
-    baseline and a candidate on one machine time at one thread count per process, torch's
-    threads on every core, as every baseline ./compat kept before it ran the plan did."""
+         targets_here: set[str], figures: dict[str, dict] = FIGURES) -> Plan:
+    """The runs for ``./compat suites ARGV`` and their estimate."""
     args = scan(argv)
     if args.no_run:
         return Plan([Phase("all", [], 0)], None, set())
@@ -414,8 +419,7 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
             continue
         phase = Phase(name, chosen, 0)
         estimate(phase)
-        serial = TIMED.get(name, "workers") == "serial" or (timed_serially and name in TIMED)
-        workers = 0 if serial else worker_count(cpus)
+        workers = 0 if name in TIMED else worker_count(cpus)
         if workers > 1 and phase.seconds >= XDIST_MIN_S:
             phase.workers = workers
         phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
@@ -434,12 +438,12 @@ def _wall(seconds: float, workers: int, suites: list[str]) -> float:
     return start + seconds
 
 
-def plan_here(argv: list[str], timed_serially: bool = False) -> Plan:
+def plan_here(argv: list[str]) -> Plan:
     """The plan for ``argv`` on this machine, from this environment's earlier runs."""
     from harness.env import facts
     records, _ = earlier_records(ROOT / "reports" / "runs", this_environment())
     return plan(argv, records=records, suites=suites_here(), cpus=facts.usable_cpus(),
-                targets_here=available_targets(), timed_serially=timed_serially)
+                targets_here=available_targets())
 
 
 # --------------------------------------------------------------------------- running the plan
@@ -511,10 +515,10 @@ def execute(the_plan: Plan, argv: list[str], *, python: str = sys.executable, ex
     return Outcome(status, ran)
 
 
-def planned(argv: list[str], timed_serially: bool = False, say=print) -> Plan:
+def planned(argv: list[str], say=print) -> Plan:
     """``plan_here``, or one pytest run as given when planning fails (said in one line)."""
     try:
-        return plan_here(argv, timed_serially)
+        return plan_here(argv)
     except Exception as exc:   # a planner bug must not cost the user the run
         say(f"compat: could not plan the runs ({type(exc).__name__}: {records.first_line(str(exc))}); "
             "one pytest run, as given")

@@ -10,16 +10,14 @@ so the environment you work in stays as it is) installs the requirement SPECs
 same suites and compares them with the baseline: ``reports/upgrade-check.md`` (and ``.json``).
 
 Both run the suites in the pytest runs ``tools.suiteplan`` plans (env, ops and parity on
-workers, optim alone, perf on workers by itself), not in one serial run: the upgrade check
+workers, then optim and perf each alone and serially), not in one serial run: the upgrade check
 is the command users run before every upgrade, and on a 2-core machine one serial run of
 everything took 15 min 23 s where the plan took 11 min 25 s. Each run keeps its part
 (``--save-baseline PART --part-of-plan``: the plugin writes a part only for a run that ran
 every check it selected); the parts are joined once every run has ended, so an interrupted
 run leaves the old baseline whole, and the candidate is compared once, over all its runs.
-The perf run is serial here, as optim's (``timed_serially``): both sides then time at one
-thread count per process, torch's threads on every core, as every baseline kept before
-(serially, in one run) did, so those still compare; on the 2-core VM perf took 2 min 36 s on
-two workers (its measurements queue for the timing lock) and about 2 min serially.
+Its perf run, serial as in ``./compat suites``, times at torch's threads on every core, as
+every baseline kept before (serially, in one run) did, so those still compare.
 
 Exit status. ``baseline``: pytest's (1 when a check failed; the baseline is kept all the
 same). ``candidate``: 1 when a check regressed against the baseline, 0 when none did, as
@@ -105,7 +103,7 @@ def run_parts(pytest_args: list[str], parts: Path, extra: list[str], execute=sui
         paths.append(parts / f"{len(paths)}-{phase.name}.jsonl")
         return ["--save-baseline", str(paths[-1]), "--part-of-plan", *extra]
 
-    outcome = execute(planned(pytest_args, timed_serially=True), pytest_args, extra=options)
+    outcome = execute(planned(pytest_args), pytest_args, extra=options)
     found = [p for p in paths if p.is_file()]
     stopped = outcome.stopped()
     if stopped is not None:
