@@ -114,7 +114,7 @@ def test_pytest_args_after_dashdash_reach_the_torch_envs_and_not_the_report():
                                                              res.stdout, re.M)}
     assert set(commands) == set(envs), res.stdout
     for env in TORCH_ENVS:
-        assert re.search(r"^\s*pytest suites/ -m env$", commands[env], re.M), f"{env}:\n{commands[env]}"
+        assert re.search(r"^\s*python -m tools.suiteplan run -- -m env$", commands[env], re.M), f"{env}:\n{commands[env]}"
     assert "-m env" not in commands["report"] and "tools.report" in commands["report"], commands["report"]
     assert re.search(r"^\s*pytest tests/ -m env$", commands["newest"], re.M), commands["newest"]
 
