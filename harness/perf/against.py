@@ -160,6 +160,24 @@ def under_load(ma: dict, mb: dict, found: list[tuple[str, str, str]]) -> list[tu
     return out
 
 
+ONE_PROCESS = ("seen in one process only: the run had no --baseline, so a figure that looked slower was not "
+               "measured again in fresh processes (./compat candidate does)")
+
+
+def measured_once(mb: dict, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """A time's (kind, rule, detail) changes with the candidate's processes weighed in: a
+    slowdown is a regression only when the figure was measured again in fresh processes
+    (``confirmed``: a run with ``--baseline`` does it for every figure that looks slower,
+    ``./compat candidate`` always has one). A figure measured in one process only, a plain run
+    compared afterwards (the report's section against your baseline, ``tools.compare`` of two
+    plain runs), is a warning: on the 2-core VM, two clean plain runs compared so flagged one
+    op in 4 of 30 ordered pairs, moved 2-3x by the process it ran in."""
+    if "confirmation" in mb:
+        return found
+    return [("warning", rule, f"inconclusive: {ONE_PROCESS}: {detail}") if kind == "regression"
+            else (kind, rule, detail) for kind, rule, detail in found]
+
+
 def drift(ma: dict, mb: dict) -> float:
     """How much slower the host itself ran in the candidate (the control's ratio), 1 when unknown."""
     ca, cb = _num(ma, "control_s"), _num(mb, "control_s")
@@ -239,11 +257,12 @@ def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
 
 
 def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
-            noise: float = 0.0, weigh_load: bool = True, times_apart: bool = False) -> list[tuple[str, str, str]]:
+            noise: float = 0.0, provisional: bool = False, times_apart: bool = False) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one perf check seen in both runs; ``noise``: the two runs'
-    ``spread``; ``weigh_load``: the two runs' load weighed in (``under_load``);
-    ``times_apart``: the two times were taken in unlike company (``company_apart``), so only
-    memory is compared."""
+    ``spread``; ``provisional``: ``b`` is a figure just measured, not yet recorded
+    (``looks_slower``), judged without the two runs' loads (``under_load``) and without asking
+    that a slowdown was seen in more than one process (``measured_once``); ``times_apart``:
+    the two times were taken in unlike company (``company_apart``), so only memory is compared."""
     kind = kind_of(b)
     if kind == "memory":
         return _memory(a, b)
@@ -252,7 +271,7 @@ def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
         return []
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)
-    return under_load(ma, mb, found) if weigh_load else found
+    return found if provisional else measured_once(mb, under_load(ma, mb, found))
 
 
 # --------------------------------------------------------------------------- confirming a figure
@@ -271,7 +290,7 @@ def looks_slower(baseline: dict | None, check: str, verdict: Verdict, machine_a:
     worth measuring again, and the fresh processes may meet a quieter machine."""
     if baseline is None:
         return False
-    found = changes(baseline, provisional(check, verdict), machine_a, machine_b, weigh_load=False)
+    found = changes(baseline, provisional(check, verdict), machine_a, machine_b, provisional=True)
     return any(kind == "regression" for kind, _, _ in found)
 
 
