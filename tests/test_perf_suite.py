@@ -218,6 +218,41 @@ def test_a_slowdown_seen_in_one_process_only_is_a_warning_until_measured_again()
     assert against.looks_slower(a, "perf/mul/float32/forward", ops.judge(run), *SAME)
 
 
+def test_the_first_screen_names_a_slowdown_seen_once_without_calling_it_a_regression():
+    """After a plain ./compat suites, the report sets its times against your baseline: a
+    slowdown measured once is a warning on the first screen, linked to the section that lists
+    it, a confirmed one a regression, nothing slower "nothing regressed"."""
+    from harness.core import runfiles as rf
+    from harness.report import verdict
+    from harness.report.matrix import build
+    from harness.report.speed import against_baseline, perf_sections
+
+    def run(run_id, median, once):
+        header = {"kind": "header", "run": run_id, "env_id": "vm", "started": run_id,
+                  "facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}},
+                  "targets": {"cpu": {"selected": True, "available": True, "reason": ""}}}
+        # a perf record names its workload: its column is the workload's (cpu [small workload])
+        times = {**_time(median, once=once), "workload": "small"}
+        recs = [{**_rec("perf/linear/float32/backward", Category.TIMED, times), "run": run_id}]
+        return rf.Run(run_id, header, "test", recs, {"kind": "end"})
+
+    baseline = compare.side_from_runs("baseline", [run("a", 2.8e-3, once=True)], [])
+
+    def screen(cand):
+        m = build([cand])
+        return [a for a in verdict.verdicts(m, against_baseline(m, baseline))[0].aspects
+                if a.name == "against the baseline"][0], m
+    once, m = screen(run("b", 5.6e-3, once=True))
+    assert once.state == verdict.WARN and once.line.startswith("nothing regressed; 1 time slower than the baseline, "
+                                                               "seen in one process only: perf/linear/float32/backward")
+    assert "./compat candidate" in once.line and once.anchor == verdict.SPEED_AGAINST
+    assert perf_sections(m, baseline)[0].anchor == verdict.SPEED_AGAINST   # the link lands on its rows
+    confirmed, _ = screen(run("b", 5.6e-3, once=False))
+    assert confirmed.state == verdict.BAD and confirmed.line.startswith("1 regression: perf/linear/float32/backward")
+    same, _ = screen(run("b", 2.9e-3, once=True))
+    assert (same.state, same.line) == (verdict.GOOD, "nothing regressed")
+
+
 def test_a_slowdown_the_control_explains_or_the_noise_hides_is_only_a_warning():
     a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
     busy_host = _rec("perf/mul/float32/forward", Category.TIMED, _time(1.6e-3, control=0.0016))

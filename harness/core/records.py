@@ -226,7 +226,11 @@ def workload_of(rec: dict) -> str:
 def target_of(rec: dict) -> str:
     """Where a record's result belongs: its target, with the workload when it has one
     ("cpu", or "cuda [large workload]")."""
-    target, workload = rec.get("target") or "any", workload_of(rec)
+    return place(rec.get("target") or "any", workload_of(rec))
+
+
+def place(target: str, workload: str | None) -> str:
+    """A target and, when there is one, its workload, as ``target_of`` words them."""
     return f"{target} [{workload} workload]" if workload else target
 
 

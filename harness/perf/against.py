@@ -164,6 +164,11 @@ ONE_PROCESS = ("seen in one process only: the run had no --baseline, so a figure
                "measured again in fresh processes (./compat candidate does)")
 
 
+def seen_once(kind: str, detail: str) -> bool:
+    """Is this change a slowdown that would regress had it been measured again (``measured_once``)?"""
+    return kind == "warning" and detail.startswith(f"inconclusive: {ONE_PROCESS}")
+
+
 def measured_once(mb: dict, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """A time's (kind, rule, detail) changes with the candidate's processes weighed in: a
     slowdown is a regression only when the figure was measured again in fresh processes

@@ -430,7 +430,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
 def regressions_section(m: Matrix, regressions: dict) -> Section:
     labels = {c.id: c.label for c in m.columns}
     rows = [[labels.get(cid, cid), c.check, Cell(c.rule, Status.FAIL), c.before, c.after, shown(c.detail)]
-            for cid, changes in regressions.items() for c in changes]
+            for cid, changes in regressions.items() for c in changes if c.kind == "regression"]
     return Section("Against the baseline: what regressed", ["column", "check", "rule", "before", "after", "detail"],
                    rows, anchor="against-the-baseline", fold=len(rows) > LONG,
                    empty="Nothing regressed against the baseline on the columns of its machine.",

@@ -13,10 +13,12 @@ import math
 
 from harness.core import records
 from harness.core.records import Category, Status
+from harness.perf import against
 from harness.perf.ops import ms
 from harness.report import compare
 from harness.report.matrix import Matrix
 from harness.report.sections import Cell, Section, cell_of
+from harness.report.verdict import SPEED_AGAINST
 
 SLOWEST = 10       # ops per column and dtype in the slowest-ops table
 MODEL_WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length")
@@ -144,7 +146,7 @@ def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
     if notes:
         intro += " " + "; ".join(notes) + "."
     return Section("Speed and memory against the baseline", ["column", "check", "change", "rule", "detail"], rows,
-                   level=2, intro=intro,
+                   level=2, intro=intro, anchor=SPEED_AGAINST,
                    empty=("No baseline given: keep one with ./compat baseline -m perf, then "
                           "python -m tools.report --baseline reports/baseline.jsonl." if baseline is None else
                           "Nothing changed beyond the checks' tolerances."))
@@ -160,8 +162,10 @@ def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Secti
 # ----------------------------------------------------------------------------- against a baseline
 
 def against_baseline(m: Matrix, baseline) -> dict[str, list]:
-    """Column id -> the regressions the upgrade check's rules (harness.report.compare) find
-    in that column against ``baseline`` (a compare.Side), for the columns of the baseline's
+    """Column id -> what the upgrade check's rules (harness.report.compare) find in that column
+    against ``baseline`` (a compare.Side) that the first screen names: the regressions, and the
+    slowdowns that would be ones had they been measured again (a plain run's figures, seen in
+    one process only: harness.perf.against.seen_once). For the columns of the baseline's
     machine (host and hardware) whose target the baseline ran; other columns are left out."""
     from harness.report.matrix import hardware_key
     facts = baseline.header.get("facts") or {}
@@ -169,12 +173,14 @@ def against_baseline(m: Matrix, baseline) -> dict[str, list]:
     for col in m.columns:
         if (col.facts.get("host"), hardware_key(col.facts)) != (facts.get("host"), hardware_key(facts)):
             continue
-        theirs = {k: r for k, r in baseline.records.items() if k[1] == col.target}
+        where = records.place(col.target, col.workload)   # a perf or optim column holds one workload's records
+        theirs = {k: r for k, r in baseline.records.items() if k[1] == where}
         if not theirs:
             continue
         mine = {(check, records.target_of(rec)): rec for (check, cid), rec in m.cells.items() if cid == col.id}
         side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company)
         base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
                             baseline.sources, baseline.company)
-        out[col.id] = compare.compare(base, side).regressions
+        out[col.id] = [c for c in compare.compare(base, side).changes
+                       if c.kind == "regression" or against.seen_once(c.kind, c.detail)]
     return out

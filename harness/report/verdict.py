@@ -36,6 +36,7 @@ from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix,
                                    instruments_of, is_control, is_emulated, listed as _list, shown, visible)
 
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
+SPEED_AGAINST = "speed-and-memory-against-the-baseline"   # the section a slowdown seen once links to
 STATES = (BAD, WARN, GOOD, NONE)          # worst first
 SYMBOLS = {GOOD: "OK", WARN: "!!", BAD: "XX", NONE: "--"}   # plain ASCII, for the terminal and Markdown
 # the Markdown page's key to them (the HTML page spells them as its badges)
@@ -487,16 +488,27 @@ def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
         short=f"{aspect.short} (unconfirmed)" if aspect.short else "")
 
 
-def _against(regressions: list | None) -> Aspect | None:
-    if regressions is None:
+def _against(changes: list | None) -> Aspect | None:
+    """``changes``: the regressions and the slowdowns seen in one process only
+    (speed.against_baseline), or None where no baseline was compared."""
+    if changes is None:
         return None
-    if not regressions:
-        return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
-                      short="no regression")
-    return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
-                                               + _list(f"{c.check} ({c.rule})" for c in regressions),
-                  [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip() for c in regressions],
-                  "against-the-baseline", f"{len(regressions)} regressed")
+    regressions = [c for c in changes if c.kind == "regression"]
+    once = [c for c in changes if c.kind != "regression"]
+    slower = (f"{_n(len(once), 'time')} slower than the baseline, seen in one process only: "
+              + _list(f"{c.check} ({c.rule})" for c in once)
+              + " (./compat candidate measures a figure that looks slower again in fresh processes)") if once else ""
+    details = [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip() for c in regressions + once]
+    if regressions:
+        return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
+                                                   + _list(f"{c.check} ({c.rule})" for c in regressions)
+                                                   + (f"; {slower}" if slower else ""),
+                      details, "against-the-baseline", f"{len(regressions)} regressed")
+    if once:
+        return Aspect("against the baseline", WARN, f"nothing regressed; {slower}", details,
+                      SPEED_AGAINST, f"no regression, {len(once)} slower once")
+    return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
+                  short="no regression")
 
 
 # ----------------------------------------------------------------------------- partial runs
