@@ -401,6 +401,10 @@ def upgrade_side(tmp_path, side, baseline, *args, env=None):
     return res, report
 
 
+def found_kind(comparison: dict, check: str) -> str | None:
+    return next((c["kind"] for c in comparison["changes"] if c["check"] == check), None)
+
+
 @pytest.mark.slow
 def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shape_cost(tmp_path):
     """Both sides through ./compat's own path (tools/upgrade.py: the planned runs, each keeping
@@ -425,6 +429,16 @@ def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leak_and_per_shap
     flagged |= {c["check"]: c["rule"] for c in found["changes"]
                 if c["kind"] == "warning" and c["detail"].startswith("inconclusive: the baseline was measured under load")}
     assert flagged == INJECTED, faulty.stdout[-4000:]
+    # the page ./compat candidate writes next says the same on its first screen
+    import subprocess
+    import sys
+    page = subprocess.run([sys.executable, "-m", "tools.report", str(tmp_path / "runs.jsonl"), "--baseline",
+                           str(baseline), "--out", str(tmp_path / "page")], cwd=ROOT, capture_output=True, text=True)
+    assert page.returncode == 0, page.stdout[-2000:] + page.stderr
+    doc = json.loads((tmp_path / "page" / "matrix.json").read_text())
+    line = " ".join(a["line"] for v in doc["verdicts"] for a in v["aspects"] if a["name"] == "against the baseline")
+    regressed = {check for check, rule in flagged.items() if found_kind(found, check) == "regression"}
+    assert regressed and all(check in line for check in regressed), line
     records = [r for run in runfiles.read_file(tmp_path / "runs.jsonl").runs[-1:] for r in run.records]
     by_check = {r["check"]: r for r in records}
     assert by_check["perf/memory-bert/loop"]["category"] == Category.GROWS
