@@ -246,6 +246,7 @@ def test_the_first_screen_names_a_slowdown_seen_once_without_calling_it_a_regres
     assert once.state == verdict.WARN and once.line.startswith("nothing regressed; 1 time slower than the baseline, "
                                                                "seen in one process only: perf/linear/float32/backward")
     assert "./compat candidate" in once.line and once.anchor == verdict.SPEED_AGAINST
+    assert once.short == "no regression; 1 slower, seen once"   # the headline's words
     assert perf_sections(m, baseline)[0].anchor == verdict.SPEED_AGAINST   # the link lands on its rows
     confirmed, _ = screen(run("b", 5.6e-3, once=False))
     assert confirmed.state == verdict.BAD and confirmed.line.startswith("1 regression: perf/linear/float32/backward")

@@ -506,7 +506,7 @@ def _against(changes: list | None) -> Aspect | None:
                       details, "against-the-baseline", f"{len(regressions)} regressed")
     if once:
         return Aspect("against the baseline", WARN, f"nothing regressed; {slower}", details,
-                      SPEED_AGAINST, f"no regression, {len(once)} slower once")
+                      SPEED_AGAINST, f"no regression; {len(once)} slower, seen once")
     return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
                   short="no regression")
 
