@@ -414,9 +414,10 @@ def build(runs: list[Run]) -> Matrix:
     Records of an older judge are judged again here (``judged_again``)."""
     by_env: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
+        if run.records:   # a run that recorded nothing (stopped at once) is no machine's column
+            by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
     machines: dict[str, list[str]] = defaultdict(list)
-    for env_id, hw in by_env:
+    for env_id, hw in sorted(by_env):   # numbered in the order of their names, not of the runs a file still holds
         machines[env_id].append(hw)
     notes = []
     for env_id, hws in machines.items():
@@ -450,6 +451,9 @@ def build(runs: list[Run]) -> Matrix:
     gone = not_collected_any_more(columns.values(), cells, {run.run_id: run for rs in by_env.values() for run in rs})
     for key in gone:
         del cells[key]
+    # in check order, not in the order the runs first recorded them: what a list names first
+    # ("non-finite: a, b, c") is the same whichever runs the files still hold (``superseded``)
+    cells = dict(sorted(cells.items()))
     if gone:
         notes.append(f"{len(gone):,} record{'' if len(gone) == 1 else 's'} left out: the newest whole run of their suite on that target did not "
                      f"run those checks (retired or renamed since, or no longer collected there); the run files keep "

@@ -506,7 +506,7 @@ def parity_sections(m: Matrix) -> list[Section]:
                         str(statuses.get("fail", 0)), str(statuses.get("xfail", 0)),
                         num(margins[len(margins) // 2]),
                         "NaN/inf" if margins[-1] == math.inf else num(margins[-1])])
-        for check, rec in sorted(recs, key=lambda cr: -margin_of(cr[1]))[:WORST_PER_DTYPE]:
+        for check, rec in sorted(recs, key=lambda cr: (-margin_of(cr[1]), cr[0]))[:WORST_PER_DTYPE]:   # ties by id: the same page whatever the order the runs came in
             met = rec["metrics"]
             worst.append([check, labels.get(key[0], key[0]), key[1], cell_of(rec, labels.get(key[0], "")),
                           "NaN/inf" if margin_of(rec) == math.inf else num(met["margin"]),
@@ -514,7 +514,7 @@ def parity_sections(m: Matrix) -> list[Section]:
                           f"rtol {num(met.get('rtol'))}, atol {num(met.get('atol'))}", met.get("reference") or ""])
         charted += [(f"{check} · {labels.get(key[0], key[0])}", margin_of(r), cell_key(r))
                     for check, r in recs if 0 < margin_of(r) < math.inf]
-    charted = sorted(charted, key=lambda p: -p[1])[:WORST_CHARTED]
+    charted = sorted(charted, key=lambda p: (-p[1], p[0]))[:WORST_CHARTED]
     margin_caption = (f"The {len(charted)} largest finite margins over every column and dtype (log scale; past "
                       "the red line at 1: outside tolerance)")
     return [
