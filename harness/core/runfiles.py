@@ -22,13 +22,20 @@ that cannot be read). ``read_file`` reads only a regular file, groups its lines 
 ``Run``s, reads an older schema's record as today's (harness.core.records.migrate), and
 reports a bad line, or a header repeated for a run already begun, without hiding the good
 lines around it. ``loads`` is the JSON reader for the files this project reads (a lone
-surrogate becomes U+FFFD).
+surrogate becomes U+FFFD). A file is read a line at a time, and a gzip file (``.gz``) as well.
+
+Keeping. ``retire`` moves the runs the report no longer shows anything of (chosen by
+harness.report.matrix.superseded) out of a run file into ``superseded/<name>.gz`` beside it,
+at the end of each run (harness.plugin.hooks), so that a file appended to before every
+upgrade stays about one run of each suite long, and nothing a run wrote is lost.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
 import errno
+import fcntl
+import gzip
 import json
 import os
 import re
@@ -78,7 +85,7 @@ class Writer:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = _open_shared(self.path)
             try:
                 if _ends_mid_line(self.path, fd):
                     self._append(fd, b"\n")
@@ -117,6 +124,28 @@ class Writer:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+
+def _open_shared(path: Path) -> int:
+    """``path`` opened for appending, holding a shared lock (``flock``) until it is closed:
+    while any writer holds one, ``retire`` leaves the file alone. A file that ``retire``
+    replaced between this open and the lock is opened again (the lock is on the file that
+    was opened; lines appended to the replaced one would be lost). Where locks are not
+    offered (a device, some network filesystems) the file is written without one."""
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            return fd
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        except FileNotFoundError:   # replaced, or removed by the user: open the path anew
+            pass
+        except OSError:
+            return fd
+        os.close(fd)
 
 
 def _ends_mid_line(path: Path, fd: int) -> bool:
@@ -354,63 +383,91 @@ def read_file(path: str | os.PathLike) -> RunFile:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
             return RunFile(path, [], [f"{path}: not a regular file ({kind_of_file(st.st_mode)}); give a run file"])
-        raw = Path(path).read_bytes()
+        fh = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as exc:
         return RunFile(path, [], [f"{path}: cannot read: {os_error_words(exc)}"])
-    if not raw.strip():
+    seen_any = False
+    with fh:
+        for lineno, line, last, problem in _lines(fh):
+            if problem:
+                errors.append(f"{path}:{lineno}: {problem}")
+                break
+            if not line.strip():
+                continue
+            seen_any = True
+            where = f"{path}:{lineno}"
+            obj, why = _parsed(line, last)
+            if why:
+                errors.append(f"{where}: {why}")
+                continue
+            _take(obj, path, lineno, runs, first_header, errors)
+    if not seen_any and not errors:
         return RunFile(path, [], [f"{path}: empty run file (no header)"])
-    lines = raw.split(b"\n")
-    ends_clean = raw.endswith(b"\n")
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        last = lineno == len(lines) and not ends_clean
-        where = f"{path}:{lineno}"
-        try:
-            obj = loads(line.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            why = "truncated last line (the run was cut off)" if last else f"not valid JSON ({exc.__class__.__name__})"
-            errors.append(f"{where}: {why}")
-            continue
-        if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
-            errors.append(f"{where}: not a run-file line (expected an object with kind header/check/end)")
-            continue
-        kind, run_id = obj["kind"], obj.get("run")
-        if not isinstance(run_id, str):
-            errors.append(f"{where}: line has no run id")
-            continue
-        if kind == "header":
-            if run_id in runs:
-                errors.append(f"{where}: repeated header for run {quoted(run_id)} (its first at line "
-                              f"{first_header[run_id]}): ignored")
-                continue
-            if not records.readable(obj.get("schema")):
-                errors.append(f"{where}: schema version {quoted(obj.get('schema'))}, "
-                              f"this reader understands 1 to {records.SCHEMA}")
-                continue
-            if not isinstance(obj.get("facts"), dict):
-                errors.append(f"{where}: header has no facts")
-                continue
-            obj, problems = records.check_header(obj)   # a field of another type: left out, or the run skipped
-            errors.extend(f"{where}: {p}" for p in problems)
-            if obj is None:
-                continue
-            runs[run_id] = Run(run_id, obj, path)
-            first_header[run_id] = lineno
-            continue
-        run = runs.get(run_id)
-        if run is None:
-            errors.append(f"{where}: {kind} line for run {quoted(run_id)} with no readable header before it")
-            continue
-        if kind == "end":
-            run.end = obj
-            continue
-        problem = records.validate(obj)
-        if problem:
-            errors.append(f"{where}: {problem}")
-            continue
-        run.records.append(records.migrate(obj, run.header["schema"]))
     return RunFile(path, list(runs.values()), errors)
+
+
+def _lines(fh):
+    """``(lineno, line, last, problem)`` for each line of an open run file, read one at a time
+    (a history of many runs is hundreds of megabytes; it is never held whole). ``last``: the
+    line is the file's last and has no newline (a run cut off while writing it). ``problem``:
+    the file could not be read on from there (a compressed file cut short); nothing follows."""
+    lineno = 0
+    try:
+        for line in fh:
+            lineno += 1
+            ends = line.endswith(b"\n")
+            yield lineno, line[:-1] if ends else line, not ends, None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:   # zlib.error is not raised by gzip's reader
+        yield lineno + 1, b"", True, f"cannot read on: {os_error_words(exc) if isinstance(exc, OSError) and exc.errno else 'compressed data cut short or damaged'}"
+
+
+def _parsed(line: bytes, last: bool) -> tuple[dict | None, str | None]:
+    """One line's object, or why it is none."""
+    try:
+        obj = loads(line.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, "truncated last line (the run was cut off)" if last else f"not valid JSON ({exc.__class__.__name__})"
+    if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
+        return None, "not a run-file line (expected an object with kind header/check/end)"
+    if not isinstance(obj.get("run"), str):
+        return None, "line has no run id"
+    return obj, None
+
+
+def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, errors: list) -> None:
+    """One readable line into ``runs`` (a header, a record, an end line), or a problem into ``errors``."""
+    kind, run_id, where = obj["kind"], obj["run"], f"{path}:{lineno}"
+    if kind == "header":
+        if run_id in runs:
+            errors.append(f"{where}: repeated header for run {quoted(run_id)} (its first at line "
+                          f"{first_header[run_id]}): ignored")
+            return
+        if not records.readable(obj.get("schema")):
+            errors.append(f"{where}: schema version {quoted(obj.get('schema'))}, "
+                          f"this reader understands 1 to {records.SCHEMA}")
+            return
+        if not isinstance(obj.get("facts"), dict):
+            errors.append(f"{where}: header has no facts")
+            return
+        obj, problems = records.check_header(obj)   # a field of another type: left out, or the run skipped
+        errors.extend(f"{where}: {p}" for p in problems)
+        if obj is None:
+            return
+        runs[run_id] = Run(run_id, obj, path)
+        first_header[run_id] = lineno
+        return
+    run = runs.get(run_id)
+    if run is None:
+        errors.append(f"{where}: {kind} line for run {quoted(run_id)} with no readable header before it")
+        return
+    if kind == "end":
+        run.end = obj
+        return
+    problem = records.validate(obj)
+    if problem:
+        errors.append(f"{where}: {problem}")
+        return
+    run.records.append(records.migrate(obj, run.header["schema"]))
 
 
 def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
@@ -445,3 +502,128 @@ def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
         else:
             problems.append(f"{p}: not a regular file ({kind_of_file(st.st_mode)}); give a run file")
     return files, problems
+
+
+# --------------------------------------------------------------------------- a history kept bounded
+
+# Every run appends to its environment's file, and a run of every suite writes some 17 MB on
+# one target: after a few dozen runs the report would read hundreds of megabytes (and hold
+# them parsed, a gigabyte) to show what the newest runs alone say. ``retire`` moves out of
+# the file the runs the merge no longer reads, into a compressed file beside it that keeps
+# them, so that nothing a run wrote is ever lost.
+SUPERSEDED = "superseded"
+
+
+def archive_of(path: str | os.PathLike) -> Path:
+    """Where ``retire`` moves a run file's superseded runs: ``superseded/<name>.gz`` beside it,
+    a gzip file of run-file lines (one member per retirement) that ``read_file`` reads."""
+    path = Path(path)
+    return path.parent / SUPERSEDED / (path.name + ".gz")
+
+
+@dataclasses.dataclass
+class Retired:
+    """What ``retire`` moved: ``runs`` runs, ``records`` check records of them, out of a file
+    of ``size_before`` bytes that now has ``size_after``, into ``archive``."""
+    path: Path
+    archive: Path
+    runs: int
+    records: int
+    size_before: int
+    size_after: int
+
+
+def retire(path: str | os.PathLike, choose) -> Retired | None:
+    """Move the runs ``choose(runs)`` names (a set of run ids, from every run ``read_file``
+    reads in ``path``) out of the run file into ``archive_of(path)``, each of their lines as
+    it was; every other line, a problem line included, stays where it was, in its order.
+
+    Only while no writer has the file open: each ``Writer`` holds a shared lock, and this
+    takes the exclusive one without waiting, so a run still writing (another session, a run
+    of another ``./compat suites`` phase) is never cut off; a file locked or changing, a
+    device, or a system without locks leaves the file as it is (None, as when nothing is
+    chosen): the next run tries again. The new file is written beside the old and put in its
+    place by a rename, after the runs are in the archive: a crash at any point leaves every
+    line in the run file, the archive, or both. An OSError (a full disk) leaves the run file
+    as it was and goes to the caller."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not os.path.samestat(st, os.stat(path)):   # replaced before the lock: the next run
+                return None
+        except OSError:   # a writer holds it (BlockingIOError), or no locks are offered here
+            return None
+        rf = read_file(path)
+        gone = set(choose(rf.runs))
+        if not gone:
+            return None
+        archive = archive_of(path)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.retire{os.getpid()}"
+        part = archive.parent / f".{archive.name}.part{os.getpid()}"
+        try:
+            with open(path, "rb") as src, open(tmp, "wb") as keep, open(part, "wb") as raw, \
+                    gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
+                for line in src:
+                    if _run_of(line) in gone:
+                        out.write(line if line.endswith(b"\n") else line + b"\n")
+                    else:
+                        keep.write(line)
+                keep.flush()
+                os.fsync(keep.fileno())
+            if os.fstat(fd).st_size != st.st_size:   # appended to without the lock: leave it be
+                return None
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            _append_whole(archive, part.read_bytes())
+            os.replace(tmp, path)
+        finally:
+            for leftover in (tmp, part):
+                try:
+                    leftover.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        moved = [run for run in rf.runs if run.run_id in gone]
+        return Retired(path, archive, len(moved), sum(len(run.records) for run in moved),
+                       st.st_size, os.stat(path).st_size)
+    finally:
+        os.close(fd)
+
+
+def _run_of(line: bytes) -> str | None:
+    """The run id of a run-file line, None for a line that has none (it stays in the file)."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    run = obj.get("run") if isinstance(obj, dict) else None
+    return run if isinstance(run, str) else None
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """``data`` at the end of ``path``, on disk, or, when that fails, the file cut back to its
+    size before and the OSError raised: a compressed member written in part would make the
+    archive unreadable from there on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, before)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)

@@ -77,6 +77,8 @@ class SessionState:
         self.write_errors: list[str] = []   # --save-baseline / --compare-out that could not be written
         self.run_file_error: str | None = None   # the run file could not be written: the run stopped there
         self.stopped_by_run_file = False   # ... and pytest stopped the session with that line as its reason
+        self.retired: runfiles.Retired | None = None   # the superseded runs moved out of the run file at the end
+        self.retire_error: str | None = None            # ... or why they could not be
         self.written = 0           # check records the run file holds
         self.ended: set[str] = set()   # the tests that ended (their teardown, or their worker's death)
         self.session = None
@@ -162,6 +164,19 @@ class SessionState:
         dsession = self.config.pluginmanager.get_plugin("dsession")
         if dsession is not None:
             dsession.shouldstop = self.run_file_error
+
+    def retire_superseded(self) -> None:
+        """Move the runs of the run file that the report no longer shows anything of into the
+        archive beside it (harness.core.runfiles.retire, harness.report.matrix.superseded), so
+        that a file appended to before every upgrade for years stays about one run of each
+        suite long. Not moving them is never a failure of the run: the file keeps them, the
+        summary says why in a line, and the next run tries again."""
+        from harness.report import matrix
+        try:
+            self.retired = runfiles.retire(self.writer.path, matrix.superseded)
+        except OSError as exc:
+            self.retire_error = (f"earlier runs not moved to {options.shown_path(runfiles.archive_of(self.writer.path))}: "
+                                 f"{runfiles.os_error_words(exc)}; the run file keeps them, and the next run tries again")
 
     def incomplete(self, exitstatus) -> str | None:
         """How this run fell short of its selection, in words ("was interrupted after 20 of
@@ -276,6 +291,8 @@ class SessionState:
             self.writer.close()
         except OSError:   # closing adds nothing to the file: every line was written or said
             pass
+        if self.run_file_error is None:
+            self.retire_superseded()
         short = self.incomplete(exitstatus) if keep else None
         if short:
             self.not_saved = (f"this run's part NOT kept: the run {short}" if part
@@ -798,6 +815,10 @@ def write_summary(terminalreporter, state) -> None:
     path = state.writer.path if state.writer else state.run_file()
     command = options.report_command(path)
     tr.write_line(f"run file: {options.shown_path(path)}")
+    if state.retired is not None:
+        tr.write_line("run file: " + retired_words(state.retired))
+    elif state.retire_error:
+        tr.write_line("run file: " + state.retire_error)
     if state.written or state.run_file_error is None:   # a run file that took no record has nothing to render
         tr.write_line(f"report: {command}" + (
             "   (every run in reports/runs/, this one included; ./compat suites runs it after the suites)"
@@ -817,6 +838,16 @@ def write_summary(terminalreporter, state) -> None:
             tr.write_line(line)
         if cmp.regressions:
             tr.write_line(f"FAILED: {len(cmp.regressions)} regression(s) against {cmp.baseline.label}", red=True)
+
+
+def retired_words(moved: runfiles.Retired) -> str:
+    """What ``retire`` did, in a line: how much it moved, where to, and how to see it."""
+    mib = (moved.size_before - moved.size_after) / 2 ** 20
+    archive = options.shown_path(moved.archive)
+    return (f"{plural(moved.runs, 'earlier run')} that the report no longer shows anything of (newer runs "
+            f"stand for every check {'it' if moved.runs == 1 else 'they'} recorded; {moved.records:,} records, "
+            f"{mib:,.1f} MiB) moved to {archive}; `python -m tools.report {archive} --out DIR` shows "
+            f"{'it' if moved.runs == 1 else 'them'}")
 
 
 def write_problems(tr, state) -> None:

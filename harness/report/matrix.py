@@ -498,6 +498,49 @@ def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: di
     return gone
 
 
+def superseded(runs: list[Run]) -> set[str]:
+    """The runs ``build`` no longer shows anything of (their ids). In ``build``'s order
+    (oldest first, per environment and machine), a record stands until a newer one of the
+    same check in the same column (target, workload) replaces it, or until a newer whole,
+    finished run of its suite there runs without it (``not_collected_any_more``: a check
+    retired or renamed since); a run is needed while it holds a standing record, or while it
+    is the newest whole, finished run of a suite in a column (whose list of checks decides
+    the second case). Leaving the others out changes no cell and no partial line of the
+    matrix: only the note counting records left out as retired stops counting theirs, and a
+    cut-off run among them no longer marks its column as cut off, every check it reached
+    having a newer record. harness.core.runfiles.retire moves them out of a run file, so a
+    file used for years holds about one run of each suite and selection."""
+    from harness.report import selection
+    by_env: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
+    needed: set[str] = set()
+    for env_runs in by_env.values():
+        env_runs = sorted(env_runs, key=lambda r: (r.header.get("started", ""), r.run_id))
+        order = {run.run_id: i for i, run in enumerate(env_runs)}
+        newest: dict[tuple[str, str, str], tuple[str, str]] = {}   # (target, workload, check) -> (run, suite)
+        whole: dict[tuple[str, str, str], str] = {}        # (target, workload, suite) -> its newest whole run
+        held: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)   # (run, target, workload, suite) -> checks
+        for run in env_runs:
+            places = set()
+            for rec in run.records:
+                place = (rec.get("target") or "any", records.workload_of(rec))
+                newest[(*place, rec["check"])] = (run.run_id, rec["suite"])
+                places.add((*place, rec["suite"]))
+                held[(run.run_id, *place, rec["suite"])].add(rec["check"])
+            if run.complete:
+                sel = selection.selection_of(run.header)
+                for target, workload, suite in places:
+                    if selection.whole_for(sel, suite, target):
+                        whole[(target, workload, suite)] = run.run_id
+        needed |= set(whole.values())
+        for (target, workload, check), (run_id, suite) in newest.items():
+            after = whole.get((target, workload, suite))
+            if after is None or order[after] <= order[run_id] or check in held[(after, target, workload, suite)]:
+                needed.add(run_id)
+    return {run.run_id for run in runs} - needed
+
+
 def listed(items, at_most: int = 3) -> str:
     """The first ``at_most`` items, and how many more: "a, b, c and 4 more"."""
     items = list(items)
