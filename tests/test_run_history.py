@@ -283,3 +283,32 @@ def test_a_second_run_moves_the_first_out_and_says_so(tmp_path):
     now = runfiles.read_file(run_file)
     assert now.errors == [] and len(now.runs) == 1
     assert json.loads(archived.splitlines()[0])["run"] != now.runs[0].run_id
+
+
+def test_the_report_reads_an_archive_or_its_folder_as_run_files(tmp_path):
+    path = tmp_path / "runs" / "env.jsonl"
+    path.parent.mkdir()
+    write(path, [run("A", "1", failing=("a",)), run("B", "2")])
+    moved = runfiles.retire(path, superseded)
+    files, problems = runfiles.find_run_files([str(path.parent), str(moved.archive.parent)])
+    assert problems == [] and files == [str(path), str(moved.archive)]   # reports/runs: not what is below it
+    from tools import report
+    out = tmp_path / "old"
+    assert report.main([str(moved.archive.parent), "--out", str(out), "--no-baseline"]) == 0
+    cells = json.loads((out / "matrix.json").read_text())
+    assert "ops/a" in json.dumps(cells) and (out / "matrix.html").is_file()
+
+
+def test_a_move_that_fails_is_one_line_of_the_summary_and_not_a_failure(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.plugin import hooks
+
+    def full(path, choose):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(runfiles, "retire", full)
+    state = SimpleNamespace(writer=SimpleNamespace(path=tmp_path / "env.jsonl"), retired=None, retire_error=None)
+    hooks.SessionState.retire_superseded(state)
+    assert state.retired is None
+    assert state.retire_error.startswith("earlier runs not moved to ") and "superseded/env.jsonl.gz" in state.retire_error
+    assert state.retire_error.endswith("No space left on device; the run file keeps them, and the next run tries again")

@@ -470,8 +470,12 @@ def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, err
     run.records.append(records.migrate(obj, run.header["schema"]))
 
 
+RUN_FILE_SUFFIXES = (".jsonl", ".jsonl.gz")   # a run file, and an archive of superseded runs (``retire``)
+
+
 def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
-    """Expand directories to their ``*.jsonl`` files (not the hidden ones); return (files,
+    """Expand directories to their ``*.jsonl`` and ``*.jsonl.gz`` files (not the hidden ones,
+    not in the directories below: ``reports/runs`` is not its ``superseded`` archives); return (files,
     problems). Each input is looked at with ``os.stat``, which never blocks, so that a FIFO is
     said (one problem line) rather than read forever; a directory that cannot be listed or a
     symbolic link loop is said as what it is, not as "no run files" or "no such file"."""
@@ -493,9 +497,9 @@ def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
             except OSError as exc:
                 problems.append(f"cannot read directory {p}: {os_error_words(exc)}")
                 continue
-            found = sorted(str(pp / n) for n in names if n.endswith(".jsonl") and not n.startswith("."))
+            found = sorted(str(pp / n) for n in names if n.endswith(RUN_FILE_SUFFIXES) and not n.startswith("."))
             if not found:
-                problems.append(f"{p}: no run files (*.jsonl) in this directory")
+                problems.append(f"{p}: no run files (*.jsonl, *.jsonl.gz) in this directory")
             files.extend(found)
         elif stat.S_ISREG(st.st_mode):
             files.append(str(pp))
