@@ -312,3 +312,14 @@ def test_a_move_that_fails_is_one_line_of_the_summary_and_not_a_failure(tmp_path
     assert state.retired is None
     assert state.retire_error.startswith("earlier runs not moved to ") and "superseded/env.jsonl.gz" in state.retire_error
     assert state.retire_error.endswith("No space left on device; the run file keeps them, and the next run tries again")
+
+
+def test_a_run_file_behind_a_symbolic_link_is_rewritten_where_it_lies(tmp_path):
+    real = tmp_path / "synced" / "env.jsonl"
+    real.parent.mkdir()
+    write(real, [run("A", "1"), run("B", "2")])
+    link = tmp_path / "env.jsonl"
+    link.symlink_to(real)
+    moved = runfiles.retire(link, superseded)
+    assert link.is_symlink() and moved.archive == real.parent / "superseded" / "env.jsonl.gz"
+    assert [r.run_id for r in runfiles.read_file(link).runs] == ["B"]

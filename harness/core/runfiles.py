@@ -549,8 +549,9 @@ def retire(path: str | os.PathLike, choose) -> Retired | None:
     chosen): the next run tries again. The new file is written beside the old and put in its
     place by a rename, after the runs are in the archive: a crash at any point leaves every
     line in the run file, the archive, or both. An OSError (a full disk) leaves the run file
-    as it was and goes to the caller."""
-    path = Path(path)
+    as it was and goes to the caller. A run file reached through a symbolic link is rewritten
+    where it lies (its archive beside it there), the link left a link."""
+    path = Path(os.path.realpath(path))
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
