@@ -149,6 +149,19 @@ def test_the_whole_run_that_retired_a_check_stays_while_an_older_record_of_it_co
     assert shown(kept([older, whole, narrowed])) == shown([older, whole, narrowed])
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(RUN, min_size=1, max_size=5))
+def test_retire_chooses_from_slim_records_what_it_would_from_whole_ones(drawn):
+    """retire reads records slim (identity only: a gigabyte-old file must not be held whole);
+    the choice is the one the whole records give."""
+    import tempfile
+    runs = [run(f"r{i}", **kw) for i, kw in enumerate(drawn)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/env.jsonl"
+        write(path, runs)
+        assert superseded(runfiles.read_file(path, slim=True).runs) == superseded(runfiles.read_file(path).runs)
+
+
 def test_the_property_fails_on_a_choice_that_ignores_the_workload(monkeypatch):
     """The property above is not vacuous: a choice of runs that merges workloads (a run at
     the small workload standing for one at the large) changes the matrix, and it says so."""

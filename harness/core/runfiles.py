@@ -40,6 +40,7 @@ import json
 import os
 import re
 import stat
+import sys
 import uuid
 from pathlib import Path
 
@@ -362,7 +363,7 @@ def quoted(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def read_file(path: str | os.PathLike) -> RunFile:
+def read_file(path: str | os.PathLike, slim: bool = False) -> RunFile:
     """Every readable run and record of one file, and one line per problem found.
 
     A bad line does not hide the good ones around it: the caller reports the problems and
@@ -374,6 +375,9 @@ def read_file(path: str | os.PathLike) -> RunFile:
     id) is reported and ignored: the run keeps its first header and every record, before the
     repeat and after it. Only a regular file is read: a FIFO would block the reader, a device
     never end, so anything else is one problem line.
+
+    ``slim``: each record keeps only what tells which check, suite, target and workload it
+    is (``retire`` reads every run of a file that may be a gigabyte old, to choose).
     """
     path = str(path)
     runs: dict[str, Run] = {}
@@ -400,7 +404,7 @@ def read_file(path: str | os.PathLike) -> RunFile:
             if why:
                 errors.append(f"{where}: {why}")
                 continue
-            _take(obj, path, lineno, runs, first_header, errors)
+            _take(obj, path, lineno, runs, first_header, errors, slim)
     if not seen_any and not errors:
         return RunFile(path, [], [f"{path}: empty run file (no header)"])
     return RunFile(path, list(runs.values()), errors)
@@ -434,7 +438,7 @@ def _parsed(line: bytes, last: bool) -> tuple[dict | None, str | None]:
     return obj, None
 
 
-def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, errors: list) -> None:
+def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, errors: list, slim: bool = False) -> None:
     """One readable line into ``runs`` (a header, a record, an end line), or a problem into ``errors``."""
     kind, run_id, where = obj["kind"], obj["run"], f"{path}:{lineno}"
     if kind == "header":
@@ -466,6 +470,11 @@ def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, err
     problem = records.validate(obj)
     if problem:
         errors.append(f"{where}: {problem}")
+        return
+    if slim:
+        workload = records.workload_of(obj)
+        run.records.append({"check": sys.intern(obj["check"]), "suite": sys.intern(obj["suite"]),
+                            "target": obj.get("target"), "metrics": {"workload": workload} if workload else {}})
         return
     run.records.append(records.migrate(obj, run.header["schema"]))
 
@@ -566,7 +575,7 @@ def retire(path: str | os.PathLike, choose) -> Retired | None:
                 return None
         except OSError:   # a writer holds it (BlockingIOError), or no locks are offered here
             return None
-        rf = read_file(path)
+        rf = read_file(path, slim=True)
         gone = set(choose(rf.runs))
         if not gone:
             return None
