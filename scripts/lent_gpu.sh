@@ -21,7 +21,8 @@
 #       Into $OUT (the device's return folder) or LENT_OUT: machine.txt (the GPU, the tree's
 #       revision), PART.jsonl.gz per part, lent.log.gz (every part's output), and for optim
 #       optim-account.txt; at most 8 files come back, so at most 5 parts with optim. A folder
-#       used before is appended to: its run files and log are never replaced.
+#       used before is appended to: its run files and log are never replaced (a run the report
+#       no longer shows moves to superseded/ there; on the device $OUT starts empty, so none does).
 #       PART is one of (LENT_WORKERS, default 12, sets -n where it says 12):
 #         env       pytest suites/ -m env
 #         controls  every suite's controls on cuda (seconds): trust the instruments first
