@@ -257,6 +257,30 @@ def test_runs_of_one_environment_id_on_two_machines_are_split_with_a_line(tmp_pa
     assert {per[c]["status"] for per in doc["cells"].values() for c in per} == {"pass", "fail"}
 
 
+def test_a_candidate_with_another_transformers_and_the_same_torch_is_a_column_of_its_own(tmp_path, recorded, capsys):
+    """The upgrade check's candidate (tox -e candidate, transformers 5.24.0) writes to the run
+    file of the same environment id as the runs of the .venv (5.23.0): merged, the column
+    showed the candidate's records under the newest header's versions, as if installed. Each
+    keeps its column, named by the version that differs, and the history says which is which."""
+    from harness.report.matrix import version_history
+    facts = recorded("linux_x86_64")
+    facts = {**facts, "packages": {**facts.get("packages", {}), "transformers": "5.23.0"}}
+    newer = {**facts, "packages": {**facts["packages"], "transformers": "5.24.0"}}
+    a = write_run(tmp_path / "a.jsonl", facts, [rec("threads", "pass")])
+    b = write_run(tmp_path / "b.jsonl", newer, [rec("threads", "fail", reason="slow")], run="R2")
+    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "k")]) == 0
+    err = capsys.readouterr().err
+    assert "had 2 different package versions (#1: transformers 5.23.0; #2: transformers 5.24.0)" in err, err
+    doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
+    labels = sorted(c["label"] for c in doc["columns"])
+    assert len(labels) == 2 and labels[0].endswith("· transformers 5.23.0") and labels[1].endswith("· transformers 5.24.0")
+    assert {per[c]["status"] for per in doc["cells"].values() for c in per} == {"pass", "fail"}
+    m = build(runfiles.read_file(a).runs + runfiles.read_file(b).runs)
+    (history,) = version_history(m)
+    torch = m.columns[0].torch_release
+    assert history.steps == ((f"{torch} · transformers 5.23.0", "pass"), (f"{torch} · transformers 5.24.0", "fail"))
+
+
 def test_a_mac_is_named_by_its_chip_gpu_cores_and_memory(recorded):
     facts = recorded("apple_silicon_native")
     facts = {**facts, "mac": {**facts["mac"], "chip": "Apple M2 Pro", "gpu_cores": 19, "memory_bytes": 32 * 2 ** 30}}

@@ -25,7 +25,7 @@ WHOLE = ("suites/",)
 
 
 def run(run_id, started, targets=("cpu",), suites=("ops", "parity"), checks=("a", "b"), keyword="",
-        complete=True, workload="", cpu="Xeon", failing=()):
+        complete=True, workload="", cpu="Xeon", failing=(), transformers="5.23.0"):
     """A run in memory: a record of each check of each suite on each target."""
     metrics = {"workload": workload} if workload else {}
     recs = [{"kind": "check", "run": run_id, "suite": s, "subject": c, "variant": "", "target": t,
@@ -33,7 +33,8 @@ def run(run_id, started, targets=("cpu",), suites=("ops", "parity"), checks=("a"
              "reason": "", "metrics": dict(metrics), "duration_s": 0.1}
             for s in suites for t in targets for c in checks]
     header = {"kind": "header", "schema": 2, "run": run_id, "env_id": "vm-py3.11-torch2.15.0", "started": started,
-              "facts": {"host": "vm", "cpu": {"model": cpu}}, "pytest_args": list(WHOLE),
+              "facts": {"host": "vm", "cpu": {"model": cpu}, "packages": {"transformers": transformers}},
+              "pytest_args": list(WHOLE),
               "selection": {"markexpr": "", "keyword": keyword, "args": list(WHOLE), "collected": len(recs) + 5,
                             "selected": len(recs), "deselected": 5 if keyword else 0},
               "targets": {t: {"selected": True, "available": True} for t in targets}}
@@ -81,11 +82,13 @@ def test_a_narrowed_run_does_not_make_an_older_whole_one_go_even_when_it_holds_e
     assert ids([run("W", "1"), run("K", "2", keyword="a or b")]) == set()
 
 
-def test_another_target_another_workload_or_another_machine_replace_nothing():
+def test_another_target_workload_machine_or_transformers_replace_nothing():
     assert ids([run("M", "1", targets=("mps",)), run("C", "2", targets=("cpu",))]) == set()
     assert ids([run("S", "1", suites=("optim",), workload="small"),
                 run("L", "2", suites=("optim",), workload="large")]) == set()
     assert ids([run("X", "1", cpu="Xeon"), run("E", "2", cpu="Epyc")]) == set()
+    # the upgrade check's candidate: the same torch, another transformers, the same run file
+    assert ids([run("V", "1"), run("C", "2", transformers="5.24.0")]) == set()
 
 
 def test_a_run_that_recorded_nothing_goes():
@@ -125,6 +128,7 @@ RUN = st.fixed_dictionaries({
     "complete": st.booleans(),
     "workload": st.sampled_from(["", "small"]),
     "cpu": st.sampled_from(["Xeon", "Xeon", "Xeon", "Epyc"]),
+    "transformers": st.sampled_from(["5.23.0", "5.23.0", "5.23.0", "5.24.0"]),
     "failing": st.lists(st.sampled_from("abcd"), max_size=2).map(tuple),
 })
 
@@ -132,8 +136,8 @@ RUN = st.fixed_dictionaries({
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RUN, min_size=1, max_size=7))
 def test_leaving_the_superseded_runs_out_changes_nothing_the_matrix_shows(drawn):
-    """Any history of runs, narrowed, cut off, on other targets, workloads and machines, with
-    checks coming and going: the matrix of the runs kept is the matrix of them all."""
+    """Any history of runs, narrowed, cut off, on other targets, workloads, machines and
+    transformers versions, with checks coming and going: the matrix of the runs kept is the matrix of them all."""
     runs = [run(f"r{i}", **kw) for i, kw in enumerate(drawn)]
     assert shown(kept(runs)) == shown(runs)
 

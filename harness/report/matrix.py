@@ -224,6 +224,26 @@ def hardware_key(facts: dict) -> str:
     return "|".join([_clean((facts.get("cpu") or {}).get("model")), chip_name(facts), gpu_names(facts)])
 
 
+# Beside torch (in the environment id), the packages whose version changes what the suites
+# find: the Hugging Face stack the models, the Trainer and the data path come from. Runs of
+# one environment id with other versions of them (the upgrade check's candidate with a new
+# transformers and the same torch; a `pip install -U transformers` between two runs) are
+# other environments: merged, a column would show one's records under the other's versions.
+STACK = ("transformers", "datasets", "accelerate")
+
+
+def stack_of(facts: dict) -> tuple[tuple[str, str], ...]:
+    """The versions of ``STACK`` a run header's facts name ("" for one not installed)."""
+    packages = facts.get("packages") or {}
+    return tuple((name, str(packages.get(name) or "")) for name in STACK)
+
+
+def merge_key(run: Run) -> tuple:
+    """What ``build`` merges runs by: the environment id, the machine, the stack's versions."""
+    facts = run.header.get("facts") or {}
+    return (run.env_id, hardware_key(facts), stack_of(facts))
+
+
 def _version_key(text: str | None):
     try:
         return (0, Version((text or "").split("+")[0]))
@@ -381,7 +401,8 @@ class Column:
         """Host first (so a host's columns sit together), then torch version numerically."""
         f = self.facts
         return (f.get("host", ""), self.host_label, _version_key((f.get("torch") or {}).get("version")),
-                (f.get("python") or {}).get("version", ""), TARGET_ORDER.get(self.target, 9), self.workload)
+                (f.get("python") or {}).get("version", ""),
+                tuple(_version_key(v) for _, v in stack_of(f)), TARGET_ORDER.get(self.target, 9), self.workload)
 
 
 @dataclasses.dataclass
@@ -420,28 +441,23 @@ def build(runs: list[Run]) -> Matrix:
     """Merge runs: per environment, machine and target, the newest record of each check wins.
 
     An environment id names host, Python and torch; two runs under one id on different
-    hardware (another CPU, chip or GPU: ``hardware_key``) are split into columns of their own,
-    each id suffixed with its machine's number, and ``Matrix.notes`` says so in one line.
+    hardware (another CPU, chip or GPU: ``hardware_key``) or with other versions of the
+    Hugging Face stack (``STACK``) are split into columns of their own, each id suffixed with
+    its number, and ``Matrix.notes`` says so in one line.
     Records of an older judge are judged again here (``judged_again``)."""
-    by_env: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    by_env: dict[tuple, list[Run]] = defaultdict(list)
     for run in runs:
         if run.records:   # a run that recorded nothing (stopped at once) is no machine's column
-            by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
-    machines: dict[str, list[str]] = defaultdict(list)
-    for env_id, hw in sorted(by_env):   # numbered in the order of their names, not of the runs a file still holds
-        machines[env_id].append(hw)
-    notes = []
-    for env_id, hws in machines.items():
-        if len(hws) > 1:
-            named = "; ".join(f"#{i + 1}: {machine_name(next(iter(by_env[(env_id, hw)])).header.get('facts') or {})}"
-                              for i, hw in enumerate(hws))
-            notes.append(f"runs of {env_id} came from {len(hws)} different machines ({named}): shown as separate "
-                         f"columns, not merged")
+            by_env[merge_key(run)].append(run)
+    machines: dict[str, list[tuple]] = defaultdict(list)   # env id -> its (machine, stack) groups
+    for env_id, hw, stack in sorted(by_env):   # numbered in the order of their names, not of the runs a file still holds
+        machines[env_id].append((hw, stack))
+    notes = [_split_note(env_id, groups, by_env) for env_id, groups in machines.items() if len(groups) > 1]
     columns: dict[str, Column] = {}
     cells: dict[tuple[str, str], dict] = {}
-    for (env_id, hw), env_runs in by_env.items():
-        hws = machines[env_id]
-        key = env_id if len(hws) == 1 else f"{env_id}#{hws.index(hw) + 1}"
+    for (env_id, hw, stack), env_runs in by_env.items():
+        groups = machines[env_id]
+        key = env_id if len(groups) == 1 else f"{env_id}#{groups.index((hw, stack)) + 1}"
         env_runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
         for run in env_runs:
             for rec in run.records:
@@ -480,6 +496,22 @@ def build(runs: list[Run]) -> Matrix:
     return Matrix(ordered, rows, ordered_suites, cells, notes, company_of(runs))
 
 
+def _split_note(env_id: str, groups: list[tuple], by_env: dict) -> str:
+    """The note that says one environment id's runs were split, and by what."""
+    machines = len({hw for hw, _ in groups}) > 1
+    differ = [i for i, name in enumerate(STACK) if len({stack[i][1] for _, stack in groups}) > 1]
+
+    def named(hw, stack) -> str:
+        facts = next(iter(by_env[(env_id, hw, stack)])).header.get("facts") or {}
+        versions = ", ".join(f"{stack[i][0]} {stack[i][1] or 'absent'}" for i in differ)
+        return "; ".join(x for x in (machine_name(facts) if machines else "", versions) if x).replace("; ", " with ")
+    listed_groups = "; ".join(f"#{i + 1}: {named(hw, stack)}" for i, (hw, stack) in enumerate(groups))
+    what = ("different machines" if not differ else "different package versions" if not machines
+            else "different machines or package versions")
+    verb = "came from" if machines else "had"
+    return f"runs of {env_id} {verb} {len(groups)} {what} ({listed_groups}): shown as separate columns, not merged"
+
+
 def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: dict[str, Run]) -> set[tuple[str, str]]:
     """The cells whose standing record a newer run of the same column shows the suite no longer
     has: that run selected the whole of the record's suite on the column's target, reached its
@@ -511,7 +543,7 @@ def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: di
 
 def superseded(runs: list[Run]) -> set[str]:
     """The runs ``build`` no longer shows anything of (their ids). In ``build``'s order
-    (oldest first, per environment and machine), a record stands until a newer one of the
+    (oldest first, per environment, machine and stack: ``merge_key``), a record stands until a newer one of the
     same check in the same column (target, workload) replaces it, or until a newer whole,
     finished run of its suite there runs without it (``not_collected_any_more``: a check
     retired or renamed since); a run is needed while it holds a standing record, or while it
@@ -522,9 +554,9 @@ def superseded(runs: list[Run]) -> set[str]:
     having a newer record. harness.core.runfiles.retire moves them out of a run file, so a
     file used for years holds about one run of each suite and selection."""
     from harness.report import selection
-    by_env: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    by_env: dict[tuple, list[Run]] = defaultdict(list)
     for run in runs:
-        by_env[(run.env_id, hardware_key(run.header.get("facts") or {}))].append(run)
+        by_env[merge_key(run)].append(run)
     needed: set[str] = set()
     for env_runs in by_env.values():
         env_runs = sorted(env_runs, key=lambda r: (r.header.get("started", ""), r.run_id))
@@ -612,7 +644,17 @@ def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict])
 
 
 def _disambiguate(columns: list[Column]) -> None:
-    """Same host, torch and target twice (another Python, another build): say which."""
+    """Same host, torch and target twice (other versions of the stack, another Python, another
+    build): say which."""
+    same: dict[str, list[Column]] = defaultdict(list)
+    for c in columns:
+        same[c.label].append(c)
+    for cols in same.values():
+        stacks = [stack_of(c.facts) for c in cols]
+        differ = [i for i in range(len(STACK)) if len({st[i][1] for st in stacks}) > 1]
+        for c, st in zip(cols, stacks):
+            if differ:
+                c.label_suffix += " · " + ", ".join(f"{st[i][0]} {short(st[i][1]) or 'absent'}" for i in differ)
     for suffix in (lambda c: f" py{short((c.facts.get('python') or {}).get('version'))}",
                    lambda c: f" [{short(c.env_id)}]"):
         seen = Counter(c.label for c in columns)
@@ -667,7 +709,8 @@ def lineages(m: Matrix) -> dict[tuple[str, str, str], list[Column]]:
     for col in m.columns:
         f = col.facts
         out[(f.get("host", "?"), col.target_label, (f.get("python") or {}).get("version", "?"))].append(col)
-    return {k: sorted(cols, key=lambda c: _version_key((c.facts.get("torch") or {}).get("version")))
+    return {k: sorted(cols, key=lambda c: (_version_key((c.facts.get("torch") or {}).get("version")),
+                                           tuple(_version_key(v) for _, v in stack_of(c.facts))))
             for k, cols in out.items()}
 
 
@@ -678,7 +721,7 @@ def version_history(m: Matrix) -> list[History]:
         if len(cols) < 2:
             continue
         for check in m.rows:
-            steps = tuple((c.torch_release, cell_key(r)) for c in cols
+            steps = tuple((c.torch_release + c.label_suffix, cell_key(r)) for c in cols   # + the stack, where two share a torch
                           if (r := m.cells.get((check, c.id))) and r["status"] != Status.SKIP)
             if len({key for _, key in steps}) > 1:
                 out.append(_history(check, host, target, python, steps))
