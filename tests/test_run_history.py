@@ -340,3 +340,27 @@ def test_a_run_file_behind_a_symbolic_link_is_rewritten_where_it_lies(tmp_path):
     moved = runfiles.retire(link, superseded)
     assert link.is_symlink() and moved.archive == real.parent / "superseded" / "env.jsonl.gz"
     assert [r.run_id for r in runfiles.read_file(link).runs] == ["B"]
+
+
+def test_an_archive_write_cut_short_is_undone_and_the_archive_still_reads_back(tmp_path, monkeypatch):
+    """A disk that fills up halfway through the compressed member: the part written is cut
+    off again, so the runs moved before still read back and the run file keeps its runs."""
+    path = tmp_path / "env.jsonl"
+    write(path, [run("A", "1"), run("B", "2")])
+    first = runfiles.retire(path, superseded)
+    archive_before = first.archive.read_bytes()
+    write(path, [run("B", "2"), run("C", "3")])
+    data = path.read_bytes()
+    real_write = runfiles.os.write
+
+    def half_then_full(fd, view):
+        if runfiles.os.fstat(fd).st_ino == first.archive.stat().st_ino:
+            real_write(fd, bytes(view[: len(view) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, view)
+    monkeypatch.setattr(runfiles.os, "write", half_then_full)
+    with pytest.raises(OSError):
+        runfiles.retire(path, superseded)
+    monkeypatch.undo()
+    assert first.archive.read_bytes() == archive_before and path.read_bytes() == data
+    assert [r.run_id for r in runfiles.read_file(first.archive).runs] == ["A"]

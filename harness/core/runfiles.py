@@ -622,22 +622,19 @@ def _run_of(line: bytes) -> str | None:
 
 
 def _append_whole(path: Path, data: bytes) -> None:
-    """``data`` at the end of ``path``, on disk, or, when that fails, the file cut back to its
-    size before and the OSError raised: a compressed member written in part would make the
-    archive unreadable from there on."""
+    """``data`` at the end of ``path``, on disk, or, when that fails, the file cut back as the
+    Writer cuts back a line written in part (``_cut_back``) and the OSError raised: a
+    compressed member written in part would make the archive unreadable from there on."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        before = os.fstat(fd).st_size
+        before = os.fstat(fd)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
         except OSError:
-            try:
-                os.ftruncate(fd, before)
-            except OSError:
-                pass
+            _cut_back(path, fd, before, data)
             raise
     finally:
         os.close(fd)
