@@ -32,7 +32,8 @@
 #         perf      -m "perf and cuda" -n 4 (fewer workers: each measurement holds the GPU alone)
 #         optim     -m "optim and cuda", serially (its time claims are timed); then
 #                   benchmarks/optim_account.py: where its seconds went, against 600 s, and
-#                   with a minute left benchmarks/optim_build.py (a macbert-large build on cuda)
+#                   with a minute left benchmarks/optim_build.py (a macbert-large build on cuda;
+#                   LENT_BUILD=0 leaves it out, so that the parts after optim get that minute)
 #         selftest  pytest tests/ -n 14 (checks that need Chromium, tox or a lock skip there)
 #       Every part but selftest deselects minilm (no weights there); a -k after -- replaces
 #       that one, so keep "not minilm" in it.
@@ -146,7 +147,7 @@ for part in "${parts[@]}"; do
   if [ "$part" = optim ] && [ -f "$out/optim.jsonl" ]; then   # where its seconds went, against the 10 minutes
     python3 benchmarks/optim_account.py "$out/optim.jsonl" --target cuda | tee "$out/optim-account.txt" || true
     left=$(( deadline - $(date +%s) ))   # and a large model's build, initialised and from kept weights
-    if [ "$left" -ge 60 ]; then
+    if [ "$left" -ge 60 ] && [ "${LENT_BUILD:-1}" != 0 ]; then
       timeout -s INT -k 10 "$(( left - 20 ))" python3 benchmarks/optim_build.py --device cuda \
         --models macbert-large --rounds 3 2>&1 | tee -a "$out/optim-account.txt" || true
     fi
