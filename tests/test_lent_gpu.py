@@ -115,15 +115,17 @@ def test_a_folder_used_before_keeps_its_run_files_and_log(tmp_path):
     assert log.startswith("the earlier call\n") and "lent_gpu: controls ended with status 0" in log
 
 
-@pytest.mark.parametrize("limit, pytest_seconds, benchmarked", [("540", 0, True), ("75", 20, False)])
+@pytest.mark.parametrize("limit, pytest_seconds, build_var, benchmarked",
+                         [("540", 0, "", True), ("75", 20, "", False), ("540", 0, "0", False)])
 def test_the_optim_part_ends_with_its_account_and_a_build_benchmark_while_a_minute_is_left(
-        tmp_path, limit, pytest_seconds, benchmarked):
+        tmp_path, limit, pytest_seconds, build_var, benchmarked):
+    """... unless LENT_BUILD=0 gives that minute to the parts after optim."""
     env = fake_machine(tmp_path, pytest_seconds=pytest_seconds)
     out = tmp_path / "out"
     out.mkdir()
     (out / "optim.jsonl.gz").write_bytes(gzip.compress(b'{"kind": "header", "run": "earlier"}\n'))
     res = subprocess.run(["bash", "scripts/lent_gpu.sh", "optim"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**env, "LENT_LIMIT": limit})
+                         timeout=120, env={**env, "LENT_LIMIT": limit, **({"LENT_BUILD": build_var} if build_var else {})})
     assert res.returncode == 0, res.stdout + res.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert any(c.startswith(f"benchmarks/optim_account.py {out}/optim.jsonl --target cuda") for c in calls)
@@ -161,3 +163,14 @@ def test_each_part_selects_its_checks_on_cuda_without_minilm(part, module):
 def test_the_controls_part_holds_every_suites_controls():
     suites = {i.split("/")[1] for i in collected("controls")}
     assert suites == {"ops", "parity", "optim", "perf"}
+
+
+def test_the_selftest_part_leaves_out_what_needs_the_minilm_weights(tmp_path):
+    """The weights do not travel: on the H200 (2026-11-27) the self-tests that load them
+    failed for that alone (10 of 1,681), so the part deselects them as every other part does."""
+    env = fake_machine(tmp_path, pytest_seconds=0)
+    res = subprocess.run(["bash", "scripts/lent_gpu.sh", "selftest"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (pytest_call,) = [c for c in (tmp_path / "calls").read_text().splitlines() if c.startswith("-m pytest")]
+    assert pytest_call.startswith("-m pytest tests/ -n 14 -k not minilm") and "--run-file" not in pytest_call
