@@ -140,4 +140,10 @@ def recorded_h100_controls() -> Path:
     return recorded_run_files("h100-torch2.11-2026-11-24")
 
 
+def recorded_h200() -> Path:
+    """The H200 recording (tests/fixtures/recorded/h200-torch2.11-2026-11-27): the whole
+    optimization suite on cuda, within its budget, and the env suite."""
+    return recorded_run_files("h200-torch2.11-2026-11-27")
+
+
 _RECORDED: dict[str, Path] = {}

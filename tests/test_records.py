@@ -6,12 +6,13 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from harness.core import records, runfiles
-from tests.conftest import recorded_h100, recorded_h100_controls, ROOT
+from tests.conftest import recorded_h100, recorded_h100_controls, recorded_h200, ROOT
 from tools import compare as compare_cli, report
 
 # Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
@@ -197,3 +198,47 @@ def test_the_optim_speed_change_kept_every_h100_verdict_and_memory_to_the_byte(c
     memory = [c for c in before if c.endswith("/memory") and before[c]["status"] != "skip"]
     assert len(memory) == 4
     assert all(before[c]["metrics"]["mem_ratio"] == after[c]["metrics"]["mem_ratio"] for c in memory)
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "- machines:" not in out and "compared across two machines" not in out   # one H100, both runs
+
+
+def test_the_whole_optim_suite_ran_on_the_h200_and_the_report_judges_every_claim(tmp_path):
+    """The recording of 2026-11-27: one run of the 61 selected optim checks on cuda, ended with
+    exit status 0, on the large workload; its 3 controls passed, every measured claim has a
+    verdict, and the report's first screen for that column says how many help and how many
+    do not, from those records."""
+    rec = recorded_h200()
+    (run,) = runfiles.read_file(rec / "optim.jsonl").runs
+    assert run.complete and run.end["exitstatus"] == 0 and len(run.records) == 61
+    assert run.end["workloads"]["cuda"]["name"] == "large"
+    controls = [r for r in run.records if r["check"].split("/")[1] == "controls"]
+    assert len(controls) == 3 and all(r["status"] == "pass" for r in controls)
+    measured = [r for r in run.records if r not in controls and (r.get("metrics") or {}).get("bound") is not None]
+    assert Counter(r["category"] for r in measured) == {"holds": 22, "does-not-hold": 5, "inconclusive": 3}
+    md = _report_of([rec / "optim.jsonl", rec / "env.jsonl"], tmp_path)
+    lines = md.splitlines()
+    column = next(i for i, x in enumerate(lines) if "**NVIDIA H200" in x and "· cuda**" in x)
+    assert lines[column].endswith("fit; 19 optimizations help, 5 do not"), lines[column]
+    assert "`OK` instruments" in lines[column + 1] and "3 controls passed (optim)" in lines[column + 1]
+
+
+def test_the_h200_run_keeps_every_h100_verdict_and_memory_ratio_and_compare_names_the_two_cards(capsys):
+    """The H100's run at 4e8467d (cut off after 28 checks) against the H200's of today (all 61):
+    the 28 both hold are unchanged, every memory ratio the same figure. The two ran on
+    different cards: compare names both, and says that the claims' ratios are each machine's."""
+    h100, h200 = recorded_h100_controls() / "optim-before.jsonl", recorded_h200() / "optim.jsonl"
+    assert compare_cli.main([str(h100), str(h200), "--partial", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    counts = result["counts"]
+    assert (counts["regression"], counts["warning"], counts["improvement"]) == (0, 0, 0), result["changes"]
+    assert result["in_common"] == 28 and counts["unchanged"] == 28 and counts["appeared"] == 33
+    assert "H100" in result["baseline"]["machine"] and "H200" in result["candidate"]["machine"]
+    assert any("optimization claim(s) compared across two machines" in n for n in result["notes"])
+    before, after = ({r["check"]: r for run in runfiles.read_file(p).runs for r in run.records} for p in (h100, h200))
+    memory = [c for c in before if "mem_ratio" in (before[c].get("metrics") or {})]
+    assert len(memory) == 5      # four memory claims and the smaller-batch control
+    assert all(before[c]["metrics"]["mem_ratio"] == after[c]["metrics"]["mem_ratio"] for c in memory)
+    assert compare_cli.main([str(h100), str(h200), "--partial"]) == 0
+    out = capsys.readouterr().out
+    assert "- machines:  " in out and out.index("NVIDIA H100") < out.index("NVIDIA H200")

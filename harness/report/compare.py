@@ -346,7 +346,8 @@ class Comparison:
     def as_dict(self) -> dict:
         def side(s: Side) -> dict:
             return {"env_id": s.env_id, "sources": s.sources, "checks": len(s.records), "complete": s.complete,
-                    "packages": s.packages, "host": (s.header.get("facts") or {}).get("host")}
+                    "packages": s.packages, "host": (s.header.get("facts") or {}).get("host"),
+                    "machine": s.machine}
         return {"compare_schema": COMPARE_SCHEMA, "record_schema": records.SCHEMA,
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
@@ -540,6 +541,11 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      "thousands of other checks in one process the same op times 0.3x-1.8x what it does in a run of "
                      "perf alone, versions alike, so such times compare only alike (a baseline kept by an earlier "
                      "./compat baseline ran every suite in one run: keep it again with ./compat baseline)")
+    claims = sum(a.get("suite") == "optim" and a.get("category") in Category.CLAIM_VERDICTS for a, _, _ in pairs)
+    if claims and machines[0] != machines[1]:
+        notes.append(f"{claims} optimization claim(s) compared across two machines (see machines above): a claim's "
+                     "ratio is each machine's own, so a verdict or ratio that changed may be the machine's doing, "
+                     "not the versions'; to judge an upgrade, run both sides on one machine")
     if timed and machines[0] != machines[1]:
         notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on "
                      f"{machines[0] or 'an unnamed machine'}, "
@@ -591,6 +597,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     versions = cmp.version_changes()
     if versions:
         lines.append("- versions:  " + esc(", ".join(f"{k} {a or '-'} -> {b or '-'}" for k, a, b in versions)))
+    if cmp.baseline.machine != cmp.candidate.machine:
+        lines.append(f"- machines:  {esc(cmp.baseline.machine or '?')} -> {esc(cmp.candidate.machine or '?')}")
     lines.append("")
     for line in cmp.instruments:   # before the regressions: a candidate whose instruments failed proves nothing
         lines += [f"**{esc(line)}**" if md else line, ""]
