@@ -497,3 +497,18 @@ def test_an_emulated_mac_says_its_times_are_the_cpus():
     assert not aspect(emulated, "ops").line.endswith(f"({verdict.EMULATED_TIMES})")
     real = verdict_of(checks("cpu"))
     assert verdict.EMULATED_TIMES not in " ".join(a.line for a in real.aspects)
+
+
+def test_the_controls_section_lists_as_unchecked_only_columns_that_ran_something():
+    """A column that ran checks without controls has unchecked instruments; a target whose
+    every check was skipped (mps on Linux) measured nothing for an instrument to vouch for, and
+    is not listed beside them."""
+    from harness.report.sections import controls_section
+    recs = (controls(target="cuda") + checks("cuda") + [check("env/threads")]
+            + [check("env/device-available", Status.SKIP, target="mps", reason="not a Mac")])
+    header = runfiles.header("R1", env_id(FACTS), FACTS, pytest_args=["suites/"])
+    runs = [runfiles.Run("R1", header, "x", [{"kind": "check", "run": "R1", **r} for r in recs],
+                         {"kind": "end", "run": "R1", "exitstatus": 0})]
+    section = controls_section(build(runs))
+    unchecked = section.intro.split("Without controls (instruments unchecked): ")[1]
+    assert " cpu" in unchecked and " mps" not in unchecked and " cuda" not in unchecked, unchecked

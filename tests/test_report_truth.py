@@ -281,6 +281,37 @@ def test_a_candidate_with_another_transformers_and_the_same_torch_is_a_column_of
     assert history.steps == ((f"{torch} · transformers 5.23.0", "pass"), (f"{torch} · transformers 5.24.0", "fail"))
 
 
+def test_a_target_that_ran_nowhere_for_one_reason_is_one_card_naming_each_machine(recorded):
+    """The upgrade check's candidate (another transformers) and a second machine each add a
+    column; the mps target skipped on all of them for one reason was a card per column on the
+    first screen, saying the same thing three times. It is one card, each machine named once;
+    a target skipped for another reason keeps its own card."""
+    facts = recorded("linux_x86_64")
+    facts = {**facts, "packages": {**facts.get("packages", {}), "transformers": "5.23.0"}}
+    newer = {**facts, "packages": {**facts["packages"], "transformers": "5.24.0"}}
+    other = {**facts, "cpu": {**facts["cpu"], "model": "AMD EPYC 9654 96-Core Processor"}}
+    why, elsewhere = "not applicable: this is Linux x86_64", "MPS unavailable: macOS 12.2 is older than 12.3"
+
+    def run(f, run_id, reason):
+        return runfiles.Run(run_id, runfiles.header(run_id, "host-py3.11-torch2.15.0", f), "x", [
+            {"kind": "check", "run": run_id, "check": "env/threads", "suite": "env", "subject": "threads",
+             "variant": "", "target": "cpu", "status": "pass", "category": "n/a", "reason": "", "metrics": {}},
+            {"kind": "check", "run": run_id, "check": "env/device-available", "suite": "env",
+             "subject": "device-available", "variant": "", "target": "mps", "status": "skip", "category": "n/a",
+             "reason": reason, "metrics": {}}], {"kind": "end", "run": run_id, "exitstatus": 0})
+
+    m = build([run(facts, "R1", why), run(newer, "R2", why), run(other, "R3", why)])
+    assert len([c for c in m.columns if c.target == "mps"]) == 3
+    found = verdict.verdicts(m)
+    (mps,) = [v for v in found if v.title.endswith("· mps")]
+    assert mps.headline == f"not run: {why}" and mps.state == verdict.NONE
+    assert mps.machine.count("; ") == 1 and "AMD EPYC 9654" in mps.machine        # two machines, each once
+    assert len([v for v in found if " · cpu" in v.title]) == 3   # what ran keeps its cards
+    m = build([run(facts, "R1", why), run(other, "R3", elsewhere)])
+    assert sorted(v.headline for v in verdict.verdicts(m) if " · mps" in v.title) == [f"not run: {x}"
+                                                                                      for x in sorted((elsewhere, why))]
+
+
 def test_a_mac_is_named_by_its_chip_gpu_cores_and_memory(recorded):
     facts = recorded("apple_silicon_native")
     facts = {**facts, "mac": {**facts["mac"], "chip": "Apple M2 Pro", "gpu_cores": 19, "memory_bytes": 32 * 2 ** 30}}

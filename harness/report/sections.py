@@ -356,7 +356,8 @@ def controls_section(m: Matrix) -> Section:
             met = rec.get("metrics") or {}
             rows.append([col.label, check, cell_of(rec, col.label), shown(met.get("expected") or ""),
                          shown(met.get("seen") or ""), shown(rec.get("reason") or "")])
-    unchecked = [c.label for c in m.columns if c.instruments.state == UNCHECKED]
+    ran = {cid for (_, cid), r in m.cells.items() if r["status"] != Status.SKIP}   # a column that ran nothing has
+    unchecked = [c.label for c in m.columns if c.instruments.state == UNCHECKED and c.id in ran]   # no instrument
     return Section("Instruments: the controls of each column", ["column", "control", "result", "expected", "seen",
                                                                 "reason"], rows, anchor="controls",
                    fold=len(rows) > LONG,
