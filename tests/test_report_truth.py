@@ -252,9 +252,31 @@ def test_runs_of_one_environment_id_on_two_machines_are_split_with_a_line(tmp_pa
     assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "k")]) == 0
     err = capsys.readouterr().err
     assert "2 different machines" in err and "not merged" in err
+    assert err.startswith("note: runs of ") and "error:" not in err     # a note, not an error: exit 0
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
     assert len(doc["columns"]) == 2 and doc["notes"]
     assert {per[c]["status"] for per in doc["cells"].values() for c in per} == {"pass", "fail"}
+
+
+def test_the_cpu_columns_of_two_gpu_machines_are_named_by_the_gpu_beside_them(recorded):
+    """Two cloud machines with one host name and CPU, an H100 and an H200: their cuda columns
+    differ by the GPU, and their cpu columns are named by it too, not by an environment id's #1
+    and #2."""
+    facts = recorded("linux_x86_64")
+
+    def gpu(name, gib):
+        return {**facts, "torch": {**facts["torch"], "cuda_devices": [{"name": name, "total_memory": gib * 2 ** 30}]}}
+
+    runs = []
+    for i, f in enumerate((gpu("NVIDIA H100 80GB HBM3", 79), gpu("NVIDIA H200", 140), facts)):
+        header = runfiles.header(f"R{i}", "host-py3.11-torch2.15.0", f)
+        runs.append(runfiles.Run(f"R{i}", header, "x", [
+            {"kind": "check", "run": f"R{i}", "check": "env/threads", "suite": "env", "subject": "threads",
+             "variant": "", "target": "cpu", "status": "pass", "category": "n/a", "reason": "", "metrics": {}}],
+            {"kind": "end", "run": f"R{i}", "exitstatus": 0}))
+    labels = sorted(c.label for c in build(runs).columns)
+    assert [x.split(" cpu")[1] for x in labels] == [" · with NVIDIA H100 80GB HBM3, 79 GiB",
+                                                      " · with NVIDIA H200, 140 GiB", " · without a GPU"], labels
 
 
 def test_a_candidate_with_another_transformers_and_the_same_torch_is_a_column_of_its_own(tmp_path, recorded, capsys):

@@ -70,6 +70,14 @@ def error(message: str) -> int:
     return BAD
 
 
+def note(message: str) -> None:
+    """One line on stderr, as ``error`` spells it, for what the user should know but is not
+    wrong (runs of one environment id split into columns): "note:", and no exit status."""
+    if sys.stderr is not None:
+        line = CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+        say(f"note: {line}\n", sys.stderr)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line, exit 2, as bad input
         error(f"{message} (see --help)")

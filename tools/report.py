@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     m = build(runs)
     for note in m.notes:
-        cli.error(visible(note))
+        cli.note(visible(note))
     regressions = against_baseline(m, baseline) if baseline is not None else None
     found = verdict.verdicts(m, regressions)
     secs = sections(m, tables, errors, perf_sections(m, baseline), regressions, found)

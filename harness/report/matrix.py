@@ -655,6 +655,18 @@ def _disambiguate(columns: list[Column]) -> None:
         for c, st in zip(cols, stacks):
             if differ:
                 c.label_suffix += " · " + ", ".join(f"{st[i][0]} {short(st[i][1]) or 'absent'}" for i in differ)
+    # One host name, CPU and torch on two machines (a cloud's GPU machines): the cpu columns
+    # differ by the GPU or the Mac beside them, which says more than an environment id's number.
+    same = defaultdict(list)
+    for c in columns:
+        same[c.label].append(c)
+    for cols in same.values():
+        for part, missing in ((gpu_names, "without a GPU"), (chip_name, "not a Mac")):
+            values = [part(c.facts) for c in cols]
+            if len(set(values)) > 1:
+                for c, value in zip(cols, values):
+                    c.label_suffix += f" · {f'with {value}' if value else missing}"
+                break
     for suffix in (lambda c: f" py{short((c.facts.get('python') or {}).get('version'))}",
                    lambda c: f" [{short(c.env_id)}]"):
         seen = Counter(c.label for c in columns)
