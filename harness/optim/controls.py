@@ -109,13 +109,20 @@ def smaller_batch_lowers_memory(target: str) -> ControlRun:
             found = techniques.claim_memory(wa, wb, "peak", Bound(ClaimKind.LOWER, 1.0), name=SMALLER_BATCH)
         held = found["category"] == Category.HOLDS
         seen = f"tracked {mib(found['bytes_b'])} against {mib(found['bytes_a'])} (ratio {found['mem_ratio']:.3f})"
-        if found.get("allocator_ratio") is not None:
+        if found.get("allocator_held_a") is not None and found.get("allocator_held_b") is not None:
+            # the allocator's own figures alone: how far it rose over each step (its peak less what it
+            # held before), never added to the tracked bytes, which would lower the smaller side however
+            # the allocator read (techniques.allocator_view)
+            rise_a, rise_b = (found[f"allocator_peak_{s}"] - found[f"allocator_held_{s}"] for s in "ab")
+            held = held and 0 <= rise_b < rise_a
+            seen += f", the allocator rose by {mib(rise_b)} over the smaller step against {mib(rise_a)}"
+        elif found.get("allocator_ratio") is not None:
             held = held and found["allocator_ratio"] < 1
             seen += (f", the allocator's peak {mib(found['allocator_peak_b'])} against "
                      f"{mib(found['allocator_peak_a'])} (ratio {found['allocator_ratio']:.3f})")
         figures = {k: found.get(k) for k in ("mem_ratio", "bytes_a", "bytes_b", "allocator_ratio", "allocator_peak_a",
-                                             "allocator_peak_b", "allocator_method", "allocator_reason",
-                                             "peak_phase_a", "peak_phase_b")}
+                                             "allocator_peak_b", "allocator_held_a", "allocator_held_b",
+                                             "allocator_method", "allocator_reason", "peak_phase_a", "peak_phase_b")}
         return ControlRun(SMALLER_BATCH, held, expected, seen, BATCH_CAUSE, BATCH_SWITCH,
                           {**figures, "setup": repr(setup), "smaller_batch": SMALLER})
     return instruments.guarded(SMALLER_BATCH, expected, BATCH_CAUSE, BATCH_SWITCH, run)

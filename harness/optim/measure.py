@@ -441,8 +441,10 @@ def weigh(w) -> dict:
 
     The allocator's figure is its own, as it read it: it counts every tensor on the device
     (the claim's other side too), so what it held before the step is recorded beside it
-    (``allocator_held``). It is never corrected with the tracked bytes: a cross-check made
-    of the figures it checks would agree with them however the allocator reads."""
+    (``allocator_held``). Its rise over the step (peak less held) is never corrected with the
+    tracked bytes: a cross-check made of the figures it checks would agree with them however
+    the allocator reads. The claim adds that rise to the step's resident tensors, adopted by
+    name (harness.optim.techniques.allocator_view)."""
     backend = devices.backend(w.target.split(":")[0])   # an emulated device reads its own memory API
     held = None
     if not isinstance(backend, devices.CPUBackend) and getattr(backend, "name", "") != "cpu":
