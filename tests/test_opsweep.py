@@ -49,6 +49,19 @@ def test_other_exceptions_are_errors_with_their_first_line():
     assert result.message == "RuntimeError: Tensor.item() cannot be called on meta tensors"
 
 
+@pytest.mark.parametrize("raised, category", [
+    (RuntimeError('"ndtri_cpu" not implemented for \'Half\''), "unsupported"),   # torch 2.6's missing dtype
+    (NotImplementedError('"ndtri_cpu" not implemented for \'Half\''), "unsupported"),   # torch 2.11's
+    (RuntimeError("The size of tensor a (3) must match the size of tensor b (4)"), "error"),
+    (RuntimeError("not implemented for this reason"), "error")])
+def test_a_kernel_without_the_dtype_is_unsupported_whichever_error_torch_raises(raised, category):
+    def runs():
+        yield True
+        raise raised
+    found = opsweep.classified("cpu", runs())
+    assert (found.category, found.samples, found.error_type) == (category, 1, type(raised).__name__)
+
+
 def test_meta_sweep_splits_native_and_unsupported():
     """Across a slice of the database, meta gives both classes and nothing is lost."""
     keys = sorted(op_table())[:80]

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -246,11 +247,18 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     return run
 
 
+# A kernel without the sample's dtype: torch 2.11 and later raise NotImplementedError, torch 2.6
+# RuntimeError ('"ndtri_cpu" not implemented for 'Half''), for the same missing kernel: unsupported
+# either way, not an op that broke. (A Mac's fallback to such a CPU kernel answers so on MPS.)
+NO_DTYPE_KERNEL = re.compile(r"\" not implemented for '[^']+'")
+
+
 def classified(device: str, runs) -> OpRun:
     """Drive ``runs`` (an iterator that runs one sample per step on ``device`` and yields
     whether it counted: False for a backward sample with nothing differentiable) under the
     fallback capture and the target's context, and classify what happened: NotImplementedError
-    is unsupported, any other error is an error, and a run whose fallback warnings named ops is
+    (or an older torch's RuntimeError for a kernel without the dtype) is unsupported, any other
+    error is an error, and a run whose fallback warnings named ops is
     cpu-fallback. The ops controls (harness.ops.controls) classify through here too, so a
     control sees exactly what a check sees."""
     started = time.perf_counter()
@@ -265,8 +273,10 @@ def classified(device: str, runs) -> OpRun:
         except NotImplementedError as exc:
             category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
         except Exception as exc:  # any other failure of the op on this device
-            category, error_type, message = Category.ERROR, type(exc).__name__, error_line(exc)
-            doubt = devices.doubt_of(exc)
+            unsupported = isinstance(exc, RuntimeError) and NO_DTYPE_KERNEL.search(str(exc))
+            category = Category.UNSUPPORTED if unsupported else Category.ERROR
+            error_type, message = type(exc).__name__, error_line(exc)
+            doubt = "" if unsupported else devices.doubt_of(exc)
     if category == Category.NATIVE and cap.ops:
         category = Category.CPU_FALLBACK
     return OpRun(category, ran, skipped, tuple(cap.ops), error_type, message, round(time.perf_counter() - started, 4),
