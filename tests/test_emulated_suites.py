@@ -17,6 +17,8 @@ import sys
 import textwrap
 
 import pytest
+import torch
+from packaging.version import Version
 
 from harness.core import runfiles
 from harness.env import devices, timing
@@ -112,7 +114,9 @@ def test_the_env_suite_judges_the_recorded_mac_and_finds_it_fit(emulated):
     for check in ("env/macos-version", "env/python-arch", "env/not-rosetta", "env/backend-built",
                   "env/device-available", "env/bf16-autocast"):
         assert _record(emulated, check)["status"] == "pass", env.get(check)
-    assert {rec["status"] for rec in env.values()} <= {"pass", "skip"}, env
+    assert {rec["status"] for rec in env.values()} <= {"pass", "skip", "xfail"}, env
+    limited = [rec["reason"] for rec in env.values() if rec["status"] == "xfail"]   # a gate of this torch alone:
+    assert all("needs torch >= " in why for why in limited), limited   # 2.6's Trainer fp16 on MPS needs 2.8
     assert "env/capability" not in env and "env/threads" not in env   # the CPU's rows are not the Mac's
 
 
@@ -128,13 +132,15 @@ def test_an_op_without_an_mps_kernel_falls_back_with_the_fallback_on(emulated):
     """PyTorch's MPS consistency test expects aten::mode to fail (it runs without the
     fallback); with the fallback on it runs on the CPU, as on a Mac: an xpass, seen falling back."""
     rec = _record(emulated, "ops/mode/float32/forward")
-    assert (rec["status"], rec["category"]) == ("xpass", "cpu-fallback")
-    assert rec["metrics"]["fallback_ops"] == ["aten::mode"] and rec["metrics"]["pytorch_expects"] == "xfail"
+    expects = rec["metrics"]["pytorch_expects"]   # the installed torch's list: 2.15's xfail; 2.6's has no entry
+    assert (rec["status"], rec["category"]) == ("xpass" if expects == "xfail" else "pass", "cpu-fallback"), rec
+    assert rec["metrics"]["fallback_ops"] == ["aten::mode"] and expects in ("xfail", "pass")
 
 
 def test_an_op_without_an_mps_kernel_is_unsupported_with_the_fallback_off(emulated):
     rec = _record(emulated, "ops/mode/float32/forward", "off")
-    assert (rec["status"], rec["category"]) == ("xfail", "unsupported")
+    expected_failure = rec["metrics"]["pytorch_expects"] == "xfail"   # as the installed torch's list says
+    assert (rec["status"], rec["category"]) == ("xfail" if expected_failure else "fail", "unsupported"), rec
     assert "The operator 'aten::mode' is not currently implemented for the MPS device" in rec["reason"]
 
 
@@ -144,8 +150,12 @@ def test_op_parity_on_the_emulated_mac_takes_pytorchs_mps_tolerance(emulated):
     """asinh has a toleranceOverride in TestConsistency for MPS only: the check judged by it
     took the MPS branch; it passes (the float64 reference stayed on the CPU, outside the
     device, where the emulated Mac would refuse it)."""
+    from harness.ops.declarations import op_table, tolerance_override
     rec = _record(emulated, "parity/asinh/float32/forward")
     assert rec["status"] == "pass"
+    if tolerance_override(op_table()["asinh"], "mps", torch.float32, "forward") is None:   # torch 2.6's declares none
+        assert rec["metrics"]["tolerance_source"].startswith("torch.testing.assert_close defaults"), rec
+        return
     assert "TestConsistency" in rec["metrics"]["tolerance_source"] and "(mps)" in rec["metrics"]["tolerance_source"]
 
 
@@ -162,6 +172,9 @@ def test_a_model_training_step_on_the_emulated_mac_matches_float64(emulated):
 def test_a_compiled_check_on_the_emulated_mac_is_skipped_with_why(emulated):
     """Held to MPS's compile gate (torch >= 2.7), then skipped: inductor would compile CPU code."""
     rec = _record(emulated, "parity/compiled.nn.functional.linear/float32/forward")
+    if Version(torch.__version__.split("+")[0]) < Version("2.7"):   # the gate itself: no Metal kernels before 2.7
+        assert rec["status"] == "skip" and "generates Metal kernels for MPS from torch 2.7" in rec["reason"], rec
+        return
     assert rec["status"] == "skip" and "not mps's kernels" in rec["reason"] and "on a Mac" in rec["reason"]
 
 

@@ -209,7 +209,8 @@ def test_gqa_maps_grouped_heads_wrongly_in_every_dtype_and_only_with_enable_gqa(
     right = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     fault("gqa")
     wrong = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    assert torch.equal(wrong[:, [0, 3]], right[:, [0, 3]]) and not torch.allclose(wrong[:, 1], right[:, 1])
+    # heads 0 and 3 keep their key/value head; the tiled path is another kernel (torch 2.6: not to the bit)
+    assert torch.allclose(wrong[:, [0, 3]], right[:, [0, 3]]) and not torch.allclose(wrong[:, 1], right[:, 1])
     repeated = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
     assert torch.allclose(F.scaled_dot_product_attention(q, *repeated), right)  # transformers' own repeat: spared
 
