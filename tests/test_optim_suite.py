@@ -3,6 +3,8 @@
 import tempfile
 
 import pytest
+import torch
+from packaging.version import Version
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core.cases import Known
@@ -467,6 +469,9 @@ def test_the_suite_takes_mps_branches_on_the_emulated_mac(tmp_path):
     m = amp["metrics"]
     assert amp["status"] == "xfail" and amp["category"] == "does-not-hold" and m["kind"] == "lower"
     assert m["mem_ratio"] == 1.0   # without CUDA the advice does nothing: the same bytes on both sides
+    if Version(torch.__version__.split("+")[0]) < Version("2.13"):   # MPS keeps no peak before 2.13: sampled
+        assert m["allocator_method"].startswith("standin-mps current_allocated_memory sampled at "), m
+        return
     assert m["allocator_method"] == "standin-mps max_memory_allocated"
     # the emulated allocator counts live storages as the tracker does: what it rose by over the step
     # (its peak over what it held before) is what the step made, the peak's gradients, activations and

@@ -105,7 +105,7 @@ def matrix_files(where: Path) -> list[str]:
 
 @needs_tox
 def test_pytest_args_after_dashdash_reach_the_torch_envs_and_not_the_report():
-    envs = [*TORCH_ENVS, "report", "newest"]
+    envs = [*TORCH_ENVS, "report", "newest", "oldest"]
     res = subprocess.run([TOX, "config", "-e", ",".join(envs), "-k", "commands", "--", "-m", "env"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, env=clean_env())
     assert res.returncode == 0, res.stdout + res.stderr
@@ -116,7 +116,8 @@ def test_pytest_args_after_dashdash_reach_the_torch_envs_and_not_the_report():
     for env in TORCH_ENVS:
         assert re.search(r"^\s*python -m tools.suiteplan run -- -m env$", commands[env], re.M), f"{env}:\n{commands[env]}"
     assert "-m env" not in commands["report"] and "tools.report" in commands["report"], commands["report"]
-    assert re.search(r"^\s*pytest tests/ -m env$", commands["newest"], re.M), commands["newest"]
+    for env in ("newest", "oldest"):
+        assert re.search(r"^\s*pytest tests/ -m env$", commands[env], re.M), commands[env]
 
 
 def test_newest_is_on_demand_only():
@@ -124,9 +125,13 @@ def test_newest_is_on_demand_only():
     default = re.split(r"[\s,]+", cfg["tox"]["env_list"].strip())
     assert "newest" not in default, "the default tox run would test the newest releases, not the suites"
     assert "newest" not in cfg["testenv:report"]["depends"]
-    newest = cfg["testenv:newest"]
-    assert newest["extras"].strip() == "dev" and newest["recreate"].strip() == "true"
-    assert "pytest tests/" in newest["commands"]
+    for name in ("newest", "oldest"):
+        assert name not in default and name not in cfg["testenv:report"]["depends"]
+        env = cfg[f"testenv:{name}"]
+        assert env["extras"].strip() == "dev" and env["recreate"].strip() == "true"
+        assert "pytest tests/" in env["commands"]
+    oldest_torch = min(int(e.removeprefix("torch")[1:] or 0) for e in default if e.startswith("torch2"))
+    assert cfg["testenv:oldest"]["deps"].strip() == f"torch==2.{oldest_torch}.*"   # the suites' oldest torch
 
 
 def test_report_env_installs_what_tools_report_imports():
