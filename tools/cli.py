@@ -60,22 +60,25 @@ def _to_devnull(stream: TextIO) -> None:
 CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def error(message: str) -> int:
-    """One line on stderr (none when stderr is closed); the exit status for it. A control
+def _stderr_line(kind: str, message: str) -> None:
+    """``kind: message`` as one line on stderr (none when stderr is closed). A control
     character from a file's contents (a NUL, an escape sequence, a newline) is spelt ``\\xNN``:
     it must neither act on the terminal nor break the one line in two."""
     if sys.stderr is not None:   # say(text, None) would mean stdout
         line = CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
-        say(f"error: {line}\n", sys.stderr)
+        say(f"{kind}: {line}\n", sys.stderr)
+
+
+def error(message: str) -> int:
+    """One "error:" line on stderr (``_stderr_line``); the exit status for it."""
+    _stderr_line("error", message)
     return BAD
 
 
 def note(message: str) -> None:
-    """One line on stderr, as ``error`` spells it, for what the user should know but is not
-    wrong (runs of one environment id split into columns): "note:", and no exit status."""
-    if sys.stderr is not None:
-        line = CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
-        say(f"note: {line}\n", sys.stderr)
+    """One "note:" line on stderr, for what the user should know but is not wrong (runs of
+    one environment id split into columns); no exit status."""
+    _stderr_line("note", message)
 
 
 class Parser(argparse.ArgumentParser):
