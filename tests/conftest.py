@@ -147,3 +147,32 @@ def recorded_h200() -> Path:
 
 
 _RECORDED: dict[str, Path] = {}
+
+
+
+_DYNAMO_REFUSALS: dict[str, str | None] = {}
+
+
+def dynamo_refuses(model: str = "bert") -> str | None:
+    """Why dynamo cannot capture the registry's ``model`` (harness.core.models.MODELS) in this
+    environment, or None where it can.
+
+    transformers 5.24 asks ``torch.compiler.is_exporting()`` in its mask code, which torch 2.6
+    lacks: eagerly its try/except answers False, under dynamo the AttributeError ends graph
+    capture, so on torch 2.6 (``tox -e oldest``) every compiled BERT and Llama fails and the
+    suites rightly record it. The self-tests that expect a compiled model to run ask this first.
+    It does not go through the suites: the model compiled with backend='eager' (graph capture
+    alone), one forward."""
+    if model not in _DYNAMO_REFUSALS:
+        import torch
+
+        from harness.core import models
+        ex = models.example(model)
+        try:
+            models.call_model(torch.compile(ex.model, backend="eager"), ex.batch)
+            _DYNAMO_REFUSALS[model] = None
+        except Exception as e:   # what dynamo raises is the answer
+            _DYNAMO_REFUSALS[model] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        finally:
+            torch._dynamo.reset()
+    return _DYNAMO_REFUSALS[model]

@@ -15,7 +15,7 @@ from harness.core.records import Category, Status
 from harness.parity import compiled
 from harness.parity.numerics.tolerances import TABLE, Tolerance
 from tests import compile_faults
-from tests.conftest import run_suite
+from tests.conftest import dynamo_refuses, run_suite
 
 SUITE = "suites/parity/test_compiled.py"
 OUTPUTS = TABLE[("model", "float32")]
@@ -184,7 +184,9 @@ def test_a_compiled_kernel_off_by_2_to_the_minus_8_fails_exactly_its_checks_nami
     """float32 and float16 gelu, forward and backward, and BERT (whose activation is gelu)
     fail, each naming inductor's kernel and the aot_eager switch. A 2^-8 error is within
     bfloat16's own tolerance (1.6e-2), so gelu in bfloat16 passes; silu, log_softmax and
-    Llama compile no gelu and pass."""
+    Llama compile no gelu and pass. Where dynamo cannot capture a model at all (BERT and Llama
+    on torch 2.6 under transformers 5.24, ``dynamo_refuses``), its check fails earlier, as
+    compile-failed in graph capture in dynamo's own words, and the fault is never reached."""
     res, records_ = fault_run
     assert res.returncode == 1, res.stdout[-3000:]
     got = _by_check(records_)
@@ -192,16 +194,25 @@ def test_a_compiled_kernel_off_by_2_to_the_minus_8_fails_exactly_its_checks_nami
     failing = {c for c, r in gelu.items() if r["status"] == Status.FAIL}
     assert failing == {f"parity/compiled.nn.functional.{OFF}/{d}/{p}" for d in ("float32", "float16")
                        for p in ("forward", "backward")}, {c: r["status"] for c, r in gelu.items()}
-    bert = got["parity/compiled.bert/float32/forward-backward"]
-    for r in [*(gelu[c] for c in failing), bert]:
+    model_checks = {m: f"parity/compiled.{m}/float32/forward-backward" for m in ("bert", "llama")}
+    refused = {model_checks[m]: why for m in model_checks if (why := dynamo_refuses(m))}
+    for check, why in refused.items():
+        r = got[check]
+        assert r["status"] == Status.FAIL and r["category"] == Category.COMPILE_FAILED, r["reason"]
+        assert r["metrics"]["compile_stage"] == "eager" and why.split(": ")[-1] in r["reason"], (why, r["reason"])
+        if "has no attribute" in why:   # a version gap: the versions to change, no bug to report
+            assert "upgrade torch, or install a transformers release" in r["reason"], r["reason"]
+            assert compiled.REPORT not in r["reason"], r["reason"]
+    bert = got[model_checks["bert"]]
+    for r in [*(gelu[c] for c in failing), *([] if bert["check"] in refused else [bert])]:
         assert r["category"] == Category.PARITY and r["metrics"]["cause"] == "inductor-kernel", r["reason"]
         assert "backend='aot_eager'" in r["reason"] and r["metrics"]["margin"] > 1
-    assert bert["metrics"]["grads_diverged"], bert["reason"]
+    assert bert["check"] in refused or bert["metrics"]["grads_diverged"], bert["reason"]
     others = {c: r["status"] for c, r in got.items()
-              if c not in failing | {bert["check"]} and not c.startswith(f"parity/compiled.{FAILS}/")}
+              if c not in failing | {bert["check"]} | set(refused) and not c.startswith(f"parity/compiled.{FAILS}/")}
     assert others and set(others.values()) == {Status.PASS}, others
-    assert {"parity/compiled.llama/float32/forward-backward", "parity/compiled.log_softmax/float32/forward",
-            "parity/compiled.nn.functional.silu/float16/backward"} <= set(others)
+    assert {"parity/compiled.log_softmax/float32/forward", "parity/compiled.nn.functional.silu/float16/backward",
+            *({model_checks["llama"]} - set(refused))} <= set(others)
 
 
 @pytest.mark.slow

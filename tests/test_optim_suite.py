@@ -13,7 +13,7 @@ from harness.core.records import ClaimKind
 from harness.optim import claims, measure, ratios, same_result, seedpath, techniques, workloads
 from harness.optim.ratios import Bound
 from harness.optim.workloads import Setup, Workload
-from tests.conftest import run_suite
+from tests.conftest import dynamo_refuses, run_suite
 
 SLICE = "(gradient-checkpointing-memory or adafactor-memory or fused-adamw-memory) and not trainer"
 
@@ -122,8 +122,13 @@ def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check
     assert res.returncode == 1, res.stdout[-2000:]
     assert records["gradient-accumulation"]["status"] == "fail"
     assert "gradients differ" in records["gradient-accumulation"]["reason"]
+    refusal = dynamo_refuses("bert")   # torch 2.6 under transformers 5.24: the compiled step never runs
     assert {v: r["status"] for v, r in records.items() if v != "gradient-accumulation"} == {
-        "gradient-checkpointing": "pass", "torch-compile": "pass", "freeze-backbone": "pass", "peft-lora": "pass"}
+        "gradient-checkpointing": "pass", "torch-compile": "fail" if refusal else "pass", "freeze-backbone": "pass",
+        "peft-lora": "pass"}
+    if refusal:   # said with the library that asks and the versions to change
+        why = records["torch-compile"]["reason"]
+        assert refusal.split(": ")[-1] in why and "upgrade torch, or install a transformers release" in why, why
 
 
 def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():
@@ -766,6 +771,8 @@ def test_the_model_is_built_with_the_problem_type_its_first_forward_would_set():
 @pytest.mark.slow
 def test_a_compiled_workload_compiles_once():
     from torch._dynamo.utils import counters
+    if refusal := dynamo_refuses("bert"):
+        pytest.skip(f"dynamo cannot capture transformers' BERT on torch {torch.__version__}: {refusal}")
     w = Workload(Setup(model="tiny", batch=2, seq=8, compile=True), "cpu")
     counters.clear()
     for _ in range(3):

@@ -32,6 +32,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from harness.core import errors
+
 ROOT = Path(__file__).resolve().parents[2]   # the project root: harness/core/isolate.py
 THREADS_VAR = "MPS_COMPAT_SANDBOX_THREADS"
 # Modules every child imports at start, comma-separated: a test plugin that changes what
@@ -266,8 +268,7 @@ def warm(what: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    return errors.one_line(exc)
 
 
 def _child(fd: int, preload: list[str]) -> None:

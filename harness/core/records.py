@@ -32,6 +32,8 @@ import json
 import math
 from typing import Callable
 
+from harness.core import errors
+
 SCHEMA = 2
 
 # The revision of each suite's judge: raised when a judge starts to say something else of the
@@ -251,9 +253,10 @@ def first_line(text: str | None) -> str:
 
 
 def error_line(exc: BaseException, limit: int = REASON_MAX) -> str:
-    """An exception as one line: its type and the first line of its message."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:limit]
+    """An exception as one line: its type and the first line of its message, and where a
+    library asks this torch for a name it lacks, which library and what to change
+    (harness.core.errors)."""
+    return errors.one_line(exc)[:limit]
 
 
 def strip_prefix(text: str, *prefixes: str) -> str:

@@ -71,7 +71,7 @@ import dataclasses
 import os
 import time
 
-from harness.core import models
+from harness.core import errors, models
 from harness.core.cases import DtypePass
 from harness.core.records import Category, Status, Verdict, error_line
 from harness.env import devices
@@ -724,13 +724,18 @@ def run_model(name: str, target: str, out_tol, grad_tol, cache_dir: str | None =
 
 def _compile_failed(error: str, stage: str | None, where: str, metrics: dict) -> Verdict:
     stage_words = COMPILE_STAGES.get(stage or "", "an unknown stage")
+    # a library asking this torch for a name it lacks is a version mismatch: the error line
+    # already says which versions to change (harness.core.errors), there is nothing to report
+    if versions := errors.gap_switch(error):
+        switch = f"{versions}; or {EAGERLY}"
+    else:
+        switch = f"{EAGERLY}" + ("; or torch.compile(..., backend='aot_eager'), which compiles it"
+                                 if stage == "inductor" else "") + f"; {REPORT}"
     metrics = {**metrics, "compile_error": error, "compile_stage": stage, "cause": "compile-error",
-               "cause_what": f"torch.compile raises where eager computes, in {stage_words}",
-               "switch": f"{EAGERLY}" + ("; or torch.compile(..., backend='aot_eager'), which compiles it"
-                                          if stage == "inductor" else "") + f"; {REPORT}"}
+               "cause_what": f"torch.compile raises where eager computes, in {stage_words}", "switch": switch}
+    tail = f"or {EAGERLY}" if versions else switch   # the error line says the versions already
     return Verdict(Status.FAIL, Category.COMPILE_FAILED,
-                   f"{where}: torch.compile fails in {stage_words}: {error}; {metrics['switch']}", metrics,
-                   cause="compile-error")
+                   f"{where}: torch.compile fails in {stage_words}: {error}; {tail}", metrics, cause="compile-error")
 
 
 def _graph_metrics(run) -> dict:

@@ -1,0 +1,107 @@
+"""An exception in the words a record keeps: one line, and, where a library asks this torch
+for something it lacks, who asks and what to change.
+
+A library made for a newer torch fails on an older one in a way its first line does not
+explain: transformers 5.24 calls ``torch.compiler.is_exporting()`` in its mask code, which
+torch 2.6 lacks. Run eagerly, transformers' own try/except hides it; compiled, dynamo ends
+graph capture with "InternalTorchDynamoError: AttributeError: module 'torch.compiler' has no
+attribute 'is_exporting'", and every compiled BERT or Llama fails. The user can act on
+that only when told which library asks and which versions meet: ``api_gap`` finds the
+library in the traceback (or in the user-code frames dynamo writes into its message) and
+``one_line`` adds it to the line, with the switch (upgrade torch, or install a release of
+that library made for this torch).
+
+Pure reading of an exception and of the installed packages' metadata: nothing is run.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import re
+import traceback
+
+# "module 'torch.compiler' has no attribute 'is_exporting'", "cannot import name 'x' from 'torch.y'"
+_MISSING = (re.compile(r"module '(torch(?:\.\w+)*)' has no attribute '(\w+)'"),
+            re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"))
+_FILE = re.compile(r'File "([^"]+)", line (\d+)')
+_SWITCH = re.compile(r"lacks: (upgrade torch, or install [^;]*)")
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w]*)[/\\]")
+
+
+def _missing_api(text: str) -> str | None:
+    """The torch name ``text`` says is missing (``torch.compiler.is_exporting``), or None."""
+    if m := _MISSING[0].search(text):
+        return f"{m.group(1)}.{m.group(2)}"
+    if m := _MISSING[1].search(text):
+        return f"{m.group(2)}.{m.group(1)}"
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def _package_of(path: str) -> tuple[str, str, str] | None:
+    """The installed distribution a source file belongs to, its version and the file's path
+    inside it; None for torch, pytest, the standard library, this project and anything else
+    outside site-packages."""
+    m = _SITE.search(path)
+    if not m or m.group(1) in ("torch", "_pytest", "pytest", "pluggy"):
+        return None
+    dists = _distributions().get(m.group(1)) or [m.group(1)]
+    try:
+        return dists[0], importlib.metadata.version(dists[0]), path[m.start(1):].replace("\\", "/")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def api_gap(exc: BaseException) -> str | None:
+    """Where a library asks this torch for a name it lacks: "transformers 5.24.0 calls
+    torch.compiler.is_exporting (transformers/utils/import_utils.py line 1868), which torch
+    2.6.0 lacks: upgrade torch, or install a transformers release made for torch 2.6". None
+    when the exception is not a missing torch name. The caller is the last frame outside
+    torch, of the traceback and of the user-code frames dynamo puts in its message."""
+    texts = [str(e) for e in _chain(exc)]
+    name = next((n for t in texts if (n := _missing_api(t))), None)
+    if name is None:
+        return None
+    frames = [(f.filename, str(f.lineno)) for e in _chain(exc)[::-1] for f in traceback.extract_tb(e.__traceback__)]
+    frames += [m.groups() for t in texts[::-1] for m in _FILE.finditer(t)]
+    caller = next(((pkg, line) for path, line in reversed(frames) if (pkg := _package_of(path))), None)
+    try:
+        import torch
+        have, release = f"torch {torch.__version__}", "torch " + ".".join(torch.__version__.split(".")[:2])
+    except ImportError:   # the error came from a torch import; no version to name
+        have = release = "this torch"
+    if caller is None:
+        return (f"a library calls {name}, which {have} lacks: upgrade torch, or install a release of that library "
+                f"made for {release}")
+    (dist, version, file), line = caller
+    return (f"{dist} {version} calls {name} ({file} line {line}), which {have} lacks: upgrade torch, "
+            f"or install a {dist} release made for {release}")
+
+
+def gap_switch(line: str) -> str | None:
+    """What an error line (``one_line``'s) says to change where a library asks torch for a name
+    it lacks ("upgrade torch, or install a transformers release made for torch 2.6"): a
+    version mismatch, fixed by versions, not a bug to report. None for any other error."""
+    m = _SWITCH.search(line) if _missing_api(line) else None
+    return m.group(1) if m else None
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type, the first line of its message, and ``api_gap``'s
+    words where a library asks this torch for a name it lacks."""
+    text = str(exc).strip()
+    line = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    gap = api_gap(exc)
+    return f"{line}; {gap}" if gap else line

@@ -1,0 +1,94 @@
+"""An exception as a record's line (harness.core.errors): where a library asks this torch for a
+name it lacks (transformers 5.24 on torch 2.6: ``torch.compiler.is_exporting``), the line names
+the library, its version, the file and the versions to change; any other error is left as it was.
+
+The library here is a real installed distribution, made in a temporary site-packages folder
+(a package and its dist-info), so the line is found the way a user's would be.
+"""
+import pytest
+import torch
+
+from harness.core import errors, records
+from harness.core.isolate import Sandbox
+from harness.core.records import Category
+from harness.parity import compiled
+
+RELEASE = "torch " + ".".join(torch.__version__.split(".")[:2])
+
+
+@pytest.fixture
+def gaplib(tmp_path, monkeypatch):
+    """``gaplib`` 1.2.3 installed in a site-packages folder: ``ask()`` calls a torch name no torch
+    has, ``ask_compiled_style()`` raises what dynamo raises (the user code in the message)."""
+    site = tmp_path / "lib" / "site-packages"
+    (site / "gaplib").mkdir(parents=True)
+    (site / "gaplib" / "__init__.py").write_text(
+        "import torch\n\n\ndef ask():\n    return torch.compiler.no_such_name()\n")
+    info = site / "gaplib-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gaplib\nVersion: 1.2.3\n")
+    (info / "top_level.txt").write_text("gaplib\n")
+    monkeypatch.syspath_prepend(str(site))
+    errors._distributions.cache_clear()
+    yield site
+    errors._distributions.cache_clear()
+
+
+def _raised(fn) -> BaseException:
+    with pytest.raises(Exception) as info:
+        fn()
+    return info.value
+
+
+def test_a_library_asking_torch_for_a_missing_name_is_named_with_its_version_file_and_the_switch(gaplib):
+    import gaplib as lib
+    line = records.error_line(_raised(lib.ask))
+    assert line.startswith("AttributeError: module 'torch.compiler' has no attribute 'no_such_name'; ")
+    assert (f"gaplib 1.2.3 calls torch.compiler.no_such_name (gaplib/__init__.py line 5), which torch "
+            f"{torch.__version__} lacks: upgrade torch, or install a gaplib release made for {RELEASE}") in line
+    assert errors.gap_switch(line) == f"upgrade torch, or install a gaplib release made for {RELEASE}"
+
+
+def test_dynamos_user_code_frames_in_its_message_find_the_library_when_the_traceback_is_torchs(gaplib):
+    """Dynamo raises from its own frames and writes the traced user code into the message."""
+    where = gaplib / "gaplib" / "masks.py"
+    try:
+        raise AttributeError("module 'torch.compiler' has no attribute 'is_exporting'")
+    except AttributeError as inner:
+        exc = RuntimeError(f"AttributeError: {inner}\n\nfrom user code:\n   File \"{where}\", line 353, in f\n    x")
+    line = errors.one_line(exc)
+    assert line.count("\n") == 0 and "gaplib 1.2.3 calls torch.compiler.is_exporting (gaplib/masks.py line 353)" in line
+
+
+def test_an_import_of_a_missing_torch_name_is_a_gap_too(gaplib):
+    exc = ImportError("cannot import name 'flex_attention' from 'torch.nn.attention' (/x/torch/nn/attention.py)")
+    assert "a library calls torch.nn.attention.flex_attention, which torch" in errors.one_line(exc)
+
+
+@pytest.mark.parametrize("exc", [ValueError("bad input\nsecond line"), AttributeError("'NoneType' has no attribute 'x'"),
+                                 AttributeError("module 'numpy' has no attribute 'float'")])
+def test_any_other_error_keeps_its_first_line_and_names_no_switch(exc):
+    line = records.error_line(exc)
+    assert line == f"{type(exc).__name__}: {str(exc).splitlines()[0]}" and errors.gap_switch(line) is None
+
+
+def test_the_sandbox_child_says_the_gap_in_its_line():
+    box = Sandbox(timeout=120)
+    try:
+        out = box.call("tests.sandbox_targets:asks_torch_for_a_missing_name")
+    finally:
+        box.close()
+    assert out.kind == "raised", out
+    assert out.detail.startswith("AttributeError: module 'torch' has no attribute 'no_such_name'; ")
+    assert f"which torch {torch.__version__} lacks: upgrade torch" in out.detail
+
+
+def test_a_compile_failure_from_a_version_gap_says_the_versions_once_and_asks_for_no_bug_report(gaplib):
+    import gaplib as lib
+    error = records.error_line(_raised(lib.ask))
+    verdict = compiled._compile_failed(error, "eager", "model bert", {})
+    assert verdict.category == Category.COMPILE_FAILED
+    assert verdict.message.count("upgrade torch") == 1 and compiled.REPORT not in verdict.message
+    assert verdict.metrics["switch"].startswith(f"upgrade torch, or install a gaplib release made for {RELEASE}; or ")
+    other = compiled._compile_failed("RuntimeError: something else", "eager", "model bert", {})
+    assert compiled.REPORT in other.message and "upgrade torch" not in other.message
