@@ -255,6 +255,8 @@ def test_the_step_verdict_is_native_a_fallback_or_an_unsupported_op_naming_the_s
     unsupported = audit.judge_builtin("bert", _step_result(error=error), mps_ops, set())
     assert (unsupported.status, unsupported.category) == ("fail", "unsupported")
     assert unsupported.message.startswith(error) and "PYTORCH_ENABLE_MPS_FALLBACK=1" in unsupported.message
+    old_torch = "forward: RuntimeError: \"erfinv_cpu\" not implemented for 'Half'"   # torch 2.6's missing dtype
+    assert audit.judge_builtin("bert", _step_result(error=old_torch), mps_ops, set()).category == "unsupported"
     broken = audit.judge_builtin("bert", _step_result(error="forward: RuntimeError: boom"), mps_ops, set())
     assert (broken.status, broken.category, broken.message) == ("fail", "n/a", "forward: RuntimeError: boom")
     silent = audit.judge_builtin("bert", _step_result(ops={**_step_result().ops, "backward": []}), mps_ops, set())

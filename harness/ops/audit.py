@@ -219,7 +219,7 @@ def judge_builtin(name: str, result: Audit, mps_kernel_ops: Iterable[str], compo
     result), with the static prediction for MPS from the kernel table (``predict_native``).
 
     Category: "cpu-fallback" when MPS fallback warnings named ops, else "native"; a step that
-    raised fails as "unsupported" (NotImplementedError: an op without a kernel here) or
+    raised fails as "unsupported" (an op without a kernel here: harness.ops.fallback.no_kernel) or
     "n/a" (anything else); a phase that recorded no op at all fails, since the audit then
     says nothing about it.
     """
@@ -234,7 +234,7 @@ def judge_builtin(name: str, result: Audit, mps_kernel_ops: Iterable[str], compo
                "predicted_notes": predicted["notes"]}
     category = Category.CPU_FALLBACK if result.fallback_ops else Category.NATIVE
     error = result.error
-    if error and "NotImplementedError" in error:
+    if error and fallback.no_kernel(error):
         switch = ("; PYTORCH_ENABLE_MPS_FALLBACK=1 runs the ops MPS lacks on the CPU"
                   if devices.rules_of(result.device.split(":")[0]) == "mps" else "")
         return Verdict(Status.FAIL, Category.UNSUPPORTED,

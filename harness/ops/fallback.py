@@ -1,4 +1,5 @@
-"""Seeing MPS CPU fallbacks: the warning that names the aten op, captured per call.
+"""Seeing MPS CPU fallbacks: the warning that names the aten op, captured per call; and
+telling an op without a kernel here (``no_kernel``) from an op that broke.
 
 With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op without an MPS kernel runs on the CPU and
 torch warns once per process: "The operator 'aten::X' is not currently supported on the
@@ -15,6 +16,20 @@ import warnings
 
 FALLBACK_RE = re.compile(r"The operator '([^']+)' is not currently supported on the MPS backend "
                          r"and will fall back to run on the CPU")
+
+# A kernel without the sample's dtype: torch 2.11 and later raise NotImplementedError, torch 2.6
+# RuntimeError ('"ndtri_cpu" not implemented for 'Half''), for the same missing kernel: unsupported
+# either way, not an op that broke. (A Mac's fallback to such a CPU kernel answers so on MPS.)
+NO_DTYPE_KERNEL = re.compile(r"\" not implemented for '[^']+'")
+
+
+def no_kernel(error: BaseException | str) -> bool:
+    """Whether an error (or its line, "RuntimeError: ...") says the op has no kernel here for
+    these inputs: NotImplementedError, or an older torch's RuntimeError for a missing dtype."""
+    if isinstance(error, BaseException):
+        return isinstance(error, NotImplementedError) or (
+            isinstance(error, RuntimeError) and bool(NO_DTYPE_KERNEL.search(str(error))))
+    return "NotImplementedError" in error or ("RuntimeError" in error and bool(NO_DTYPE_KERNEL.search(error)))
 
 
 def ops_named(messages) -> list[str]:

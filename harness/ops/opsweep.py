@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -247,12 +246,6 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     return run
 
 
-# A kernel without the sample's dtype: torch 2.11 and later raise NotImplementedError, torch 2.6
-# RuntimeError ('"ndtri_cpu" not implemented for 'Half''), for the same missing kernel: unsupported
-# either way, not an op that broke. (A Mac's fallback to such a CPU kernel answers so on MPS.)
-NO_DTYPE_KERNEL = re.compile(r"\" not implemented for '[^']+'")
-
-
 def classified(device: str, runs) -> OpRun:
     """Drive ``runs`` (an iterator that runs one sample per step on ``device`` and yields
     whether it counted: False for a backward sample with nothing differentiable) under the
@@ -270,10 +263,8 @@ def classified(device: str, runs) -> OpRun:
                 ran, skipped = ran + bool(counted), skipped + (not counted)
         except devices.BeyondEmulation as exc:   # the emulated device cannot answer: not judged
             category, error_type, message = Category.NA, type(exc).__name__, error_line(exc)
-        except NotImplementedError as exc:
-            category, error_type, message = Category.UNSUPPORTED, type(exc).__name__, error_line(exc)
-        except Exception as exc:  # any other failure of the op on this device
-            unsupported = isinstance(exc, RuntimeError) and NO_DTYPE_KERNEL.search(str(exc))
+        except Exception as exc:  # no kernel here (fallback.no_kernel), or the op failed on this device
+            unsupported = fallback.no_kernel(exc)
             category = Category.UNSUPPORTED if unsupported else Category.ERROR
             error_type, message = type(exc).__name__, error_line(exc)
             doubt = "" if unsupported else devices.doubt_of(exc)
