@@ -117,7 +117,7 @@ def test_pytest_args_after_dashdash_reach_the_torch_envs_and_not_the_report():
         assert re.search(r"^\s*python -m tools.suiteplan run -- -m env$", commands[env], re.M), f"{env}:\n{commands[env]}"
     assert "-m env" not in commands["report"] and "tools.report" in commands["report"], commands["report"]
     for env in ("newest", "oldest"):
-        assert re.search(r"^\s*pytest tests/ -m env$", commands[env], re.M), commands[env]
+        assert re.search(r"^\s*pytest tests/ -n auto --maxprocesses 4 -m env$", commands[env], re.M), commands[env]
 
 
 def test_newest_is_on_demand_only():
