@@ -9,9 +9,11 @@ import pytest
 import torch
 
 from harness.core import errors, records
-from harness.core.isolate import Sandbox
+from harness.core.isolate import Outcome, Sandbox
 from harness.core.records import Category
 from harness.parity import compiled
+from harness.plugin.record import Recorder
+from harness.report import verdict
 
 RELEASE = "torch " + ".".join(torch.__version__.split(".")[:2])
 
@@ -87,8 +89,36 @@ def test_a_compile_failure_from_a_version_gap_says_the_versions_once_and_asks_fo
     import gaplib as lib
     error = records.error_line(_raised(lib.ask))
     verdict = compiled._compile_failed(error, "eager", "model bert", {})
-    assert verdict.category == Category.COMPILE_FAILED
+    assert verdict.category == Category.COMPILE_FAILED and verdict.cause == "version-gap: gaplib"
     assert verdict.message.count("upgrade torch") == 1 and compiled.REPORT not in verdict.message
-    assert verdict.metrics["switch"].startswith(f"upgrade torch, or install a gaplib release made for {RELEASE}; or ")
+    assert verdict.message.endswith("; or " + compiled.EAGERLY)
+    assert verdict.metrics["switch"] == f"upgrade torch, or install a gaplib release made for {RELEASE}"
     other = compiled._compile_failed("RuntimeError: something else", "eager", "model bert", {})
     assert compiled.REPORT in other.message and "upgrade torch" not in other.message
+
+
+def test_every_check_one_librarys_gap_broke_is_one_cause_on_the_page_with_the_versions_to_change(gaplib):
+    """The compiled family's record and a check that raised in the sandbox (the optimization
+    suite's torch-compile claim) group under one cause, with the switch; another library's gap
+    is a cause of its own, and an ordinary error stays ungrouped."""
+    import gaplib as lib
+    line = records.error_line(_raised(lib.ask))
+    compiled_rec = {"check": "parity/compiled.bert/float32/forward-backward", "status": "fail",
+                    "metrics": compiled._compile_failed(line, "eager", "model bert", {}).metrics}
+    claim = Recorder()
+    with pytest.raises(pytest.fail.Exception):
+        claim.value_of(Outcome("raised", detail=line), "the measurement")
+    other = line.replace("gaplib", "otherlib")
+    plain = Recorder()
+    with pytest.raises(pytest.fail.Exception):
+        plain.value_of(Outcome("raised", detail="RuntimeError: boom"), "the measurement")
+    recs = [compiled_rec, {"check": "optim/torch-compile/time", "status": "fail", "metrics": claim.metrics},
+            {"check": "optim/x/time", "status": "fail", "metrics": errors.gap_metrics(other)},
+            {"check": "optim/y/time", "status": "fail", "metrics": plain.metrics}]
+    groups = {g.cause: g for g in verdict.failure_groups(recs)}
+    assert groups["version-gap: gaplib"].checks == ["parity/compiled.bert/float32/forward-backward",
+                                                    "optim/torch-compile/time"]
+    assert groups["version-gap: gaplib"].switch == f"upgrade torch, or install a gaplib release made for {RELEASE}"
+    assert "gaplib asks this torch for a name it lacks" in groups["version-gap: gaplib"].what
+    assert groups["version-gap: otherlib"].checks == ["optim/x/time"] and "otherlib" in groups["version-gap: otherlib"].switch
+    assert plain.metrics == {} and groups[verdict.UNDETERMINED].checks == ["optim/y/time"]

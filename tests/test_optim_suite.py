@@ -129,6 +129,7 @@ def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check
     if refusal:   # said with the library that asks and the versions to change
         why = records["torch-compile"]["reason"]
         assert refusal.split(": ")[-1] in why and "upgrade torch, or install a transformers release" in why, why
+        assert records["torch-compile"]["metrics"]["cause"] == "version-gap: transformers", records["torch-compile"]
 
 
 def test_seed_000s_cuda_amp_loop_does_nothing_without_cuda():

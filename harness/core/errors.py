@@ -25,6 +25,7 @@ _MISSING = (re.compile(r"module '(torch(?:\.\w+)*)' has no attribute '(\w+)'"),
             re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"))
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
 _SWITCH = re.compile(r"lacks: (upgrade torch, or install [^;]*)")
+_LIBRARY = re.compile(r"; ([\w.-]+) \S+ calls torch\.")
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w]*)[/\\]")
 
 
@@ -96,6 +97,23 @@ def gap_switch(line: str) -> str | None:
     version mismatch, fixed by versions, not a bug to report. None for any other error."""
     m = _SWITCH.search(line) if _missing_api(line) else None
     return m.group(1) if m else None
+
+
+GAP_CAUSE = "version-gap"
+
+
+def gap_metrics(line: str) -> dict:
+    """A record's cause, what happened and switch for an error line that is a version gap, so
+    the report groups every check one library's gap broke under one cause ("version-gap:
+    transformers") with the versions to change; {} for any other error."""
+    switch = gap_switch(line)
+    if switch is None:
+        return {}
+    library = _LIBRARY.search(line)
+    name = library.group(1) if library else None
+    return {"cause": f"{GAP_CAUSE}: {name}" if name else GAP_CAUSE,
+            "cause_what": f"{name or 'a library'} asks this torch for a name it lacks: it was made for a newer torch",
+            "switch": switch}
 
 
 def one_line(exc: BaseException) -> str:

@@ -726,16 +726,17 @@ def _compile_failed(error: str, stage: str | None, where: str, metrics: dict) ->
     stage_words = COMPILE_STAGES.get(stage or "", "an unknown stage")
     # a library asking this torch for a name it lacks is a version mismatch: the error line
     # already says which versions to change (harness.core.errors), there is nothing to report
-    if versions := errors.gap_switch(error):
-        switch = f"{versions}; or {EAGERLY}"
+    if gap := errors.gap_metrics(error):   # in words every check the same gap broke shares
+        said, tail = gap, f"or {EAGERLY}"    # the error line says the versions already
     else:
         switch = f"{EAGERLY}" + ("; or torch.compile(..., backend='aot_eager'), which compiles it"
                                  if stage == "inductor" else "") + f"; {REPORT}"
-    metrics = {**metrics, "compile_error": error, "compile_stage": stage, "cause": "compile-error",
-               "cause_what": f"torch.compile raises where eager computes, in {stage_words}", "switch": switch}
-    tail = f"or {EAGERLY}" if versions else switch   # the error line says the versions already
+        said = {"cause": "compile-error", "cause_what": f"torch.compile raises where eager computes, in {stage_words}",
+                "switch": switch}
+        tail = switch
+    metrics = {**metrics, "compile_error": error, "compile_stage": stage, **said}
     return Verdict(Status.FAIL, Category.COMPILE_FAILED,
-                   f"{where}: torch.compile fails in {stage_words}: {error}; {tail}", metrics, cause="compile-error")
+                   f"{where}: torch.compile fails in {stage_words}: {error}; {tail}", metrics, cause=said["cause"])
 
 
 def _graph_metrics(run) -> dict:

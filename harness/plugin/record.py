@@ -12,6 +12,7 @@ harness/core/records.py).
 """
 from __future__ import annotations
 
+from harness.core import errors
 from harness.core.records import Category, Identity, Status, Verdict, first_line, strip_prefix
 from harness.env import devices
 
@@ -40,8 +41,9 @@ class Recorder:
             self.conclude(Verdict(outcome.kind, message=outcome.detail))
         if outcome.kind == "raised" and devices.beyond_emulation(outcome.detail):
             self.conclude(devices.cannot_tell(outcome.detail))
-        if outcome.kind != "ok":
-            self.conclude(Verdict(Status.FAIL, message=f"{what} failed: {outcome.detail}"))
+        if outcome.kind != "ok":   # a version gap (harness.core.errors) is a cause with its switch
+            self.conclude(Verdict(Status.FAIL, message=f"{what} failed: {outcome.detail}",
+                                  metrics=errors.gap_metrics(outcome.detail)))
         return outcome.value
 
     def conclude(self, verdict: Verdict, in_example: bool = False) -> None:
