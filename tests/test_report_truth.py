@@ -170,8 +170,9 @@ def contradictions(found, secs, doc, md: str, page: str) -> list[str]:
         wrong = sum(1 for check, per in cells.items() for cid in ids
                     if check.startswith("parity/") and cid in per and per[cid]["key"] in verdict.BROKEN)
         if numerics and numerics.state != verdict.NONE:
-            said_wrong = int(m.group(1).replace(",", "")) if (m := re.match(r"([\d,]+) checks? wrong", numerics.line)) \
-                else 0
+            said_wrong = sum(int(m.group(1).replace(",", "")) for m in re.finditer(
+                r"(?:^|; )([\d,]+) checks? (?:wrong against float64|failed before any number was judged)",
+                numerics.line))
             if said_wrong != wrong:
                 said.append(f"{v.title}: the verdict says {said_wrong} wrong, matrix.json has {wrong}")
         listed = sum(1 for row in failures.rows if row[3] in labels and row[2].startswith("parity/")
@@ -392,3 +393,40 @@ def test_a_perf_run_alone_is_not_headlined_as_nothing_measured():
     failing = [{**recs[0], "status": Status.FAIL}, recs[1]]
     [found] = verdict.for_records(header, failing, {"kind": "end", "run": "P1", "exitstatus": 1})
     assert found.headline == "1 perf failure" and found.state == verdict.BAD
+
+
+def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_left_unsaid():
+    """On torch 2.6 a compiled BERT fails in graph capture (transformers asks torch for a name
+    it lacks), and so does the torch-compile claim's measurement. The first screen said "2
+    checks wrong against float64" of checks that computed nothing, and "optimizations: not
+    measured here" beside the claim that failed. Now a compile failure, a raise, a crash and an
+    error are "failed before any number was judged", apart from the numbers found wrong, and
+    a claim whose measurement failed is counted with its cause."""
+    header = {"run": "G1", "env_id": "vm-py3.11-torch2.6.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+    gap = {"cause": "version-gap: transformers", "switch": "upgrade torch, or install a transformers release made "
+                                                           "for torch 2.6"}
+
+    def one(check, status, suite, category=None, **metrics):
+        return {"run": "G1", "check": check, "suite": suite, "subject": check.split("/")[1], "variant": "",
+                "target": "cpu", "status": status, "category": category, "reason": "r", "metrics": metrics}
+    recs = [one("parity/softmax/float32/forward", Status.FAIL, "parity", "parity", cause="tf32"),
+            one("parity/compiled.bert/float32/forward-backward", Status.FAIL, "parity", "compile-failed", **gap),
+            one("parity/compiled.llama/float32/forward-backward", Status.CRASH, "parity"),
+            one("parity/gelu/float32/forward", Status.PASS, "parity", "parity"),
+            one("optim/torch-compile/time", Status.FAIL, "optim", None, **gap),
+            one("optim/gradient-checkpointing/memory", Status.PASS, "optim", "holds", mem_ratio=0.6, bound=0.9)]
+    [found] = verdict.for_records(header, recs, {"kind": "end", "run": "G1", "exitstatus": 1})
+    aspects = {a.name: a for a in found.aspects}
+    assert aspects["numerics"].line == ("1 check wrong against float64: tf32 1; 2 checks failed before any number "
+                                        "was judged: crashed 1; version-gap: transformers 1")
+    assert aspects["numerics"].short == "1 numerically wrong, 2 parity checks failed to run"
+    optim = aspects["optimizations"]
+    assert optim.state == verdict.BAD and optim.line.endswith("; 1 measurement failed: version-gap: transformers 1")
+    assert any("optim/torch-compile/time" in d and gap["switch"] in d for d in optim.detail), optim.detail
+    [alone] = verdict.for_records(header, recs[4:5], {"kind": "end", "run": "G1", "exitstatus": 1})
+    optim = next(a for a in alone.aspects if a.name == "optimizations")
+    assert optim.line == "no documented saving was measured here; 1 measurement failed: version-gap: transformers 1"
+    assert optim.short == "1 optimization measurement failed" and alone.headline == optim.short
+    [right] = verdict.for_records(header, recs[3:4], {"kind": "end", "run": "G1", "exitstatus": 0})
+    assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"

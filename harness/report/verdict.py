@@ -304,19 +304,33 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     return Aspect("ops", state, ", ".join(parts) + run, detail, "ops", short)
 
 
+NUMBERS_WRONG = (Category.PARITY, Category.UNREPEATABLE)   # a parity failure that judged numbers
+
+
+def judged_wrong(rec: dict) -> bool:
+    """Whether a broken parity check broke on its numbers (against float64, or a rerun that gave
+    other bits), as opposed to one that broke before any number was judged: a compile that
+    failed, a target that raised, a crash, a hang, the check's own error."""
+    return cell_key(rec) in BROKEN and rec.get("category") in NUMBERS_WRONG
+
+
 def _numerics(recs: list[dict]) -> Aspect:
     par = [r for r in recs if r.get("suite") == "parity" and r["status"] != Status.SKIP]
     if not par:
         return Aspect("numerics", NONE, "not run here (pytest suites/ -m parity)", anchor="parity")
-    groups = failure_groups(par)
-    wrong = sum(len(g.checks) for g in groups)
+    groups = failure_groups([r for r in par if judged_wrong(r)])
+    unrun = failure_groups([r for r in par if cell_key(r) in BROKEN and not judged_wrong(r)])
+    wrong, failed = (sum(len(g.checks) for g in gs) for gs in (groups, unrun))
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
     cpu_side = sum(1 for r in par if isinstance((r.get("metrics") or {}).get("cpu_finding"), dict))
+    said = []
     if wrong:
-        line = f"{_n(wrong, 'check')} wrong against float64: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}"
-                                                                            for g in groups)
-    else:
-        line = f"as right as the CPU: {_n(len(par), 'check')}, none wrong"
+        said.append(f"{_n(wrong, 'check')} wrong against float64: "
+                    + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in groups))
+    if failed:
+        said.append(f"{_n(failed, 'check')} failed before any number was judged: "
+                    + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in unrun))
+    line = "; ".join(said) if said else f"as right as the CPU: {_n(len(par), 'check')}, none wrong"
     if rerun:
         line += f"; {len(rerun):,} of an older judge need a rerun to tell"
     if cpu_side:
@@ -324,13 +338,15 @@ def _numerics(recs: list[dict]) -> Aspect:
     untold = _untold(recs, "parity")
     if untold:
         line += f"; {untold:,} more that only the device itself can answer (skipped on this emulated column)"
-    detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups]
-    detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups]
+    detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups + unrun]
+    detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups + unrun]
     if rerun:
         detail.append("run again for today's judge: " + ", ".join(rerun))
-    state = BAD if wrong else WARN if rerun else GOOD
-    short = f"{wrong:,} numerically wrong" if wrong else "numbers right"
-    return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong else "parity", short)
+    state = BAD if wrong or failed else WARN if rerun else GOOD
+    parts = ([f"{wrong:,} numerically wrong"] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"]
+                                                                     if failed else [])
+    short = ", ".join(parts) or "numbers right"
+    return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
 
 
 def _ratio_words(rec: dict, claimed: bool = False) -> str:
@@ -374,7 +390,10 @@ def _optimizations(recs: list[dict]) -> Aspect:
     claims = [r for r in recs if r.get("suite") == "optim" and r["status"] != Status.SKIP
               and isinstance((r.get("metrics") or {}).get("mem_ratio", (r.get("metrics") or {}).get("time_ratio")),
                              (int, float))]
-    if not claims:
+    claimed = {id(r) for r in claims}
+    failed = failure_groups([r for r in recs if r.get("suite") == "optim" and not is_control(r)
+                             and id(r) not in claimed and cell_key(r) in BROKEN])
+    if not claims and not failed:
         return Aspect("optimizations", NONE, "not measured here (pytest suites/ -m optim)", anchor="optimizations")
 
     def ratio(r):
@@ -394,10 +413,16 @@ def _optimizations(recs: list[dict]) -> Aspect:
         line += f"; {_n(len(fails), 'claim')} do not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
     if unsure:
         line += f"; {len(unsure):,} inconclusive"
+    broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
+    if broke:
+        line += f"; {_n(broke, 'measurement')} failed: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in failed)
     detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
-              + [f"inconclusive: {_ratio_words(r)}" for r in unsure])
-    short = f"{len(helps)} optimizations help" + (f", {len(fails)} do not" if fails else "")
-    return Aspect("optimizations", WARN if fails else GOOD, line, detail, "optimizations", short)
+              + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
+              + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
+    parts = ([f"{len(helps)} optimizations help" + (f", {len(fails)} do not" if fails else "")] if claims else []) + (
+        [f"{_n(broke, 'optimization measurement')} failed"] if broke else [])
+    short = ", ".join(parts)
+    return Aspect("optimizations", BAD if broke else WARN if fails else GOOD, line, detail, "optimizations", short)
 
 
 def _known_bugs(recs: list[dict]) -> Aspect:
