@@ -47,8 +47,8 @@ def test_a_library_asking_torch_for_a_missing_name_is_named_with_its_version_fil
     line = records.error_line(_raised(lib.ask))
     assert line.startswith("AttributeError: module 'torch.compiler' has no attribute 'no_such_name'; ")
     assert (f"gaplib 1.2.3 calls torch.compiler.no_such_name (gaplib/__init__.py line 5), which torch "
-            f"{torch.__version__} lacks: upgrade torch, or install a gaplib release made for {RELEASE}") in line
-    assert errors.gap_switch(line) == f"upgrade torch, or install a gaplib release made for {RELEASE}"
+            f"{torch.__version__} lacks: upgrade torch (or downgrade it, where torch removed the name), or install a gaplib release made for {RELEASE}") in line
+    assert errors.gap_switch(line) == f"upgrade torch (or downgrade it, where torch removed the name), or install a gaplib release made for {RELEASE}"
 
 
 def test_dynamos_user_code_frames_in_its_message_find_the_library_when_the_traceback_is_torchs(gaplib):
@@ -92,7 +92,7 @@ def test_a_compile_failure_from_a_version_gap_says_the_versions_once_and_asks_fo
     assert verdict.category == Category.COMPILE_FAILED and verdict.cause == "version-gap: gaplib"
     assert verdict.message.count("upgrade torch") == 1 and compiled.REPORT not in verdict.message
     assert verdict.message.endswith("; or " + compiled.EAGERLY)
-    assert verdict.metrics["switch"] == f"upgrade torch, or install a gaplib release made for {RELEASE}"
+    assert verdict.metrics["switch"] == f"upgrade torch (or downgrade it, where torch removed the name), or install a gaplib release made for {RELEASE}"
     other = compiled._compile_failed("RuntimeError: something else", "eager", "model bert", {})
     assert compiled.REPORT in other.message and "upgrade torch" not in other.message
 
@@ -118,7 +118,7 @@ def test_every_check_one_librarys_gap_broke_is_one_cause_on_the_page_with_the_ve
     groups = {g.cause: g for g in verdict.failure_groups(recs)}
     assert groups["version-gap: gaplib"].checks == ["parity/compiled.bert/float32/forward-backward",
                                                     "optim/torch-compile/time"]
-    assert groups["version-gap: gaplib"].switch == f"upgrade torch, or install a gaplib release made for {RELEASE}"
+    assert groups["version-gap: gaplib"].switch == f"upgrade torch (or downgrade it, where torch removed the name), or install a gaplib release made for {RELEASE}"
     assert "gaplib asks this torch for a name it lacks" in groups["version-gap: gaplib"].what
     assert groups["version-gap: otherlib"].checks == ["optim/x/time"] and "otherlib" in groups["version-gap: otherlib"].switch
     assert plain.metrics == {} and groups[verdict.UNDETERMINED].checks == ["optim/y/time"]

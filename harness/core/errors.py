@@ -8,8 +8,8 @@ graph capture with "InternalTorchDynamoError: AttributeError: module 'torch.comp
 attribute 'is_exporting'", and every compiled BERT or Llama fails. The user can act on
 that only when told which library asks and which versions meet: ``api_gap`` finds the
 library in the traceback (or in the user-code frames dynamo writes into its message) and
-``one_line`` adds it to the line, with the switch (upgrade torch, or install a release of
-that library made for this torch).
+``one_line`` adds it to the line, with the switch (upgrade torch, or downgrade it where torch
+removed the name, or install a release of that library made for this torch).
 
 Pure reading of an exception and of the installed packages' metadata: nothing is run.
 """
@@ -24,7 +24,7 @@ import traceback
 _MISSING = (re.compile(r"module '(torch(?:\.\w+)*)' has no attribute '(\w+)'"),
             re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"))
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
-_SWITCH = re.compile(r"lacks: (upgrade torch, or install [^;]*)")
+_SWITCH = re.compile(r"lacks: (upgrade torch (?:\([^)]*\))?, or install [^;]*)")
 _LIBRARY = re.compile(r"; ([\w.-]+) \S+ calls torch\.")
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w]*)[/\\]")
 
@@ -68,7 +68,7 @@ def _package_of(path: str) -> tuple[str, str, str] | None:
 def api_gap(exc: BaseException) -> str | None:
     """Where a library asks this torch for a name it lacks: "transformers 5.24.0 calls
     torch.compiler.is_exporting (transformers/utils/import_utils.py line 1868), which torch
-    2.6.0 lacks: upgrade torch, or install a transformers release made for torch 2.6". None
+    2.6.0 lacks: upgrade torch (...), or install a transformers release made for torch 2.6". None
     when the exception is not a missing torch name. The caller is the last frame outside
     torch, of the traceback and of the user-code frames dynamo puts in its message."""
     texts = [str(e) for e in _chain(exc)]
@@ -83,17 +83,20 @@ def api_gap(exc: BaseException) -> str | None:
         have, release = f"torch {torch.__version__}", "torch " + ".".join(torch.__version__.split(".")[:2])
     except ImportError:   # the error came from a torch import; no version to name
         have = release = "this torch"
+    # Usually the library is newer than torch; where torch removed the name it is older, and
+    # only the library's release notes tell which: both ways are said.
+    torch_side = "upgrade torch (or downgrade it, where torch removed the name)"
     if caller is None:
-        return (f"a library calls {name}, which {have} lacks: upgrade torch, or install a release of that library "
+        return (f"a library calls {name}, which {have} lacks: {torch_side}, or install a release of that library "
                 f"made for {release}")
     (dist, version, file), line = caller
-    return (f"{dist} {version} calls {name} ({file} line {line}), which {have} lacks: upgrade torch, "
+    return (f"{dist} {version} calls {name} ({file} line {line}), which {have} lacks: {torch_side}, "
             f"or install a {dist} release made for {release}")
 
 
 def gap_switch(line: str) -> str | None:
     """What an error line (``one_line``'s) says to change where a library asks torch for a name
-    it lacks ("upgrade torch, or install a transformers release made for torch 2.6"): a
+    it lacks ("upgrade torch (...), or install a transformers release made for torch 2.6"): a
     version mismatch, fixed by versions, not a bug to report. None for any other error."""
     m = _SWITCH.search(line) if _missing_api(line) else None
     return m.group(1) if m else None
@@ -112,7 +115,7 @@ def gap_metrics(line: str) -> dict:
     library = _LIBRARY.search(line)
     name = library.group(1) if library else None
     return {"cause": f"{GAP_CAUSE}: {name}" if name else GAP_CAUSE,
-            "cause_what": f"{name or 'a library'} asks this torch for a name it lacks: it was made for a newer torch",
+            "cause_what": f"{name or 'a library'} asks this torch for a name it lacks: it was made for another torch",
             "switch": switch}
 
 
