@@ -64,7 +64,10 @@ def test_dynamos_user_code_frames_in_its_message_find_the_library_when_the_trace
 
 def test_an_import_of_a_missing_torch_name_is_a_gap_too(gaplib):
     exc = ImportError("cannot import name 'flex_attention' from 'torch.nn.attention' (/x/torch/nn/attention.py)")
-    assert "a library calls torch.nn.attention.flex_attention, which torch" in errors.one_line(exc)
+    line = errors.one_line(exc)
+    assert "a library calls torch.nn.attention.flex_attention, which torch" in line
+    said = errors.gap_metrics(line)   # no library found: the cause names none
+    assert said["cause"] == "version-gap" and said["cause_what"].startswith("a library asks"), said
 
 
 @pytest.mark.parametrize("exc", [ValueError("bad input\nsecond line"), AttributeError("'NoneType' has no attribute 'x'"),

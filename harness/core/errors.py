@@ -25,7 +25,7 @@ _MISSING = (re.compile(r"module '(torch(?:\.\w+)*)' has no attribute '(\w+)'"),
             re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"))
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
 _SWITCH = re.compile(r"lacks: (upgrade torch (?:\([^)]*\))?, or install [^;]*)")
-_LIBRARY = re.compile(r"; ([\w.-]+) \S+ calls torch\.")
+_LIBRARY = re.compile(r"; ([\w.-]+) (?:\d[\w.+!-]*) calls torch\.")   # "<dist> <version> calls torch.x"
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w]*)[/\\]")
 
 
