@@ -146,6 +146,13 @@ def recorded_h200() -> Path:
     return recorded_run_files("h200-torch2.11-2026-11-27")
 
 
+def recorded_h100_full() -> Path:
+    """The third H100 recording (tests/fixtures/recorded/h100-torch2.11-2026-11-28): the whole
+    optimization suite on an H100 within its budget, ops, the compiled family, env and every
+    suite's controls, all from one clean tree (e0ba736)."""
+    return recorded_run_files("h100-torch2.11-2026-11-28")
+
+
 _RECORDED: dict[str, Path] = {}
 
 

@@ -70,3 +70,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for path in (tmp_path / "missing.jsonl", tmp_path / "bad.jsonl", tmp_path / "bad.jsonl.gz"):
         res = account(path)
         assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_the_whole_suite_on_an_h100_fits_the_budget_with_the_family_first():
+    """The recording of 2026-11-28: the 61 checks ended on an H100 within the 600 s the issue
+    gives the suite, and the account says how much was left and what took the most."""
+    res = account(ROOT / "tests" / "fixtures" / "recorded" / "h100-torch2.11-2026-11-28" / "optim.jsonl.gz")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "61 of 61 selected optim checks recorded, ended (pytest exit 0)" in out
+    assert "checks' seconds 462, wall 458 s (header to end line); budget 600 s: within, 142 s to spare" in out
+    longest = out.split("longest checks")[1].splitlines()[2]
+    assert longest.split()[:3] == ["optim/gradient-accumulation/time", "xfail", "199"], longest

@@ -7,12 +7,13 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from harness.core import records, runfiles
-from tests.conftest import recorded_h100, recorded_h100_controls, recorded_h200, ROOT
+from tests.conftest import recorded_h100, recorded_h100_controls, recorded_h100_full, recorded_h200, ROOT
 from tools import compare as compare_cli, report
 
 # Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
@@ -242,3 +243,71 @@ def test_the_h200_run_keeps_every_h100_verdict_and_memory_ratio_and_compare_name
     assert compare_cli.main([str(h100), str(h200), "--partial"]) == 0
     out = capsys.readouterr().out
     assert "- machines:  " in out and out.index("NVIDIA H100") < out.index("NVIDIA H200")
+
+
+def _compare_json(capsys, *args) -> dict:
+    assert compare_cli.main([*map(str, args), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _by_check(path: Path) -> dict[str, dict]:
+    return {r["check"]: r for run in runfiles.read_file(path).runs for r in run.records}
+
+
+def test_the_whole_optim_suite_ran_on_an_h100_within_its_budget_and_kept_every_h200_verdict(capsys):
+    """The recording of 2026-11-28, on the card the issue's budget names: the 61 selected optim
+    checks in one run, ended with exit status 0, in under 600 s from header to end line; and
+    against the H200's run of 2026-11-27 (an older tree) not one verdict changed, and every
+    memory ratio is the same figure (the tracked storages do not depend on the card)."""
+    h100, h200 = recorded_h100_full() / "optim.jsonl", recorded_h200() / "optim.jsonl"
+    (run,) = runfiles.read_file(h100).runs
+    assert run.complete and run.end["exitstatus"] == 0 and len(run.records) == 61
+    assert run.header["facts"]["torch"]["cuda_devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert run.header["facts"]["suite_revision"] == "e0ba73653b1a"    # a clean tree
+    wall = datetime.fromisoformat(run.end["finished"]) - datetime.fromisoformat(run.header["started"])
+    assert wall.total_seconds() == 458 and wall.total_seconds() < 600
+    result = _compare_json(capsys, h200, h100)
+    assert result["counts"] == {"regression": 0, "warning": 0, "improvement": 0, "appeared": 0,
+                                "disappeared": 0, "unchanged": 61}, result["changes"]
+    assert any("compared across two machines" in n for n in result["notes"])
+    before, after = _by_check(h200), _by_check(h100)
+    memory = [c for c in before if "mem_ratio" in (before[c].get("metrics") or {})]
+    assert len(memory) == 16   # 14 memory claims, the smaller-batch control, the seed path
+    assert all(before[c]["metrics"]["mem_ratio"] == after[c]["metrics"]["mem_ratio"] for c in memory)
+    assert [c for c in before if before[c].get("category") != after[c].get("category")] == []
+
+
+def test_the_h100_ops_run_of_today_against_the_one_of_2026_11_24_names_the_fixed_sample(capsys):
+    """5,304 op checks, all passing; against the H100's ops run three days older: no regression,
+    the two _softmax_backward_data failures (a sample made only for the device string 'cuda',
+    fixed since) are improvements, and the MiniLM step, deselected here for want of its weights,
+    disappeared."""
+    old, new = recorded_h100_controls() / "ops.jsonl", recorded_h100_full() / "ops.jsonl"
+    (run,) = runfiles.read_file(new).runs
+    assert run.complete and len(run.records) == 5304 and {r["status"] for r in run.records} == {"pass"}
+    result = _compare_json(capsys, old, new)
+    assert result["counts"] == {"regression": 0, "warning": 0, "improvement": 2, "appeared": 0,
+                                "disappeared": 1, "unchanged": 5302}
+    changed = {(c["kind"], c["check"]) for c in result["changes"]}
+    assert changed == {("improvement", "ops/_softmax_backward_data/float32/backward"),
+                       ("improvement", "ops/_softmax_backward_data/float32/forward"),
+                       ("disappeared", "ops/model_step_runs_natively/minilm")}
+
+
+def test_the_compiled_family_ran_compiled_on_the_h100_and_the_report_reads_it(tmp_path):
+    """The compiled family's first run on a GPU: every op and model ran through torch.compile
+    (at least one graph each), was judged against float64 and set beside eager; the report of
+    the whole folder says, for the H100's cuda column, fit, the ops native, the numbers right,
+    the optimizations that help and do not, and that the 11 + 9 controls passed."""
+    rec = recorded_h100_full()
+    compiled = [r for r in _by_check(rec / "compile.jsonl").values() if r["subject"].startswith("compiled.")]
+    assert len(compiled) == 136 and {r["status"] for r in compiled} == {"pass"}
+    assert all(r["metrics"]["graphs"] >= 1 and r["metrics"]["yardstick"] == "eager" for r in compiled)
+    assert {r["metrics"]["reference"] for r in compiled} == {"float64", "cpu-float64"}
+    assert Counter(r["metrics"]["more_accurate"] for r in compiled) == {"same": 119, "compiled": 11, "eager": 6}
+    md = _report_of(sorted(rec.glob("*.jsonl")), tmp_path)
+    lines = md.splitlines()
+    column = next(i for i, x in enumerate(lines) if "**NVIDIA H100 80GB HBM3" in x and "· cuda**" in x)
+    assert lines[column].endswith("fit; ops 5,301 native; numbers right; 18 optimizations help, 5 do not"), lines[column]
+    assert "`OK` instruments" in lines[column + 1] and "controls passed (ops, parity, optim, perf)" in lines[column + 1]
+
