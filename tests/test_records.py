@@ -311,3 +311,10 @@ def test_the_compiled_family_ran_compiled_on_the_h100_and_the_report_reads_it(tm
     assert lines[column].endswith("fit; ops 5,301 native; numbers right; 18 optimizations help, 5 do not"), lines[column]
     assert "`OK` instruments" in lines[column + 1] and "controls passed (ops, parity, optim, perf)" in lines[column + 1]
 
+
+def test_a_run_of_the_controls_alone_says_so_rather_than_nothing_measured(tmp_path):
+    """The controls run first on the lent machine, alone: its verdict line says that only the
+    controls ran and how many passed, not that nothing was measured."""
+    md = _report_of([recorded_h100_full() / "controls.jsonl"], tmp_path)
+    line = next(x for x in md.splitlines() if "**NVIDIA H100 80GB HBM3" in x and "· cuda**" in x)
+    assert line.endswith("only the controls ran: 11 controls passed (ops, parity, optim, perf)"), line

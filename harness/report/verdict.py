@@ -657,7 +657,9 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
                           f"tools.rejudge lists why, check by check). Run `pytest suites/ -m \"parity and "
                           f"{col.target}\"` again for today's judge.")
         state = worst(a.state for a in aspects)
-        headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or "nothing measured"
+        headline = "; ".join(a.short for a in aspects if a.short and a.state != NONE) or (
+            f"only the controls ran: {instruments.line.removeprefix('instruments checked: ')}"
+            if instruments else "nothing measured")
         out.append(Verdict(col.id, title, col.host_label, state, headline, aspects, partial, older_note,
                            instruments_note))
     return sorted(out, key=lambda v: v.state == NONE)   # a target that is not on its machine: last
