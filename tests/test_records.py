@@ -265,7 +265,7 @@ def test_the_whole_optim_suite_ran_on_an_h100_within_its_budget_and_kept_every_h
     assert run.header["facts"]["torch"]["cuda_devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert run.header["facts"]["suite_revision"] == "e0ba73653b1a"    # a clean tree
     wall = datetime.fromisoformat(run.end["finished"]) - datetime.fromisoformat(run.header["started"])
-    assert wall.total_seconds() == 458 and wall.total_seconds() < 600
+    assert wall.total_seconds() == 458   # the recorded figure; against the budget: tests/test_optim_account.py
     result = _compare_json(capsys, h200, h100)
     assert result["counts"] == {"regression": 0, "warning": 0, "improvement": 0, "appeared": 0,
                                 "disappeared": 0, "unchanged": 61}, result["changes"]
