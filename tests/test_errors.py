@@ -125,3 +125,13 @@ def test_every_check_one_librarys_gap_broke_is_one_cause_on_the_page_with_the_ve
     assert "gaplib asks this torch for a name it lacks" in groups["version-gap: gaplib"].what
     assert groups["version-gap: otherlib"].checks == ["optim/x/time"] and "otherlib" in groups["version-gap: otherlib"].switch
     assert plain.metrics == {} and groups[verdict.UNDETERMINED].checks == ["optim/y/time"]
+
+
+def test_a_model_audit_that_fails_on_a_missing_torch_name_keeps_its_phase_and_names_the_library(gaplib):
+    """The ops suite's model step (harness.ops.audit) writes its failure through the same line:
+    the phase first, then the library and the versions to change."""
+    import gaplib as lib
+    from harness.ops import audit
+    line = audit._one_line("forward", _raised(lib.ask))
+    assert line.startswith("forward: AttributeError: module 'torch.compiler' has no attribute 'no_such_name'; ")
+    assert "gaplib 1.2.3 calls torch.compiler.no_such_name" in line and errors.gap_switch(line)

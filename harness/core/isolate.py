@@ -267,16 +267,12 @@ def warm(what: str) -> None:
         importlib.import_module(what)
 
 
-def _one_line(exc: BaseException) -> str:
-    return errors.one_line(exc)
-
-
 def _child(fd: int, preload: list[str]) -> None:
     conn = Connection(fd)
     try:
         prepare_child(preload)
     except Exception as exc:  # a preload that fails: said to the parent in one line, as a start that failed
-        conn.send(("broken", _one_line(exc)))
+        conn.send(("broken", errors.one_line(exc)))
         sys.exit(1)
     conn.send(("ready", None))   # the parent's start-up limit ends here, and a call's begins
     while True:
@@ -290,7 +286,7 @@ def _child(fd: int, preload: list[str]) -> None:
         try:
             conn.send(("ok", _resolve(target)(*args)))
         except Exception as exc:  # the function's own failure travels back as one line
-            conn.send(("raised", _one_line(exc)))
+            conn.send(("raised", errors.one_line(exc)))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.core import models
-from harness.core.records import Category, Status, Verdict
+from harness.core import errors, models
+from harness.core.records import REASON_MAX, Category, Status, Verdict
 from harness.env import devices
 from harness.ops import fallback
 
@@ -109,9 +109,9 @@ def make_optimizer(name: str, params):
 
 
 def _one_line(phase: str, exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return f"{phase}: {line[:400]}"
+    """The phase and the exception as one line (harness.core.errors: with the library and the
+    versions to change where a library asks this torch for a name it lacks)."""
+    return f"{phase}: {errors.one_line(exc)}"[:REASON_MAX]
 
 
 @dataclasses.dataclass
