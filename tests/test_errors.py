@@ -26,6 +26,16 @@ def gaplib(tmp_path, monkeypatch):
     (site / "gaplib").mkdir(parents=True)
     (site / "gaplib" / "__init__.py").write_text(
         "import torch\n\n\ndef ask():\n    return torch.compiler.no_such_name()\n")
+    (site / "gaplib" / "keywords.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\n"
+        "def attend(q):\n    return F.scaled_dot_product_attention(\n        q, q, q,\n        no_such_keyword=True)\n\n\n"
+        "def method(x):\n    return x.softmax(0, no_such_keyword=1)\n\n\n"
+        "def optimizer(p):\n    return torch.optim.AdamW([p], no_such_keyword=1)\n\n\n"
+        "def passes_on(fn, x):   # torch hands the keyword to the library's own function\n"
+        "    return torch.utils.checkpoint.checkpoint(fn, x, no_such_keyword=1, use_reentrant=False)\n\n\n"
+        "def own(x):\n    return x\n\n\n"
+        "def imports():\n    import torch.no_such_module  # noqa: F401\n\n\n"
+        "def tensor(x):\n    return x.no_such_method()\n")
     info = site / "gaplib-1.2.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gaplib\nVersion: 1.2.3\n")
@@ -70,8 +80,36 @@ def test_an_import_of_a_missing_torch_name_is_a_gap_too(gaplib):
     assert said["cause"] == "version-gap" and said["cause_what"].startswith("a library asks"), said
 
 
+@pytest.mark.parametrize("call, said, line", [
+    ("attend", "torch.nn.functional.scaled_dot_product_attention with the keyword no_such_keyword", 6),
+    ("method", "torch.Tensor.softmax with the keyword no_such_keyword", 12),
+    ("optimizer", "torch.optim.AdamW with the keyword no_such_keyword", 16),
+    ("imports", "torch.no_such_module", 28),
+    ("tensor", "torch.Tensor.no_such_method", 32)])
+def test_a_keyword_module_or_tensor_method_this_torch_lacks_is_a_gap_named_as_the_library_wrote_it(gaplib, call, said, line):
+    """transformers passing ``enable_gqa=`` to an older torch's scaled_dot_product_attention:
+    the TypeError names only ``scaled_dot_product_attention()``; the line says whose function
+    (the alias ``F`` spelled out) and which library's call, across a call written over lines."""
+    from gaplib import keywords
+    x = torch.ones(1, 2, 2)
+    out = records.error_line(_raised(lambda: getattr(keywords, call)(*(() if call == "imports" else (x,)))))
+    assert (f"; gaplib 1.2.3 calls {said} (gaplib/keywords.py line {line}), which torch {torch.__version__} lacks: "
+            f"upgrade torch (or downgrade it, where torch removed the name), or install a gaplib release made for {RELEASE}") in out, out
+    assert errors.gap_metrics(out)["cause"] == "version-gap: gaplib"
+
+
+def test_a_keyword_torch_passes_on_to_a_function_of_the_librarys_own_is_no_gap(gaplib):
+    """checkpoint hands its extra keywords to the function it runs: that function refusing one is
+    the library's own mistake, whatever torch, and the line names no versions."""
+    from gaplib import keywords
+    out = records.error_line(_raised(lambda: keywords.passes_on(keywords.own, torch.ones(2))))
+    assert out == "TypeError: own() got an unexpected keyword argument 'no_such_keyword'" and errors.gap_switch(out) is None
+
+
 @pytest.mark.parametrize("exc", [ValueError("bad input\nsecond line"), AttributeError("'NoneType' has no attribute 'x'"),
-                                 AttributeError("module 'numpy' has no attribute 'float'")])
+                                 AttributeError("module 'numpy' has no attribute 'float'"),
+                                 TypeError("softmax() got an unexpected keyword argument 'dim2'"),   # no frame: nothing seen to be torch's
+                                 ModuleNotFoundError("No module named 'torch'")])
 def test_any_other_error_keeps_its_first_line_and_names_no_switch(exc):
     line = records.error_line(exc)
     assert line == f"{type(exc).__name__}: {str(exc).splitlines()[0]}" and errors.gap_switch(line) is None

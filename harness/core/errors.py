@@ -11,18 +11,37 @@ library in the traceback (or in the user-code frames dynamo writes into its mess
 ``one_line`` adds it to the line, with the switch (upgrade torch, or downgrade it where torch
 removed the name, or install a release of that library made for this torch).
 
-Pure reading of an exception and of the installed packages' metadata: nothing is run.
+The same gap shows in three more shapes, read the same way: a torch module the library imports
+("No module named 'torch.distributed.tensor'"), a Tensor method ("'Tensor' object has no
+attribute 'x'"), and a keyword an older torch function does not take (transformers passing
+``enable_gqa=`` to ``scaled_dot_product_attention``, which torch 2.4 rejects with "got an
+unexpected keyword argument"). That message names only the function's bare name, so it counts
+as a gap only where the call is seen to be torch's: the failing call's source (the innermost
+frame's position) is parsed and its callee looked up in that frame, through modules, classes,
+tensors and nn.Modules only. A user function torch passes the keyword on to (checkpoint's) is
+not torch's, and is no gap.
+
+Pure reading of an exception, of the source lines it points at and of the installed packages'
+metadata: nothing is run.
 """
 from __future__ import annotations
 
+import ast
+import builtins
 import functools
 import importlib.metadata
+import linecache
 import re
+import sys
 import traceback
+import types
 
 # "module 'torch.compiler' has no attribute 'is_exporting'", "cannot import name 'x' from 'torch.y'"
 _MISSING = (re.compile(r"module '(torch(?:\.\w+)*)' has no attribute '(\w+)'"),
-            re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"))
+            re.compile(r"cannot import name '(\w+)' from '(torch(?:\.\w+)*)'"),
+            re.compile(r"No module named '(torch(?:\.\w+)+)'"),
+            re.compile(r"'Tensor' object has no attribute '(\w+)'"))
+_KEYWORD = re.compile(r"^([\w.<>]+)\(\) got an unexpected keyword argument '(\w+)'")
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
 _SWITCH = re.compile(r"lacks: (upgrade torch (?:\([^)]*\))?, or install [^;]*)")
 _LIBRARY = re.compile(r"; ([\w.-]+) (?:\d[\w.+!-]*) calls torch\.")   # "<dist> <version> calls torch.x"
@@ -35,7 +54,84 @@ def _missing_api(text: str) -> str | None:
         return f"{m.group(1)}.{m.group(2)}"
     if m := _MISSING[1].search(text):
         return f"{m.group(2)}.{m.group(1)}"
+    if m := _MISSING[2].search(text):
+        return m.group(1)
+    if m := _MISSING[3].search(text):
+        return f"torch.Tensor.{m.group(1)}"
     return None
+
+
+def _torch_module(obj) -> str | None:
+    """The torch module ``obj`` (a function, class, method or builtin) belongs to, or None
+    where it is not torch's."""
+    owner = getattr(obj, "__self__", None)
+    module = (getattr(obj, "__module__", None)
+              or (type(owner).__module__ if owner is not None and not isinstance(owner, types.ModuleType) else None)
+              or getattr(getattr(obj, "__objclass__", None), "__module__", None))
+    return module if isinstance(module, str) and (module == "torch" or module.startswith("torch.")) else None
+
+
+def _callee(tb) -> tuple[str, object] | None:
+    """The function the innermost frame of ``tb`` was calling when it raised: its dotted
+    expression as written and the object it names there, or None. Lookups go through modules,
+    classes, tensors and nn.Modules only (their attributes are plain), so nothing else runs."""
+    frame = traceback.extract_tb(tb, limit=1)[0]
+    if frame.colno is None or frame.end_lineno is None:
+        return None
+    lines = [line.encode() for line in linecache.getlines(frame.filename)[frame.lineno - 1:frame.end_lineno]]
+    if not lines:
+        return None
+    if len(lines) == 1:
+        lines[0] = lines[0][frame.colno:frame.end_colno]
+    else:   # positions are byte offsets into the first and the last line
+        lines[0], lines[-1] = lines[0][frame.colno:], lines[-1][:frame.end_colno]
+    try:
+        call = ast.parse(b"".join(lines).decode().strip(), mode="eval").body
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    path, node = [], call.func
+    while isinstance(node, ast.Attribute):
+        path.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    scopes = (tb.tb_frame.f_locals, tb.tb_frame.f_globals, vars(builtins))
+    obj = next((scope[node.id] for scope in scopes if node.id in scope), None)
+    torch = sys.modules.get("torch")
+    plain = (types.ModuleType, type) + ((torch.Tensor, torch.nn.Module) if torch is not None else ())
+    for attr in path:
+        if not isinstance(obj, plain):
+            return None
+        obj = getattr(obj, attr, None)
+    return ".".join([node.id, *path]), obj
+
+
+def _rejected_keyword(exc: BaseException) -> str | None:
+    """"torch.nn.functional.scaled_dot_product_attention with the keyword enable_gqa" where
+    ``exc`` is a torch function refusing a keyword it does not take; None otherwise."""
+    m = _KEYWORD.match(str(exc)) if isinstance(exc, TypeError) else None
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    found = _callee(tb) if m and tb is not None else None
+    if found is None:
+        return None
+    written, obj = found
+    said = m.group(1).split(".")
+    named = said[-2] if said[-1] == "__init__" and len(said) > 1 else said[-1]
+    module = _torch_module(obj)
+    if module is None or getattr(obj, "__name__", None) != named:
+        return None
+    root = tb.tb_frame.f_locals.get(written.split(".")[0], tb.tb_frame.f_globals.get(written.split(".")[0]))
+    if isinstance(root, types.ModuleType):   # as the library wrote it, its alias spelled out: F. -> torch.nn.functional.
+        name = ".".join([root.__name__, *written.split(".")[1:]])
+    elif isinstance(getattr(obj, "__self__", None), sys.modules["torch"].Tensor):   # x.softmax(...)
+        name = f"torch.Tensor.{named}"
+    else:   # a method of a torch module or class: where it is defined
+        name = f"{module}.{getattr(obj, '__qualname__', named)}"
+    return f"{name} with the keyword {m.group(2)}"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -72,7 +168,8 @@ def api_gap(exc: BaseException) -> str | None:
     when the exception is not a missing torch name. The caller is the last frame outside
     torch, of the traceback and of the user-code frames dynamo puts in its message."""
     texts = [str(e) for e in _chain(exc)]
-    name = next((n for t in texts if (n := _missing_api(t))), None)
+    name = (next((n for t in texts if (n := _missing_api(t))), None)
+            or next((n for e in _chain(exc) if (n := _rejected_keyword(e))), None))
     if name is None:
         return None
     frames = [(f.filename, str(f.lineno)) for e in _chain(exc)[::-1] for f in traceback.extract_tb(e.__traceback__)]
@@ -98,7 +195,7 @@ def gap_switch(line: str) -> str | None:
     """What an error line (``one_line``'s) says to change where a library asks torch for a name
     it lacks ("upgrade torch (...), or install a transformers release made for torch 2.6"): a
     version mismatch, fixed by versions, not a bug to report. None for any other error."""
-    m = _SWITCH.search(line) if _missing_api(line) else None
+    m = _SWITCH.search(line) if " calls torch." in line else None
     return m.group(1) if m else None
 
 
