@@ -30,6 +30,7 @@ import ast
 import builtins
 import functools
 import importlib.metadata
+import inspect
 import linecache
 import re
 import sys
@@ -74,7 +75,7 @@ def _torch_module(obj) -> str | None:
 def _callee(tb) -> tuple[str, object] | None:
     """The function the innermost frame of ``tb`` was calling when it raised: its dotted
     expression as written and the object it names there, or None. Lookups go through modules,
-    classes, tensors and nn.Modules only (their attributes are plain), so nothing else runs."""
+    classes, nn.Modules and a tensor's methods only, so no code of anyone else's runs."""
     frame = traceback.extract_tb(tb, limit=1)[0]
     if frame.colno is None or frame.end_lineno is None:
         return None
@@ -102,7 +103,9 @@ def _callee(tb) -> tuple[str, object] | None:
     torch = sys.modules.get("torch")
     plain = (types.ModuleType, type) + ((torch.Tensor, torch.nn.Module) if torch is not None else ())
     for attr in path:
-        if not isinstance(obj, plain):
+        # a tensor's data attributes (.grad, .data) are read by code that may warn: methods only
+        if not isinstance(obj, plain) or (torch is not None and isinstance(obj, torch.Tensor)
+                                          and inspect.isdatadescriptor(inspect.getattr_static(obj, attr, None))):
             return None
         obj = getattr(obj, attr, None)
     return ".".join([node.id, *path]), obj
