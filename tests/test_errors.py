@@ -27,9 +27,9 @@ def gaplib(tmp_path, monkeypatch):
     (site / "gaplib" / "__init__.py").write_text(
         "import torch\n\n\ndef ask():\n    return torch.compiler.no_such_name()\n")
     (site / "gaplib" / "keywords.py").write_text(
-        "import torch\nimport torch.nn.functional as F\n\n\n"
+        "import torch\nimport torch.nn.functional as F\nimport torch.utils.checkpoint\n\n"
         "def attend(q):\n    return F.scaled_dot_product_attention(\n        q, q, q,\n        no_such_keyword=True)\n\n\n"
-        "def method(x):\n    return x.softmax(0, no_such_keyword=1)\n\n\n"
+        "def method(x):\n    return x.tril(0, no_such_keyword=1)\n\n\n"
         "def optimizer(p):\n    return torch.optim.AdamW([p], no_such_keyword=1)\n\n\n"
         "def passes_on(fn, x):   # torch hands the keyword to the library's own function\n"
         "    return torch.utils.checkpoint.checkpoint(fn, x, no_such_keyword=1, use_reentrant=False)\n\n\n"
@@ -82,7 +82,7 @@ def test_an_import_of_a_missing_torch_name_is_a_gap_too(gaplib):
 
 @pytest.mark.parametrize("call, said, line", [
     ("attend", "torch.nn.functional.scaled_dot_product_attention with the keyword no_such_keyword", 6),
-    ("method", "torch.Tensor.softmax with the keyword no_such_keyword", 12),
+    ("method", "torch.Tensor.tril with the keyword no_such_keyword", 12),
     ("optimizer", "torch.optim.AdamW with the keyword no_such_keyword", 16),
     ("imports", "torch.no_such_module", 28),
     ("tensor", "torch.Tensor.no_such_method", 32)])

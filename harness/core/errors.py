@@ -72,9 +72,10 @@ def _torch_module(obj) -> str | None:
     return module if isinstance(module, str) and (module == "torch" or module.startswith("torch.")) else None
 
 
-def _callee(tb) -> tuple[str, object] | None:
+def _callee(tb) -> tuple[list[str], object, object] | None:
     """The function the innermost frame of ``tb`` was calling when it raised: its dotted
-    expression as written and the object it names there, or None. Lookups go through modules,
+    expression as written (["F", "scaled_dot_product_attention"]), the object its first name
+    is there and the object the whole names, or None. Lookups go through modules,
     classes, nn.Modules and a tensor's methods only, so no code of anyone else's runs."""
     frame = traceback.extract_tb(tb, limit=1)[0]
     if frame.colno is None or frame.end_lineno is None:
@@ -99,7 +100,7 @@ def _callee(tb) -> tuple[str, object] | None:
     if not isinstance(node, ast.Name):
         return None
     scopes = (tb.tb_frame.f_locals, tb.tb_frame.f_globals, vars(builtins))
-    obj = next((scope[node.id] for scope in scopes if node.id in scope), None)
+    root = obj = next((scope[node.id] for scope in scopes if node.id in scope), None)
     torch = sys.modules.get("torch")
     plain = (types.ModuleType, type) + ((torch.Tensor, torch.nn.Module) if torch is not None else ())
     for attr in path:
@@ -108,7 +109,7 @@ def _callee(tb) -> tuple[str, object] | None:
                                           and inspect.isdatadescriptor(inspect.getattr_static(obj, attr, None))):
             return None
         obj = getattr(obj, attr, None)
-    return ".".join([node.id, *path]), obj
+    return [node.id, *path], root, obj
 
 
 def _rejected_keyword(exc: BaseException) -> str | None:
@@ -121,15 +122,14 @@ def _rejected_keyword(exc: BaseException) -> str | None:
     found = _callee(tb) if m and tb is not None else None
     if found is None:
         return None
-    written, obj = found
+    written, root, obj = found
     said = m.group(1).split(".")
     named = said[-2] if said[-1] == "__init__" and len(said) > 1 else said[-1]
     module = _torch_module(obj)
     if module is None or getattr(obj, "__name__", None) != named:
         return None
-    root = tb.tb_frame.f_locals.get(written.split(".")[0], tb.tb_frame.f_globals.get(written.split(".")[0]))
     if isinstance(root, types.ModuleType):   # as the library wrote it, its alias spelled out: F. -> torch.nn.functional.
-        name = ".".join([root.__name__, *written.split(".")[1:]])
+        name = ".".join([root.__name__, *written[1:]])
     elif isinstance(getattr(obj, "__self__", None), sys.modules["torch"].Tensor):   # x.softmax(...)
         name = f"torch.Tensor.{named}"
     else:   # a method of a torch module or class: where it is defined
