@@ -127,9 +127,8 @@ def test_a_run_stopped_by_x_reads_as_stopped_early_though_it_ends_well(project, 
     run = rf.runs[0]
     assert run.end["exitstatus"] == stop and run.end["reached"] < run.end["selected"]
     assert len(records) < len(EXPECTED_CPU) and not run.complete
-    if workers:   # the same run whole is complete (serially: test_every_outcome_is_journaled_once_with_its_status)
-        whole = run_pytest(project, "--device", "cpu", "--run-file", str(project / "whole.jsonl"), *workers)
-        assert whole.returncode == 1 and runfiles.read_file(project / "whole.jsonl").runs[0].complete
+    # the same run whole is complete: serially test_every_outcome_is_journaled_once_with_its_status,
+    # on workers test_xdist_gives_the_same_records_as_serial (slow, in CI)
 
 
 def test_absent_targets_are_skipped_with_an_actionable_reason(project):
@@ -231,7 +230,8 @@ def test_xdist_gives_the_same_records_as_serial(project):
     res = run_pytest(project, "-n", "2", "--run-file", str(parallel))
     assert "2 workers" in res.stdout, res.stdout
     _, a = records_of(serial)
-    _, b = records_of(parallel)
+    rf, b = records_of(parallel)
+    assert rf.runs[0].complete, rf.runs[0].end   # every selected check reached (what -x breaks)
     assert len(a) == 3 * len(EXPECTED_CPU)  # every test on every target, nothing twice
     assert comparable(a) == comparable(b)
 
