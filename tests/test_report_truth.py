@@ -130,7 +130,34 @@ def test_a_partial_run_is_labelled_with_its_selection_and_absent_targets(h100_pa
 def test_a_target_absent_from_the_machine_says_so_in_its_verdict(h100_page):
     _, _, _, found, _, _ = h100_page
     mps = by_title(found, "· mps")
-    assert mps.state == verdict.NONE and mps.headline.startswith("not run: not applicable: this is Linux")
+    assert mps.state == verdict.NONE
+    assert mps.headline == ("not run: MPS unavailable: this is Linux x86_64; MPS needs macOS on Apple silicon or on an "
+                            "Intel Mac with a Metal GPU; to fix: run the mps checks on a Mac")   # as the run said it
+
+
+def test_an_absent_target_is_given_the_reason_its_run_gave_whatever_checks_were_selected(recorded):
+    """Two runs on one Linux machine: a whole run (thousands of mps checks skipped as "MPS
+    unavailable ...; to fix: ...") and a run of the controls (13 env rows "not applicable", 11
+    controls skipped as unavailable). The page gave the first card the run's reason and the
+    second its env rows', two explanations of one absent Mac side by side. Both now say what
+    the run said of the target; a run file whose header has no targets keeps the records' reason."""
+    facts = recorded("linux_x86_64")
+    absent = "MPS unavailable: this is Linux x86_64; MPS needs macOS; to fix: run the mps checks on a Mac"
+    na = "not applicable: this is Linux x86_64; the mps checks concern macOS"
+
+    def run(run_id, env_id, reasons, targets=True):
+        extra = {"targets": {"mps": {"selected": True, "available": False, "reason": absent}}} if targets else {}
+        recs = [{"kind": "check", "run": run_id, "check": f"env/row{i}", "suite": "env", "subject": f"row{i}",
+                 "variant": "", "target": "mps", "status": "skip", "category": "n/a", "reason": why, "metrics": {}}
+                for i, why in enumerate(reasons)]
+        return runfiles.Run(run_id, runfiles.header(run_id, env_id, facts, **extra), "x", recs,
+                            {"kind": "end", "run": run_id, "exitstatus": 0})
+
+    controls_only = [na] * 13 + [absent] * 11
+    for targets, expected in ((True, absent), (False, na)):
+        m = build([run("R1", "host-py3.11-torch2.6.0", controls_only, targets)])
+        (mps,) = [v for v in verdict.verdicts(m) if v.title.endswith("· mps")]
+        assert mps.headline == f"not run: {expected}", (targets, mps.headline)
 
 
 def test_the_optimization_workloads_stay_in_their_own_table(h100_page):

@@ -601,6 +601,21 @@ def worst(states) -> str:
     return next((s for s in STATES if s in states), NONE)
 
 
+def not_run_reason(col_headers: list[dict], recs: list[dict], target: str) -> str:
+    """Why a column whose every record is a skip did not run: what its runs said of the target
+    when they found it absent (the reason the terminal gave, with its fix), else its records'
+    most common reason. Taken from the records alone, two runs of one machine gave two reasons
+    for one absent Mac (a whole run: "MPS unavailable: ...; to fix: ...", its thousands of
+    device skips; a run of the controls: "not applicable: ... concern macOS", its env rows)."""
+    said = Counter(info["reason"] for h in col_headers
+                   if isinstance(info := (h.get("targets") or {}).get(target), dict)
+                   and info.get("selected") and not info.get("available")
+                   and isinstance(info.get("reason"), str) and info["reason"])
+    if said:
+        return said.most_common(1)[0][0]
+    return Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
+
+
 def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verdict]:
     """One Verdict per machine x torch x target (``column_groups``). ``regressions``: column
     id -> the regressions against a baseline, where a baseline was compared."""
@@ -613,7 +628,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         headers = [h for c in cols for h in (c.headers or [c.header])]
         partial = partial_note(headers, recs, col.target, [r for c in cols for r in c.cut_off])
         if all(r["status"] == Status.SKIP for r in recs):
-            why = shown(Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0])
+            why = shown(not_run_reason(headers, recs, col.target))
             # A target that ran nowhere for one reason is one card, naming each machine once: the
             # columns of other stacks (an upgrade check's candidate) or machines add nothing to read.
             key = (col.device, col.torch_release, col.target, why)
