@@ -352,6 +352,8 @@ BROKEN = [
                  "at 420x900 (phone): the details panel", id="panel-wider-than-a-phone"),
     pytest.param(_replace('root.setAttribute("data-rendered", "yes");', ""), "no data-rendered marker",
                  id="unfinished"),
+    pytest.param(_inject("</head>", "<style>#failures table{min-width:1500px}</style>"),
+                 "at 1400x900 (desktop): the table of #failures is ", id="failure-table-wider-than-its-box"),
 ]
 
 
@@ -432,13 +434,30 @@ def test_the_charts_keep_their_old_calls():
 
 # ------------------------------------------------------------------ the page's source
 
+def test_a_long_word_in_a_cell_may_wrap_at_its_separators_and_nowhere_else():
+    """A check id or a call in a reason is one word to the browser, and a table is never narrower
+    than its longest word: ``breakable`` gives a word of 20 or more characters places to wrap,
+    after / . _ , = : and before a parenthesis. Short words, numbers and the escaping stay."""
+    from markupsafe import Markup
+    breakable = report_page.breakable
+    assert breakable("parity/special.polygamma_n_0/float16/backward") == Markup(
+        "parity/<wbr>special.<wbr>polygamma_<wbr>n_<wbr>0/<wbr>float16/<wbr>backward")
+    assert breakable("0.02264 ms [0.0222, 0.0228] a/b") == Markup("0.02264 ms [0.0222, 0.0228] a/b")
+    assert breakable("<b>x</b>/torch.nn.attention.sdpa_kernel(SDPBackend.MATH)") == Markup(
+        "&lt;b&gt;x&lt;/<wbr>b&gt;/<wbr>torch.<wbr>nn.<wbr>attention.<wbr>sdpa_<wbr>kernel<wbr>(SDPBackend.<wbr>MATH)")
+    assert breakable(Markup("<a href='x/y/z/w/v/u/t/s/r/q'>")) == Markup("<a href='x/y/z/w/v/u/t/s/r/q'>")
+    assert breakable(None) == Markup("")
+
+
 def test_ids_are_unique_and_every_run_file_string_is_escaped():
     secs = known_sections()
     secs[2].rows[0][0] = "<b id='x'>bold</b>"
     page = render_html(secs, ["<script>alert(1)</script>.jsonl"])
     ids = re.findall(r" id='([^']*)'", page)
     assert len(ids) == len(set(ids))
-    assert "<b id=" not in page and "&lt;b id=&#x27;x&#x27;&gt;bold&lt;/b&gt;" in page.replace("&#39;", "&#x27;")
+    assert "<b id=" not in page
+    text = page.replace("&#39;", "&#x27;").replace("<wbr>", "")   # a long word's places to wrap are no text
+    assert "&lt;b id=&#x27;x&#x27;&gt;bold&lt;/b&gt;" in text
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;.jsonl" in page
     assert page.count("<script") == 3 and not re.search(r"<script[^>]* src=|<link ", page)
     assert not re.search(r"(?:src|href)='(?!#|data:image/png;base64,)", page)  # nothing from elsewhere

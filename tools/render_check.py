@@ -11,7 +11,8 @@ browser has run it. Playwright drives the system's Chromium (no browser is downl
 - finish: its last script sets ``<html data-rendered="yes">``;
 - show the verdict cards on the first screen: ``#verdicts`` starts above the fold;
 - not overflow sideways: the document is no wider than the window (wide tables scroll in
-  their own box);
+  their own box); at desktop width the failure tables (``FITTED``: what failed, why, and the
+  switch that changes it) fit their box, so that their last columns are read without scrolling;
 - have every in-page link (``a[href^="#"]``) point at an element's id, and a table of
   contents (``nav#toc``) linking every section;
 - show a clicked result's details panel inside the window;
@@ -34,6 +35,9 @@ import shutil
 import sys
 from pathlib import Path
 
+# The tables that must fit their box at desktop width: their last column is the switch (or the
+# reason) a user came for, and a long check id once pushed it past the window's edge.
+FITTED = ("failures-by-cause", "failures")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 VIEWPORTS = (("desktop", 1400, 900), ("phone", 420, 900))
 
@@ -147,7 +151,7 @@ def open_page(chromium: str, path: Path, width: int = 1400, height: int = 900, t
 
 # --------------------------------------------------------------------------- what is looked at
 
-FACTS = """() => {
+FACTS = """(fitted) => {
   const root = document.documentElement, doc = root, w = window.innerWidth;
   const verdicts = document.getElementById('verdicts');
   const top = verdicts && verdicts.getClientRects().length ? verdicts.getBoundingClientRect().top + scrollY : null;
@@ -167,7 +171,10 @@ FACTS = """() => {
   const toc = document.getElementById('toc');
   const linked = new Set(toc ? Array.from(toc.querySelectorAll('a[href^="#"]')).map(a => a.getAttribute('href').slice(1)) : []);
   const sections = Array.from(document.querySelectorAll('main section[id]'));
-  return {rendered: root.getAttribute('data-rendered') === 'yes', verdicts: !!verdicts, verdictsTop: top,
+  const overflowing = fitted.map(id => document.querySelector('#' + id + ' .scroll'))
+    .filter(box => box && box.getClientRects().length && box.scrollWidth > box.clientWidth + 1)
+    .map(box => [box.closest('section').id, box.scrollWidth, box.clientWidth]);
+  return {overflowing: overflowing, rendered: root.getAttribute('data-rendered') === 'yes', verdicts: !!verdicts, verdictsTop: top,
           scrollWidth: Math.max(doc.scrollWidth, document.body.scrollWidth), scrollHeight: doc.scrollHeight,
           widest: widest, broken: broken, toc: !!toc, unlisted: sections.map(s => s.id).filter(id => !linked.has(id)),
           sections: sections.length, tables: document.querySelectorAll('main table').length,
@@ -252,7 +259,7 @@ def _look(opened: Opened, name: str, screenshots: Path | None) -> Seen:
     if screenshots is not None:
         screenshots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshots / f"{name}.png"), full_page=False)
-    f = seen.facts = page.evaluate(FACTS)
+    f = seen.facts = page.evaluate(FACTS, list(FITTED))
     seen.problem = _first_problem(opened, f) or _interact(opened, seen)
     if seen.problem is None and (errors := opened.all_errors()):  # an error while it was used
         seen.problem = _errors(errors)
@@ -279,6 +286,10 @@ def _first_problem(opened: Opened, f: dict) -> str | None:
     if f["scrollWidth"] > opened.width:
         return (f"the page is {f['scrollWidth']} px wide in a {opened.width} px window (horizontal overflow"
                 + (f"; first past the edge: {f['widest']})" if f["widest"] else ")"))
+    if f["overflowing"] and opened.width >= VIEWPORTS[0][1]:
+        section, wide, box = f["overflowing"][0]
+        return (f"the table of #{section} is {wide} px wide in its {box} px box at {opened.width} px: its last "
+                "columns (the reason, the switch) are past the edge until scrolled sideways")
     if f["broken"]:
         more = f" (and {len(f['broken']) - 1} more)" if len(f["broken"]) > 1 else ""
         return f"a link to {f['broken'][0]} points at no element{more}"

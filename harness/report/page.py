@@ -39,7 +39,7 @@ STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 
 FOLD_ROWS = 40            # a section with more rows than this starts folded (the table scrolls in its own box)
-MIN_WIDTH_EM = 14         # the most a table column is kept from narrowing (em); wider text wraps
+MIN_WIDTH_EM = 12         # the most a table column is kept from narrowing (em); wider text wraps
 METRIC_CHARS = 400        # a metric longer than this is cut in the details panel (matrix.json has it whole)
 PANEL_CHARS = 10_000      # a reason in the details panel, where it is read whole (the tables show SHOWN_CHARS)
 NAME_CHARS = 200          # a metric's name or a category in the details panel
@@ -86,6 +86,27 @@ def _finalize(value):
     return Markup(html.escape(text, quote=True).translate(_SEPARATORS))
 
 
+# A long run of characters without a space (a check id, a module path, a call with its
+# arguments) is one word to the browser: a table cannot be narrower than its longest, so one
+# "parity/special.polygamma.special_polygamma_n_0/float16/backward" pushed the failures'
+# reason and switch columns past the edge of a 1400 px window. ``<wbr>`` after its
+# separators lets such a word wrap there, and nowhere else (a number keeps its digits).
+_LONG_WORD = re.compile(r"[^\s<>]{%d,}" % 20)
+_BREAK_AFTER = re.compile(r"([/._,=:])(?=\S)")
+_BREAK_BEFORE = re.compile(r"(?<=[^\s>])(?=\()")   # a call's arguments wrap with their parenthesis
+
+
+def breakable(value):
+    """A table cell's text as ``_finalize`` gives it, its long words given places to wrap.
+    The page's own markup passes unchanged (a break inside a tag would break the tag)."""
+    from markupsafe import Markup
+    out = _finalize(value)
+    if isinstance(value, Markup):
+        return out
+    return Markup(_LONG_WORD.sub(lambda m: _BREAK_BEFORE.sub("<wbr>", _BREAK_AFTER.sub(r"\1<wbr>", m.group(0))),
+                                 str(out)))
+
+
 @lru_cache(maxsize=1)
 def _environment():
     import jinja2
@@ -93,6 +114,7 @@ def _environment():
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=False)
     env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["breakable"] = breakable
     return env
 
 
