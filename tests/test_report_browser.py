@@ -443,6 +443,7 @@ def test_a_long_word_in_a_cell_may_wrap_at_its_separators_and_nowhere_else():
     assert breakable("parity/special.polygamma_n_0/float16/backward") == Markup(
         "parity/<wbr>special.<wbr>polygamma_<wbr>n_<wbr>0/<wbr>float16/<wbr>backward")
     assert breakable("0.02264 ms [0.0222, 0.0228] a/b") == Markup("0.02264 ms [0.0222, 0.0228] a/b")
+    assert breakable("x=0.0004883408546447754,1,234,567") == Markup("x=<wbr>0.0004883408546447754,1,234,567")
     assert breakable("<b>x</b>/torch.nn.attention.sdpa_kernel(SDPBackend.MATH)") == Markup(
         "&lt;b&gt;x&lt;/<wbr>b&gt;/<wbr>torch.<wbr>nn.<wbr>attention.<wbr>sdpa_<wbr>kernel<wbr>(SDPBackend.<wbr>MATH)")
     assert breakable(Markup("<a href='x/y/z/w/v/u/t/s/r/q'>")) == Markup("<a href='x/y/z/w/v/u/t/s/r/q'>")

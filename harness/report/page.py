@@ -92,7 +92,7 @@ def _finalize(value):
 # reason and switch columns past the edge of a 1400 px window. ``<wbr>`` after its
 # separators lets such a word wrap there, and nowhere else (a number keeps its digits).
 _LONG_WORD = re.compile(r"[^\s<>]{%d,}" % 20)
-_BREAK_AFTER = re.compile(r"([/._,=:])(?=\S)")
+_BREAK_AFTER = re.compile(r"([/_=:]|[.,](?!\d))(?=\S)")   # not inside a number: 0.000488340854644775
 _BREAK_BEFORE = re.compile(r"(?<=[^\s>])(?=\()")   # a call's arguments wrap with their parenthesis
 
 
