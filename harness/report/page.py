@@ -39,7 +39,7 @@ STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 
 FOLD_ROWS = 40            # a section with more rows than this starts folded (the table scrolls in its own box)
-MIN_WIDTH_EM = 12         # the most a table column is kept from narrowing (em); wider text wraps
+MIN_WIDTH_EM = 14         # the most a table column is kept from narrowing (em); wider text wraps
 METRIC_CHARS = 400        # a metric longer than this is cut in the details panel (matrix.json has it whole)
 PANEL_CHARS = 10_000      # a reason in the details panel, where it is read whole (the tables show SHOWN_CHARS)
 NAME_CHARS = 200          # a metric's name or a category in the details panel
@@ -201,7 +201,8 @@ def _cell(value, recs: _Records) -> dict:
         return {"bar": _bar(value.counts)}
     if not isinstance(value, Cell):
         return {"text": "" if value is None else str(value)}
-    out = {"text": value.text, "cls": f"c {value.key}".strip(), "key": value.key, "title": value.title}
+    out = {"text": value.text, "cls": f"c {value.key}{' wrap' if value.wrap else ''}".strip(), "key": value.key,
+           "title": value.title}
     if value.record is not None:
         out["i"] = recs.index(value)
     return out

@@ -39,6 +39,7 @@ class Cell:
     title: str = ""    # hover text in HTML
     record: dict | None = None   # the record behind it: the HTML details panel shows all its metrics
     where: str = ""              # the column it belongs to, for that panel
+    wrap: bool = False           # HTML: its text wraps (a label), where a result is kept to one line
 
 
 @dataclasses.dataclass
@@ -548,7 +549,7 @@ def cause_sections(m: Matrix) -> list[Section]:
         recs = [rec for (check, col_id), rec in sorted(m.cells.items()) if col_id == col.id]
         for g in verdict.failure_groups(recs):
             suites = Counter(check.split("/", 1)[0] for check in g.checks)
-            rows.append([Cell(shown(g.cause), Status.FAIL), col.label, str(len(g.checks)),
+            rows.append([Cell(shown(g.cause), Status.FAIL, wrap=True), col.label, str(len(g.checks)),
                          ", ".join(f"{s} {n}" for s, n in suites.most_common()),
                          ", ".join(g.checks[:CAUSE_EXAMPLES]) + (f" and {len(g.checks) - CAUSE_EXAMPLES} more"
                                                                  if len(g.checks) > CAUSE_EXAMPLES else ""),
