@@ -91,7 +91,7 @@ def _finalize(value):
 # "parity/special.polygamma.special_polygamma_n_0/float16/backward" pushed the failures'
 # reason and switch columns past the edge of a 1400 px window. ``<wbr>`` after its
 # separators lets such a word wrap there, and nowhere else (a number keeps its digits).
-_LONG_WORD = re.compile(r"[^\s<>]{%d,}" % 20)
+_LONG_WORD = re.compile(r"[^\s<>]{20,}")
 _BREAK_AFTER = re.compile(r"([/_=:]|[.,](?!\d))(?=\S)")   # not inside a number: 0.000488340854644775
 _BREAK_BEFORE = re.compile(r"(?<=[^\s>])(?=\()")   # a call's arguments wrap with their parenthesis
 

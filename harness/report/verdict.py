@@ -568,11 +568,7 @@ def partial_note(col_headers: list[dict], recs: list[dict], target: str, cut_off
     missing = [s for s in WHOLE_SUITES if s not in ran]
     if missing and any(r["status"] != Status.SKIP for r in recs):
         parts.append("not run here: " + ", ".join(missing))
-    absent = {}
-    for h in col_headers:
-        for name, info in (h.get("targets") or {}).items():
-            if isinstance(info, dict) and info.get("selected") and not info.get("available") and name != target:
-                absent[name] = info.get("reason") or ""
+    absent = {name: why for name, why in absent_targets(col_headers) if name != target}
     note = ""
     if cut:
         parts.append("a run was cut off or interrupted before its end (the checks it did not reach are missing)")
@@ -601,16 +597,20 @@ def worst(states) -> str:
     return next((s for s in STATES if s in states), NONE)
 
 
+def absent_targets(col_headers: list[dict]) -> list[tuple[str, str]]:
+    """(target, reason) for each target a run selected and found absent, as its header says
+    (the line the terminal printed, with its fix), in the runs' order."""
+    return [(name, info.get("reason") or "") for h in col_headers for name, info in (h.get("targets") or {}).items()
+            if isinstance(info, dict) and info.get("selected") and not info.get("available")]
+
+
 def not_run_reason(col_headers: list[dict], recs: list[dict], target: str) -> str:
     """Why a column whose every record is a skip did not run: what its runs said of the target
     when they found it absent (the reason the terminal gave, with its fix), else its records'
     most common reason. Taken from the records alone, two runs of one machine gave two reasons
     for one absent Mac (a whole run: "MPS unavailable: ...; to fix: ...", its thousands of
     device skips; a run of the controls: "not applicable: ... concern macOS", its env rows)."""
-    said = Counter(info["reason"] for h in col_headers
-                   if isinstance(info := (h.get("targets") or {}).get(target), dict)
-                   and info.get("selected") and not info.get("available")
-                   and isinstance(info.get("reason"), str) and info["reason"])
+    said = Counter(why for name, why in absent_targets(col_headers) if name == target and why)
     if said:
         return said.most_common(1)[0][0]
     return Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
