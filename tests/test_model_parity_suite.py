@@ -221,13 +221,20 @@ def test_the_forward_backward_verdict_passes_within_tolerance_and_names_the_dive
     assert failed.metrics["grads_diverged"] == ["layer.weight"] and set(failed.metrics) == FORWARD_BACKWARD_METRICS
 
 
-def test_a_failing_verdict_leads_with_the_diagnosed_cause_and_its_switch():
+def test_a_failing_verdict_says_what_differs_then_the_diagnosed_cause_and_its_switch():
+    from harness.core import records
     from harness.parity.numerics import causes
     diagnosed = causes.describe("tf32", "cuda", "float32")
     failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2, **diagnosed), OUTPUTS, GRADIENTS)
     assert failed.status == "fail" and failed.cause == "tf32"
-    assert failed.message.startswith(f"{diagnosed['cause_what']}; {diagnosed['switch']}: gradients diverged")
+    assert failed.message.startswith("gradients diverged"), failed.message
+    assert failed.message.endswith(f"; {diagnosed['cause_what']}; {diagnosed['switch']}"), failed.message
     assert {k: failed.metrics[k] for k in diagnosed} == diagnosed
+    # the longest cause's words fill a reason's length: what differs must still be in the record
+    nan = causes.describe("non-finite", "cuda", "float16")
+    failed = model_judge.judge_forward_backward(_forward_backward_result(1e-2, **nan), OUTPUTS, GRADIENTS)
+    kept = records.first_line(failed.message)
+    assert kept.startswith("gradients diverged") and len(kept) <= records.REASON_MAX, kept
 
 
 def test_the_training_verdict_passes_a_linear_drift_and_fails_a_geometric_one():

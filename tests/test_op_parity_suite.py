@@ -1,8 +1,11 @@
 """The op parity suite: what it compares, and that it fails where a kernel is wrong."""
 
+import re
+
 import pytest
 import torch
 
+from harness.core import records
 from harness.ops import declarations
 from harness.parity.numerics import accuracy, tolerances as T
 from harness.parity.ops import check, samples
@@ -339,6 +342,9 @@ def test_a_softmax_that_gives_nan_on_masked_rows_in_half_precision_fails_and_is_
             assert verdict.status == "fail", (target, dtype, verdict.message)
             assert verdict.metrics["cause"] == "non-finite" and "precision limit" not in verdict.message
             assert "NaN or inf" in verdict.message and "float32" in verdict.metrics["switch"]
+            kept = records.first_line(verdict.message)   # what was seen leads, so the length cut spares it
+            assert re.match(r"sample 0: \d+ element\(s\) NaN or inf; ", kept), kept
+            assert records.without_cause(kept, verdict.metrics) != kept, "the cause's words follow what was seen"
 
 
 def test_more_accurate_names_the_side_nearer_float64_and_keeps_each_sides_error():

@@ -312,6 +312,10 @@ def test_matrix_md_and_the_page_mark_the_column_and_say_the_rest(written):
     assert len(badges) == len(re.findall(r"<table class='matrix'", page))  # one column marked in every matrix
     assert "instruments checked: 5 controls passed" in text and "instruments unchecked: this run has no" in text
     assert "Instruments: the controls of each column" in text
+    table = md.split("Instruments: the controls of each column", 1)[1].split("\n#", 1)[0]
+    failed = next(x for x in table.splitlines() if "fallback-seen" in x and "fail" in x)
+    assert table.splitlines()[[i for i, x in enumerate(table.splitlines()) if x.startswith("|")][0]].rstrip(
+        " |").endswith("reason") and "expected a fallback warning" in failed, table[:2000]
 
 
 def test_the_report_never_contradicts_the_controls(written):

@@ -12,7 +12,7 @@ import pytest
 from harness.core import records, runfiles
 from harness.core.records import Status
 from harness.report import schema, selection, verdict
-from harness.report.matrix import build, cell_key, device_name, hardware_key, machine_name
+from harness.report.matrix import SYMBOL, build, cell_key, device_name, hardware_key, machine_name
 from harness.report.sections import sections
 from tests.conftest import recorded_h100
 from tests.test_report import rec, write_run
@@ -457,3 +457,48 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     assert optim.short == "1 optimization measurement failed" and alone.headline == optim.short
     [right] = verdict.for_records(header, recs[3:4], {"kind": "end", "run": "G1", "exitstatus": 0})
     assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"
+
+
+def test_a_failure_s_reason_keeps_what_it_saw_and_its_table_says_the_cause_once(tmp_path, recorded):
+    """A reason says what the check saw first and its cause's words after (records.with_cause),
+    so that the cut at REASON_MAX takes the cause's tail (kept whole in the metrics), not the
+    sample and what differs; the table of every failure shows what was seen, without the
+    cause's words and switch that the table by cause gives once, for an older reason too."""
+    from harness.parity.numerics import causes
+    nan = causes.describe("non-finite", "mps", "float16")
+    seen = ("sample 3: 4 element(s) NaN or inf; output 0: NaN or inf positions differ where a rounding-sized change "
+            "of the inputs does not change them")
+    kept = records.first_line(records.with_cause(seen, nan))
+    assert kept.startswith(seen) and kept.endswith("…") and len(kept) == records.REASON_MAX   # cut in the switch
+    assert records.without_cause(kept, nan) == seen
+    older = f"sample 3: 4 element(s) {nan['cause_what']}; {nan['switch']}. NaN or inf positions differ"
+    tf32 = causes.describe("tf32", "cuda", "float32")
+    model = f"{tf32['cause_what']}; {tf32['switch']}: gradients diverged: fc.weight off by 0.3"
+    path = write_run(tmp_path / "r.jsonl", recorded("linux_x86_64"), [
+        rec(name, "fail", suite="parity", variant="float16/forward", category="parity", reason=reason,
+            metrics={**said, "margin": "inf", "reference": "float64"})
+        for name, reason, said in (("new", kept, nan), ("older", older, nan), ("model", model, tf32))])
+    runs, _, _ = report.load([str(path)])
+    m = build(runs)
+    secs = sections(m, [], [], found=verdict.verdicts(m))
+    shown = {row[2]: row[5] for row in next(s for s in secs if s.anchor == "failures").rows}
+    assert shown["parity/new"] == seen, shown
+    assert shown["parity/older"] == ("sample 3: 4 element(s) NaN or inf in float16 where float64, "
+                                                      "rounded to float16, is a number. NaN or inf positions differ")
+    assert shown["parity/model"] == "computed in TF32: gradients diverged: fc.weight off by 0.3"
+    by_cause = {row[0].text if hasattr(row[0], "text") else row[0]: row
+                for row in next(s for s in secs if s.anchor == "failures-by-cause").rows}
+    assert any(nan["switch"] in str(getattr(c, "text", c)) for c in by_cause["non-finite"]), by_cause["non-finite"]
+
+
+def test_the_controls_table_gives_a_control_s_result_once_and_what_it_saw_beside_it():
+    from tests.conftest import recorded_h100_full
+    runs, _, _ = report.load([str(recorded_h100_full())])
+    m = build(runs)
+    table = next(s for s in sections(m, [], [], found=verdict.verdicts(m)) if s.anchor == "controls")
+    assert table.rows, "the recorded H100 runs have controls"
+    assert table.headers[-1] == "seen", table.headers   # all passed there: no empty reason column
+    for row in table.rows:
+        result = row[2]
+        assert result.text == f"{SYMBOL[result.key]} {result.key}", result.text   # not "✓ saw ..." cut short
+        assert row[4], row   # what it saw, in its own column

@@ -252,6 +252,37 @@ def first_line(text: str | None) -> str:
     return line if len(line) <= REASON_MAX else line[:REASON_MAX - 1] + "…"
 
 
+def with_cause(seen: str, found: dict) -> str:
+    """A failure's reason: what this check saw first, then its cause in words and the switch
+    that changes it (``found``: the metrics cause_what and switch, which keep both whole).
+
+    What was seen leads because a reason is cut at REASON_MAX characters, and a cause's words
+    are long (the non-finite one and its switch alone take some 640): put after them, the
+    sample, the count and what differs were cut off in every record of that cause."""
+    told = "; ".join(part for part in (found.get("cause_what"), found.get("switch")) if part)
+    return f"{seen}; {told}" if seen and told else seen or told
+
+
+def without_cause(reason: str, metrics: dict) -> str:
+    """``reason`` without its cause's words and switch, for a table that gives them once per
+    cause. A reason written by ``with_cause`` is cut where they begin (a prefix is enough: the
+    end may have been cut at REASON_MAX); in an older one, which led with them or put them
+    mid-sentence, the cause's words shrink to their first clause and the switch goes."""
+    what, switch = metrics.get("cause_what") or "", metrics.get("switch") or ""
+    if not isinstance(what, str) or not isinstance(switch, str) or not (what or switch):
+        return reason
+    lead = next((p for p in (what, switch) if p), "")[:40]
+    at = reason.find("; " + lead)
+    if at > 0:
+        return reason[:at]
+    if what:
+        head = min((i for i in (what.find(": "), what.find(" (")) if i > 0), default=len(what))
+        reason = reason.replace(what, what[:head])
+    if switch:
+        reason = reason.replace("; " + switch, "").replace(switch, "")
+    return " ".join(reason.split()).replace(" .", ".").replace(" ;", ";").replace(";.", ".").replace(";:", ":")
+
+
 def error_line(exc: BaseException, limit: int = REASON_MAX) -> str:
     """An exception as one line: its type and the first line of its message, and where a
     library asks this torch for a name it lacks, which library and what to change

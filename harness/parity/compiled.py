@@ -73,7 +73,7 @@ import time
 
 from harness.core import errors, models
 from harness.core.cases import DtypePass
-from harness.core.records import Category, Status, Verdict, error_line
+from harness.core.records import Category, Status, Verdict, error_line, with_cause
 from harness.env import devices
 from harness.parity.numerics import causes, tolerances
 from harness.parity.numerics.tolerances import Tolerance
@@ -781,11 +781,12 @@ def judge_op(run: CompiledOpRun) -> Verdict:
     metrics.update({k: worst[k] for k in ("cause", "cause_what", "switch") if worst.get(k)})
     eager_err = worst.get("cpu_max_abs_err")
     against = "float64" if run.eager_ref is not None else "eager"
+    seen = (f"sample {worst.get('sample')}: off {against} by {worst['max_abs_err']:.3g}"
+            + (f" (eager: {eager_err:.3g})" if eager_err is not None else "") + f", margin {worst['margin']:.3g}"
+            + (f"; {_eager_words(worst['reason'])}" if worst.get("reason") else ""))
     return Verdict(Status.FAIL, Category.PARITY,
-                   f"sample {worst.get('sample')}: {worst.get('cause_what', 'compiled differs')}: off {against} by "
-                   f"{worst['max_abs_err']:.3g}" + (f" (eager: {eager_err:.3g})" if eager_err is not None else "")
-                   + f", margin {worst['margin']:.3g}; {worst.get('switch', REPORT)}. {_eager_words(worst['reason'])}",
-                   metrics, cause=worst.get("cause"))
+                   with_cause(seen, {"cause_what": worst.get("cause_what", "compiled differs"),
+                                     "switch": worst.get("switch", REPORT)}), metrics, cause=worst.get("cause"))
 
 
 def _not_compared(run, metrics: dict, eager_fails: str, where: str) -> Verdict | None:
@@ -855,5 +856,4 @@ def judge_model(run: CompiledModelRun, out_tol: Tolerance, grad_tol: Tolerance) 
     else:
         found = run.diagnosis or diagnose("float32", lambda trial: False)
     metrics.update(found)
-    return Verdict(Status.FAIL, Category.PARITY, f"{found['cause_what']}; {found['switch']}: " + "; ".join(problems),
-                   metrics, cause=found["cause"])
+    return Verdict(Status.FAIL, Category.PARITY, with_cause("; ".join(problems), found), metrics, cause=found["cause"])

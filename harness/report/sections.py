@@ -217,7 +217,8 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 group[1].add(col.label)
     order = {g.cause: i for i, g in enumerate(verdict.failure_groups([rec for _, rec, _ in broken]))}
     rows = sorted(([shown(verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or ""),
-                    verdict.family_of(rec), rec["check"], col.label, result, shown(rec.get("reason"))]
+                    verdict.family_of(rec), rec["check"], col.label, result,
+                    shown(records.without_cause(rec.get("reason") or "", rec.get("metrics") or {}))]
                    for col, rec, result in broken),
                   key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
     skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
@@ -227,7 +228,9 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 fold=len(rows) > LONG, empty="No failures.",
                 intro="Fails, errors, crashes and timeouts grouped by the cause their judge or reruns found ("
                       f"'{verdict.UNDETERMINED}' where none was), then by family; then unsupported ops, unexpected "
-                      "passes and claims that do not hold. Every one is listed."),
+                      "passes and claims that do not hold. Every one is listed, with what it saw; what its cause "
+                      "is and the switch that changes it are said once, in the table above (and in full in each "
+                      "result's record: click it)."),
         Section("Disagreements with PyTorch's own MPS expectations", ["check", "column", "disagreement",
                                                                     "PyTorch expects", "result"],
                 disagreements, empty="None (or no MPS column).", fold=len(disagreements) > LONG,
@@ -355,12 +358,16 @@ def controls_section(m: Matrix) -> Section:
             if col_id != col.id or not is_control(rec):
                 continue
             met = rec.get("metrics") or {}
-            rows.append([col.label, check, cell_of(rec, col.label), shown(met.get("expected") or ""),
+            key = cell_key(rec)   # the result alone: what it saw is the next column but one
+            rows.append([col.label, check, Cell(f"{SYMBOL[key]} {key}", key, _title(key, rec), rec, col.label),
+                         shown(met.get("expected") or ""),
                          shown(met.get("seen") or ""), shown(rec.get("reason") or "")])
+    heads = ["column", "control", "result", "expected", "seen", "reason"]
+    if not any(row[-1] for row in rows):   # every control passed: no reason to give, no empty column
+        heads, rows = heads[:-1], [row[:-1] for row in rows]
     ran = {cid for (_, cid), r in m.cells.items() if r["status"] != Status.SKIP}   # a column that ran nothing has
     unchecked = [c.label for c in m.columns if c.instruments.state == UNCHECKED and c.id in ran]   # no instrument
-    return Section("Instruments: the controls of each column", ["column", "control", "result", "expected", "seen",
-                                                                "reason"], rows, anchor="controls",
+    return Section("Instruments: the controls of each column", heads, rows, anchor="controls",
                    fold=len(rows) > LONG,
                    empty="No control ran in these runs (written before mps-compat had controls, or the controls were "
                          "not selected): their instruments are unchecked.",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from harness.core.records import Category, RecordKind, Status, Verdict, error_line
+from harness.core.records import Category, RecordKind, Status, Verdict, error_line, with_cause
 from harness.env import devices
 from harness.parity.known_bugs.cases import BugCase, by_name, source_metrics
 from harness.parity.known_bugs.target import CHURNS, Target, cast_sample, choose_size, on_target, tensors_of, to_cpu
@@ -200,14 +200,15 @@ def judge(run: BugRun) -> Verdict:
         return Verdict(Status.PASS, Category.PARITY, f"not affected by {where} at {run.shape}", metrics)
     block = (f"; first element off at {worst['first_off_index']}, {worst['off_elements']} element(s) off"
              if worst.get("first_off_index") else "")
+    seen = (f"sample {worst.get('sample')}, {worst.get('run')}, at {run.shape}: off float64 by "
+            f"{worst['max_abs_err']:.3g}, margin {worst['margin']:.3g}{block}"
+            + (f"; {worst['reason']}" if worst.get("reason") else ""))
     if worst.get("cause") not in (None, "unexplained"):
-        cause = f"; not the reported bug: {worst['cause_what']}; {worst['switch']}"
-    else:
-        cause = (f"; {'wrong in this run and right when rerun; ' if worst.get('intermittent') else ''}this machine "
-                 f"shows the bug of {where}: {case.what}; avoid the shape or report it to PyTorch with this record")
-    return Verdict(Status.FAIL, Category.PARITY, f"sample {worst.get('sample')}, {worst.get('run')}, at {run.shape}: "
-                   f"off float64 by {worst['max_abs_err']:.3g}, margin {worst['margin']:.3g}{block}{cause}. "
-                   f"{worst['reason']}", metrics)
+        return Verdict(Status.FAIL, Category.PARITY, with_cause(f"{seen}; not the reported bug", worst), metrics)
+    return Verdict(Status.FAIL, Category.PARITY,
+                   f"{seen}; {'wrong in this run and right when rerun; ' if worst.get('intermittent') else ''}this "
+                   f"machine shows the bug of {where}: {case.what}; avoid the shape or report it to PyTorch with this "
+                   "record", metrics)
 
 
 # --------------------------------------------------------------------------- the repeatability check

@@ -8,16 +8,16 @@ functions of plain data: the child applies them to decide whether to diagnose a 
 the pytest process applies them again, with the tolerances of
 harness.parity.numerics.tolerances, to turn a run into a ``Verdict``
 (``judge_forward_backward``, ``judge_training_run``, ``judge_generation_run``): status pass
-or fail, category parity, the record's metrics, and a message that leads with the cause and
-its switch where one was diagnosed (harness.parity.numerics.causes) and names the tolerance
-otherwise.
+or fail, category parity, the record's metrics, and a message that says what differs, then the
+cause and its switch where one was diagnosed (harness.parity.numerics.causes,
+records.with_cause) and the tolerance otherwise.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from harness.core.records import Category, Status, Verdict
+from harness.core.records import Category, Status, Verdict, with_cause
 from harness.parity.numerics import tolerances
 from harness.parity.numerics.tolerances import Tolerance
 
@@ -391,14 +391,13 @@ def _non_finite(run) -> str:
 
 
 def _failed(run, problems: str, tol: Tolerance, metrics: dict) -> Verdict:
-    """A failure: led by the diagnosed cause and its switch (an accelerator, or NaN or inf
-    on any target: "non-finite"), else followed by the tolerance it was judged with and
+    """A failure: what differs, then the diagnosed cause and its switch (an accelerator, or
+    NaN or inf on any target: "non-finite"), else the tolerance it was judged with and
     where that is set (the CPU target: float32 against float64)."""
     found = run.diagnosis
     if found.get("cause"):
         metrics = {**metrics, "cause": found["cause"], "cause_what": found["cause_what"], "switch": found["switch"]}
-        return Verdict(Status.FAIL, CATEGORY, f"{found['cause_what']}; {found['switch']}: {problems}", metrics,
-                       cause=found["cause"])
+        return Verdict(Status.FAIL, CATEGORY, with_cause(problems, found), metrics, cause=found["cause"])
     where = (f" (judged with rtol {tol.rtol:g}, atol {tol.atol:g}: the tolerance table, "
              "harness/parity/numerics/tolerances.py)")
     return Verdict(Status.FAIL, CATEGORY, problems + where, metrics)

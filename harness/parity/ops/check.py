@@ -49,7 +49,7 @@ import math
 import time
 
 from harness.core.cases import Known
-from harness.core.records import Category, Status, Verdict, error_line
+from harness.core.records import Category, Status, Verdict, error_line, with_cause
 from harness.env import devices
 from harness.ops import declarations, fallback, opsweep
 from harness.parity.numerics import causes, tolerances
@@ -516,13 +516,14 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     against = "float64" if run.reference in ("float64", "complex128") else run.reference
     if worst.get("non_finite"):
         metrics["non_finite"] = worst["non_finite"]
-        message = (f"sample {worst.get('sample')}: {worst['non_finite']} element(s) {worst['cause_what']}; "
-                   f"{worst['switch']}. {worst['reason']}")
+        message = with_cause(f"sample {worst.get('sample')}: {worst['non_finite']} element(s) NaN or inf"
+                             + (f"; {worst['reason']}" if worst.get("reason") else ""), worst)
     elif worst.get("cause"):
         cpu_err = worst.get("cpu_max_abs_err")
-        message = (f"sample {worst.get('sample')}: {worst['cause_what']}: off {against} by "
-                   f"{worst['max_abs_err']:.3g}" + (f" ({cpu_err:.3g} on the CPU)" if cpu_err is not None else "")
-                   + f", margin {worst['margin']:.3g}; {worst['switch']}. {worst['reason']}")
+        message = with_cause(f"sample {worst.get('sample')}: off {against} by {worst['max_abs_err']:.3g}"
+                             + (f" ({cpu_err:.3g} on the CPU)" if cpu_err is not None else "")
+                             + f", margin {worst['margin']:.3g}"
+                             + (f"; {worst['reason']}" if worst.get("reason") else ""), worst)
     else:
         message = (f"sample {worst.get('sample')}: max_abs_err {worst['max_abs_err']:.3g}, margin "
                    f"{worst['margin']:.3g} at rtol={tol.rtol} atol={tol.atol} against {against}: {worst['reason']}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from hypothesis import note
 
-from harness.core.records import Category, Status, Verdict
+from harness.core.records import Category, Status, Verdict, with_cause
 from harness.env import devices
 from harness.parity.numerics import causes, tolerances
 from harness.parity.properties.examples import Example, Floats
@@ -115,12 +115,11 @@ class Tally:
         for name, v in verdicts.items():
             if v["ok"]:
                 continue
-            cause = f"{v['cause_what']}; {v['switch']}: " if v.get("cause") else ""
-            self.record.conclude(Verdict(
-                Status.FAIL, Category.PARITY,
-                f"{v['op']} {self.dtype} on {self.target}: output {name!r} is off against {self.reference}: "
-                f"{cause}max_abs_err={v['max_abs_err']:.3g}, margin={v['margin']:.3g} at rtol={v['rtol']:.3g}, "
-                f"atol={v['atol']:.3g} ({v['rule']}; {v['source']}): {v['reason']}"), in_example=True)
+            seen = (f"{v['op']} {self.dtype} on {self.target}: output {name!r} is off against {self.reference}: "
+                    f"max_abs_err={v['max_abs_err']:.3g}, margin={v['margin']:.3g} at rtol={v['rtol']:.3g}, "
+                    f"atol={v['atol']:.3g} ({v['rule']}; {v['source']}): {v['reason']}")
+            self.record.conclude(Verdict(Status.FAIL, Category.PARITY, with_cause(seen, v) if v.get("cause") else seen),
+                                 in_example=True)
 
     def _on_target(self, fn: Callable, target_args: dict, cpu: dict, ref: dict) -> dict:
         """The op on the target; a stand-in computes on the CPU in its context and may replace it."""
