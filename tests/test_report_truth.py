@@ -362,6 +362,32 @@ def test_a_target_that_ran_nowhere_for_one_reason_is_one_card_naming_each_machin
                                                                                       for x in sorted((elsewhere, why))]
 
 
+def test_a_target_absent_under_every_torch_of_a_tox_run_is_one_card_naming_each_torch(recorded):
+    """tox runs the suites under each torch on one machine: the absent Mac said "not run" once per
+    torch version (four cards for two versions, cuda and mps, on the VM's page), the same words
+    each time. One card per target and reason, naming every torch; a torch under which the
+    target was absent for another reason keeps its own card, and what ran keeps its cards."""
+    facts = recorded("linux_x86_64")
+    why, other = "MPS unavailable: this is Linux x86_64; to fix: run the mps checks on a Mac", "macOS 14 is too old"
+
+    def run(version, run_id, reason):
+        f = {**facts, "torch": {**facts["torch"], "version": version}}
+        return runfiles.Run(run_id, runfiles.header(run_id, f"vm-py3.11-torch{version}", f), "x", [
+            {"kind": "check", "run": run_id, "check": "env/threads", "suite": "env", "subject": "threads",
+             "variant": "", "target": "cpu", "status": "pass", "category": "n/a", "reason": "", "metrics": {}},
+            {"kind": "check", "run": run_id, "check": "env/device-available", "suite": "env",
+             "subject": "device-available", "variant": "", "target": "mps", "status": "skip", "category": "n/a",
+             "reason": reason, "metrics": {}}], {"kind": "end", "run": run_id, "exitstatus": 0})
+
+    found = verdict.verdicts(build([run("2.6.0", "R1", why), run("2.15.0", "R2", why), run("2.11.0", "R3", why)]))
+    (mps,) = [v for v in found if v.title.endswith("· mps")]
+    assert mps.title.endswith("· torch 2.6.0, 2.11.0, 2.15.0 · mps") and mps.headline == f"not run: {why}", mps.title
+    assert len([v for v in found if v.title.endswith("· cpu")]) == 3
+    found = verdict.verdicts(build([run("2.6.0", "R1", why), run("2.15.0", "R2", other)]))
+    assert sorted(v.title.split(" · ")[1] for v in found if v.title.endswith("· mps")) == ["torch 2.15.0",
+                                                                                            "torch 2.6.0"]
+
+
 def test_a_mac_is_named_by_its_chip_gpu_cores_and_memory(recorded):
     facts = recorded("apple_silicon_native")
     facts = {**facts, "mac": {**facts["mac"], "chip": "Apple M2 Pro", "gpu_cores": 19, "memory_bytes": 32 * 2 ** 30}}

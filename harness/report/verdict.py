@@ -620,7 +620,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
     """One Verdict per machine x torch x target (``column_groups``). ``regressions``: column
     id -> the regressions against a baseline, where a baseline was compared."""
     out = []
-    not_run: dict[tuple[str, str, str, str], Verdict] = {}
+    not_run: dict[tuple[str, str, str], tuple[Verdict, list[str]]] = {}   # -> the card, its torch releases
     for col, cols in column_groups(m):
         ids = {c.id for c in cols}
         recs = [r for (_, cid), r in m.cells.items() if cid in ids]
@@ -629,18 +629,22 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         partial = partial_note(headers, recs, col.target, [r for c in cols for r in c.cut_off])
         if all(r["status"] == Status.SKIP for r in recs):
             why = shown(not_run_reason(headers, recs, col.target))
-            # A target that ran nowhere for one reason is one card, naming each machine once: the
-            # columns of other stacks (an upgrade check's candidate) or machines add nothing to read.
-            key = (col.device, col.torch_release, col.target, why)
+            # A target that ran nowhere for one reason is one card, naming each machine and torch
+            # once: the columns of other torch versions (tox), other stacks (an upgrade check's
+            # candidate) or machines add nothing to read, and were a screen of the same words.
+            key = (col.device, col.target, why)
             if key in not_run:
-                seen = not_run[key]
-                seen.title = f"{col.device} · torch {col.torch_release} · {col.target}"
+                seen, releases = not_run[key]
+                if col.torch_release not in releases:
+                    releases.append(col.torch_release)
+                seen.title = f"{col.device} · torch {', '.join(releases)} · {col.target}"
                 if col.host_label not in seen.machine.split("; "):
                     seen.machine = f"{seen.machine}; {col.host_label}"
                 continue
-            not_run[key] = Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
+            card = Verdict(col.id, title, col.host_label, NONE, f"not run: {why}", [
                 Aspect("environment", NONE, why, anchor="environments")])   # what was selected says nothing here
-            out.append(not_run[key])
+            not_run[key] = card, [col.torch_release]
+            out.append(card)
             continue
         checks = [r for r in recs if not is_control(r)]   # the controls speak through the instruments aspect
         aspects = [_environment(checks, col.target), _ops(checks, col.target), _numerics(checks),
