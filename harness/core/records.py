@@ -257,7 +257,7 @@ def with_cause(seen: str, found: dict) -> str:
     that changes it (``found``: the metrics cause_what and switch, which keep both whole).
 
     What was seen leads because a reason is cut at REASON_MAX characters, and a cause's words
-    are long (the non-finite one and its switch alone take some 640): put after them, the
+    are long (the non-finite one and its switch alone take some 500): put after them, the
     sample, the count and what differs were cut off in every record of that cause."""
     told = "; ".join(part for part in (found.get("cause_what"), found.get("switch")) if part)
     return f"{seen}; {told}" if seen and told else seen or told
