@@ -497,6 +497,12 @@ def test_a_failure_s_reason_keeps_what_it_saw_and_its_table_says_the_cause_once(
     kept = records.first_line(records.with_cause(seen, nan))
     assert kept.startswith(seen) and kept.endswith("…") and len(kept) == records.REASON_MAX   # cut in the switch
     assert records.without_cause(kept, nan) == seen
+    half = causes.describe("reduced-precision", "mps", "float16")   # a long account of what was seen is cut
+    diverged = "gradients diverged (worst first): " + ", ".join(f"layer.{i}.dense.weight (margin 3.66)" for i in range(40))
+    long = records.first_line(records.with_cause(diverged, half))   # to give the cause and switch room
+    assert long.endswith(half["switch"]) and len(long) <= records.REASON_MAX, long
+    assert long.startswith(diverged[:records.SEEN_KEPT - 1]) and "…; " + half["cause_what"] in long, long
+    assert records.without_cause(long, half) == long.split("; " + half["cause_what"])[0]
     older = f"sample 3: 4 element(s) {nan['cause_what']}; {nan['switch']}. NaN or inf positions differ"
     tf32 = causes.describe("tf32", "cuda", "float32")
     model = f"{tf32['cause_what']}; {tf32['switch']}: gradients diverged: fc.weight off by 0.3"

@@ -252,15 +252,23 @@ def first_line(text: str | None) -> str:
     return line if len(line) <= REASON_MAX else line[:REASON_MAX - 1] + "…"
 
 
+SEEN_KEPT = 200   # what a failing check saw keeps at least this much of its reason (with_cause)
+
+
 def with_cause(seen: str, found: dict) -> str:
     """A failure's reason: what this check saw first, then its cause in words and the switch
     that changes it (``found``: the metrics cause_what and switch, which keep both whole).
 
     What was seen leads because a reason is cut at REASON_MAX characters, and a cause's words
     are long (the non-finite one and its switch alone take some 500): put after them, the
-    sample, the count and what differs were cut off in every record of that cause."""
+    sample, the count and what differs were cut off in every record of that cause. A long
+    account of what was seen (a model's diverged gradients, one by one) is itself cut to leave
+    the cause and its switch room, but never below SEEN_KEPT characters."""
     told = "; ".join(part for part in (found.get("cause_what"), found.get("switch")) if part)
-    return f"{seen}; {told}" if seen and told else seen or told
+    if not (seen and told):
+        return seen or told
+    room = max(REASON_MAX - len(told) - 2, SEEN_KEPT)
+    return f"{seen if len(seen) <= room else seen[:room - 1] + '…'}; {told}"
 
 
 def without_cause(reason: str, metrics: dict) -> str:
