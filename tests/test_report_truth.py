@@ -534,3 +534,24 @@ def test_the_controls_table_gives_a_control_s_result_once_and_what_it_saw_beside
         result = row[2]
         assert result.text == f"{SYMBOL[result.key]} {result.key}", result.text   # not "✓ saw ..." cut short
         assert row[4], row   # what it saw, in its own column
+
+
+def test_the_environments_table_has_a_row_per_environment_with_its_targets_in_one_cell(tmp_path, recorded):
+    """Three columns (cpu, cuda, mps) of one run file were three rows of the same versions,
+    differing in a 'target available' and a 'complete' that repeated the absent targets. One
+    row per environment: what ran and what was absent in one cell, what was left out beside it."""
+    path = cpu_run(tmp_path / "cpu.jsonl", recorded("linux_x86_64"))
+    runs, _, _ = report.load([str(path)])
+    table = next(s for s in sections(build(runs), [], []) if s.anchor == "environments")
+    (env,) = table.rows
+    row = dict(zip(table.headers, env))
+    assert row["targets"] == "ran: cpu; absent: mps", row
+    assert row["complete"].startswith('partial: ran -m "parity and cpu" -k "softmax"'), row
+    assert "absent" not in row["complete"] and " · torch " in row["environment"], row
+    env_only = write_run(tmp_path / "env.jsonl", recorded("linux_x86_64"), [
+        rec("threads", "pass"), rec("device-available", "skip", target="mps", reason="not a Mac")], run="R9")
+    runs, _, _ = report.load([str(env_only)])
+    m = build(runs)
+    assert len(m.columns) == 2   # cpu, and mps whose one record is a skip
+    (env,) = next(s for s in sections(m, [], []) if s.anchor == "environments").rows
+    assert env[2] == "ran: cpu" and env[-1] == "partial: not run here: ops, parity, optim, perf", env

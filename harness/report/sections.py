@@ -118,23 +118,40 @@ def finite(value) -> float | None:
 
 
 def env_rows(m: Matrix) -> list[dict]:
-    rows = []
+    """One row per environment (a machine, its Python, torch and packages: one run file, or one
+    stack of it), not per column: its targets are one cell, what ran and what was absent, and
+    the rest of a row is the same for every target (a row per column said it three times)."""
+    envs: dict[str, list] = {}
     for col in m.columns:
-        f, h = col.facts, col.header
-        pk = f.get("packages") or {}
-        mac = f.get("mac") or {}
-        py = f.get("python") or {}
-        recs = [r for (_, cid), r in m.cells.items() if cid == col.id]
-        partial = verdict.partial_note(col.headers or [col.header], recs, col.target, col.cut_off)
+        envs.setdefault(col.env_id, []).append(col)
+    ran_in: dict[str, list[dict]] = {}
+    for (_, cid), r in m.cells.items():
+        if r["status"] != Status.SKIP:
+            ran_in.setdefault(cid, []).append(r)
+    rows = []
+    for cols in envs.values():
+        col = cols[0]
+        f = col.facts
+        pk, mac, py = f.get("packages") or {}, f.get("mac") or {}, f.get("python") or {}
+        headers = list({id(h): h for c in cols for h in (c.headers or [c.header])}.values())
+        ran = [c for c in cols if ran_in.get(c.id)]
+        absent = list(dict.fromkeys(name for name, _ in verdict.absent_targets(headers)))
+        targets = "; ".join(x for x in (
+            "ran: " + ", ".join(dict.fromkeys(c.target_label for c in ran)) if ran else "nothing ran",
+            "absent: " + ", ".join(absent) if absent else "") if x)
+        partial = verdict.partial_note(headers, [r for c in ran for r in ran_in[c.id]], "",
+                                       list(dict.fromkeys(r for c in cols for r in c.cut_off)))
+        partial = partial.split("absent on this machine: ")[0].rstrip("; ")   # the targets cell says that
         rows.append({
-            "column": col.label, "machine": col.host_label, "runs on": col.device,
-            "host": f.get("host"), "os": (f.get("os") or {}).get("platform"),
-            "python": f"{py.get('version')} ({py.get('arch')})", "torch": pk.get("torch"),
-            "transformers": pk.get("transformers"), "datasets": pk.get("datasets"), "accelerate": pk.get("accelerate"),
-            "macOS": mac.get("version") or "-", "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
-            "target available": (h.get("targets") or {}).get(col.target, {}).get("available"),
-            "MPS fallback": (h.get("mps_fallback") or {}).get("setting"), "suite rev": f.get("suite_revision"),
-            "runs": len(col.runs), "complete": partial or "yes",
+            "environment": f"{short(f.get('host', '?'))} · torch {col.torch_release}{col.label_suffix}",
+            "machine": col.host_label, "targets": targets,
+            "os": (f.get("os") or {}).get("platform"), "python": f"{py.get('version')} ({py.get('arch')})",
+            "torch": pk.get("torch"), "transformers": pk.get("transformers"), "datasets": pk.get("datasets"),
+            "accelerate": pk.get("accelerate"), "macOS": mac.get("version") or "-",
+            "chip / CPU": mac.get("chip") or (f.get("cpu") or {}).get("model"),
+            "MPS fallback": (col.header.get("mps_fallback") or {}).get("setting"),
+            "suite rev": f.get("suite_revision"), "runs": max(len(c.runs) for c in cols),
+            "complete": partial or "yes",
         })
     return rows
 
