@@ -291,3 +291,16 @@ def test_a_run_file_with_a_malformed_selection_or_end_count_is_one_line_and_exit
     assert (tmp_path / "out" / "matrix.json").is_file()
     assert selection.whole_for({"args": [1, None]}, "ops", "cpu")   # never read as a path
     assert runfiles.Run("B1", lines[0], "bad", [], lines[2]).complete  # counts that are no counts: the end line's word
+
+
+def test_one_selection_over_the_runs_of_compat_suites_is_said_once_with_its_counts_summed():
+    """`./compat suites -k controls` makes three runs (env, ops and parity; optim; perf): the
+    card said 'ran -k "controls" (18 of 30,807 collected); -k "controls" (9 of 183 collected);
+    -k "controls" (6 of 473 collected)'. Once, summed; the same run made again counts once."""
+    parts = [run(f"P{i}", f"2026-11-25T0{i}:00", suites=suites, keyword="controls", deselected=extra)
+             for i, (suites, extra) in enumerate([(("env", "ops", "parity"), 90), (("optim",), 40), (("perf",), 50)])]
+    said = partial(*parts)
+    assert said.startswith('partial: ran -k "controls" (10 of 190 collected in 3 runs)'), said
+    again = run("P9", "2026-11-25T09:00", suites=("env", "ops", "parity"), keyword="controls", deselected=90)
+    assert partial(parts[0], again).startswith('partial: ran -k "controls" (6 of 96 collected)'), partial(
+        parts[0], again)

@@ -545,25 +545,36 @@ def _against(changes: list | None) -> Aspect | None:
 WHOLE_SUITES = ("env", "ops", "parity", "optim", "perf")
 
 
+def _counts(runs: list) -> str:
+    """What one selection chose in the runs that made it: "(18 of 30,807 collected)", summed
+    over several ("(33 of 31,463 collected in 3 runs)": ./compat suites makes three, one per
+    part); nothing when a run did not count. A run made again (the same counts) counts once."""
+    runs = list(dict.fromkeys(runs))
+    if not runs or any(r is None for r in runs):
+        return ""
+    return (f" ({sum(r[0] for r in runs):,} of {sum(r[1] for r in runs):,} collected"
+            + (f" in {len(runs)} runs)" if len(runs) > 1 else ")"))
+
+
 def partial_note(col_headers: list[dict], recs: list[dict], target: str, cut_off: Collection[str] = ()) -> str:
     """"" when the column holds a whole run of every suite; else the selections of the merged
     runs that leave checks out and no other merged run makes up for (harness.report.selection:
     a -k once, then a whole run, is not partial), which suites did not run, whether a run was
     cut off (run ids in ``cut_off``) with nothing to make up for it, and which targets were
     absent. ``recs``: the column's standing records."""
-    parts, narrowed = [], []
+    parts = []
     left_out, cut = selection.uncovered(col_headers, recs, cut_off)
+    narrowed: dict[str, list] = {}   # what a selection said -> the (selected, collected) of each run that said it
     for h in left_out:
         sel = selection.selection_of(h)
         said = " ".join(x for x in (f"-m \"{shown(sel['markexpr'])}\"" if sel.get("markexpr") else "",
                                     f"-k \"{shown(sel['keyword'])}\"" if sel.get("keyword") else "",
                                     " ".join(shown(p) for p in selection.narrowed_paths(sel))) if x)
-        counts = ""
-        if isinstance(sel.get("selected"), int) and isinstance(sel.get("collected"), int):
-            counts = f" ({sel['selected']:,} of {sel['collected']:,} collected)"
-        narrowed.append((said or "a selection") + counts)
-    if narrowed:
-        parts.append("ran " + "; ".join(dict.fromkeys(narrowed)))
+        counted = (sel["selected"], sel["collected"]) if all(
+            isinstance(sel.get(k), int) for k in ("selected", "collected")) else None
+        narrowed.setdefault(said or "a selection", []).append(counted)
+    if narrowed:   # one selection over the runs of ./compat suites (env+ops+parity, optim, perf) is said once
+        parts.append("ran " + "; ".join(said + _counts(runs) for said, runs in narrowed.items()))
     ran = {r.get("suite") for r in recs if r["status"] != Status.SKIP}
     missing = [s for s in WHOLE_SUITES if s not in ran]
     if missing and any(r["status"] != Status.SKIP for r in recs):
