@@ -485,6 +485,46 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"
 
 
+def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_its_interval_does():
+    """The optimizations line named the claims whose ratio was under 1 as savings and left the
+    claims that held at x1 or over out of every count: two runs of one lock read "15
+    optimizations help" and "13" (a "not higher" claim at x0.998, interval 0.989-1.019, in one
+    and x1.04 in the other), and 8 claims that held were in neither. Each claim that held is
+    now a saving (its ratio and, where timed, its whole interval under 1) or holds with no
+    saving, the costliest first, without a documented bound that reads as broken beside it."""
+    header = {"run": "O1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+
+    def claim(subject, category, **metrics):
+        what = "memory" if "mem_ratio" in metrics else "time"
+        return {"run": "O1", "check": f"optim/{subject}/{what}", "suite": "optim", "subject": subject, "variant": "",
+                "target": "cpu", "status": Status.PASS if category == "holds" else Status.XFAIL,
+                "category": category, "reason": "", "metrics": {"bound": 1.15, **metrics}}
+    sdpa = dict(kind="not-higher", claimed_ratio=1.0)
+    recs = [claim("peft-lora", "holds", mem_ratio=0.0086, kind="lower", claimed_ratio=0.01),
+            claim("tf32", "holds", time_ratio=0.45, ci_low=0.43, ci_high=0.49, kind="lower", claimed_ratio=0.95),
+            claim("sdpa-attention", "holds", time_ratio=0.998, ci_low=0.989, ci_high=1.019, **sdpa),
+            claim("fused-adamw", "holds", mem_ratio=1.0, **sdpa),
+            claim("gradient-accumulation", "holds", time_ratio=1.66, ci_low=1.6, ci_high=1.7, kind="not-higher",
+                  claimed_ratio=2.766),
+            claim("freeze-backbone", "does-not-hold", time_ratio=0.81, ci_low=0.8, ci_high=0.83, kind="lower",
+                  claimed_ratio=0.26),
+            claim("adafactor", "inconclusive", time_ratio=1.1, ci_low=0.9, ci_high=1.3, **sdpa)]
+    [found] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
+    optim = next(a for a in found.aspects if a.name == "optimizations")
+    assert optim.line == (
+        "2 measured savings as documented (best: peft-lora memory x0.0086, tf32 time x0.45); "
+        "3 claims hold with no saving, as documented (gradient-accumulation time x1.7, fused-adamw memory x1 "
+        "and 1 more); 1 claim does not hold (freeze-backbone time x0.81, documented x0.26); 1 inconclusive")
+    assert optim.short == "2 optimizations help, 1 does not"
+    assert "holds, no saving: sdpa-attention time x1" in optim.detail
+    # the same claim at x1.04 in another run of the same lock: the same counts
+    recs[2]["metrics"].update(time_ratio=1.04, ci_low=1.01, ci_high=1.06)
+    [again] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
+    assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
+    assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
+
+
 def test_a_failure_s_reason_keeps_what_it_saw_and_its_table_says_the_cause_once(tmp_path, recorded):
     """A reason says what the check saw first and its cause's words after (records.with_cause),
     so that the cut at REASON_MAX takes the cause's tail (kept whole in the metrics), not the

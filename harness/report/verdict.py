@@ -386,6 +386,16 @@ def cold_start_s(met: dict) -> float | None:
     return float(warm[0]) if warm[0] >= 1.0 and warm[0] >= COLD_START_FACTOR * steady else None
 
 
+def saves(rec: dict) -> bool:
+    """Whether a claim that holds measured a saving: its ratio under 1 and, where the ratio was
+    timed, its whole interval under 1. A claim that the step costs no more ("not higher") holds
+    at x1.04 as at x0.998 (interval 0.989-1.019): the same time, not a saving, and counting it
+    as one would let noise move the count of optimizations that help from run to run."""
+    met = rec.get("metrics") or {}
+    ratio, high = met.get("mem_ratio", met.get("time_ratio")), met.get("ci_high")
+    return isinstance(ratio, (int, float)) and ratio < 1 and not (isinstance(high, (int, float)) and high >= 1)
+
+
 def _optimizations(recs: list[dict]) -> Aspect:
     claims = [r for r in recs if r.get("suite") == "optim" and r["status"] != Status.SKIP
               and isinstance((r.get("metrics") or {}).get("mem_ratio", (r.get("metrics") or {}).get("time_ratio")),
@@ -400,7 +410,8 @@ def _optimizations(recs: list[dict]) -> Aspect:
         met = r["metrics"]
         return met.get("mem_ratio", met.get("time_ratio"))
     holds = [r for r in claims if r.get("category") == Category.HOLDS]
-    helps = sorted((r for r in holds if ratio(r) < 1), key=ratio)
+    helps = sorted((r for r in holds if saves(r)), key=ratio)
+    level = sorted((r for r in holds if not saves(r)), key=ratio, reverse=True)
     def miss(r):   # how far past its bound a claim that does not hold went: the widest misses are named first
         bound = r["metrics"].get("bound")
         return -ratio(r) / bound if isinstance(bound, (int, float)) and bound > 0 else 0.0
@@ -409,17 +420,20 @@ def _optimizations(recs: list[dict]) -> Aspect:
     unsure = [r for r in claims if r.get("category") == Category.INCONCLUSIVE]
     line = (f"{_n(len(helps), 'measured saving')} as documented (best: {_list((_ratio_words(r) for r in helps), 2)})"
             if helps else "no documented saving was measured here")
+    if level:
+        line += f"; {_n(len(level), 'claim holds', 'claims hold')} with no saving, as documented ({_list((_ratio_words(r) for r in level), 2)})"
     if fails:
-        line += f"; {_n(len(fails), 'claim')} do not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
+        line += f"; {_n(len(fails), 'claim does', 'claims do')} not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
     if unsure:
         line += f"; {len(unsure):,} inconclusive"
     broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
     if broke:
         line += f"; {_n(broke, 'measurement')} failed: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in failed)
-    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
+    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"holds, no saving: {_ratio_words(r)}" for r in level]
+              + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
               + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
               + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
-    parts = ([f"{len(helps)} optimizations help" + (f", {len(fails)} do not" if fails else "")] if claims else []) + (
+    parts = ([f"{len(helps)} optimizations help" + (f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else "")] if claims else []) + (
         [f"{_n(broke, 'optimization measurement')} failed"] if broke else [])
     short = ", ".join(parts)
     return Aspect("optimizations", BAD if broke else WARN if fails else GOOD, line, detail, "optimizations", short)
