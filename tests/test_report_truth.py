@@ -576,6 +576,26 @@ def test_the_controls_table_gives_a_control_s_result_once_and_what_it_saw_beside
         assert row[4], row   # what it saw, in its own column
 
 
+def test_the_claims_table_holds_the_documents_claims_and_no_control_with_empty_cells():
+    """The optim control "smaller-batch-lowers-memory" has a ratio, and sat among the claims
+    as a row "controls" with the interval "[, ]" and "holds if" "<= " (nothing after it). The
+    table and its chart hold the claims; a control is in the Instruments table."""
+    from tests.conftest import recorded_h100_full
+    runs, _, _ = report.load([str(recorded_h100_full())])
+    m = build(runs)
+    table = next(s for s in sections(m, [], [], found=verdict.verdicts(m)) if s.anchor == "optimizations")
+    claims = [r for r in m.cells.values() if r.get("suite") == "optim" and r["status"] != Status.SKIP
+              and not r["check"].startswith("optim/controls/") and "bound" in (r.get("metrics") or {})]
+    assert len(table.rows) == len(claims) > 20, (len(table.rows), len(claims))
+    row_of = dict(zip(table.headers, table.rows[0]))
+    assert set(row_of) >= {"claim", "95% interval", "holds if"}
+    for row in table.rows:
+        row = dict(zip(table.headers, row))
+        assert row["claim"] != "controls", row
+        assert re.fullmatch(r"\[[^,\s]+, [^,\s]+\]", row["95% interval"]), row
+        assert re.fullmatch(r"<=? \S+", row["holds if"]), row
+
+
 def test_the_environments_table_has_a_row_per_environment_with_its_targets_in_one_cell(tmp_path, recorded):
     """Three columns (cpu, cuda, mps) of one run file were three rows of the same versions,
     differing in a 'target available' and a 'complete' that repeated the absent targets. One

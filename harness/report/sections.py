@@ -654,8 +654,8 @@ def optim_sections(m: Matrix) -> list[Section]:
     labels = {c.id: c.label for c in m.columns}
     claims_rows, paths, points = [], [], []
     for (check, col_id), rec in sorted(m.cells.items()):
-        if rec.get("suite") != "optim" or rec["status"] == Status.SKIP:
-            continue
+        if rec.get("suite") != "optim" or rec["status"] == Status.SKIP or is_control(rec):
+            continue   # a control's known answer is in the Instruments section, not a document's claim
         met = rec.get("metrics") or {}
         if records.kind_of(rec) == RecordKind.SEED_003_PATH and met.get("rows"):
             paths.append((labels.get(col_id, col_id), rec))
@@ -666,8 +666,10 @@ def optim_sections(m: Matrix) -> list[Section]:
         label = labels.get(col_id, col_id)
         claims_rows.append([rec["subject"], rec["variant"], label, cell_of(rec, label),
                             rec.get("category") or "", num(ratio),
-                            f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]",
-                            f"{'<' if met.get('kind') == 'lower' else '<='} {num(met.get('bound'))}",
+                            f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]"
+                            if met.get("ci_low") is not None and met.get("ci_high") is not None else "",
+                            f"{'<' if met.get('kind') == 'lower' else '<='} {num(met.get('bound'))}"
+                            if met.get("bound") is not None else "",
                             num(met.get("claimed_ratio")), shown(met.get("rounds", ""), 40),
                             shown(met.get("source") or "")])
         points.append((f"{rec['subject']} {rec['variant']} · {label}", finite(ratio), finite(met.get("ci_low")),
