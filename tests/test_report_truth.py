@@ -576,6 +576,26 @@ def test_the_controls_table_gives_a_control_s_result_once_and_what_it_saw_beside
         assert row[4], row   # what it saw, in its own column
 
 
+def test_the_same_checks_failing_for_the_same_cause_in_several_columns_are_one_row_by_cause(tmp_path, recorded):
+    """Two transformers releases under one torch fail the same 15 float16 checks, and the
+    table by cause said the same cause, examples, account and switch twice. Now one row names
+    both columns ("15 in each"); a column whose checks differ keeps its own row."""
+    facts = recorded("linux_x86_64")
+
+    def nan(subject):
+        return rec(subject, "fail", suite="parity", variant="float16/backward", category="parity",
+                   reason="NaN", metrics={"cause": "non-finite", "margin": 3.0, "reference": "float64"})
+    files = [write_run(tmp_path / "a.jsonl", facts, [nan("softmax"), nan("normalize")], torch_v="2.6.0"),
+             write_run(tmp_path / "b.jsonl", facts, [nan("softmax"), nan("normalize")], run="R2", torch_v="2.15.0"),
+             write_run(tmp_path / "c.jsonl", facts, [nan("softmax")], run="R3", torch_v="2.16.0")]
+    runs, _, _ = report.load([str(f) for f in files])
+    m = build(runs)
+    table = next(s for s in sections(m, [], [], found=verdict.verdicts(m)) if s.anchor == "failures-by-cause")
+    rows = [dict(zip(table.headers, r)) for r in table.rows]
+    assert [(r["checks"], r["column"].count(" · torch ")) for r in rows] == [("2 in each", 2), ("1", 1)], rows
+    assert "2.6.0" in rows[0]["column"] and "2.15.0" in rows[0]["column"] and "2.16.0" in rows[1]["column"]
+
+
 def test_the_claims_table_holds_the_documents_claims_and_no_control_with_empty_cells():
     """The optim control "smaller-batch-lowers-memory" has a ratio, and sat among the claims
     as a row "controls" with the interval "[, ]" and "holds if" "<= " (nothing after it). The

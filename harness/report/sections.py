@@ -569,15 +569,21 @@ def cause_sections(m: Matrix) -> list[Section]:
     was the inaccurate side."""
     labels = {c.id: c.label for c in m.columns}
     rows, cpu_off = [], []
+    # one row per cause and set of checks: the same checks failing for the same cause in several
+    # columns (two transformers releases, two torch versions) are one finding, its columns listed
+    found: dict[tuple, tuple] = {}
     for col in m.columns:
         recs = [rec for (check, col_id), rec in sorted(m.cells.items()) if col_id == col.id]
         for g in verdict.failure_groups(recs):
-            suites = Counter(check.split("/", 1)[0] for check in g.checks)
-            rows.append([Cell(shown(g.cause), Status.FAIL, wrap=True), col.label, str(len(g.checks)),
-                         ", ".join(f"{s} {n}" for s, n in suites.most_common()),
-                         ", ".join(g.checks[:CAUSE_EXAMPLES]) + (f" and {len(g.checks) - CAUSE_EXAMPLES} more"
-                                                                 if len(g.checks) > CAUSE_EXAMPLES else ""),
-                         shown(g.what), shown(g.switch)])
+            found.setdefault((g.cause, g.what, g.switch, tuple(g.checks)), (g, []))[1].append(col.label)
+    for g, cols in found.values():
+        suites = Counter(check.split("/", 1)[0] for check in g.checks)
+        rows.append([Cell(shown(g.cause), Status.FAIL, wrap=True), "; ".join(cols),
+                     str(len(g.checks)) + (" in each" if len(cols) > 1 else ""),
+                     ", ".join(f"{s} {n}" for s, n in suites.most_common()),
+                     ", ".join(g.checks[:CAUSE_EXAMPLES]) + (f" and {len(g.checks) - CAUSE_EXAMPLES} more"
+                                                             if len(g.checks) > CAUSE_EXAMPLES else ""),
+                     shown(g.what), shown(g.switch)])
     for (check, col_id), rec in sorted(m.cells.items()):
         finding = (rec.get("metrics") or {}).get("cpu_finding")
         if rec.get("suite") == "parity" and isinstance(finding, dict):
@@ -587,7 +593,8 @@ def cause_sections(m: Matrix) -> list[Section]:
         Section("Failures by cause", ["cause", "column", "checks", "suites", "for example", "what happened",
                                       "the switch"], rows, anchor="failures-by-cause",
                 empty="No check failed, errored, crashed or timed out.",
-                intro="Every failing check of each column, grouped by what caused it: an accelerator's numbers are "
+                intro="Every failing check of each column, grouped by what caused it (the same checks failing "
+                      "for the same cause in several columns are one row): an accelerator's numbers are "
                       "judged by their accuracy against float64 with the CPU's own error as the yardstick, and a "
                       "failing sample is run again there with TF32 off, on float32 inputs and a second time; the "
                       f"first rerun that changes the verdict names the cause ('{verdict.UNDETERMINED}' where none "
