@@ -596,10 +596,40 @@ def test_the_same_checks_failing_for_the_same_cause_in_several_columns_are_one_r
     assert "2.6.0" in rows[0]["column"] and "2.15.0" in rows[0]["column"] and "2.16.0" in rows[1]["column"]
 
 
+def test_the_speed_tables_say_each_figure_once_in_the_unit_its_size_asks_for(tmp_path, recorded):
+    """The speed tables gave each time twice ("✓ 213 ms" as the result beside "213 ms"), an
+    interval's negative end as "-1.54e+03 us", a rate as "3.335e+04 tokens/s", and a new
+    input length's cost as "+0 us" beside "-0% of a step"."""
+    from harness.perf.ops import ms
+    from harness.report import speed
+    perf = [rec("model-bert", "pass", suite="perf", variant="inference", category="timed",
+                check="perf/model-bert/inference",
+                metrics={"median_s": 0.0307, "ci_low": 0.0305, "ci_high": 0.0308, "per_second": 33353.2,
+                         "unit": "tokens/s", "rounds": 7}),
+            rec("model-bert", "pass", suite="perf", variant="varying-length", category="timed",
+                check="perf/model-bert/varying-length",
+                metrics={"seen_s": 0.15, "per_shape_s": -0.0004, "ci_low": -0.00154, "ci_high": 0.000959}),
+            rec("matmul", "pass", suite="perf", variant="float32/forward", category="timed",
+                check="perf/matmul/float32/forward",
+                metrics={"median_s": 0.00713, "ci_low": 0.00708, "ci_high": 0.00719, "rounds": 9})]
+    runs, _, _ = report.load([str(write_run(tmp_path / "perf.jsonl", recorded("linux_x86_64"), perf))])
+    m = build(runs)
+    models = [dict(zip(speed.model_section(m).headers, r)) for r in speed.model_section(m).rows]
+    ops = [dict(zip(speed.ops_section(m).headers, r)) for r in speed.ops_section(m).rows]
+    assert [r["result"].text for r in models + ops] == ["✓ pass"] * 3
+    infer, varying = models
+    assert (infer["time"], infer["rate / note"]) == ("30.7 ms", "33,353 tokens/s"), infer
+    assert (varying["time"], varying["95% interval"], varying["rate / note"]) == (
+        "new shape +0 us", "[-1.54 ms, 959 us]", "0% of a step"), varying
+    assert ops[0]["time per call"] == "7.13 ms"
+    assert (ms(-2.5), ms(-0.0005), ms(0.0005)) == ("-2.5 s", "-500 us", "500 us")
+
+
 def test_the_claims_table_holds_the_documents_claims_and_no_control_with_empty_cells():
     """The optim control "smaller-batch-lowers-memory" has a ratio, and sat among the claims
     as a row "controls" with the interval "[, ]" and "holds if" "<= " (nothing after it). The
-    table and its chart hold the claims; a control is in the Instruments table."""
+    table and its chart hold the claims; a control is in the Instruments table. A claim's
+    verdict is said once ("✓ holds"; it was "✓ mem_ratio=0.534" beside "holds" and "0.534")."""
     from tests.conftest import recorded_h100_full
     runs, _, _ = report.load([str(recorded_h100_full())])
     m = build(runs)
@@ -612,6 +642,7 @@ def test_the_claims_table_holds_the_documents_claims_and_no_control_with_empty_c
     for row in table.rows:
         row = dict(zip(table.headers, row))
         assert row["claim"] != "controls", row
+        assert row["verdict"].text[2:] in ("holds", "does-not-hold", "inconclusive"), row   # the ratio has its column
         assert re.fullmatch(r"\[[^,\s]+, [^,\s]+\]", row["95% interval"]), row
         assert re.fullmatch(r"<=? \S+", row["holds if"]), row
 

@@ -403,9 +403,12 @@ def figure(run: dict) -> str:
 
 
 def ms(seconds: float) -> str:
-    if seconds >= 1:
+    """A time in the unit its size asks for: "1.5 s", "7.13 ms", "959 us"; a negative one (an
+    interval's low end) by its size too: "-1.54 ms", not "-1.54e+03 us"."""
+    size = abs(seconds)
+    if size >= 1:
         return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
+    if size >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds * 1e6:.3g} us"
 

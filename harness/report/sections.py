@@ -73,11 +73,13 @@ class Section:
     caption: str = ""    # the chart's caption, said once (the chart's title and the page agree)
 
 
-def cell_of(rec: dict | None, where: str = "") -> Cell:
+def cell_of(rec: dict | None, where: str = "", metric: bool = True) -> Cell:
+    """A record's result as a cell: its symbol and key metric ("✓ mem_ratio=0.534"); without
+    ``metric`` its symbol and result ("✓ pass"), for a table whose own columns give the figure."""
     if rec is None:
         return Cell("")
     key = cell_key(rec)
-    metric = shown(key_metric(rec.get("metrics") or {}))
+    metric = shown(key_metric(rec.get("metrics") or {})) if metric else key
     older = rec.get("judged_again")
     if older:   # marked where it is shown: an older judge's record, judged again here where its metrics allow
         return Cell(f"{SYMBOL[key]} {metric} (judge {older['judge']})".replace("  ", " "), key,
@@ -671,8 +673,9 @@ def optim_sections(m: Matrix) -> list[Section]:
         if ratio is None:
             continue
         label = labels.get(col_id, col_id)
-        claims_rows.append([rec["subject"], rec["variant"], label, cell_of(rec, label),
-                            rec.get("category") or "", num(ratio),
+        verdict_cell = cell_of(rec, label, metric=False)   # "✓ holds", "≠ does-not-hold": the ratio has its column
+        verdict_cell.text = f"{SYMBOL[verdict_cell.key]} {rec.get('category') or verdict_cell.key}"
+        claims_rows.append([rec["subject"], rec["variant"], label, verdict_cell, num(ratio),
                             f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]"
                             if met.get("ci_low") is not None and met.get("ci_high") is not None else "",
                             f"{'<' if met.get('kind') == 'lower' else '<='} {num(met.get('bound'))}"
@@ -686,7 +689,7 @@ def optim_sections(m: Matrix) -> list[Section]:
     ratio_caption = (f"Measured ratio (dot) with its 95% interval against the bound the claim must stay under "
                      f"(red tick), log scale: {len(charted)} of {len(points)} claims x quantities x columns")
     out = [Section("Optimizations: the documents' claims, measured",
-                   ["claim", "quantity", "column", "result", "verdict", "ratio", "95% interval", "holds if",
+                   ["claim", "quantity", "column", "verdict", "ratio", "95% interval", "holds if",
                     "claimed", "rounds", "source"], claims_rows, empty="No optimization claim was measured.",
                    anchor="optimizations", fold=len(claims_rows) > LONG,
                    caption=ratio_caption,

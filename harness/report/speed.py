@@ -44,6 +44,11 @@ def _mib(value, sign: str = "") -> str:
     return f"{n / 2 ** 20:{sign}.3g}" if n is not None else str(value)
 
 
+def _rate(per_second: float) -> str:
+    """A rate as a reader counts it: "33,350 tokens/s", "108.1 samples/s" (not "3.335e+04")."""
+    return f"{per_second:,.0f}" if abs(per_second) >= 1000 else f"{per_second:.4g}"
+
+
 def _interval(met: dict) -> str:
     low, high = met.get("ci_low"), met.get("ci_high")
     return f"[{ms(low)}, {ms(high)}]" if isinstance(low, (int, float)) and isinstance(high, (int, float)) else ""
@@ -57,15 +62,16 @@ def model_section(m: Matrix) -> Section:
             continue
         if what == "varying-length":
             step, per_shape = _real(met.get("seen_s")), _real(met.get("per_shape_s"))
-            share = f"{per_shape / step:.0%} of a step" if step and per_shape is not None else ""
-            figure, rate = f"new shape +{ms(max(0.0, per_shape or 0.0))}", share
+            cost = max(0.0, per_shape or 0.0)   # a negative difference is noise: no cost measured
+            share = f"{cost / step:.0%} of a step" if step and per_shape is not None else ""
+            figure, rate = f"new shape +{ms(cost)}", share
         else:
             figure = ms(met["median_s"]) if isinstance(met.get("median_s"), (int, float)) else ""
-            rate = (f"{met['per_second']:.4g} {met.get('unit', '')}" if isinstance(met.get("per_second"), (int, float))
+            rate = (f"{_rate(met['per_second'])} {met.get('unit', '')}" if isinstance(met.get("per_second"), (int, float))
                     else f"import {ms(met['import_s'])}, warm step {ms(met['warm_s'])}"
                     if isinstance(met.get("import_s"), (int, float)) and isinstance(met.get("warm_s"), (int, float))
                     else "")
-        rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label), figure, _interval(met), rate,
+        rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label, metric=False), figure, _interval(met), rate,
                      rec.get("category") or "", str(met.get("rounds", len(met.get("lengths") or []) or ""))])
     return Section("Speed: models", ["model", "what", "column", "result", "time", "95% interval", "rate / note",
                                      "figure", "rounds"], rows, level=2,
@@ -86,7 +92,7 @@ def ops_section(m: Matrix) -> Section:
     rows = []
     for label, found in by_column.items():
         for seconds, check, rec, met in sorted(found, key=lambda f: -f[0])[:SLOWEST]:
-            rows.append([label, check.removeprefix("perf/"), cell_of(rec, label), ms(seconds), _interval(met),
+            rows.append([label, check.removeprefix("perf/"), cell_of(rec, label, metric=False), ms(seconds), _interval(met),
                          str(met.get("rounds", "")), str(met.get("clock", "")), rec.get("category") or ""])
     return Section("Speed: the slowest ops", ["column", "op / dtype / pass", "result", "time per call",
                                                "95% interval", "rounds", "clock", "figure"], rows, level=2,
