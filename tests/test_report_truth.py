@@ -596,6 +596,25 @@ def test_the_same_checks_failing_for_the_same_cause_in_several_columns_are_one_r
     assert "2.6.0" in rows[0]["column"] and "2.15.0" in rows[0]["column"] and "2.16.0" in rows[1]["column"]
 
 
+def test_a_control_s_margin_is_not_among_the_checks_margins(tmp_path, recorded):
+    """A run of the controls alone (torch 2.6 in a tox run) put the parity control
+    perturbed-fails, which passes by failing at a margin of 274, in the margins table as
+    "compared 2, pass 2, median margin 274": a pass past the line the same table calls
+    failing. The controls' margins are in the Instruments table only."""
+    from harness.report.sections import parity_sections
+
+    def parity(subject, margin, **kw):
+        return rec(subject, "pass", suite="parity", variant="float32/forward", category="parity",
+                   check=f"parity/{subject}/float32/forward", metrics={"margin": margin, "reference": "float64", **kw})
+    path = write_run(tmp_path / "p.jsonl", recorded("linux_x86_64"),
+                     [parity("controls", 274.0, record_kind="control"), parity("softmax", 0.2)])
+    runs, _, _ = report.load([str(path)])
+    summary, worst = parity_sections(build(runs))
+    rows = [dict(zip(summary.headers, r)) for r in summary.rows]
+    assert [(r["compared"], r["pass"], r["worst margin"]) for r in rows] == [("1", "1", "0.2")], rows
+    assert [r[0] for r in worst.rows] == ["parity/softmax/float32/forward"]
+
+
 def test_the_speed_tables_say_each_figure_once_in_the_unit_its_size_asks_for(tmp_path, recorded):
     """The speed tables gave each time twice ("✓ 213 ms" as the result beside "213 ms"), an
     interval's negative end as "-1.54e+03 us", a rate as "3.335e+04 tokens/s", and a new
