@@ -420,10 +420,10 @@ def _optimizations(recs: list[dict]) -> Aspect:
     unsure = [r for r in claims if r.get("category") == Category.INCONCLUSIVE]
     line = (f"{_n(len(helps), 'measured saving')} as documented (best: {_list((_ratio_words(r) for r in helps), 2)})"
             if helps else "no documented saving was measured here")
+    if fails:   # before the claims that hold with no saving: what to act on, first where a terminal cuts the line
+        line += f"; {_n(len(fails), 'claim does', 'claims do')} not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
     if level:
         line += f"; {_n(len(level), 'claim holds', 'claims hold')} with no saving, as documented ({_list((_ratio_words(r) for r in level), 2)})"
-    if fails:
-        line += f"; {_n(len(fails), 'claim does', 'claims do')} not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
     if unsure:
         line += f"; {len(unsure):,} inconclusive"
     broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
