@@ -456,14 +456,23 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
 
 
 def regressions_section(m: Matrix, regressions: dict) -> Section:
+    """What the first screen's "against the baseline" counts: the regressions, then the warnings
+    (a slowdown seen in one process only, or one the rules could not call)."""
     labels = {c.id: c.label for c in m.columns}
-    rows = [[labels.get(cid, cid), c.check, Cell(c.rule, Status.FAIL), c.before, c.after, shown(c.detail)]
-            for cid, changes in regressions.items() for c in changes if c.kind == "regression"]
-    return Section("Against the baseline: what regressed", ["column", "check", "rule", "before", "after", "detail"],
+    order = {"regression": 0, "warning": 1}
+    rows = [[labels.get(cid, cid), c.check, Cell(c.kind, Status.FAIL if c.kind == "regression" else "inconclusive"),
+             c.rule, c.before, c.after, shown(c.detail)]
+            for cid, changes in regressions.items()
+            for c in sorted(changes, key=lambda c: order.get(c.kind, 2)) if c.kind in order]
+    return Section("Against the baseline: what regressed, and what could not be told",
+                   ["column", "check", "change", "rule", "before", "after", "detail"],
                    rows, anchor="against-the-baseline", fold=len(rows) > LONG,
-                   empty="Nothing regressed against the baseline on the columns of its machine.",
+                   empty="Nothing regressed against the baseline on the columns of its machine, and nothing was "
+                         "left undecided.",
                    intro="The upgrade check's rules (python -m tools.compare) applied to each column of the "
-                         "baseline's machine and target.")
+                         "baseline's machine and target: the regressions, then the warnings ('inconclusive': a "
+                         "slowdown seen in one process only, or one the host's own slowness or the noise leaves "
+                         "undecided; a claim now too close to its bound to call; a check now skipped).")
 
 
 def history_section(m: Matrix) -> Section:

@@ -13,7 +13,6 @@ import math
 
 from harness.core import records
 from harness.core.records import Category, Status
-from harness.perf import against
 from harness.perf.ops import ms
 from harness.report import compare
 from harness.report.matrix import Matrix
@@ -170,9 +169,11 @@ def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Secti
 def against_baseline(m: Matrix, baseline) -> dict[str, list]:
     """Column id -> what the upgrade check's rules (harness.report.compare) find in that column
     against ``baseline`` (a compare.Side) that the first screen names: the regressions, and the
-    slowdowns that would be ones had they been measured again (a plain run's figures, seen in
-    one process only: harness.perf.against.seen_once). For the columns of the baseline's
-    machine (host and hardware) whose target the baseline ran; other columns are left out."""
+    warnings: the slowdowns that would be regressions had they been measured again (a plain
+    run's figures, seen in one process only: harness.perf.against.seen_once) and what the rules
+    could not call (a host that ran slower, a claim now too close to its bound, a check now
+    skipped). For the columns of the baseline's machine (host and hardware) whose target the
+    baseline ran; other columns are left out."""
     from harness.report.matrix import hardware_key
     facts = baseline.header.get("facts") or {}
     out: dict[str, list] = {}
@@ -187,6 +188,5 @@ def against_baseline(m: Matrix, baseline) -> dict[str, list]:
         side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company)
         base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
                             baseline.sources, baseline.company)
-        out[col.id] = [c for c in compare.compare(base, side).changes
-                       if c.kind == "regression" or against.seen_once(c.kind, c.detail)]
+        out[col.id] = [c for c in compare.compare(base, side).changes if c.kind in ("regression", "warning")]
     return out

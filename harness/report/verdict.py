@@ -31,6 +31,7 @@ from harness.core import records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
+from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
                                    instruments_of, is_control, is_emulated, listed as _list, shown, visible)
@@ -531,25 +532,40 @@ def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
         short=f"{aspect.short} (unconfirmed)" if aspect.short else "")
 
 
+def _gist(detail: str) -> str:
+    """A change's detail up to its figures: "inconclusive: slower by more than the tolerance, but
+    the host ran 1.44x slower (control)" of "...: 0.1466 ms [0.1439, 0.1491] -> ..."."""
+    return shown(": ".join(detail.split(": ")[:2]), 160)
+
+
 def _against(changes: list | None) -> Aspect | None:
-    """``changes``: the regressions and the slowdowns seen in one process only
-    (speed.against_baseline), or None where no baseline was compared."""
+    """``changes``: the regressions and warnings of the upgrade check's rules against the
+    baseline (speed.against_baseline): the slowdowns seen in one process only apart, and the
+    rest (a slowdown the host's own slowness or the noise leaves undecided, a claim now too
+    close to its bound, a check now skipped, an error that grew): or None where no baseline
+    was compared."""
     if changes is None:
         return None
     regressions = [c for c in changes if c.kind == "regression"]
-    once = [c for c in changes if c.kind != "regression"]
+    once = [c for c in changes if c.kind == "warning" and against.seen_once(c.kind, c.detail)]
+    unsure = [c for c in changes if c.kind == "warning" and c not in once]
     slower = (f"{_n(len(once), 'time')} slower than the baseline, seen in one process only: "
               + _list(f"{c.check} ({c.rule})" for c in once)
               + " (./compat candidate measures a figure that looks slower again in fresh processes)") if once else ""
-    details = [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip() for c in regressions + once]
+    told = (f"{_n(len(unsure), 'warning')}, not a regression: "
+            + _list((f"{c.check} ({c.rule}: {_gist(c.detail)})" for c in unsure), 2)) if unsure else ""
+    more = "".join(f"; {x}" for x in (slower, told) if x)
+    details = [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip()
+               for c in regressions + once + unsure]
     if regressions:
         return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
-                                                   + _list(f"{c.check} ({c.rule})" for c in regressions)
-                                                   + (f"; {slower}" if slower else ""),
+                                                   + _list(f"{c.check} ({c.rule})" for c in regressions) + more,
                       details, "against-the-baseline", f"{len(regressions)} regressed")
-    if once:
-        return Aspect("against the baseline", WARN, f"nothing regressed; {slower}", details,
-                      SPEED_AGAINST, f"no regression; {len(once)} slower, seen once")
+    if once or unsure:
+        short = "; ".join(x for x in (f"{len(once)} slower, seen once" if once else "",
+                                      _n(len(unsure), "warning") if unsure else "") if x)
+        return Aspect("against the baseline", WARN, "nothing regressed" + more, details,
+                      SPEED_AGAINST if once else "against-the-baseline", f"no regression; {short}")
     return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
                   short="no regression")
 
