@@ -66,12 +66,14 @@ def model_section(m: Matrix) -> Section:
             figure, rate = f"new shape +{ms(cost)}", share
         else:
             figure = ms(met["median_s"]) if isinstance(met.get("median_s"), (int, float)) else ""
-            rate = (f"{_rate(met['per_second'])} {met.get('unit', '')}" if isinstance(met.get("per_second"), (int, float))
+            rate = (f"{_rate(met['per_second'])} {met.get('unit', '')}"
+                    if isinstance(met.get("per_second"), (int, float))
                     else f"import {ms(met['import_s'])}, warm step {ms(met['warm_s'])}"
                     if isinstance(met.get("import_s"), (int, float)) and isinstance(met.get("warm_s"), (int, float))
                     else "")
-        rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label, metric=False), figure, _interval(met), rate,
-                     rec.get("category") or "", str(met.get("rounds", len(met.get("lengths") or []) or ""))])
+        rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label, metric=False), figure,
+                     _interval(met), rate, rec.get("category") or "",
+                     str(met.get("rounds", len(met.get("lengths") or []) or ""))])
     return Section("Speed: models", ["model", "what", "column", "result", "time", "95% interval", "rate / note",
                                      "figure", "rounds"], rows, level=2,
                    empty="No model was timed (the perf suite did not run).",
@@ -91,8 +93,9 @@ def ops_section(m: Matrix) -> Section:
     rows = []
     for label, found in by_column.items():
         for seconds, check, rec, met in sorted(found, key=lambda f: -f[0])[:SLOWEST]:
-            rows.append([label, check.removeprefix("perf/"), cell_of(rec, label, metric=False), ms(seconds), _interval(met),
-                         str(met.get("rounds", "")), str(met.get("clock", "")), rec.get("category") or ""])
+            rows.append([label, check.removeprefix("perf/"), cell_of(rec, label, metric=False), ms(seconds),
+                         _interval(met), str(met.get("rounds", "")), str(met.get("clock", "")),
+                         rec.get("category") or ""])
     return Section("Speed: the slowest ops", ["column", "op / dtype / pass", "result", "time per call",
                                                "95% interval", "rounds", "clock", "figure"], rows, level=2,
                    empty="No op was timed (the perf suite did not run).",

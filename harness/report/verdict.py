@@ -422,9 +422,11 @@ def _optimizations(recs: list[dict]) -> Aspect:
     line = (f"{_n(len(helps), 'measured saving')} as documented (best: {_list((_ratio_words(r) for r in helps), 2)})"
             if helps else "no documented saving was measured here")
     if fails:   # before the claims that hold with no saving: what to act on, first where a terminal cuts the line
-        line += f"; {_n(len(fails), 'claim does', 'claims do')} not hold ({_list((_ratio_words(r, True) for r in fails), 2)})"
+        line += (f"; {_n(len(fails), 'claim does', 'claims do')} not hold "
+                 f"({_list((_ratio_words(r, True) for r in fails), 2)})")
     if level:
-        line += f"; {_n(len(level), 'claim holds', 'claims hold')} with no saving, as documented ({_list((_ratio_words(r) for r in level), 2)})"
+        line += (f"; {_n(len(level), 'claim holds', 'claims hold')} with no saving, as documented "
+                 f"({_list((_ratio_words(r) for r in level), 2)})")
     if unsure:
         line += f"; {len(unsure):,} inconclusive"
     broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
@@ -434,7 +436,8 @@ def _optimizations(recs: list[dict]) -> Aspect:
               + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
               + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
               + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
-    parts = ([f"{len(helps)} optimizations help" + (f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else "")] if claims else []) + (
+    do_not = f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else ""
+    parts = ([f"{len(helps)} optimizations help{do_not}"] if claims else []) + (
         [f"{_n(broke, 'optimization measurement')} failed"] if broke else [])
     short = ", ".join(parts)
     return Aspect("optimizations", BAD if broke else WARN if fails else GOOD, line, detail, "optimizations", short)
