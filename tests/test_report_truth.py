@@ -524,6 +524,8 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     [again] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
+    [one] = verdict.for_records(header, recs[:1] + recs[2:4], {"kind": "end", "run": "O1", "exitstatus": 0})
+    assert next(a for a in one.aspects if a.name == "optimizations").short == "1 optimization helps"
 
 
 def test_a_failure_s_reason_keeps_what_it_saw_and_its_table_says_the_cause_once(tmp_path, recorded):

@@ -437,7 +437,7 @@ def _optimizations(recs: list[dict]) -> Aspect:
               + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
               + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
     do_not = f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else ""
-    parts = ([f"{len(helps)} optimizations help{do_not}"] if claims else []) + (
+    parts = ([_n(len(helps), "optimization helps", "optimizations help") + do_not] if claims else []) + (
         [f"{_n(broke, 'optimization measurement')} failed"] if broke else [])
     short = ", ".join(parts)
     return Aspect("optimizations", BAD if broke else WARN if fails else GOOD, line, detail, "optimizations", short)
