@@ -105,6 +105,7 @@ def test_the_older_judge_is_said_and_what_was_done(h100_page):
     _, _, m, found, _, _ = h100_page
     cuda = by_title(found, "cuda")
     assert "older judge" in cuda.older_judge and "298 pass now" in cuda.older_judge
+    assert " records were written by an older judge" in cuda.older_judge
     assert "41 need a rerun" in cuda.older_judge and 'pytest suites/ -m "parity and cuda"' in cuda.older_judge
     reruns = [r for r in m.cells.values() if cell_key(r) == records.RERUN]
     assert len(reruns) == 41

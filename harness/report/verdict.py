@@ -714,7 +714,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
                 ("pass now", outcomes.get("passes", 0)), ("need a rerun", outcomes.get("rerun", 0)),
                 ("still fail", outcomes.get("remains", 0) + outcomes.get("not a parity result", 0)),
                 ("kept as they were", outcomes.get("kept", 0))) if n)
-            older_note = (f"{len(older):,} records were written by an older judge (parity revision "
+            older_note = (f"{_n(len(older), 'record was', 'records were')} written by an older judge (parity revision "
                           f"{min(r['judged_again']['judge'] for r in older)}; today's is "
                           f"{records.JUDGES['parity']}): judged again from their metrics, {judged} (python -m "
                           f"tools.rejudge lists why, check by check). Run `pytest suites/ -m \"parity and "
