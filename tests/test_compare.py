@@ -143,6 +143,9 @@ def test_json_and_markdown_say_the_same(files, tmp_path, capsys):
     assert cli.main([str(files[0]), str(files[1]), "--format", "md"]) == 1
     md = capsys.readouterr().out
     assert "## Regressions (8)" in md and "| ops/softmax/float32/forward" in md
+    # a page is read from the top: its verdict before the first table (a terminal's is its last line)
+    verdict = "**8 regression(s), 3 warning(s), 4 improvement(s), 2 appeared, 1 disappeared, 3 unchanged**"
+    assert md.index(verdict) < md.index("## Regressions") and md.count("regression(s)") == 1
 
 
 @pytest.mark.parametrize("before, after, says", [

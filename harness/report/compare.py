@@ -599,6 +599,11 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
         lines.append("- versions:  " + esc(", ".join(f"{k} {a or '-'} -> {b or '-'}" for k, a, b in versions)))
     if cmp.baseline.machine != cmp.candidate.machine:
         lines.append(f"- machines:  {esc(cmp.baseline.machine or '?')} -> {esc(cmp.candidate.machine or '?')}")
+    c = cmp.counts()
+    summary = (f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
+               f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
+    if md:   # a page is read from the top: its verdict first (a terminal's last line is the one seen)
+        lines += ["", f"**{summary}**"]
     lines.append("")
     for line in cmp.instruments:   # before the regressions: a candidate whose instruments failed proves nothing
         lines += [f"**{esc(line)}**" if md else line, ""]
@@ -621,9 +626,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
             lines += [f"... and {len(changes) - len(shown)} more (--all, or --format json, lists every one)", ""]
     for note in cmp.notes:
         lines += [f"note: {esc(note)}", ""]
-    c = cmp.counts()
-    lines.append(f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
-                 f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
+    if not md:
+        lines.append(summary)
     if not cmp.candidate.complete:
         lines.append("note: the candidate run was cut off or interrupted before its end; checks it did not reach are listed as "
                      "disappeared")
