@@ -274,6 +274,28 @@ def test_a_slowdown_the_control_explains_or_the_noise_hides_is_only_a_warning():
     assert [c[:2] for c in _changes(a, noisy)] == [("warning", "perf-time")]
 
 
+def test_an_upgrade_check_whose_times_are_inconclusive_says_what_to_do_about_them():
+    """The upgrade check of transformers 5.24 listed 20 perf times "inconclusive: ... the host ran
+    1.33x slower (control)" and said nothing a user could act on. A note now counts them, says
+    why, and what measures them again."""
+    from harness.core import runfiles as rf
+
+    def side(label, median, control):
+        header = {"kind": "header", "run": label, "env_id": "vm", "started": label,
+                  "facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}},
+                  "targets": {"cpu": {"selected": True, "available": True, "reason": ""}}}
+        recs = [{**_rec(f"perf/{op}/float32/forward", Category.TIMED, _time(median, control=control)), "run": label}
+                for op in ("mul", "add")]
+        return compare.side_from_runs(label, [rf.Run(label, header, "test", recs, {"kind": "end"})], [])
+    busy = compare.compare(side("baseline", 1e-3, 0.001), side("candidate", 1.6e-3, 0.0016))
+    assert [c.kind for c in busy.changes] == ["warning", "warning"] and not busy.regressions
+    [note] = [n for n in busy.notes if "inconclusive" in n]
+    assert note.startswith("2 perf figure(s) slower but inconclusive (2 because the host itself ran slower, by the "
+                           "control)") and "./compat candidate" in note, note
+    quiet = compare.compare(side("baseline", 1e-3, 0.001), side("candidate", 1.05e-3, 0.001))
+    assert not quiet.changes and not any("inconclusive" in n for n in quiet.notes)
+
+
 def test_times_of_other_machines_or_thread_counts_are_not_compared():
     a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
     b = _rec("perf/mul/float32/forward", Category.TIMED, _time(5e-3))

@@ -562,6 +562,16 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                          f"process, the candidate with {tb}; a time only compares at one thread count "
                          "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
                          "or both with ./compat baseline and ./compat candidate, which time perf serially)")
+    untold = [c for c in changes if c.kind == "warning" and c.rule.startswith("perf-")
+              and c.detail.startswith("inconclusive: ") and not against.seen_once(c.kind, c.detail)]
+    if untold:   # what the user does about them: a warning with no switch is one they cannot act on
+        host = sum("(control)" in c.detail for c in untold)
+        notes.append(f"{len(untold)} perf figure(s) slower but inconclusive"
+                     + (f" ({host} because the host itself ran slower, by the control)" if host else "")
+                     + ": the machine was busy or noisy while one side was measured, not necessarily the "
+                       "versions; measure the candidate again with nothing else running (./compat candidate "
+                       "SPEC, or ./compat suites -m perf and python -m tools.compare), and keep baselines at a "
+                       "quiet moment too (./compat baseline)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
                       instrument_lines(candidate))
 
