@@ -227,7 +227,10 @@ def test_the_ci_profile_is_the_default_and_gives_the_same_records_on_every_run(t
     assert {r["metrics"]["examples"] for r in first} == {hypothesis_profiles.CI_EXAMPLES}
 
 
+@pytest.mark.slow
 def test_the_deep_profile_draws_more_examples(tmp_path):
+    """A child run of the suite under --hypothesis-profile=deep (500 examples of one property:
+    10 s of the quick loop's 7 minutes; CI runs it)."""
     _, deep = run(tmp_path, "-k", "silu and float32", "--hypothesis-profile=deep")
     assert [r["metrics"]["examples"] for r in deep] == [hypothesis_profiles.DEEP_EXAMPLES]
 
@@ -374,13 +377,20 @@ def test_a_copy_of_deep_with_another_verbosity_is_deep_too():
         assert not hypothesis_profiles.deep_loaded()
 
 
-@pytest.mark.parametrize("case, size", [(case, size) for case in EDGE_CASES
-                                        for size in (D.EDGES if case in EVERY_EDGE else (2**16 + 1,))])
-def test_under_the_deep_profile_the_strategies_draw_each_size_edge(case, size):
+@pytest.mark.parametrize("case", list(EDGE_CASES))
+def test_under_the_deep_profile_the_strategies_draw_each_size_edge(case):
+    """One derandomized scan per case, until every edge it should reach has been drawn (a find
+    per edge scanned the same examples from the start again for each of the six)."""
     strategy, where, _ = EDGE_CASES[case]
-    with profile("deep"):
-        ex = find(strategy, lambda e: where(e, size), settings=FIND_EDGE)
-    assert where(ex, size)
+    sizes = set(D.EDGES if case in EVERY_EDGE else (2**16 + 1,))
+    seen = set()
+
+    def every_edge_seen(ex) -> bool:
+        seen.update(n for n in sizes if where(ex, n))
+        return seen == sizes
+    with profile("deep"), contextlib.suppress(NoSuchExample):
+        find(strategy, every_edge_seen, settings=FIND_EDGE)
+    assert seen == sizes, f"never drawn in {FIND_EDGE.max_examples} deep examples: {sorted(sizes - seen)}"
 
 
 @pytest.mark.parametrize("c_in", (1, 3))
