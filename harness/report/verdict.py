@@ -432,8 +432,8 @@ def _optimizations(recs: list[dict]) -> Aspect:
     broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
     if broke:
         line += f"; {_n(broke, 'measurement')} failed: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in failed)
-    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"holds, no saving: {_ratio_words(r)}" for r in level]
-              + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
+    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
+              + [f"holds, no saving: {_ratio_words(r)}" for r in level]
               + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
               + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
     do_not = f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else ""
