@@ -89,6 +89,56 @@ def test_pytorch_declarations_are_read_with_their_reasons():
     assert declarations.compare_cpu(table["add"], "mps", torch.float32) is None
 
 
+def test_a_pytorch_skip_not_about_the_output_is_compared_and_one_that_is_keeps_its_reason():
+    skip = declarations.SKIP
+    declared, note = check.followed("nn.functional.embedding", (skip, "Skipped!"))
+    assert declared is None and "pytorch#85377" in note and "'Skipped!'" in note
+    declared, note = check.followed("nn.functional.scaled_dot_product_attention",
+                                    (skip, "output is non-deterministic (when dropout_p > 0)"))
+    assert declared is None and "set aside sample by sample" in note
+    # a skip this suite follows, where PyTorch says only "Skipped!": what it is for
+    assert check.followed("empty_strided", (skip, "Skipped!")) == ((skip, "its output is uninitialised memory"), None)
+    # a new reason from a newer torch is new information: followed as PyTorch declares it
+    assert check.followed("nn.functional.embedding", (skip, "wrong on every device")) == (
+        (skip, "wrong on every device"), None)
+    # an op nobody has looked into, and an expected mismatch, as PyTorch declares them
+    assert check.followed("nn.functional.new_op", (skip, "Skipped!")) == ((skip, "Skipped!"), None)
+    assert check.followed("nn.functional.embedding", ("xfail", "")) == (("xfail", ""), None)
+    unexplained = check.judge(OpParityRun("cpu", "float64", T.Tolerance(1e-3, 1e-5, "s"), declared=(skip, "Skipped!")))
+    assert unexplained.status == "skip" and "gives no reason ('Skipped!')" in unexplained.message
+
+
+def test_every_pytorch_skip_the_table_reads_is_declared_so_by_the_locked_torch():
+    """The table describes the locked torch's op_db: each entry names an op there whose
+    test_compare_cpu skip says what the entry expects on some device and dtype (a lock that
+    moves and changes a declaration fails here, so that the entry is looked at again)."""
+    table = declarations.op_table()
+    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.int64)
+    for key, entry in check.PYTORCH_SKIPS.items():
+        assert key in table, key
+        said = {declarations.compare_cpu(table[key], dev, dt) for dev in ("cpu", "cuda", "mps") for dt in dtypes}
+        assert (declarations.SKIP, entry.says) in said, (key, said)
+
+
+def test_an_op_compared_despite_pytorchs_skip_still_fails_a_wrong_device(standins):
+    """embedding is compared though PyTorch skips it: on the emulated Mac whose results are
+    1% off it fails, and where the device is right it passes, its record naming the skip."""
+    wrong = check.judge(check.run_case("nn.functional.embedding", "standin-mps-skewed", "float32", "forward"))
+    assert wrong.status == "fail", wrong.message
+    right = check.judge(check.run_case("nn.functional.embedding", "standin-oracle", "float32", "forward"))
+    assert right.status == "pass" and "pytorch#85377" in right.metrics["pytorch_skip_not_followed"]
+
+
+def test_attention_samples_with_dropout_are_set_aside_and_the_others_judged(standins):
+    """SDPA, which PyTorch skips whole for its samples with dropout: on the TF32 stand-in the
+    samples with dropout that differ are set aside as drawn from the RNG, and a sample
+    without dropout fails, TF32 named as the cause."""
+    run = check.run_case("nn.functional.scaled_dot_product_attention", "standin-tf32", "float32", "forward")
+    verdict = check.judge(run)
+    assert verdict.status == "fail" and verdict.metrics["cause"] == "tf32", verdict.message
+    assert run.random > 0 and run.compared > 0
+
+
 MISSED = {"ok": False, "margin": 3.0, "max_abs_err": 1e-3, "max_rel_err": 1e-2, "reason": "x"}
 
 
