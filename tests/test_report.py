@@ -538,3 +538,22 @@ def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_brea
     worst = md.split("worst checks per column and dtype")[1]
     rows = [ln for ln in worst.splitlines() if ln.startswith("| parity/")]
     assert rows[0].startswith("| parity/softmax") and "NaN/inf" in rows[0]
+
+
+def test_a_known_limitation_two_columns_share_word_for_word_is_one_row_naming_both(tmp_path, recorded):
+    f = recorded("linux_x86_64")
+    same = "known float32 limit against float64 (a product of Householder reflections); margin 2.73"
+    limit = {"suite": "parity", "status": "xfail", "category": "parity"}
+    write_run(tmp_path / "a.jsonl", f, [rec("svd", reason=same, **limit), rec("lu", reason="margin 1.1", **limit)],
+              torch_v="2.6.0")
+    write_run(tmp_path / "b.jsonl", f, [rec("svd", reason=same, **limit), rec("lu", reason="margin 1.3", **limit)],
+              run="R2", torch_v="2.15.0")
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--out", str(out)]) == 0
+    md = (out / "matrix.md").read_text()
+    section = md.split("## Known limitations (xfail), with what would lift them")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| parity/")]
+    svd = [r for r in rows if r.startswith("| parity/svd ")]
+    assert len(svd) == 1 and "torch 2.6.0" in svd[0] and "torch 2.15.0" in svd[0]
+    lu = [r for r in rows if r.startswith("| parity/lu ")]  # another margin in each column: a row each
+    assert len(lu) == 2 and "margin 1.1" in lu[0] and "margin 1.3" in lu[1]

@@ -214,8 +214,9 @@ def _count_key(rec: dict) -> str:
 
 def outcome_sections(m: Matrix) -> list[Section]:
     """Every failure, grouped by cause and then by family (the page's second stop after the
-    verdicts); then PyTorch's own MPS expectations, the known limitations and the skips."""
-    broken, limits, skips, disagreements = [], [], {}, []
+    verdicts); then PyTorch's own MPS expectations, the known limitations and the skips.
+    A known limitation that several columns share, word for word, is one row naming them."""
+    broken, limits, skips, disagreements = [], {}, {}, []
     for check in m.rows:
         for col in m.columns:
             rec = m.cells.get((check, col.id))
@@ -229,7 +230,7 @@ def outcome_sections(m: Matrix) -> list[Section]:
             if key in verdict.PROBLEMS:
                 broken.append((col, rec, result))
             elif key == Status.XFAIL:
-                limits.append([check, col.label, result, reason])
+                limits.setdefault((check, reason), [[], result])[0].append(col.label)
             elif key == Status.SKIP:
                 group = skips.setdefault((col.target, reason), [0, set()])
                 group[0] += 1
@@ -241,6 +242,7 @@ def outcome_sections(m: Matrix) -> list[Section]:
                    for col, rec, result in broken),
                   key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
     skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
+    limited = [[check, ", ".join(cols), result, reason] for (check, reason), (cols, result) in limits.items()]
     return [
         Section(f"Every failure, by cause and family ({len(rows):,})",
                 ["cause", "family", "check", "column", "result", "reason"], rows, anchor="failures",
@@ -255,8 +257,10 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 disagreements, empty="None (or no MPS column).", fold=len(disagreements) > LONG,
                 intro="From torch.testing._internal.common_mps of each column's torch: what an upgrade reviewer "
                       "reads first."),
-        Section("Known limitations (xfail), with what would lift them", ["check", "column", "result", "reason"],
-                limits, empty="None.", fold=len(limits) > LONG, anchor="limitations"),
+        Section("Known limitations (xfail), with what would lift them", ["check", "columns", "result", "reason"],
+                limited, empty="None.", fold=len(limited) > LONG, anchor="limitations",
+                intro="A limitation that several columns share word for word is one row naming them; its result "
+                      "opens the first column's record."),
         Section("Skipped, grouped by reason", ["target", "checks", "columns", "reason"], skipped,
                 empty="Nothing skipped.", fold=len(skipped) > LONG, anchor="skipped"),
     ]
