@@ -524,20 +524,30 @@ def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
 def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_breaks_no_margin_summary(tmp_path,
                                                                                                      recorded):
     """A non-finite failure's margin is infinite, spelled "inf" in the run file: it is the
-    worst of its dtype, shown as NaN/inf, not dropped as a margin that is not a number."""
-    def parity(subject, status, margin):
-        return rec(subject, status, suite="parity", category="parity", variant="float16/forward",
-                   metrics={"margin": margin, "max_abs_err": 0.01, "rtol": 1e-3, "atol": 1e-5, "reference": "float64"})
+    worst of its dtype, shown as NaN/inf, not dropped as a margin that is not a number. An
+    infinite margin for another cause says that cause, not NaN (a compiled gradient where
+    eager has none has no NaN in it); one that names no cause is plain inf."""
+    def parity(subject, status, margin, variant="float16/forward", **met):
+        return rec(subject, status, suite="parity", category="parity", variant=variant,
+                   metrics={"margin": margin, "max_abs_err": 0.01, "rtol": 1e-3, "atol": 1e-5, "reference": "float64",
+                            **met})
     write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"),
-              [parity("softmax", "fail", "inf"), parity("add", "pass", 0.25), parity("mul", "pass", 0.5)])
+              [parity("softmax", "fail", "inf", non_finite=4), parity("add", "pass", 0.25), parity("mul", "pass", 0.5),
+               parity("compiled.minilm", "fail", "inf", "float32/forward-backward", cause="unused-zero-grad"),
+               parity("mode", "fail", "inf", "float32/forward"), parity("sub", "pass", 0.5, "float32/forward")])
     out = tmp_path / "out"
     assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
     md = (out / "matrix.md").read_text()
     summary = md.split("Numerical parity: margins per column and dtype")[1].split("###")[0]
-    assert re.search(r"\|\s*float16\s*\|\s*3\s*\|\s*2\s*\|\s*1\s*\|\s*0\s*\|\s*0\.5\s*\|\s*NaN/inf\s*\|", summary), summary
+    assert re.search(r"\|\s*float16\s*\|\s*3\s*\|\s*2\s*\|\s*1\s*\|\s*0\s*\|\s*0\.5\s*\|\s*inf: NaN/inf\s*\|",
+                     summary), summary
+    assert re.search(r"\|\s*float32\s*\|.*\|\s*inf: unused-zero-grad; inf\s*\|", summary), summary
     worst = md.split("worst checks per column and dtype")[1]
     rows = [ln for ln in worst.splitlines() if ln.startswith("| parity/")]
-    assert rows[0].startswith("| parity/softmax") and "NaN/inf" in rows[0]
+    assert rows[0].startswith("| parity/compiled.minilm") and "inf: unused-zero-grad" in rows[0] and "NaN" not in rows[0]
+    assert rows[1].startswith("| parity/mode") and "NaN" not in rows[1]
+    softmax = next(r for r in rows if r.startswith("| parity/softmax"))
+    assert "inf: NaN/inf" in softmax
 
 
 def test_a_known_limitation_two_columns_share_word_for_word_is_one_row_naming_both(tmp_path, recorded):

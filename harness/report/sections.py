@@ -528,6 +528,19 @@ def margin_of(rec: dict) -> float | None:
     return math.inf if value == "inf" else None
 
 
+def margin_cell(rec: dict) -> str:
+    """A parity record's margin as the page shows it. An infinite margin says what made it
+    so: NaN or inf where float64 has a number, or the cause the judge named (a compiled
+    gradient where eager has none is no NaN); plain "inf" where the record names neither."""
+    margin = margin_of(rec)
+    if margin != math.inf:
+        return num((rec.get("metrics") or {}).get("margin"))
+    met = rec.get("metrics") or {}
+    if met.get("non_finite") or met.get("cause") == "non-finite":
+        return "inf: NaN/inf"
+    return f"inf: {shown(met['cause'])}" if met.get("cause") else "inf"
+
+
 def parity_sections(m: Matrix) -> list[Section]:
     """Errors and margins of the parity suite: a summary per column and dtype, then the
     checks that came closest to (or went past) their tolerance."""
@@ -545,14 +558,17 @@ def parity_sections(m: Matrix) -> list[Section]:
         recs = measured[key]
         margins = sorted(margin_of(r) for _, r in recs)
         statuses = Counter(cell_key(r) for _, r in recs)
+        ranked = sorted(recs, key=lambda cr: (-margin_of(cr[1]), cr[0]))   # ties by id: the same page whatever the order the runs came in
+        infinite = Counter(margin_cell(r) for _, r in ranked if margin_of(r) == math.inf)
         summary.append([labels.get(key[0], key[0]), key[1], str(len(recs)), str(statuses.get("pass", 0)),
                         str(statuses.get("fail", 0)), str(statuses.get("xfail", 0)),
                         num(margins[len(margins) // 2]),
-                        "NaN/inf" if margins[-1] == math.inf else num(margins[-1])])
-        for check, rec in sorted(recs, key=lambda cr: (-margin_of(cr[1]), cr[0]))[:WORST_PER_DTYPE]:   # ties by id: the same page whatever the order the runs came in
+                        "; ".join(f"{label} ({n})" if n > 1 else label for label, n in infinite.items())
+                        or num(margins[-1])])
+        for check, rec in ranked[:WORST_PER_DTYPE]:
             met = rec["metrics"]
             worst.append([check, labels.get(key[0], key[0]), key[1], cell_of(rec, labels.get(key[0], "")),
-                          "NaN/inf" if margin_of(rec) == math.inf else num(met["margin"]),
+                          margin_cell(rec),
                           num(met.get("max_abs_err")), num(met.get("max_rel_err")),
                           f"rtol {num(met.get('rtol'))}, atol {num(met.get('atol'))}", met.get("reference") or ""])
         charted += [(f"{check} · {labels.get(key[0], key[0])}", margin_of(r), cell_key(r))
