@@ -281,10 +281,11 @@ def _ops(recs: list[dict], target: str) -> Aspect:
                            for op in ((r.get("metrics") or {}).get("fallback_ops") or [])})
     unsupported = sorted({r.get("subject") or r["check"] for r in ops if cell_key(r) == Category.UNSUPPORTED})
     broken = [r for r in ops if cell_key(r) in BROKEN]
-    parts = [f"{native:,} native", f"{keys.get(Category.CPU_FALLBACK, 0):,} fall back to the CPU",
+    fell = keys.get(Category.CPU_FALLBACK, 0)
+    parts = [f"{native:,} native", f"{fell:,} {'falls' if fell == 1 else 'fall'} back to the CPU",
              f"{keys.get(Category.UNSUPPORTED, 0):,} unsupported"]
     if broken:
-        parts.append(f"{len(broken):,} fail or error")
+        parts.append(f"{len(broken):,} {'fails or errors' if len(broken) == 1 else 'fail or error'}")
     detail = []
     if fallback_ops:
         detail.append("ops that ran on the CPU: " + ", ".join(fallback_ops))
@@ -293,12 +294,12 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     detail += [f"{r['check']}: {shown(r.get('reason') or cell_key(r))}" for r in broken]
     state = BAD if broken else WARN if (fallback_ops or unsupported or keys.get(Category.CPU_FALLBACK)) else GOOD
     short = f"ops {native:,} native"
-    if keys.get(Category.CPU_FALLBACK):
-        short += f", {keys[Category.CPU_FALLBACK]:,} fall back"
+    if fell:
+        short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back"
     if keys.get(Category.UNSUPPORTED):
         short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
     if broken:
-        short += f", {len(broken):,} fail"
+        short += f", {len(broken):,} {'fails' if len(broken) == 1 else 'fail'}"
     run = f" (of {len(ops):,} op checks run" + (f"; {untold:,} more that only the device itself can answer: the "
                                                 "CPU it is emulated on lacks the kernel or dtype, or takes a path a "
                                                 "Mac may not)" if untold else ")")
