@@ -139,6 +139,21 @@ def test_attention_samples_with_dropout_are_set_aside_and_the_others_judged(stan
     assert run.random > 0 and run.compared > 0
 
 
+def test_an_op_that_may_draw_from_the_rng_but_does_not_is_not_taken_for_a_random_one():
+    """Attention carries the nondeterministic_seeded tag whatever its dropout: a sample with
+    dropout_p=0 draws nothing and is judged (taking the tag for a draw set every mismatch of
+    the CPU's flash attention aside as random); one with dropout_p=0.5 draws, and is set aside."""
+    from harness.parity.ops.samples import evaluate
+    op = declarations.op_table()["nn.functional.scaled_dot_product_attention"]
+    torch.manual_seed(0)
+    seen = {}
+    for sample in op.sample_inputs("cpu", torch.float32, requires_grad=False):
+        p = sample.kwargs.get("dropout_p")
+        if p not in seen:
+            seen[p] = check.random_output(op, sample, "forward", evaluate(op, sample, "forward", 0, None))
+    assert seen == {0.0: False, 0.5: True}
+
+
 MISSED = {"ok": False, "margin": 3.0, "max_abs_err": 1e-3, "max_rel_err": 1e-2, "reason": "x"}
 
 

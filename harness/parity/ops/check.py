@@ -436,10 +436,13 @@ def random_output(op, sample, pass_: str, first) -> bool:
     """Is the output drawn from an RNG? Asked only of a mismatch (a random op whose values
     agree anyway, such as dropout with p=0, is compared as it is).
 
-    Yes if the run dispatches an aten op tagged ``nondeterministic_seeded`` (OpInfo wraps
-    some factories, randn among them, in a fixed seed, so the output does not change with
-    the caller's seed, yet float32 and float64 draw different streams), or if the output
-    changes with the seed.
+    Yes if the run dispatches an aten op tagged ``nondeterministic_seeded`` that draws from
+    the default generator (OpInfo wraps some factories, randn among them, in a fixed seed, so
+    the output does not change with the caller's seed, yet float32 and float64 draw
+    different streams), or if the output changes with the seed. The tag alone says only that
+    an op may draw: attention with ``dropout_p=0`` carries it and draws nothing, and taking
+    the tag for a draw excused every mismatch of the CPU's flash attention as random. An op
+    drew if the generator's state moved while it ran.
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -452,9 +455,13 @@ def random_output(op, sample, pass_: str, first) -> bool:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             # a private generator passed explicitly (our fixed grad_outputs) is not the op's randomness
-            if seeded is not None and seeded in getattr(func, "tags", ()) and (kwargs or {}).get("generator") is None:
+            if seeded is None or seeded not in getattr(func, "tags", ()) or (kwargs or {}).get("generator") is not None:
+                return func(*args, **(kwargs or {}))
+            before = torch.random.get_rng_state()
+            out = func(*args, **(kwargs or {}))
+            if not torch.equal(before, torch.random.get_rng_state()):
                 Seeded.drew = True
-            return func(*args, **(kwargs or {}))
+            return out
     with Seeded():
         evaluate(op, sample, pass_, 1, None)
     if Seeded.drew:
