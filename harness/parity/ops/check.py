@@ -89,7 +89,6 @@ KNOWN_LIMITS = {
 }
 
 
-
 @dataclasses.dataclass(frozen=True)
 class PyTorchSkip:
     """One of PyTorch's ``test_compare_cpu`` skips, as this suite reads it. ``says``: the
@@ -109,6 +108,8 @@ class PyTorchSkip:
 # aside when their output is drawn from the RNG, random_output), the op is compared. Checked
 # on the CPU and on every stand-in, where each passed (standin-tf32 fails conv3d, SDPA and
 # multi-head attention in float32, with TF32 as the cause, as it fails the other matmuls).
+# mode's skip is CUDA's alone, in float32: its other dtypes, never skipped, pass with this
+# judge on the recorded H100 (tests/fixtures/recorded/h100-torch2.11-2026-11-24).
 PYTORCH_SKIPS = {
     "nn.functional.embedding": PyTorchSkip(
         "Skipped!", "a failure on PyTorch's CI (pytorch#85377, open since 2022); embedding's output is a "
