@@ -5,6 +5,7 @@ import re
 import pytest
 
 from harness.core import records, runfiles
+from harness.report.sections import SKIPPED_NAMED
 from tests.conftest import recorded_h100
 from tools import report
 
@@ -567,3 +568,19 @@ def test_a_known_limitation_two_columns_share_word_for_word_is_one_row_naming_bo
     assert len(svd) == 1 and "torch 2.6.0" in svd[0] and "torch 2.15.0" in svd[0]
     lu = [r for r in rows if r.startswith("| parity/lu ")]  # another margin in each column: a row each
     assert len(lu) == 2 and "margin 1.1" in lu[0] and "margin 1.3" in lu[1]
+
+
+def test_each_skip_reason_names_what_it_skips_and_counts_a_whole_absent_target(tmp_path, recorded):
+    """"116 checks: PyTorch does not compare this op with the CPU" said nothing of which
+    ops: a reason's row names its subjects, and counts them where a whole target is absent."""
+    said = "PyTorch does not compare this op with the CPU: output is non-deterministic"
+    records = [rec(op, "skip", suite="parity", variant=f"float32/{p}", check=f"parity/{op}/float32/{p}", reason=said)
+               for op in ("bernoulli", "dropout") for p in ("forward", "backward")]
+    records += [rec(f"op{i:02d}", "skip", target="mps", suite="ops", reason="MPS unavailable: this is Linux")
+                for i in range(SKIPPED_NAMED + 1)]
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    section = (out / "matrix.md").read_text().split("## Skipped, grouped by reason")[1].split("\n## ")[0]
+    assert re.search(r"\|\s*cpu\s*\|\s*4\s*\|\s*1\s*\|\s*bernoulli, dropout\s*\|\s*PyTorch does not compare", section)
+    assert re.search(rf"\|\s*mps\s*\|\s*{SKIPPED_NAMED + 1}\s*\|\s*1\s*\|\s*{SKIPPED_NAMED + 1} subjects\s*\|", section)

@@ -21,7 +21,7 @@ from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
 from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, UNCHECKED,
                                    UNTRUSTED_WORDS, WORKS, History, Matrix, cell_key, is_control, key_metric, short,
-                                   shown, version_history)
+                                   listed, shown, version_history)
 
 SUMMARIZE_OVER = 150      # a suite with more checks is shown as counts plus its non-passing rows
 
@@ -232,16 +232,18 @@ def outcome_sections(m: Matrix) -> list[Section]:
             elif key == Status.XFAIL:
                 limits.setdefault((check, reason), [[], result])[0].append(col.label)
             elif key == Status.SKIP:
-                group = skips.setdefault((col.target, reason), [0, set()])
+                group = skips.setdefault((col.target, reason), [0, set(), {}])
                 group[0] += 1
                 group[1].add(col.label)
+                group[2].setdefault(rec.get("subject") or check, None)
     order = {g.cause: i for i, g in enumerate(verdict.failure_groups([rec for _, rec, _ in broken]))}
     rows = sorted(([shown(verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or ""),
                     verdict.family_of(rec), rec["check"], col.label, result,
                     shown(records.without_cause(rec.get("reason") or "", rec.get("metrics") or {}))]
                    for col, rec, result in broken),
                   key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
-    skipped = [[t, str(n), str(len(cols)), r] for (t, r), (n, cols) in sorted(skips.items())]
+    skipped = [[t, str(n), str(len(cols)), _skipped_what(list(subjects)), r]
+               for (t, r), (n, cols, subjects) in sorted(skips.items(), key=lambda item: item[0])]
     limited = [[check, ", ".join(cols), result, reason] for (check, reason), (cols, result) in limits.items()]
     return [
         Section(f"Every failure, by cause and family ({len(rows):,})",
@@ -261,9 +263,19 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 limited, empty="None.", fold=len(limited) > LONG, anchor="limitations",
                 intro="A limitation that several columns share word for word is one row naming them; its result "
                       "opens the first column's record."),
-        Section("Skipped, grouped by reason", ["target", "checks", "columns", "reason"], skipped,
+        Section("Skipped, grouped by reason", ["target", "checks", "columns", "what", "reason"], skipped,
                 empty="Nothing skipped.", fold=len(skipped) > LONG, anchor="skipped"),
     ]
+
+
+SKIPPED_NAMED = 40   # a reason that skips more subjects than this (a whole absent target) counts them
+
+
+def _skipped_what(subjects: list[str]) -> str:
+    """The subjects (ops, models, techniques) a skip reason covers, as the table names them."""
+    if len(subjects) > SKIPPED_NAMED:
+        return f"{len(subjects):,} subjects"
+    return shown(listed(subjects, 6))
 
 
 def model_sections(m: Matrix) -> list[Section]:
