@@ -108,6 +108,35 @@ def test_a_pytorch_skip_not_about_the_output_is_compared_and_one_that_is_keeps_i
     assert unexplained.status == "skip" and "gives no reason ('Skipped!')" in unexplained.message
 
 
+def test_a_conversion_is_compared_on_the_samples_whose_result_is_defined(standins):
+    """PyTorch skips byte(), char(), ... whole because converting a value out of the output
+    dtype's range is undefined: here only the samples holding such a value are set aside."""
+    import types
+
+    def sample(*values, dtype=torch.float32):
+        return types.SimpleNamespace(input=torch.tensor(values, dtype=dtype))
+    assert check.in_range("byte", sample(0.0, 255.9)) and not check.in_range("byte", sample(-1.0, 3.0))
+    assert not check.in_range("char", sample(200, dtype=torch.uint8)) and check.in_range("char", sample(
+        127, dtype=torch.uint8))
+    assert not check.in_range("short", sample(float("nan"))) and not check.in_range("int", sample(3e9))
+    assert check.in_range("long", sample(-2 ** 31, dtype=torch.int32))   # bounds taken in int64, not int32
+    assert check.in_range("add", sample(-1.0))                              # not a conversion
+    run = check.run_case("byte", "standin-oracle", "float32", "forward")
+    verdict = check.judge(run)
+    assert verdict.status == "pass" and run.compared > 0 and "undefined in C++" in verdict.metrics[
+        "pytorch_skip_not_followed"]
+
+
+def test_a_conversion_sample_out_of_range_is_set_aside_not_judged(standins, monkeypatch):
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = declarations.op_table()["char"]
+    monkeypatch.setattr(op, "sample_inputs", lambda device, dtype, **kw: iter([
+        SampleInput(torch.tensor([200, 3], dtype=dtype)), SampleInput(torch.tensor([5, 3], dtype=dtype))]))
+    run = check.run_case("char", "standin-oracle", "uint8", "forward")
+    assert (run.samples, run.undefined, run.compared) == (2, 1, 1)
+    assert check.judge(run).metrics["samples_undefined"] == 1
+
+
 def test_every_pytorch_skip_the_table_reads_is_declared_so_by_the_locked_torch():
     """The table describes the locked torch's op_db: each entry names an op there whose
     test_compare_cpu skip says what the entry expects on some device and dtype (a lock that

@@ -37,9 +37,10 @@ Samples that cannot be compared are set aside, not judged: a sample whose output
 with the RNG seed (random ops), and ops that PyTorch itself declares not comparable with
 the CPU (``DecorateInfo(unittest.skip(...), "TestCommon", "test_compare_cpu")`` on the
 OpInfo, read by harness.ops.declarations: uninitialised ``empty*``, random ops, and
-others), with PyTorch's reason. A few of PyTorch's skips are not about the output
-(``PYTORCH_SKIPS``): a failure on its CI, a slow test, index ties, samples with dropout;
-those ops are compared all the same, and their records say which skip was not followed.
+others), with PyTorch's reason. A few of PyTorch's skips are wider than what they are for
+(``PYTORCH_SKIPS``): a failure on its CI, a slow test, index ties, samples with dropout,
+conversions of values out of range; those ops are compared all the same (the samples the
+skip is for set aside), and their records say which skip was not followed.
 
 torch and the numerics (which import it) are imported where they are used: the suite
 collects the cases without loading torch.
@@ -102,7 +103,7 @@ class PyTorchSkip:
 
 
 # PyTorch's test_compare_cpu skips (torch 2.15's op_db) that say only "Skipped!", or that
-# cover a whole op for some of its samples. Where the skip is not about the output (a
+# cover a whole op for some of its samples (dropout; a conversion of a value out of range). Where the skip is not about the output (a
 # failure on PyTorch's CI, a slow test), or covers what this suite's judge handles on its
 # own (indices among ties: harness.parity.numerics.outputs; samples with dropout: set
 # aside when their output is drawn from the RNG, random_output), the op is compared. Checked
@@ -129,11 +130,36 @@ PYTORCH_SKIPS = {
         "output is non-deterministic", "its samples with dropout draw from the RNG (the comment beside the skip: "
         "'randomness'); here those are set aside sample by sample when their output differs, and the others are "
         "compared", True),
+    **{conversion: PyTorchSkip(
+        "Overflow when downcasting signed type is undefined", "converting a value outside the output dtype's "
+        "range is undefined in C++; here the samples holding such a value are set aside (``in_range``), and the "
+        "others, whose conversion is exact, are compared", True) for conversion in ("byte", "char", "short", "int",
+                                                                                  "long")},
     "empty_strided": PyTorchSkip("Skipped!", "its output is uninitialised memory", False),
     "normal.number_mean": PyTorchSkip("Skipped!", "its output is drawn from the RNG", False),
     "torch._scaled_mm": PyTorchSkip("Skipped!", "a float8 matmul of CUDA alone, with no CPU kernel", False),
     "torch._scaled_mm_v2": PyTorchSkip("Skipped!", "a float8 matmul of CUDA alone, with no CPU kernel", False),
 }
+
+
+CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}
+
+
+def in_range(op_key: str, sample) -> bool:
+    """Does a conversion op's sample hold only values its output dtype can take (finite, and
+    within the dtype's range once truncated toward zero)? True for any other op."""
+    import torch
+    if op_key not in CONVERSIONS or not isinstance(sample.input, torch.Tensor) or sample.input.numel() == 0:
+        return True
+    info = torch.iinfo(getattr(torch, CONVERSIONS[op_key]))
+    x = sample.input.real if sample.input.is_complex() else sample.input
+    if x.is_floating_point():
+        if not bool(torch.isfinite(x).all()):
+            return False
+        x = x.double().trunc()
+    else:   # compared in int64: a narrower integer tensor would take the bounds in its own dtype
+        x = x.to(torch.int64)
+    return bool((x >= info.min).all()) and bool((x <= info.max).all())
 
 
 def followed(op_key: str, declared: tuple[str, str] | None) -> tuple[tuple[str, str] | None, str | None]:
@@ -213,6 +239,7 @@ class OpParityRun:
     random: int = 0                # set aside: the output is drawn from the RNG
     no_grad: int = 0               # set aside: nothing differentiable
     no_reference: int = 0          # set aside: no float64 kernel
+    undefined: int = 0             # set aside: a conversion of a value its output dtype cannot hold (in_range)
     inputs: list = dataclasses.field(default_factory=list)   # a digest per sample (samples.fingerprint)
     worst: dict | None = None
     target_ref: dict | None = None
@@ -263,6 +290,9 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpParityRun:
         for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=pass_ == "backward")):
             run.samples += 1
             run.inputs.append(fingerprint(sample))
+            if not in_range(op_key, sample):
+                run.undefined += 1
+                continue
             _compare_sample(op, sample, i, device, dt, wide, pass_, run)
             if run.worst is not None and not run.worst["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
@@ -537,7 +567,7 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
                "atol": tol.atol, "tolerance_source": tol.source}
     if run.inputs:  # one digest per sample, in order (see fingerprint)
         metrics["inputs"] = " ".join(run.inputs)
-    for key in ("random", "no_grad", "no_reference"):
+    for key in ("random", "no_grad", "no_reference", "undefined"):
         if getattr(run, key):
             metrics[f"samples_{key}"] = getattr(run, key)
     if run.not_followed:
@@ -556,6 +586,7 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
         why = ("its output is drawn from the RNG" if run.random
                else "no sample has a differentiable output" if run.no_grad
                else "the op has no float64 kernel for a reference" if run.no_reference
+               else "every sample converts a value its output dtype cannot hold (undefined in C++)" if run.undefined
                else "the op has no samples")
         return Verdict(Status.SKIP, Category.PARITY, f"nothing comparable: {why}", metrics)
     on_target = run.kind != "cpu"
