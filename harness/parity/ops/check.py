@@ -102,6 +102,8 @@ class PyTorchSkip:
     compared: bool
 
 
+CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}   # op -> its dtype
+
 # PyTorch's test_compare_cpu skips (torch 2.15's op_db) that say only "Skipped!", or that
 # cover a whole op for some of its samples (dropout; a conversion of a value out of range). Where the skip is not about the output (a
 # failure on PyTorch's CI, a slow test), or covers what this suite's judge handles on its
@@ -133,16 +135,12 @@ PYTORCH_SKIPS = {
     **{conversion: PyTorchSkip(
         "Overflow when downcasting signed type is undefined", "converting a value outside the output dtype's "
         "range is undefined in C++; here the samples holding such a value are set aside (``in_range``), and the "
-        "others, whose conversion is exact, are compared", True) for conversion in ("byte", "char", "short", "int",
-                                                                                  "long")},
+        "others, whose conversion is exact, are compared", True) for conversion in CONVERSIONS},
     "empty_strided": PyTorchSkip("Skipped!", "its output is uninitialised memory", False),
     "normal.number_mean": PyTorchSkip("Skipped!", "its output is drawn from the RNG", False),
     "torch._scaled_mm": PyTorchSkip("Skipped!", "a float8 matmul of CUDA alone, with no CPU kernel", False),
     "torch._scaled_mm_v2": PyTorchSkip("Skipped!", "a float8 matmul of CUDA alone, with no CPU kernel", False),
 }
-
-
-CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}
 
 
 def in_range(op_key: str, sample) -> bool:
