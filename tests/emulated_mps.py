@@ -114,7 +114,7 @@ from pathlib import Path
 import torch
 from packaging.version import Version
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from harness.core.records import error_line
 from harness.env import devices, fitness
@@ -744,6 +744,18 @@ class EmulatedMac(devices.StandIn):
 
     def bare(self):
         return PassThrough()
+
+    @contextlib.contextmanager
+    def host(self):
+        """The harness's own arithmetic on results it has copied to the CPU: on a Mac, the copy
+        waited for the queue and what follows is off the device (float64 allowed, no memory
+        counted): the queued work is done first, then no rule applies."""
+        if getattr(PROCESS.active, "stand_in", None) is not self:
+            yield
+            return
+        PROCESS.flush()
+        with _disable_current_modes():
+            yield
 
     # -- the device's API, as the installed torch offers it
     def synchronize(self) -> None:

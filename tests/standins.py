@@ -13,7 +13,8 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
   standin-ties    sort, topk, kthvalue, mode, median and nanmedian run on their input
                   flipped along the dimension, with the indices mapped back: the same
                   values, another valid order of equal ones (an unstable sort is free to
-                  do that; a stable one is left alone). Every check must pass.
+                  do that; a stable one is left alone); unique with sorted=False
+                  lists its values in descending order. Every check must pass.
   standin-known-bugs  reproduces each known-bug case's reported wrong result at its edge
                   (tests/reported_bugs.py): every known-bug case must fail on it.
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
@@ -38,11 +39,12 @@ that run there see the same targets.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
 from torch.utils import _pytree
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from harness.core import isolate
 from harness.env import devices
@@ -89,6 +91,9 @@ class Noisy(devices.StandIn):
         return _pytree.tree_map(nudge, result)
 
 
+# unique's aten ops -> the position of their ``sorted`` argument
+_UNORDERED = {torch.ops.aten._unique2.default: 1, torch.ops.aten.unique_dim.default: 2}
+
 # aten op -> (where its dimension argument is: a position or a keyword name; its default)
 _TIE_BREAKERS = {
     torch.ops.aten.sort.default: (1, -1),
@@ -111,11 +116,27 @@ class ModeStandIn(devices.StandIn):
     def mode(self) -> "CountingMode":
         raise NotImplementedError
 
+    running = False
+
     def run(self, compute, cpu, reference):
         mode = self.mode()
-        with mode:
-            result = compute()
+        self.running = True
+        try:
+            with mode:
+                result = compute()
+        finally:
+            self.running = False
         return self.finish(result if mode.changed else compute(), cpu, reference)
+
+    @contextlib.contextmanager
+    def host(self):
+        """The harness's own arithmetic (devices.host_work) runs outside the mode, as on a
+        device whose results it has copied to the CPU."""
+        if not self.running:
+            yield
+            return
+        with _disable_current_modes():
+            yield
 
 
 class CountingMode(TorchDispatchMode):
@@ -128,6 +149,8 @@ class FlippedTies(CountingMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _UNORDERED:
+            return self.reversed_unique(func, args, kwargs)
         spec = _TIE_BREAKERS.get(func)
         if spec is None or kwargs.get("stable"):
             return func(*args, **kwargs)
@@ -152,9 +175,23 @@ class FlippedTies(CountingMode):
         return values, (x.size(dim) - 1) - indices
 
 
+    def reversed_unique(self, func, args, kwargs):
+        """unique with sorted=False in descending order, its inverse indices and counts
+        following: another order the call leaves free."""
+        at = _UNORDERED[func]
+        ordered = args[at] if len(args) > at else kwargs.get("sorted", True)
+        values, inverse, counts = func(*args, **kwargs)
+        if ordered or values.dim() == 0:
+            return values, inverse, counts
+        dim = args[1] if func is torch.ops.aten.unique_dim.default else 0
+        self.changed += 1
+        return values.flip(dim), (values.size(dim) - 1) - inverse, counts.flip(0)
+
+
 class Ties(ModeStandIn):
     name = "standin-ties"
-    summary = "breaks ties in sort, topk, kthvalue, mode and median the other way round; picks another of several modes"
+    summary = ("breaks ties in sort, topk, kthvalue, mode and median the other way round; picks another of several "
+               "modes; lists unique's values in descending order where sorted=False")
 
     def mode(self):
         return FlippedTies()

@@ -158,6 +158,31 @@ def test_an_op_compared_despite_pytorchs_skip_still_fails_a_wrong_device(standin
     assert right.status == "pass" and "pytorch#85377" in right.metrics["pytorch_skip_not_followed"]
 
 
+def test_unique_in_another_order_passes_and_a_wrong_unique_fails(standins, monkeypatch):
+    """unique, which PyTorch skips whole because sorted=False leaves the order free: the tie
+    stand-in lists the values in descending order and passes; the judge without the rule
+    that orders them fails it; the emulated Mac whose results are 1% off fails."""
+    from harness.parity.numerics import outputs
+    other = check.run_case("unique", "standin-ties", "float32", "forward")
+    verdict = check.judge(other)
+    assert verdict.status == "pass" and other.compared > 0, verdict.message
+    assert "any order" in verdict.metrics["pytorch_skip_not_followed"]
+    assert check.judge(check.run_case("unique", "standin-mps-skewed", "float32", "forward")).status == "fail"
+    monkeypatch.delitem(outputs.DEFINED, "unique")
+    assert check.judge(check.run_case("unique", "standin-ties", "float32", "forward")).status == "fail"
+
+
+def test_a_result_put_in_its_defined_form_on_a_device_without_float64_is_compared(standins):
+    """An LU is compared as P @ L @ U in float64: the product is the judge's arithmetic, on
+    the CPU. Computed on the device, MPS refused it (no float64) and every LU check on a
+    Mac read "no result to compare"; the emulated Mac, which refuses float64 as MPS does,
+    found it."""
+    for op_key in ("linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex"):
+        run = check.run_case(op_key, "standin-mps", "float32", "forward")
+        verdict = check.judge(run)
+        assert verdict.status in ("pass", "xpass") and run.compared > 0, (op_key, verdict.message)
+
+
 def test_attention_samples_with_dropout_are_set_aside_and_the_others_judged(standins):
     """SDPA, which PyTorch skips whole for its samples with dropout: on the TF32 stand-in the
     samples with dropout that differ are set aside as drawn from the RNG, and a sample

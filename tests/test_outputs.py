@@ -1,5 +1,5 @@
 """Outputs judged by what they mean (harness.parity.numerics.outputs): ties in index outputs and their
-gradients, results defined up to a choice; and the causes of a failure (harness.parity.numerics.causes)."""
+gradients, results defined up to a choice (an LU's pivots, unique's order); and the causes of a failure (harness.parity.numerics.causes)."""
 import types
 
 import pytest
@@ -78,10 +78,53 @@ def test_a_gradient_among_ties_is_compared_within_each_group_of_equal_inputs():
 def test_an_lu_is_compared_as_the_matrix_it_factors():
     a = torch.tensor([[1.0, 2.0], [1.0, 3.0]])
     lu, piv = torch.linalg.lu_factor(a)
-    assert torch.allclose(outputs.defined("linalg.lu_factor")((lu, piv)), a)
+    assert torch.allclose(outputs.defined("linalg.lu_factor")((lu, piv), sample(a)), a)
     p, lower, upper = torch.linalg.lu(a)
-    assert torch.allclose(outputs.defined("linalg.lu")((p, lower, upper)), a)
+    assert torch.allclose(outputs.defined("linalg.lu")((p, lower, upper), sample(a)), a)
     assert outputs.defined("add") is None
+
+
+UNIQUE_IN = torch.tensor([3.0, 1.0, 3.0, 2.0, 1.0, 3.0])
+
+
+def test_unique_in_another_order_is_compared_in_ascending_order_its_inverse_and_counts_following():
+    s = sample(UNIQUE_IN, sorted=False, return_inverse=True, return_counts=True)
+    cpu = torch.unique(UNIQUE_IN, sorted=True, return_inverse=True, return_counts=True)
+    other = (torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 1, 0, 2, 1, 0]), torch.tensor([3, 2, 1]))
+    assert torch.equal(other[0][other[1]], UNIQUE_IN)          # a valid answer: it rebuilds the input
+    unique = outputs.defined("unique")
+    for got, want in zip(unique(other, s), unique(cpu, s)):
+        assert torch.equal(got, want)
+    for want, got in zip(cpu, unique(cpu, s)):                  # a sorted result is left as it is
+        assert torch.equal(got, want)
+    assert torch.equal(unique(other[0], sample(UNIQUE_IN, sorted=False)), cpu[0])   # values alone
+
+
+@pytest.mark.parametrize("why,wrong", [
+    ("a value that does not occur", (torch.tensor([3.0, 1.0, 4.0]), torch.tensor([0, 1, 0, 2, 1, 0]),
+                                     torch.tensor([3, 2, 1]))),
+    ("an element sent to another value", (torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 1, 0, 2, 2, 0]),
+                                          torch.tensor([3, 2, 1]))),
+    ("a count off", (torch.tensor([3.0, 1.0, 2.0]), torch.tensor([0, 1, 0, 2, 1, 0]), torch.tensor([3, 1, 1]))),
+])
+def test_a_wrong_unique_stays_wrong_in_any_order(why, wrong):
+    s = sample(UNIQUE_IN, sorted=False, return_inverse=True, return_counts=True)
+    unique = outputs.defined("unique")
+    cpu = unique(torch.unique(UNIQUE_IN, return_inverse=True, return_counts=True), s)
+    assert not all(torch.equal(a, b) for a, b in zip(unique(wrong, s), cpu)), why
+
+
+def test_unique_slices_along_a_dimension_are_ordered_lexicographically():
+    x = torch.tensor([[1, 0, 1, 0], [2, 5, 2, 0]])             # columns: (1,2) (0,5) (1,2) (0,0)
+    s = sample(x, sorted=False, return_inverse=True, return_counts=True, dim=1)
+    cpu = torch.unique(x, dim=1, return_inverse=True, return_counts=True)
+    other = (torch.tensor([[1, 0, 0], [2, 0, 5]]), torch.tensor([0, 2, 0, 1]), torch.tensor([2, 1, 1]))
+    assert torch.equal(other[0][:, other[1]], x)
+    unique = outputs.defined("unique")
+    for got, want in zip(unique(other, s), cpu):
+        assert torch.equal(got, want)
+    empty = torch.zeros(3, 0, 2)
+    assert unique(torch.unique(empty, dim=1), sample(empty, sorted=False, dim=1)).shape == (3, 0, 2)
 
 
 def test_causes_are_tried_in_order_and_only_where_they_can_tell():

@@ -293,6 +293,12 @@ class StandIn:
     def finish(self, result, cpu, reference):
         return result
 
+    def host(self):
+        """The context for the harness's own arithmetic on results already copied to the CPU,
+        inside ``context()`` (``host_work``): a stand-in whose device rules or result changes
+        act on CPU tensors lifts them here, as a real device's rules end at ``.cpu()``."""
+        return contextlib.nullcontext()
+
     def churned(self, emptied: bool) -> None:
         """The check just churned the allocator (harness.parity.known_bugs.target.Target.churn) and, if
         ``emptied``, emptied its cache: a stand-in whose results depend on that state
@@ -354,6 +360,18 @@ def register_stand_in(stand_in: StandIn) -> None:
 
 def stand_in(name: str) -> StandIn | None:
     return STAND_INS.get(name)
+
+
+@contextlib.contextmanager
+def host_work():
+    """The harness's own arithmetic on results already on the CPU, done inside a device's
+    context (an LU compared as P @ L @ U in float64: harness.parity.numerics.outputs.DEFINED):
+    nothing changes on a real device, whose rules end at ``.cpu()``; every stand-in lifts its
+    rules and changes (``StandIn.host``), for their tensors are the CPU's throughout."""
+    with contextlib.ExitStack() as stack:
+        for si in STAND_INS.values():
+            stack.enter_context(si.host())
+        yield
 
 
 def synchronizer(device: str):

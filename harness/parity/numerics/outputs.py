@@ -16,7 +16,9 @@
 - **Results defined up to a choice.** An LU factorization depends on the pivots chosen,
   which differ between libraries for equal candidates; what is defined is P @ L @ U, the
   matrix it factors (``defined``). The forward outputs of these ops are compared as
-  that product (and any ``info`` output as it is).
+  that product (and any ``info`` output as it is). ``torch.unique(sorted=False)`` may
+  list the unique values in any order (PyTorch's own comparison skips the op for it):
+  its result is compared in ascending order, its inverse indices and counts following.
 
 The tables are data: an op not listed is compared as it is.
 """
@@ -168,15 +170,57 @@ def _plu(lu, pivots):
     return _product(*torch.lu_unpack(lu, pivots))
 
 
-# op name -> the defined part of its raw output (before OpInfo's output_process_fn_grad)
+def _ascending(values: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """The order that sorts ``values`` ascending: its elements (dim None), or its slices
+    along ``dim`` compared lexicographically (the first element that differs decides)."""
+    if dim is None:
+        return values.argsort(stable=True)
+    rows = values.movedim(dim, 0)
+    rows = rows.reshape(rows.shape[0], -1) if rows.numel() else rows.new_empty(rows.shape[0], 0)
+    order = torch.arange(rows.shape[0])
+    for col in reversed(range(rows.shape[1])):    # a stable sort per key, the least significant first
+        order = order[rows[order, col].argsort(stable=True)]
+    return order
+
+
+def _unique(out, sample):
+    """torch.unique's result in ascending order, with its inverse indices and counts
+    following: with ``sorted=False`` the order of the unique values is not defined (CUDA and
+    the CPU sort anyway; another kernel need not), and what is defined is which values (or
+    slices along ``dim``) occur, where each input element went and how often each occurs."""
+    leaves = list(out) if isinstance(out, (tuple, list)) else [out]
+    dim = sample.kwargs.get("dim")
+    values = leaves[0]
+    if values.dim() == 0:
+        return out
+    order = _ascending(values, dim)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel())
+    ordered = [values.index_select(0 if dim is None else dim, order)]
+    rest = leaves[1:]
+    if sample.kwargs.get("return_inverse") and rest:
+        inverse, *rest = rest
+        ordered.append(rank[inverse] if inverse.numel() else inverse)
+    if sample.kwargs.get("return_counts") and rest:
+        counts, *rest = rest
+        ordered.append(counts[order])
+    ordered += rest
+    return tuple(ordered) if isinstance(out, (tuple, list)) else ordered[0]
+
+
+# op name -> the defined part of its raw output (before OpInfo's output_process_fn_grad),
+# given the output (already on the CPU: the judge's arithmetic is not the device's, and
+# MPS refuses float64) and the sample
 DEFINED: dict[str, Callable] = {
-    "lu": lambda out: (_plu(out[0], out[1]), *out[2:]),
-    "linalg.lu_factor": lambda out: _plu(out[0], out[1]),
-    "linalg.lu_factor_ex": lambda out: (_plu(out[0], out[1]), out[2]),
-    "linalg.lu": lambda out: _product(*out),
+    "lu": lambda out, sample: (_plu(out[0], out[1]), *out[2:]),
+    "linalg.lu_factor": lambda out, sample: _plu(out[0], out[1]),
+    "linalg.lu_factor_ex": lambda out, sample: (_plu(out[0], out[1]), out[2]),
+    "linalg.lu": lambda out, sample: _product(*out),
+    "unique": _unique,
 }
 
 
 def defined(op_name: str) -> Callable | None:
-    """How to reduce an op's forward output to what is defined, or None to compare it as it is."""
+    """How to reduce an op's forward output (on the CPU) to what is defined, as
+    ``reduce(output, sample)``, or None to compare it as it is."""
     return DEFINED.get(op_name)

@@ -13,7 +13,7 @@ so a verdict here is an estimate; the classes are what a reader needs:
   passes: no less accurate than the CPU    target's error within ACCURACY_FACTOR x the CPU's
   passes: both exact against float64       the two sides differ from each other only
   rerun: a tie in an index output          judged by the values the indices select now
-  rerun: defined up to a choice            an LU compared as P @ L @ U now
+  rerun: defined up to a choice            an LU compared as P @ L @ U now, unique in order
   remains: ... less accurate than the CPU  with the suspected cause where the op says it
   not a parity result                      the run itself failed (no weights, an error)
 """
@@ -30,7 +30,10 @@ EXACT_INPUTS = ("int64", "int32", "uint8", "bool", "int16", "int8")
 # tests/test_rejudge.py holds these equal to outputs' tables.
 TIE_OPS = frozenset({"argsort", "cummax", "cummin", "kthvalue", "median", "mode", "msort", "nanmedian", "sort",
                      "topk"})
-DEFINED_OPS = frozenset({"linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "lu"})
+_LU = "defined up to a choice of pivots: compared now as P @ L @ U"
+DEFINED_OPS = {"linalg.lu": _LU, "linalg.lu_factor": _LU, "linalg.lu_factor_ex": _LU, "lu": _LU,
+               "unique": "its order is undefined with sorted=False: compared now in ascending order, its inverse "
+                         "indices and counts following"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +67,7 @@ def classify(rec: dict) -> Rejudged:
         return out("rerun", "a tie in an index output: judged now by the values the indices select (and a "
                             "gradient within each group of equal values)")
     if op in DEFINED_OPS:
-        return out("rerun", "defined up to a choice of pivots: compared now as P @ L @ U")
+        return out("rerun", DEFINED_OPS[op])
     t, c = _number(met.get("target_ref_err")), _number(met.get("cpu_ref_err"))
     if dtype in EXACT_INPUTS and op == "to":
         return out("rerun", "a copy to the CPU with non_blocking=True, compared before it completed (the same "

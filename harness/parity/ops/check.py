@@ -39,8 +39,9 @@ the CPU (``DecorateInfo(unittest.skip(...), "TestCommon", "test_compare_cpu")`` 
 OpInfo, read by harness.ops.declarations: uninitialised ``empty*``, random ops, and
 others), with PyTorch's reason. A few of PyTorch's skips are wider than what they are for
 (``PYTORCH_SKIPS``): a failure on its CI, a slow test, index ties, samples with dropout,
-conversions of values out of range; those ops are compared all the same (the samples the
-skip is for set aside), and their records say which skip was not followed.
+conversions of values out of range, unique's order; those ops are compared all the same
+(the samples the skip is for set aside, or their results put in a defined order), and their
+records say which skip was not followed.
 
 torch and the numerics (which import it) are imported where they are used: the suite
 collects the cases without loading torch.
@@ -105,10 +106,11 @@ class PyTorchSkip:
 CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}   # op -> its dtype
 
 # PyTorch's test_compare_cpu skips (torch 2.15's op_db) that say only "Skipped!", or that
-# cover a whole op for some of its samples (dropout; a conversion of a value out of range). Where the skip is not about the output (a
+# cover a whole op for some of its samples (dropout; a conversion of a value out of range; an
+# order left undefined). Where the skip is not about the output (a
 # failure on PyTorch's CI, a slow test), or covers what this suite's judge handles on its
-# own (indices among ties: harness.parity.numerics.outputs; samples with dropout: set
-# aside when their output is drawn from the RNG, random_output), the op is compared. Checked
+# own (indices among ties, and unique's order: harness.parity.numerics.outputs; samples with
+# dropout: set aside when their output is drawn from the RNG, random_output), the op is compared. Checked
 # on the CPU and on every stand-in, where each passed (standin-tf32 fails conv3d, SDPA and
 # multi-head attention in float32, with TF32 as the cause, as it fails the other matmuls).
 # mode's skip is CUDA's alone, in float32: its other dtypes, never skipped, pass with this
@@ -136,6 +138,11 @@ PYTORCH_SKIPS = {
         "Overflow when downcasting signed type is undefined", "converting a value outside the output dtype's "
         "range is undefined in C++; here the samples holding such a value are set aside (``in_range``), and the "
         "others, whose conversion is exact, are compared", True) for conversion in CONVERSIONS},
+    "unique": PyTorchSkip(
+        "Output order is undefined when sorted=False", "with sorted=False the unique values may come in any "
+        "order; here every result is compared in ascending order, its inverse indices and counts following "
+        "(harness.parity.numerics.outputs.DEFINED), so which values occur, where each element went and how often "
+        "each occurs are compared, and the order is not", True),
     "empty_strided": PyTorchSkip("Skipped!", "its output is uninitialised memory", False),
     "normal.number_mean": PyTorchSkip("Skipped!", "its output is drawn from the RNG", False),
     "torch._scaled_mm": PyTorchSkip("Skipped!", "a float8 matmul of CUDA alone, with no CPU kernel", False),
