@@ -455,7 +455,8 @@ class MacRules(TorchDispatchMode):
                     "for this op on the CPU underneath, where on a Mac it may choose by the device; only a Mac "
                     "answers this check")
             if t.dtype in refused:
-                si.refuse(t, converted=(func, inputs) if inputs and all(i.dtype != t.dtype for i in inputs) else None)
+                si.refuse(t, converted=(func, inputs) if inputs and all(i.dtype != t.dtype for i in inputs) else None,
+                          made=func if not inputs and placing is None else None)
             if t.is_cpu and t.layout == torch.strided:
                 # a fresh output is new memory; an alias of an input (a view, an in-place or out=
                 # result) is counted only if it is already, for a resize_
@@ -643,7 +644,7 @@ class EmulatedMac(devices.StandIn):
         self.decisions[func] = decided = (kind, fresh)
         return decided
 
-    def refuse(self, t: torch.Tensor, converted=None) -> None:
+    def refuse(self, t: torch.Tensor, converted=None, made=None) -> None:
         """Raise MPS's error for a tensor of a dtype the device lacks (meta tensors are not on it),
         unless torch's own Python code made it choosing by the device's name, where a Mac's
         branch computes the same numbers without it (python_device_choices).
@@ -653,9 +654,19 @@ class EmulatedMac(devices.StandIn):
         torch's code makes on the CPU's path and may not on a Mac's (quantile's ranks,
         renorm's backward norm: ``toAccumulateType`` is float64 for float32 on the CPU, float32
         on MPS). Which one, the emulated Mac cannot tell: the error is MPS's, marked with that
-        doubt (harness.env.devices.doubted) for a judge that holds a fact to settle it."""
+        doubt (harness.env.devices.doubted) for a judge that holds a fact to settle it.
+        ``made`` (the op) says an op with no operand made ``t`` where no device was named and no
+        Mac code runs (the suites' own device work): a factory the caller asked for, or one that
+        torch's C++ code calls inside another op with a dtype it picks by the device's type
+        (batch_norm of an empty input: its statistics in the accumulate type); doubted too."""
         if t.is_cpu and not _python_choice():
             error, text = self.refused_dtypes()[t.dtype]
+            if made is not None:
+                raise devices.doubted(error(text), (
+                    f"on the CPU underneath, {op_name(made)} made a {str(t.dtype).removeprefix('torch.')} tensor "
+                    "with no operand: one the caller asked for, or one torch's code makes inside another op with "
+                    "a dtype it picks by the device's type (an accumulate type: float64 for float32 on the CPU, "
+                    "float32 on MPS)"))
             if converted is None:
                 raise error(text)
             func, operands = converted

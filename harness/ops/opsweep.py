@@ -285,6 +285,18 @@ def expectations_macos(target: str) -> float:
     return float(f"{version.major}.{version.minor}") if version is not None else declarations.DEFAULT_MACOS
 
 
+_EXPECTATIONS: dict[float, declarations.Expectations] = {}
+
+
+def pytorch_expectations(target: str) -> declarations.Expectations:
+    """PyTorch's MPS expectations that judge ``target`` (for its macOS: expectations_macos),
+    read once per macOS in a process."""
+    macos = expectations_macos(target)
+    if macos not in _EXPECTATIONS:
+        _EXPECTATIONS[macos] = declarations.mps_expectations(declarations.op_table(), OP_DTYPES, macos)
+    return _EXPECTATIONS[macos]
+
+
 def run_of(outcome) -> OpRun:
     """A sandbox outcome (harness.core.isolate.Outcome) as an OpRun: the child's, or a crash,
     a timeout or the check itself failing, as this check's category."""

@@ -17,25 +17,11 @@ from harness.ops import opsweep
 CASES = opsweep.emulated(opsweep.cases())
 
 
-@pytest.fixture(scope="session")
-def pytorch_expectations():
-    """target -> PyTorch's MPS expectations for it (read once per macOS they describe)."""
-    from harness.ops import declarations
-    read = {}
-
-    def of(target):
-        macos = opsweep.expectations_macos(target)
-        if macos not in read:
-            read[macos] = declarations.mps_expectations(declarations.op_table(), opsweep.OP_DTYPES, macos)
-        return read[macos]
-    return of
-
-
 @pytest.mark.cases(CASES)
-def test_op_runs_on_target(case, target, backend, sandbox, record, pytorch_expectations):
+def test_op_runs_on_target(case, target, backend, sandbox, record):
     outcome = sandbox.call("harness.ops.opsweep:run_case", case.op_key, target, case.dtype, case.pass_)
     on_mps = devices.rules_of(target) == "mps"
-    expectations = pytorch_expectations(target) if on_mps else None
+    expectations = opsweep.pytorch_expectations(target) if on_mps else None
     expected = expectations.get(case.op_key, case.dtype, case.pass_) if on_mps else None
     forward = expectations.get(case.op_key, case.dtype, "forward") if on_mps and case.pass_ == "backward" else None
     record.conclude(opsweep.judge(opsweep.run_of(outcome), expected, on_mps=on_mps, forward_expected=forward))

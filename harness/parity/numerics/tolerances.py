@@ -35,6 +35,8 @@ TABLE: dict[tuple[str, str], Tolerance] = {
     ("default", "float16"): Tolerance(1e-3, 1e-5, ASSERT_CLOSE),
     ("default", "bfloat16"): Tolerance(1.6e-2, 1e-5, ASSERT_CLOSE),
     ("default", "float64"): Tolerance(1e-7, 1e-7, ASSERT_CLOSE),
+    ("default", "complex32"): Tolerance(1e-3, 1e-5, ASSERT_CLOSE),     # chalf()'s output
+    ("default", "complex128"): Tolerance(1e-7, 1e-7, ASSERT_CLOSE),
     # accumulating ops: PyTorch's FP32 / FP16 low-precision lists
     ("low-precision", "float32"): Tolerance(3e-5, 1e-4, MPS_CONSISTENCY + ": FP32_LOW_PRECISION_LIST (1e-4, 3e-5)"),
     ("low-precision", "complex64"): Tolerance(3e-5, 1e-4, MPS_CONSISTENCY + ": FP32_LOW_PRECISION_LIST (1e-4, 3e-5)"),
