@@ -698,3 +698,27 @@ def test_a_complex32_result_is_judged_at_its_own_tolerance():
     from harness.parity.ops import check
     run = check.run_case("chalf", "standin-mps", "int64", "forward")
     assert check.judge(run).status == Status.PASS and run.compared > 0, run.error
+
+
+def test_a_parity_sample_that_asks_for_float64_is_set_aside_on_mps_and_the_others_judged(monkeypatch):
+    """full_like's samples include one with dtype=torch.float64, which MPS lacks: on a Mac
+    that one sample ended every full_like parity check as "no result to compare". It is set
+    aside on MPS's rules (its failure is MPS's known lack, which the env and ops suites
+    report), the others judged; the CPU compares every sample."""
+    import types
+
+    from harness.core.records import Status
+    from harness.parity.ops import check
+    monkeypatch.setenv(VAR, "1")
+    assert check.lacking_dtype("mps", types.SimpleNamespace(input=torch.ones(2), args=(torch.float64,), kwargs={}))
+    assert check.lacking_dtype("mps", types.SimpleNamespace(input=torch.ones(2), args=(torch.ones(1).double(),),
+                                                            kwargs={})) == "float64"
+    assert not check.lacking_dtype("cuda", types.SimpleNamespace(input=torch.ones(2), args=(),
+                                                                 kwargs={"dtype": torch.float64}))
+    run = check.run_case("full_like", "standin-mps", "float32", "forward")
+    verdict = check.judge(run)
+    assert verdict.status == Status.PASS and run.compared > 0, verdict.message
+    assert verdict.metrics["samples_lacking_dtype"] > 0 and verdict.metrics["lacking_dtype"] == "float64"
+    assert "samples_lacking_dtype" not in check.judge(check.run_case("full_like", "cpu", "float32", "forward")).metrics
+    every = check.judge(check.run_case("softmax.with_dtype", "standin-mps", "float32", "forward"))
+    assert every.status == Status.SKIP and "every sample asks for float64, which MPS does not have" in every.message

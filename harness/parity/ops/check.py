@@ -167,6 +167,30 @@ def in_range(op_key: str, sample) -> bool:
     return bool((x >= info.min).all()) and bool((x <= info.max).all())
 
 
+# The dtypes a device does not have, by its rules (devices.rules_of): MPS has no float64
+# (MPSBackend.dtypes; its error: "Cannot convert a MPS Tensor to float64 dtype").
+LACKS = {"mps": ("float64", "complex128")}
+
+
+def lacking_dtype(kind: str, sample) -> str:
+    """The dtype a sample asks for (a ``dtype=`` or a dtype argument: full_like(...,
+    dtype=torch.float64), to(torch.float64); or an operand of that dtype, which the device
+    cannot hold: to(other)) that a device of rules ``kind`` does not have, or "". Such a
+    sample is set aside on that device: its failure is the device's known lack (the env and
+    ops suites say so), not a difference in the numbers."""
+    lacks = LACKS.get(kind)
+    if not lacks:
+        return ""
+    import torch
+    from torch.utils import _pytree
+    for leaf in _pytree.tree_leaves((sample.input, sample.args, sample.kwargs)):
+        dtype = leaf.dtype if isinstance(leaf, torch.Tensor) else leaf if isinstance(leaf, torch.dtype) else None
+        name = str(dtype).removeprefix("torch.") if dtype is not None else ""
+        if name in lacks:
+            return name
+    return ""
+
+
 def followed(op_key: str, declared: tuple[str, str] | None) -> tuple[tuple[str, str] | None, str | None]:
     """PyTorch's test_compare_cpu declaration for this op as this suite follows it, and the
     skip it does not follow (a line for the record), if any. A skip this suite follows keeps
@@ -245,6 +269,8 @@ class OpParityRun:
     no_grad: int = 0               # set aside: nothing differentiable
     no_reference: int = 0          # set aside: no float64 kernel
     undefined: int = 0             # set aside: a conversion of a value its output dtype cannot hold (in_range)
+    lacking: str = ""              # set aside (``lacking_dtype``): samples that ask for a dtype the device
+    lacked: int = 0                #   lacks (float64 on MPS), the dtype and how many
     inputs: list = dataclasses.field(default_factory=list)   # a digest per sample (samples.fingerprint)
     worst: dict | None = None
     target_ref: dict | None = None
@@ -300,6 +326,10 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpParityRun:
             run.inputs.append(fingerprint(sample))
             if not in_range(op_key, sample):
                 run.undefined += 1
+                continue
+            asked = lacking_dtype(kind, sample)
+            if asked:
+                run.lacking, run.lacked = asked, run.lacked + 1
                 continue
             try:
                 _compare_sample(op, sample, i, device, dt, wide, pass_, run)
@@ -599,6 +629,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     for key in ("random", "no_grad", "no_reference", "undefined", "beyond"):
         if getattr(run, key):
             metrics[f"samples_{key}"] = getattr(run, key)
+    if run.lacked:
+        metrics.update(samples_lacking_dtype=run.lacked, lacking_dtype=run.lacking)
     if run.not_followed:
         metrics["pytorch_skip_not_followed"] = run.not_followed
     if run.declared and run.declared[0] == declarations.SKIP:
@@ -620,6 +652,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
                else "no sample has a differentiable output" if run.no_grad
                else "the op has no float64 kernel for a reference" if run.no_reference
                else "every sample converts a value its output dtype cannot hold (undefined in C++)" if run.undefined
+               else f"every sample asks for {run.lacking}, which {run.kind.upper()} does not have (see the env "
+                    "and ops suites)" if run.lacked
                else "the op has no samples")
         return Verdict(Status.SKIP, Category.PARITY, f"nothing comparable: {why}", metrics)
     on_target = run.kind != "cpu"
