@@ -722,3 +722,19 @@ def test_a_parity_sample_that_asks_for_float64_is_set_aside_on_mps_and_the_other
     assert "samples_lacking_dtype" not in check.judge(check.run_case("full_like", "cpu", "float32", "forward")).metrics
     every = check.judge(check.run_case("softmax.with_dtype", "standin-mps", "float32", "forward"))
     assert every.status == Status.SKIP and "every sample asks for float64, which MPS does not have" in every.message
+
+
+def test_an_op_the_cpu_cannot_run_says_the_yardstick_is_missing_not_the_device(monkeypatch):
+    """The CPU has no float16 bessel_j0: on a device, the parity check has nothing to hold
+    the device's result against, and says so (it read "no result to compare (see the ops
+    suite)", as if the device had failed). An op the device itself refuses (double() on MPS)
+    still says that."""
+    from harness.core.records import Status
+    from harness.parity.ops import check
+    monkeypatch.setenv(VAR, "1")
+    yardstick = check.judge(check.run_case("special.bessel_j0", "standin-mps", "float16", "forward"))
+    assert yardstick.status == Status.SKIP and yardstick.message.startswith("no CPU result to compare with"), \
+        yardstick.message
+    assert "bessel_j0_cpu" in yardstick.message
+    device = check.judge(check.run_case("double", "standin-mps", "float32", "forward"))
+    assert device.message.startswith("no result to compare (see the ops suite)"), device.message

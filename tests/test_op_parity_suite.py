@@ -162,7 +162,15 @@ def test_unique_in_another_order_passes_and_a_wrong_unique_fails(standins, monke
     """unique, which PyTorch skips whole because sorted=False leaves the order free: the tie
     stand-in lists the values in descending order and passes; the judge without the rule
     that orders them fails it; the emulated Mac whose results are 1% off fails."""
+    import itertools
+
     from harness.parity.numerics import outputs
+    op = declarations.op_table()["unique"]
+    every = op.sample_inputs
+    # the first 150 of its 528 samples: sorted both ways, with and without inverse and counts,
+    # of a scalar and a vector along every dim they have (the lexicographic order of slices:
+    # tests/test_outputs.py)
+    monkeypatch.setattr(op, "sample_inputs", lambda *a, **kw: itertools.islice(every(*a, **kw), 150))
     other = check.run_case("unique", "standin-ties", "float32", "forward")
     verdict = check.judge(other)
     assert verdict.status == "pass" and other.compared > 0, verdict.message

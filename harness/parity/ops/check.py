@@ -279,6 +279,7 @@ class OpParityRun:
     ties: int = 0                  # index outputs settled among ties
     cpu_off: dict | None = None    # where the CPU, not the target, misses float64
     error: str | None = None       # the op itself failed on the CPU or the target
+    cpu_failed: bool = False       # ... on the CPU, where the target is a device: no yardstick
     beyond: int = 0                # set aside: an emulated device's error it doubts itself (``doubt``)
     doubt: str = ""                # why it doubts it (devices.doubt_of), where PyTorch's MPS test expects
     #                                the op to run: only the device can tell
@@ -341,6 +342,8 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpParityRun:
                 continue
             if run.worst is not None and not run.worst["ok"]:
                 break  # the first miss decides; the rest would only cost time (sensitivity reruns)
+    except _OnTheCPU as exc:  # the yardstick has no result: nothing to hold the device against
+        run.error, run.cpu_failed = error_line(exc.__cause__), True
     except Exception as exc:  # the op itself failed on the CPU or the target: no numbers
         run.error = error_line(exc)
     run.seconds = round(time.perf_counter() - started, 4)
@@ -361,8 +364,17 @@ def _doubt(exc: BaseException, device: str, op_key: str, dtype: str, pass_: str)
     return doubt if all(expects.get(op_key, dtype, p) is None for p in passes) else ""
 
 
+class _OnTheCPU(Exception):
+    """The op failed on the CPU, the yardstick of a device's comparison (its cause chained)."""
+
+
 def _compare_sample(op, sample, index, device, dt, wide, pass_, run: OpParityRun) -> None:
-    cpu = evaluate(op, sample, pass_, 0, None)
+    try:
+        cpu = evaluate(op, sample, pass_, 0, None)
+    except Exception as exc:
+        if run.kind == "cpu":
+            raise
+        raise _OnTheCPU() from exc
     if cpu is None:
         run.no_grad += 1
         return
@@ -640,6 +652,9 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
         return Verdict(Status.SKIP, Category.PARITY, f"PyTorch does not compare this op with the CPU: {why}", metrics)
     if devices.beyond_emulation(run.error):   # only the device itself can answer
         return devices.cannot_tell(run.error, metrics)
+    if run.error and run.cpu_failed:
+        return Verdict(Status.SKIP, Category.PARITY, "no CPU result to compare with: the op fails on the CPU here, "
+                       f"whatever the device does (the ops suite says whether it runs there): {run.error}", metrics)
     if run.error:
         return Verdict(Status.SKIP, Category.PARITY, f"no result to compare (see the ops suite): {run.error}", metrics)
     worst = run.worst
