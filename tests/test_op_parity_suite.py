@@ -149,6 +149,44 @@ def test_every_pytorch_skip_the_table_reads_is_declared_so_by_the_locked_torch()
         assert (declarations.SKIP, entry.says) in said, (key, said)
 
 
+def test_a_shift_is_compared_on_the_samples_whose_result_is_defined(standins, monkeypatch):
+    """PyTorch skips the bitwise shifts whole because a shift by the width or more is
+    undefined (its CPU and CUDA kernels disagree there): here those samples are set aside,
+    the others compared, and a device whose shifts are off by one bit fails."""
+    import types
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from harness.env import devices
+
+    def sample(x, amount):
+        return types.SimpleNamespace(input=x, args=(amount,), kwargs={})
+    u8 = torch.tensor([1, 2], dtype=torch.uint8)
+    assert check.in_range("bitwise_left_shift", sample(u8, 7)) and not check.in_range("bitwise_left_shift",
+                                                                                       sample(u8, 8))
+    assert not check.in_range("bitwise_right_shift", sample(torch.tensor([4]), torch.tensor([-1])))
+    assert check.in_range("bitwise_right_shift", sample(torch.tensor([4]), torch.tensor([63])))
+    run = check.run_case("bitwise_left_shift", "standin-oracle", "uint8", "forward")
+    verdict = check.judge(run)
+    assert verdict.status == "pass" and run.compared > 0 and run.undefined > 0, verdict.message
+    assert "pytorch#70904" in verdict.metrics["pytorch_skip_not_followed"]
+
+    class OffByOneBit(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            shifts = (torch.ops.aten.bitwise_left_shift, torch.ops.aten.bitwise_right_shift)
+            return out ^ 1 if func.overloadpacket in shifts else out
+
+    class WrongShifts(devices.StandIn):
+        name = "standin-wrong-shifts"
+
+        def context(self):
+            return OffByOneBit()
+    monkeypatch.setitem(devices.STAND_INS, WrongShifts.name, WrongShifts())
+    for op_key in check.SHIFTS:
+        assert check.judge(check.run_case(op_key, WrongShifts.name, "int64", "forward")).status == "fail", op_key
+
+
 def test_an_op_compared_despite_pytorchs_skip_still_fails_a_wrong_device(standins):
     """embedding is compared though PyTorch skips it: on the emulated Mac whose results are
     1% off it fails, and where the device is right it passes, its record naming the skip."""

@@ -104,6 +104,7 @@ class PyTorchSkip:
 
 
 CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}   # op -> its dtype
+SHIFTS = ("bitwise_left_shift", "bitwise_right_shift")
 
 # PyTorch's test_compare_cpu skips (torch 2.15's op_db) that say only "Skipped!", or that
 # cover a whole op for some of its samples (dropout; a conversion of a value out of range; an
@@ -138,6 +139,11 @@ PYTORCH_SKIPS = {
         "Overflow when downcasting signed type is undefined", "converting a value outside the output dtype's "
         "range is undefined in C++; here the samples holding such a value are set aside (``in_range``), and the "
         "others, whose conversion is exact, are compared", True) for conversion in CONVERSIONS},
+    **{shift: PyTorchSkip(
+        "Some inputs produce undefined outputs", "a shift by the width of the dtype or more, or by a negative "
+        "amount, is undefined in C++, and PyTorch's CPU and CUDA kernels disagree there (pytorch#70904); here the "
+        "samples holding such an amount are set aside (``in_range``), and the others are compared", True)
+       for shift in SHIFTS},
     "unique": PyTorchSkip(
         "Output order is undefined when sorted=False", "with sorted=False the unique values may come in any "
         "order; here every result is compared in ascending order, its inverse indices and counts following "
@@ -151,9 +157,19 @@ PYTORCH_SKIPS = {
 
 
 def in_range(op_key: str, sample) -> bool:
-    """Does a conversion op's sample hold only values its output dtype can take (finite, and
-    within the dtype's range once truncated toward zero)? True for any other op."""
+    """Is a sample's result defined? A conversion op's sample must hold only values its
+    output dtype can take (finite, and within the dtype's range once truncated toward zero);
+    a shift's amounts must lie in [0, the result's width): a shift by the width or more, or
+    by a negative amount, is undefined in C++ and differs between PyTorch's own kernels
+    (pytorch#70904, #88547). True for any other op."""
     import torch
+    if op_key in SHIFTS:
+        amount = sample.args[0] if sample.args else sample.kwargs.get("other")
+        amounts = torch.as_tensor(amount)
+        if amounts.is_floating_point() or amounts.is_complex() or amounts.dtype == torch.bool:
+            return True
+        bits = torch.iinfo(torch.result_type(sample.input, amount)).bits
+        return bool(((amounts >= 0) & (amounts < bits)).all())
     if op_key not in CONVERSIONS or not isinstance(sample.input, torch.Tensor) or sample.input.numel() == 0:
         return True
     info = torch.iinfo(getattr(torch, CONVERSIONS[op_key]))
@@ -268,7 +284,8 @@ class OpParityRun:
     random: int = 0                # set aside: the output is drawn from the RNG
     no_grad: int = 0               # set aside: nothing differentiable
     no_reference: int = 0          # set aside: no float64 kernel
-    undefined: int = 0             # set aside: a conversion of a value its output dtype cannot hold (in_range)
+    undefined: int = 0             # set aside: a result C++ leaves undefined (in_range: a conversion out of
+    #                                range, a shift by the width or more)
     lacking: str = ""              # set aside (``lacking_dtype``): samples that ask for a dtype the device
     lacked: int = 0                #   lacks (float64 on MPS), the dtype and how many
     inputs: list = dataclasses.field(default_factory=list)   # a digest per sample (samples.fingerprint)
@@ -666,7 +683,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
         why = ("its output is drawn from the RNG" if run.random
                else "no sample has a differentiable output" if run.no_grad
                else "the op has no float64 kernel for a reference" if run.no_reference
-               else "every sample converts a value its output dtype cannot hold (undefined in C++)" if run.undefined
+               else "every sample's result is undefined in C++ (a conversion of a value its output dtype cannot "
+                    "hold, a shift by the width or more)" if run.undefined
                else f"every sample asks for {run.lacking}, which {run.kind.upper()} does not have (see the env "
                     "and ops suites)" if run.lacked
                else "the op has no samples")
