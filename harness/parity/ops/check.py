@@ -39,7 +39,7 @@ the CPU (``DecorateInfo(unittest.skip(...), "TestCommon", "test_compare_cpu")`` 
 OpInfo, read by harness.ops.declarations: uninitialised ``empty*``, random ops, and
 others), with PyTorch's reason. A few of PyTorch's skips are wider than what they are for
 (``PYTORCH_SKIPS``): a failure on its CI, a slow test, index ties, samples with dropout,
-conversions of values out of range, unique's order; those ops are compared all the same
+conversions of values out of range, shifts by the width or more, unique's order; those ops are compared all the same
 (the samples the skip is for set aside, or their results put in a defined order), and their
 records say which skip was not followed.
 
@@ -107,8 +107,8 @@ CONVERSIONS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32"
 SHIFTS = ("bitwise_left_shift", "bitwise_right_shift")
 
 # PyTorch's test_compare_cpu skips (torch 2.15's op_db) that say only "Skipped!", or that
-# cover a whole op for some of its samples (dropout; a conversion of a value out of range; an
-# order left undefined). Where the skip is not about the output (a
+# cover a whole op for some of its samples (dropout; a conversion of a value out of range; a
+# shift by the width or more; an order left undefined). Where the skip is not about the output (a
 # failure on PyTorch's CI, a slow test), or covers what this suite's judge handles on its
 # own (indices among ties, and unique's order: harness.parity.numerics.outputs; samples with
 # dropout: set aside when their output is drawn from the RNG, random_output), the op is compared. Checked
