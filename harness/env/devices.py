@@ -201,7 +201,7 @@ class MPSBackend(Backend):
 
     def dtypes(self) -> list:
         import torch
-        # No float64 on MPS; bf16 and complex need macOS 14.
+        # No float64 on MPS (LACKS, below); bf16 and complex need macOS 14.
         types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
         mv = fitness.macos_version(self.facts)
         if mv is not None and mv.major >= 14:
@@ -210,6 +210,10 @@ class MPSBackend(Backend):
 
 
 _BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
+
+# The dtypes a device does not have at all, by its rules (rules_of): MPS has no float64
+# (MPSBackend.dtypes; its error: "Cannot convert a MPS Tensor to float64 dtype").
+LACKS = {"mps": ("float64", "complex128")}
 
 
 # --------------------------------------------------------------------------- memory to plan with

@@ -183,18 +183,13 @@ def in_range(op_key: str, sample) -> bool:
     return bool((x >= info.min).all()) and bool((x <= info.max).all())
 
 
-# The dtypes a device does not have, by its rules (devices.rules_of): MPS has no float64
-# (MPSBackend.dtypes; its error: "Cannot convert a MPS Tensor to float64 dtype").
-LACKS = {"mps": ("float64", "complex128")}
-
-
 def lacking_dtype(kind: str, sample) -> str:
     """The dtype a sample asks for (a ``dtype=`` or a dtype argument: full_like(...,
     dtype=torch.float64), to(torch.float64); or an operand of that dtype, which the device
     cannot hold: to(other)) that a device of rules ``kind`` does not have, or "". Such a
     sample is set aside on that device: its failure is the device's known lack (the env and
     ops suites say so), not a difference in the numbers."""
-    lacks = LACKS.get(kind)
+    lacks = devices.LACKS.get(kind)
     if not lacks:
         return ""
     import torch
