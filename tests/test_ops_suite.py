@@ -10,6 +10,7 @@ def run(tmp_path, *args, env=None):
     return run_suite(tmp_path, "suites/ops/test_ops.py", "ops and cpu", *args, env=env)
 
 
+@pytest.mark.slow   # the suite in a child pytest with a fault injected: 18 s of the quick loop; CI runs it
 def test_a_crashing_and_a_hanging_op_are_recorded_and_the_rest_goes_on(tmp_path):
     res, records = run(tmp_path, "-k", "add-float32-forward or sub-float32-forward or mul-float32-forward",
                        "-p", "tests.sabotage",

@@ -186,6 +186,7 @@ def run(tmp_path, *args):
     return res, records
 
 
+@pytest.mark.slow   # the suite in a child pytest with a fault injected (7-11 s each); CI runs them
 def test_a_gelu_wrong_only_for_non_contiguous_inputs_fails_with_a_reproducer(tmp_path):
     res, records = run(tmp_path, "-k", "float32", "-p", "tests.prop_sabotage")
     status = {r["subject"]: r["status"] for r in records}
@@ -203,6 +204,7 @@ def test_a_gelu_wrong_only_for_non_contiguous_inputs_fails_with_a_reproducer(tmp
     assert any(f"layout='{name}'" in shown for name in NON_CONTIGUOUS)
 
 
+@pytest.mark.slow
 def test_kernels_that_ignore_strides_in_every_dtype_fail_exactly_their_checks(tmp_path):
     """The fault is wrong in float64 too, so it would cancel against a reference made by the
     same kernel on the same view: the reference on contiguous copies catches it."""
