@@ -149,8 +149,14 @@ def test_noise_of_one_unit_passes_on_every_element_and_nan_never_where_float64_i
     nan_here[3] = torch.nan
     alone = _accuracy(nan_here, rounded, ref)
     assert not alone["ok"] and alone["non_finite"] == 1 and "(the CPU does not)" in alone["reason"]
+    assert alone["non_finite_on_cpu"] == 0
     shared = _accuracy(nan_here, nan_here.clone(), ref)                     # the CPU has it too: still wrong
     assert not shared["ok"] and shared["non_finite"] == 1 and "the CPU gives NaN or inf at 1" in shared["reason"]
+    assert shared["non_finite_on_cpu"] == 1
+    two = nan_here.clone()
+    two[7] = torch.inf                                                      # one the CPU shares, one it does not
+    partly = _accuracy(two, nan_here.clone(), ref)
+    assert (partly["non_finite"], partly["non_finite_on_cpu"]) == (2, 1)
     nan_ref = ref.clone()
     nan_ref[3] = torch.nan
     assert _accuracy(nan_here, rounded, nan_ref)["ok"]                      # where float64 is NaN, NaN is right

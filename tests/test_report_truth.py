@@ -689,3 +689,35 @@ def test_the_environments_table_has_a_row_per_environment_with_its_targets_in_on
     assert len(m.columns) == 2   # cpu, and mps whose one record is a skip
     (env,) = next(s for s in sections(m, [], []) if s.anchor == "environments").rows
     assert env[2] == "ran: cpu" and env[-1] == "partial: not run here: ops, parity, optim, perf", env
+
+
+def test_a_device_nan_the_cpu_gives_too_is_said_as_the_cpus_too_and_one_it_does_not_is_not():
+    """On an H100 and on the emulated Mac every float16 NaN the parity judge found (matrix_exp,
+    soft_margin_loss, pow's gradient ...) was NaN on the CPU at the same elements: the first
+    screen said "19 numerically wrong" of the device, though moving to the CPU mends none.
+    They stay wrong (a NaN is never a rounding error), and the line says which the CPU shares;
+    a NaN the CPU does not give, and a record with no count (an older judge's), are not."""
+    header = {"run": "N1", "env_id": "mac-py3.12-torch2.15.0", "facts": {"host": "mac"}, "pytest_args": ["suites/"],
+              "targets": {"mps": {"selected": True, "available": True}}}
+
+    def nan(op, on_cpu):
+        met = {"non_finite": 4, "cause": "non-finite", "margin": "inf"}
+        if on_cpu is not None:
+            met["non_finite_on_cpu"] = on_cpu
+        return {**rec(op, Status.FAIL, target="mps", suite="parity", category="parity"), "run": "N1",
+                "check": f"parity/{op}/float16/forward", "variant": "float16/forward", "metrics": met,
+                "reason": "sample 0: 4 element(s) NaN or inf"}
+    end = {"kind": "end", "run": "N1", "exitstatus": 1}
+    [every] = verdict.for_records(header, [nan("matrix_exp", 4), nan("pow", 4)], end)
+    numerics = next(a for a in every.aspects if a.name == "numerics")
+    assert every.state == verdict.BAD and "2 numerically wrong (all on the CPU too)" in every.headline
+    assert "(all NaN or inf where the CPU gives NaN or inf too" in numerics.line, numerics.line
+    assert any(d.startswith("NaN or inf on the CPU too") and "parity/pow/float16/forward" in d
+               for d in numerics.detail)
+    [some] = verdict.for_records(header, [nan("matrix_exp", 4), nan("pow", 3), nan("exp", None)], end)
+    numerics = next(a for a in some.aspects if a.name == "numerics")
+    assert "3 numerically wrong (1 on the CPU too)" in some.headline, some.headline
+    assert "(1 of them NaN or inf where the CPU gives" in numerics.line
+    [alone] = verdict.for_records(header, [nan("pow", 0)], end)
+    assert "on the CPU" not in alone.headline and "CPU gives NaN" not in next(
+        a.line for a in alone.aspects if a.name == "numerics")

@@ -316,11 +316,25 @@ def judged_wrong(rec: dict) -> bool:
     return cell_key(rec) in BROKEN and rec.get("category") in NUMBERS_WRONG
 
 
+def wrong_on_the_cpu_too(rec: dict) -> bool:
+    """Whether a device's NaN or inf is the CPU's too: every element the check found NaN or
+    inf where float64 has a number (``non_finite``) is NaN or inf in the CPU's result of the
+    same sample and dtype (``non_finite_on_cpu``, harness.parity.numerics.accuracy). Such a
+    failure is the op's in that dtype, not the device's: moving to the CPU would not mend it.
+    A record without the count (an older judge's, or the CPU's own) is not said to be."""
+    met = rec.get("metrics") or {}
+    bad, shared = met.get("non_finite"), met.get("non_finite_on_cpu")
+    return (isinstance(bad, int) and isinstance(shared, int) and not isinstance(shared, bool)
+            and bad > 0 and shared >= bad)
+
+
 def _numerics(recs: list[dict]) -> Aspect:
     par = [r for r in recs if r.get("suite") == "parity" and r["status"] != Status.SKIP]
     if not par:
         return Aspect("numerics", NONE, "not run here (pytest suites/ -m parity)", anchor="parity")
-    groups = failure_groups([r for r in par if judged_wrong(r)])
+    found_wrong = [r for r in par if judged_wrong(r)]
+    groups = failure_groups(found_wrong)
+    as_cpu = [r["check"] for r in found_wrong if wrong_on_the_cpu_too(r)]
     unrun = failure_groups([r for r in par if cell_key(r) in BROKEN and not judged_wrong(r)])
     wrong, failed = (sum(len(g.checks) for g in gs) for gs in (groups, unrun))
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
@@ -329,6 +343,10 @@ def _numerics(recs: list[dict]) -> Aspect:
     if wrong:
         said.append(f"{_n(wrong, 'check')} wrong against float64: "
                     + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in groups))
+        if as_cpu:
+            said[-1] += (f" ({'all' if len(as_cpu) == wrong else f'{len(as_cpu):,} of them'} NaN or inf where the "
+                         f"CPU gives NaN or inf too: the op fails in that dtype on the CPU as well, not on this "
+                         f"device alone)")
     if failed:
         said.append(f"{_n(failed, 'check')} failed before any number was judged: "
                     + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in unrun))
@@ -342,11 +360,14 @@ def _numerics(recs: list[dict]) -> Aspect:
         line += f"; {untold:,} more that only the device itself can answer (skipped on this emulated column)"
     detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups + unrun]
     detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups + unrun]
+    if as_cpu:
+        detail.append("NaN or inf on the CPU too, at the same elements: " + ", ".join(as_cpu))
     if rerun:
         detail.append("run again for today's judge: " + ", ".join(rerun))
     state = BAD if wrong or failed else WARN if rerun else GOOD
-    parts = ([f"{wrong:,} numerically wrong"] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"]
-                                                                     if failed else [])
+    wrong_words = f"{wrong:,} numerically wrong" + (
+        "" if not as_cpu else " (all on the CPU too)" if len(as_cpu) == wrong else f" ({len(as_cpu):,} on the CPU too)")
+    parts = ([wrong_words] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"] if failed else [])
     short = ", ".join(parts) or "numbers right"
     return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
 

@@ -265,9 +265,11 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
     or sit where the reference itself is free (infinite slack). Integer and bool outputs
     must equal the CPU's (ties are the caller's business).
 
-    Besides ``compare``'s fields: ``cpu_max_abs_err`` (the CPU against the reference) and
+    Besides ``compare``'s fields: ``cpu_max_abs_err`` (the CPU against the reference),
     ``rule``: "float64-rules" when every element met the CPU target's rules, else
-    "as-accurate-as-cpu".
+    "as-accurate-as-cpu", and with ``non_finite`` its share ``non_finite_on_cpu``: how many of
+    those elements the CPU gives as NaN or inf too (all of them: the op in this dtype fails
+    there whatever the device; none: the device alone).
     """
     t_leaves, c_leaves, r_leaves = _leaves(target), _leaves(cpu), _leaves(reference)
     s_leaves = _leaves(slack) if slack is not None else [None] * len(r_leaves)
@@ -309,6 +311,7 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
         out["non_finite"] = out.get("non_finite", 0) + bad
         out["margin"] = math.inf   # no allowed error covers a NaN
         shared = int((wrong & ~torch.isfinite(c64)).sum())
+        out["non_finite_on_cpu"] = out.get("non_finite_on_cpu", 0) + shared
         return (f"{bad} element(s) NaN or inf where float64, rounded to {_dtype_name(t.dtype)}, is a number"
                 + (f" (the CPU gives NaN or inf at {shared} of them too)" if shared else " (the CPU does not)"))
     cpu_like = same(t64, c64) | (torch.isfinite(t64) & torch.isfinite(c64) & (t64 == c64))

@@ -717,6 +717,8 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     against = "float64" if run.reference in ("float64", "complex128") else run.reference
     if worst.get("non_finite"):
         metrics["non_finite"] = worst["non_finite"]
+        if on_target and "non_finite_on_cpu" in worst:   # of them, NaN or inf on the CPU too
+            metrics["non_finite_on_cpu"] = worst["non_finite_on_cpu"]
         message = with_cause(f"sample {worst.get('sample')}: {worst['non_finite']} element(s) NaN or inf"
                              + (f"; {worst['reason']}" if worst.get("reason") else ""), worst)
     elif worst.get("cause"):
