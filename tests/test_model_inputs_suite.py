@@ -236,6 +236,13 @@ def test_under_nan_half_the_autocast_forward_backward_fails_as_non_finite_and_fl
     assert run.non_finite > 0 and run.diagnosis["cause"] == "non-finite"
     verdict = judge.judge_forward_backward(run, *_half("bfloat16"))
     assert verdict.status == Status.FAIL and verdict.cause == "non-finite"
+    assert "non_finite_on_cpu" not in verdict.metrics   # the CPU target has no CPU run beside it to share them
+    from tests import standins  # noqa: F401  registers the stand-ins
+    # on a device the fault is the computation's (it is the CPU's too): every NaN counted as shared
+    on_device = precision.forward_backward("llama", "standin-noisy", "bfloat16", (out.rtol, out.atol),
+                                           (grad.rtol, grad.atol))
+    shared = judge.judge_forward_backward(on_device, *_half("bfloat16"))
+    assert shared.status == Status.FAIL and shared.metrics["non_finite_on_cpu"] == shared.metrics["non_finite"] > 0
     clean = inputs.forward_backward("llama", "cpu", O, G)
     assert judge.judge_forward_backward(clean, OUTPUTS, GRADIENTS).status == Status.PASS
 

@@ -157,6 +157,9 @@ def test_noise_of_one_unit_passes_on_every_element_and_nan_never_where_float64_i
     two[7] = torch.inf                                                      # one the CPU shares, one it does not
     partly = _accuracy(two, nan_here.clone(), ref)
     assert (partly["non_finite"], partly["non_finite_on_cpu"]) == (2, 1)
+    # the same count for the model checks, which judge whole outputs (harness.parity.models.runs)
+    assert accuracy.non_finite_shared(two, nan_here.clone(), ref) == 1
+    assert accuracy.non_finite_shared(two, rounded, ref) == 0 and accuracy.non_finite_shared(two, two, ref) == 2
     nan_ref = ref.clone()
     nan_ref[3] = torch.nan
     assert _accuracy(nan_here, rounded, nan_ref)["ok"]                      # where float64 is NaN, NaN is right

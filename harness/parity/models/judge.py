@@ -52,6 +52,7 @@ class StepRun:
     diagnosis: dict = dataclasses.field(default_factory=dict)
     dtype: str = "float32"
     non_finite: int = 0
+    non_finite_on_cpu: int | None = None   # of them, NaN or inf in the CPU's run too (None: no CPU run)
     cpu_finding: dict | None = None
     setting: dict = dataclasses.field(default_factory=dict)   # what the run compared, recorded as metrics
 
@@ -73,6 +74,7 @@ class TrainRun:
     diagnosis: dict = dataclasses.field(default_factory=dict)
     dtype: str = "float32"
     non_finite: int = 0
+    non_finite_on_cpu: int | None = None   # of those steps, NaN or inf on the CPU's curve too
     skipped: dict | None = None
     scales: list | None = None
     note: str = ""
@@ -380,6 +382,8 @@ def _run_metrics(run) -> dict:
         out["dtype"] = run.dtype
     if getattr(run, "non_finite", 0):
         out.update(non_finite=run.non_finite, margin=math.inf)
+        if getattr(run, "non_finite_on_cpu", None) is not None:   # what the first screen says is the CPU's too
+            out["non_finite_on_cpu"] = run.non_finite_on_cpu
     out.update(getattr(run, "setting", None) or {})
     return out
 

@@ -195,6 +195,8 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
                       non_finite=runs.curve_non_finite(curves["target"], curves["float64"]),
                       skipped={side: r["skipped"] for side, r in runs_.items()}, scales=runs_["target"]["scales"],
                       note=note)
+    if result.non_finite:
+        result.non_finite_on_cpu = runs.curve_non_finite_on_cpu(target, curves)
     if skipped and all(skipped):
         result.non_finite += len(skipped)
         result.note = "; ".join(filter(None, (

@@ -160,16 +160,35 @@ def autocast_of(side: Side):
     return torch.autocast(device_type=torch.device(side.device).type, dtype=getattr(torch, side.autocast))
 
 
+def _tensors(actual: dict, reference: dict, keys, cpu: dict | None = None):
+    """(actual, reference, cpu) per compared tensor: ``keys`` and every gradient both sides have
+    (and the CPU's, where ``cpu`` is given)."""
+    for k in keys:
+        if k in actual and k in reference and (cpu is None or k in cpu):
+            yield actual[k], reference[k], cpu[k] if cpu is not None else None
+    for name, ref in (reference.get("grads") or {}).items():
+        got = (actual.get("grads") or {}).get(name)
+        on_cpu = (cpu.get("grads") or {}).get(name) if cpu is not None else None
+        if got is not None and ref is not None and (cpu is None or on_cpu is not None):
+            yield got, ref, on_cpu
+
+
 def non_finite(actual: dict, reference: dict, keys=("output", "loss")) -> int:
     """NaN or inf in a side's tensors (``keys`` and, where present, every gradient) where
     float64's are numbers (harness.parity.numerics.accuracy.non_finite)."""
     from harness.parity.numerics import accuracy
-    count = sum(accuracy.non_finite(actual[k], reference[k]) for k in keys if k in actual and k in reference)
-    for name, ref in (reference.get("grads") or {}).items():
-        got = (actual.get("grads") or {}).get(name)
-        if got is not None and ref is not None:
-            count += accuracy.non_finite(got, ref)
-    return count
+    return sum(accuracy.non_finite(got, ref) for got, ref, _ in _tensors(actual, reference, keys))
+
+
+def non_finite_on_cpu(runs: dict, keys=("output", "loss")) -> int | None:
+    """Of the target's ``non_finite`` numbers, how many the CPU's run in the same precision gives
+    as NaN or inf too (harness.parity.numerics.accuracy.non_finite_shared); None where there is
+    no CPU run to ask (the CPU target itself)."""
+    from harness.parity.numerics import accuracy
+    if "cpu" not in runs:
+        return None
+    return sum(accuracy.non_finite_shared(got, cpu, ref)
+               for got, ref, cpu in _tensors(runs["target"], runs["float64"], keys, runs["cpu"]))
 
 
 # --------------------------------------------------------------------------- the inputs
@@ -326,6 +345,8 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
     runs = runs_on(target, step_of, of)
     named = {"model": name, "target": target, "reference": "float64", "output_name": runs["target"]["output_name"],
              "dtype": dtype, "non_finite": non_finite(runs["target"], runs["float64"])}
+    if named["non_finite"] and target != "cpu":
+        named["non_finite_on_cpu"] = non_finite_on_cpu(runs)
     if target == "cpu" or "cpu" not in runs:
         result = StepRun(**named, **judge.measure(runs["target"], runs["float64"], out_tol, grad_tol, normwise=half))
     else:
@@ -394,9 +415,18 @@ def _losses(name: str, base, data, batches: list[list[int]], side: Side) -> list
     return losses
 
 
-def curve_non_finite(losses: list[float], reference: list[float]) -> int:
-    """Losses that are NaN or inf where float64's is a number."""
-    return sum(1 for a, b in zip(losses, reference) if not math.isfinite(a) and math.isfinite(b))
+def curve_non_finite(losses: list[float], reference: list[float], cpu: list[float] | None = None) -> int:
+    """Losses that are NaN or inf where float64's is a number (with ``cpu``: of those, the steps
+    whose loss the CPU's curve has as NaN or inf too)."""
+    return sum(1 for i, (a, b) in enumerate(zip(losses, reference)) if not math.isfinite(a) and math.isfinite(b)
+               and (cpu is None or (i < len(cpu) and not math.isfinite(cpu[i]))))
+
+
+def curve_non_finite_on_cpu(target: str, curves: dict) -> int | None:
+    """``curve_non_finite``'s steps the CPU's curve shares, on an accelerator with a CPU curve."""
+    if target == "cpu" or "cpu" not in curves:
+        return None
+    return curve_non_finite(curves["target"], curves["float64"], curves["cpu"])
 
 
 def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
@@ -412,6 +442,8 @@ def train(name: str, target: str, steps: int = STEPS, tol=None) -> TrainRun:
     curves = runs_on(target, curve)
     result = TrainRun(name, target, "float64", learning_rate(name), steps, batches, curves,
                       non_finite=curve_non_finite(curves["target"], curves["float64"]))
+    if result.non_finite:
+        result.non_finite_on_cpu = curve_non_finite_on_cpu(target, curves)
     if tol is not None and (target != "cpu" or result.non_finite) and not judge.judge_training(
             curves["target"], curves["float64"], judge.as_tolerance(tol), curves.get("cpu"))["ok"]:
         tol = judge.as_tolerance(tol)

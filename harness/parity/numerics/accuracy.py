@@ -229,6 +229,20 @@ def non_finite(actual, reference, slack=None) -> int:
     return count
 
 
+def non_finite_shared(actual, other, reference) -> int:
+    """Of ``non_finite(actual, reference)``'s elements, how many ``other`` (the CPU's result
+    of the same inputs, in the same precision) gives as NaN or inf too: all of them, and the
+    failure is the computation's in that precision, not the device's alone."""
+    count = 0
+    for a, o, r in zip(_leaves(actual), _leaves(other), _leaves(reference)):
+        a_t, o_t, r_t = _dense(a), _dense(o), _dense(r)
+        if not (a_t.is_floating_point() or a_t.is_complex()) or not a_t.shape == o_t.shape == r_t.shape:
+            continue
+        wrong = ~torch.isfinite(a_t) & torch.isfinite(_rounded_like(r_t, a_t))
+        count += int((wrong & ~torch.isfinite(o_t)).sum())
+    return count
+
+
 # --------------------------------------------------------------------------- accuracy on an accelerator
 
 def ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
