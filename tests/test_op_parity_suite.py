@@ -523,3 +523,32 @@ def test_more_accurate_names_the_side_nearer_float64_and_keeps_each_sides_error(
     assert check.more_accurate(("compiled", far), ("eager", near))["more_accurate"] == "eager"
     assert check.more_accurate(("target", near), ("cpu", dict(near)))["more_accurate"] == "same"
     assert check.more_accurate(("target", None), ("cpu", far)) == {"cpu_ref_err": 3e-6}   # one side: no verdict
+
+
+def test_a_nan_the_device_alone_gives_is_not_counted_as_the_cpus(standins, monkeypatch):
+    """The other half of what the first screen says of a device's NaNs (the CPU's too, where the
+    op's own overflow gives them: test_a_softmax_that_gives_nan_on_masked_rows...): a stand-in
+    that puts NaN in the first element of every half-precision result, where the CPU gives a
+    number, fails with none of its NaNs counted as the CPU's."""
+    from harness.env import devices
+    from harness.report import verdict as first_screen
+
+    class NaNFirst(devices.StandIn):
+        name = "standin-nan-first"
+        summary = "the CPU's result with NaN in the first element of a float16 tensor"
+
+        def finish(self, result, cpu, reference):
+            def spoil(x):
+                if isinstance(x, torch.Tensor) and x.dtype == torch.float16 and x.numel():
+                    x = x.clone()
+                    x.view(-1)[0] = torch.nan
+                return x
+            return torch.utils._pytree.tree_map(spoil, result)
+    monkeypatch.setitem(devices.STAND_INS, NaNFirst.name, NaNFirst())
+    found = check.judge(check.run_case("exp", NaNFirst.name, "float16", "forward"))
+    assert found.status == "fail" and found.metrics["cause"] == "non-finite", found.message
+    assert found.metrics["non_finite"] >= 1 and found.metrics["non_finite_on_cpu"] == 0, found.metrics
+    assert "(the CPU does not)" in found.message
+    rec = {"check": "parity/exp/float16/forward", "suite": "parity", "status": found.status,
+           "category": found.category, "metrics": found.metrics, "target": NaNFirst.name}
+    assert not first_screen.wrong_on_the_cpu_too(rec)

@@ -97,6 +97,7 @@ class GenerationRun:
     diagnosis: dict = dataclasses.field(default_factory=dict)
     dtype: str = "float32"
     non_finite: int = 0
+    non_finite_on_cpu: int | None = None   # of them, NaN or inf in the CPU's scores too (None: no CPU run)
     yardstick: "GenerationRun | None" = None   # half precision on an accelerator: the CPU's own run, judged alike
     setting: dict = dataclasses.field(default_factory=dict)   # what the run was (long_tokens and why ...)
 

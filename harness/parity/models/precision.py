@@ -199,6 +199,9 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
         result.non_finite_on_cpu = runs.curve_non_finite_on_cpu(target, curves)
     if skipped and all(skipped):
         result.non_finite += len(skipped)
+        shared = runs.curve_non_finite_on_cpu(target, curves)   # a CPU curve is kept only where it skipped alike
+        if shared is not None:
+            result.non_finite_on_cpu = shared + len(skipped)
         result.note = "; ".join(filter(None, (
             f"GradScaler skipped every step (loss scale down to {runs_['target']['scales'][-1]:g}): the {dtype} "
             "gradients were never finite, where float64's are", note)))

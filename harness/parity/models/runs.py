@@ -505,6 +505,8 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
         return run.scores["ok"] and judged["verdict"] != "diverged"
     runs = runs_on(target, greedy_of, of)
     result = run_of(runs["target"])
+    if result.non_finite and target != "cpu" and "float64" in runs:
+        result.non_finite_on_cpu = non_finite_on_cpu(runs, keys=("scores",))
     if half and target != "cpu" and "cpu" in runs and ref != "cpu":
         result.yardstick = run_of(runs["cpu"])
     if not passes(result) or result.non_finite:
