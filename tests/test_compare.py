@@ -351,3 +351,21 @@ def test_a_reader_that_left_changes_nothing(files, tmp_path):
     same = write_run(tmp_path / "same.jsonl", BASELINE, run_id="r2")
     res = _run_module("tools.compare", str(files[0]), str(same), stdout="closed")
     assert (res.returncode, res.stderr) == (0, "")
+
+
+def test_a_failure_whose_nan_became_the_devices_own_is_a_regression_and_the_reverse_an_improvement():
+    """A check that failed with NaN the CPU gives too (float16 matrix_exp overflows on both) and
+    still fails is silent under the status rule; when the candidate's NaN are no longer all the
+    CPU's, the device gives NaN where the CPU gives numbers: what users lose, so a regression.
+    Records without the count (an older judge's, the CPU's own) say nothing either way."""
+    def nan(status="fail", **metrics):
+        return rec("parity/matrix_exp/float16/forward", status, category="parity", target="mps",
+                   reason="sample 0: 5 element(s) NaN or inf", **metrics)
+    shared, own = nan(non_finite=4, non_finite_on_cpu=4), nan(non_finite=5, non_finite_on_cpu=4)
+    assert [c[:2] for c in compare.compare_records(shared, own)] == [("regression", "parity-nan")]
+    detail = compare.compare_records(shared, own)[0][2]
+    assert "were the CPU's too" in detail and "4 of 5" in detail and "the device's own" in detail
+    assert [c[:2] for c in compare.compare_records(own, shared)] == [("improvement", "parity-nan")]
+    assert compare.compare_records(shared, nan(non_finite=9, non_finite_on_cpu=9)) == []   # still all the CPU's
+    assert compare.compare_records(nan(non_finite=4), own) == []                            # no count: cannot say
+    assert [c[:2] for c in compare.compare_records(nan("pass"), own)] == [("regression", "status")]

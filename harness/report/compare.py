@@ -34,6 +34,10 @@ checks must be found in the baseline.
                                (intervals compared, so noise within them does not count)
                   warning      a time claim's regression (this rule or ``claim``) measured under
                                markedly different load: inconclusive (harness/perf/against.py)
+  parity-nan      regression   it failed with NaN or inf that the CPU gives at the same elements
+                               too (the computation's in that precision), and now fails with NaN
+                               or inf the CPU does not give: the device's own
+                  improvement  the other way: its NaN are now all the CPU's too
   parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
                                ``factor`` (default 2x) while still passing; margins below
                                ``floor`` are ignored
@@ -71,6 +75,7 @@ from typing import Iterable
 
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
+from harness.parity.numerics import causes
 from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import SUITE_ORDER, company_of, control_of, is_control
@@ -250,6 +255,27 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
     return ("warning", "parity-growth", detail + (f"; {note}" if note else ""))
 
 
+def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
+    """A check failing on both sides with NaN or inf where float64 has numbers, whose NaNs moved
+    between the CPU's too and the device's own (harness.parity.numerics.causes
+    .non_finite_shared_with_cpu): the status rule is silent (a failure stays a failure), and
+    a device that starts to give NaN where the CPU gives numbers is what users lose."""
+    if a["status"] not in BAD or b["status"] not in BAD:
+        return None
+    ma, mb = a.get("metrics"), b.get("metrics")
+    if not isinstance(ma, dict) or not isinstance(mb, dict):
+        return None
+    was, now = causes.non_finite_shared_with_cpu(ma), causes.non_finite_shared_with_cpu(mb)
+    if was is None or now is None or was == now:
+        return None
+    counts = f"{mb['non_finite_on_cpu']} of {mb['non_finite']} NaN or inf now the CPU's too"
+    if was:
+        return ("regression", "parity-nan", f"its NaN or inf were the CPU's too, at the same elements; now {counts}: "
+                                            f"the device's own: {b.get('reason') or ''}".rstrip(": "))
+    return ("improvement", "parity-nan", f"{counts} (the computation's in that precision), where some were the "
+                                         f"device's own")
+
+
 def _inputs_note(a: dict, b: dict) -> str:
     """Did the result change on the same inputs? OpInfo generates the sample inputs anew in
     each torch release; the op-parity records carry a digest per sample (``inputs``) and the
@@ -309,9 +335,9 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
         out += _claim_changes(a, b)
     if perf:
         out += against.changes(a, b, *machines, noise, times_apart=times_apart)
-    growth = _parity_growth(a, b, factor, floor)
-    if growth:
-        out.append(growth)
+    for found in (_parity_growth(a, b, factor, floor), _parity_nan(a, b)):
+        if found:
+            out.append(found)
     return out
 
 

@@ -31,6 +31,7 @@ from harness.core import records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
+from harness.parity.numerics import causes
 from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
@@ -126,7 +127,6 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
     met = rec.get("metrics") or {}
     if met.get("cause_what") or met.get("switch"):
         return met.get("cause_what") or "", met.get("switch") or ""
-    from harness.parity.numerics import causes
     name = cause.removesuffix(" (suspected)")
     if name in causes.CAUSES:
         target = rec.get("target") or ""
@@ -322,10 +322,8 @@ def wrong_on_the_cpu_too(rec: dict) -> bool:
     same sample and dtype (``non_finite_on_cpu``, harness.parity.numerics.accuracy). Such a
     failure is the op's in that dtype, not the device's: moving to the CPU would not mend it.
     A record without the count (an older judge's, or the CPU's own) is not said to be."""
-    met = rec.get("metrics") or {}
-    bad, shared = met.get("non_finite"), met.get("non_finite_on_cpu")
-    return (isinstance(bad, int) and isinstance(shared, int) and not isinstance(shared, bool)
-            and bad > 0 and shared >= bad)
+    met = rec.get("metrics")
+    return isinstance(met, dict) and causes.non_finite_shared_with_cpu(met) is True
 
 
 def _numerics(recs: list[dict]) -> Aspect:
