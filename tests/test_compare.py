@@ -369,3 +369,18 @@ def test_a_failure_whose_nan_became_the_devices_own_is_a_regression_and_the_reve
     assert compare.compare_records(shared, nan(non_finite=9, non_finite_on_cpu=9)) == []   # still all the CPU's
     assert compare.compare_records(nan(non_finite=4), own) == []                            # no count: cannot say
     assert [c[:2] for c in compare.compare_records(nan("pass"), own)] == [("regression", "status")]
+
+
+def test_a_standing_parity_failure_that_got_much_further_off_is_a_warning():
+    """fail -> fail said nothing, however far the kernel moved: a margin 30x the baseline's is
+    a warning (the status rule keeps it from being a regression: it was failing already), with
+    whether the deciding sample had the same inputs; a small move, or another suite, says nothing."""
+    def off(margin, status="fail", check="parity/det/float32/backward", **metrics):
+        return rec(check, status, category="parity", margin=margin, max_abs_err=margin * 1e-5, **metrics)
+    found = compare.compare_records(off(1.5, inputs="aa bb", worst_sample=1), off(45.0, inputs="aa bb", worst_sample=1))
+    assert [c[:2] for c in found] == [("warning", "parity-growth")], found
+    assert "1.5 -> 45" in found[0][2] and "failing on both sides" in found[0][2]
+    assert "sample 1 has the same inputs in both versions" in found[0][2]
+    assert compare.compare_records(off(1.5), off(2.5)) == []                       # within the factor
+    assert compare.compare_records(off(1.5, check="ops/det/float32/backward"),
+                                   off(45.0, check="ops/det/float32/backward")) == []

@@ -39,8 +39,9 @@ checks must be found in the baseline.
                                or inf the CPU does not give: the device's own
                   improvement  the other way: its NaN are now all the CPU's too
   parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
-                               ``factor`` (default 2x) while still passing; margins below
-                               ``floor`` are ignored
+                               ``factor`` (default 2x) while still passing, or while failing on
+                               both sides (further off than it was); margins below ``floor``
+                               are ignored
   coverage        warning      it ran, and now is skipped (the reason says why)
   perf-time       regression   a time (an op, a model's step, inference, generation, cold start)
                                slower by more than its tolerance, intervals apart, on the same
@@ -237,17 +238,24 @@ def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
 
 
 def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, str, str] | None:
-    """A passing parity check whose margin (error / allowed error) grew by more than
-    ``factor``. The margin, not the raw error, is compared: it is scaled by the tolerance,
-    which grows with the values, so larger sample inputs alone do not look like a regression."""
-    if a["status"] != Status.PASS or b["status"] != Status.PASS:
+    """A parity check whose margin (error / allowed error) grew by more than ``factor``,
+    passing on both sides, or failing on both (a standing failure that got worse: the status
+    rule is silent there). The margin, not the raw error, is compared: it is scaled by the
+    tolerance, which grows with the values, so larger sample inputs alone do not look like a
+    regression. An infinite margin (NaN or inf) is left to ``parity-nan``."""
+    passing = a["status"] == Status.PASS and b["status"] == Status.PASS
+    failing = a["status"] == Status.FAIL and b["status"] == Status.FAIL and a.get("suite") == "parity"
+    if not (passing or failing):
         return None
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    if not isinstance(ma, dict) or not isinstance(mb, dict):
+        return None
     ga, gb = _number(ma.get("margin")), _number(mb.get("margin"))
     if ga is None or gb is None or gb < floor or gb <= factor * ga:
         return None
     grown = "from 0" if ga == 0 else f"{gb / ga:.3g}x"
-    detail = f"margin {ga:.3g} -> {gb:.3g} ({grown}), still within tolerance"
+    detail = f"margin {ga:.3g} -> {gb:.3g} ({grown}), " + ("still within tolerance" if passing else
+                                                           "failing on both sides, now further off")
     ea, eb = _number(ma.get("max_abs_err")), _number(mb.get("max_abs_err"))
     if ea is not None and eb is not None:
         detail += f"; max_abs_err {ea:.3g} -> {eb:.3g}"
