@@ -427,6 +427,22 @@ def test_an_injected_fault_fails_exactly_the_checks_it_breaks(tmp_path, fault, m
     assert any(r["status"] == "fail" for r in found)
 
 
+@pytest.mark.slow   # a child run with a fault injected
+def test_a_nan_the_cpu_gives_too_is_counted_as_shared_on_a_device(tmp_path):
+    """NaN on masked rows in half precision is the kernel's, so under the fault the CPU's result
+    has it too: a stand-in's failing property check records how many of its NaN the CPU shares
+    (all of them), for the first screen's "on the CPU too" (harness.report.verdict)."""
+    res, found = run(tmp_path, "-m", "parity", "-p", "tests.standins", "--device", "standin-noisy", "-k", "masks",
+                     fault="nan-half")
+    assert res.returncode == 1, res.stdout[-3000:]
+    failed = [r for r in found if r["status"] == "fail"]
+    assert {r["variant"].split("/")[0] for r in failed} == set(HALF), [(r["check"], r["status"]) for r in found]
+    for r in failed:
+        met = r["metrics"]
+        assert met["cause"] == "non-finite" and met["non_finite"] > 0, (r["check"], met)
+        assert met["non_finite_on_cpu"] == met["non_finite"], (r["check"], met)
+
+
 def _flash_refuses_grouped_heads() -> bool:
     """Whether this torch's CPU flash kernel refuses grouped-query heads (asked of torch
     directly, not through the suite): 4 query heads over 2 key/value heads."""

@@ -193,6 +193,11 @@ class Tally:
             self.worst[key] = max(self.worst[key], *(v[key] for v in verdicts.values()))
         self.record.metric(**self.worst, reference=self.reference, dtype=self.dtype, examples=self.examples,
                            layouts=dict(sorted(self.layouts.items())), worst_example=self.worst_example)
+        failed = [v for v in verdicts.values() if not v["ok"]]
+        if failed:   # NaN or inf where float64 has numbers, of the example that failed last (the one shown)
+            self.record.metric(non_finite=sum(v.get("non_finite", 0) for v in failed))
+            if self.on_target:   # and of them, how many the CPU gives too (accuracy.compare_accuracy)
+                self.record.metric(non_finite_on_cpu=sum(v.get("non_finite_on_cpu", 0) for v in failed))
         if self.on_target:
             self.record.metric(**self.ref_errs, yardstick="cpu")
             causes_seen = {v["cause"]: v for v in verdicts.values() if v.get("cause")}
