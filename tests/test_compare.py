@@ -364,7 +364,7 @@ def test_a_failure_whose_nan_became_the_devices_own_is_a_regression_and_the_reve
     shared, own = nan(non_finite=4, non_finite_on_cpu=4), nan(non_finite=5, non_finite_on_cpu=4)
     assert [c[:2] for c in compare.compare_records(shared, own)] == [("regression", "parity-nan")]
     detail = compare.compare_records(shared, own)[0][2]
-    assert "were the CPU's too" in detail and "4 of 5" in detail and "the device's own" in detail
+    assert "were all the CPU's too" in detail and "only 4 of 5" in detail and "the device's own" in detail
     assert [c[:2] for c in compare.compare_records(own, shared)] == [("improvement", "parity-nan")]
     assert compare.compare_records(shared, nan(non_finite=9, non_finite_on_cpu=9)) == []   # still all the CPU's
     assert compare.compare_records(nan(non_finite=4), own) == []                            # no count: cannot say

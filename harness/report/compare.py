@@ -276,12 +276,13 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
     was, now = causes.non_finite_shared_with_cpu(ma), causes.non_finite_shared_with_cpu(mb)
     if was is None or now is None or was == now:
         return None
-    counts = f"{mb['non_finite_on_cpu']} of {mb['non_finite']} NaN or inf now the CPU's too"
+    counts = f"{min(mb['non_finite_on_cpu'], mb['non_finite'])} of {mb['non_finite']}"
     if was:
-        return ("regression", "parity-nan", f"its NaN or inf were the CPU's too, at the same elements; now {counts}: "
-                                            f"the device's own: {b.get('reason') or ''}".rstrip(": "))
-    return ("improvement", "parity-nan", f"{counts} (the computation's in that precision), where some were the "
-                                         f"device's own")
+        return ("regression", "parity-nan", f"its NaN or inf were all the CPU's too, at the same elements; now only "
+                                            f"{counts} are, the rest the device's own: {b.get('reason') or ''}"
+                .rstrip(": "))
+    return ("improvement", "parity-nan", f"its NaN or inf are now all the CPU's too ({counts}: the computation's in "
+                                         f"that precision), where some were the device's own")
 
 
 def _inputs_note(a: dict, b: dict) -> str:
