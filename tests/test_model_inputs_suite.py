@@ -150,6 +150,11 @@ def test_a_gradscaler_that_skips_every_step_fails_as_non_finite_and_one_skip_is_
     never = precision.train("bert", "cpu", "float16", (tol.rtol, tol.atol))
     failed = judge.judge_training_run(never, tol)
     assert (failed.status, failed.cause) == (Status.FAIL, "non-finite") and "skipped every step" in failed.message
+    assert "non_finite_on_cpu" not in failed.metrics           # the CPU target: no CPU curve beside it
+    from tests import standins  # noqa: F401  registers the stand-ins
+    # on a device whose CPU curve skipped the same steps, the never-finite steps are the CPU's too
+    on_device = judge.judge_training_run(precision.train("bert", "standin-noisy", "float16", (tol.rtol, tol.atol)), tol)
+    assert on_device.metrics["non_finite"] == on_device.metrics["non_finite_on_cpu"] == 3, on_device.metrics
 
 
 def test_where_the_cpu_misses_float64_and_the_target_does_not_it_is_a_finding_about_the_cpu():

@@ -195,16 +195,15 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
                       non_finite=runs.curve_non_finite(curves["target"], curves["float64"]),
                       skipped={side: r["skipped"] for side, r in runs_.items()}, scales=runs_["target"]["scales"],
                       note=note)
-    if result.non_finite:
-        result.non_finite_on_cpu = runs.curve_non_finite_on_cpu(target, curves)
-    if skipped and all(skipped):
+    every_step_skipped = bool(skipped) and all(skipped)
+    if every_step_skipped:
         result.non_finite += len(skipped)
-        shared = runs.curve_non_finite_on_cpu(target, curves)   # a CPU curve is kept only where it skipped alike
-        if shared is not None:
-            result.non_finite_on_cpu = shared + len(skipped)
         result.note = "; ".join(filter(None, (
             f"GradScaler skipped every step (loss scale down to {runs_['target']['scales'][-1]:g}): the {dtype} "
             "gradients were never finite, where float64's are", note)))
+    shared = runs.curve_non_finite_on_cpu(target, curves) if result.non_finite else None
+    if shared is not None:   # a CPU curve is kept only where its GradScaler skipped alike: those steps are shared
+        result.non_finite_on_cpu = shared + (len(skipped) if every_step_skipped else 0)
     tol = judge.as_tolerance(tol)
     if not judge.judge_training(curves["target"], curves["float64"], tol, curves.get("cpu"))["ok"] or result.non_finite:
         def rerun(trial: str):
