@@ -65,6 +65,35 @@ def test_where_skips_are_forbidden_a_skip_fails_with_its_reason_and_an_xfail_sta
     res.stdout.fnmatch_lines(["*allows no skip*Chromium not found*"])
 
 
+# --------------------------------------------------------------------------- the cores shared among workers
+
+@pytest.mark.parametrize("workers, cores, user, want", [
+    ("2", 2, None, "1"),        # CI: two workers on two cores, a thread each for their children
+    ("2", 16, None, "8"),
+    ("1", 2, None, None),       # one worker: torch's default
+    (None, 2, None, None),      # not on xdist
+    ("2", 2, "3", "3"),         # what the user set is kept
+])
+def test_xdist_workers_give_the_children_they_start_a_share_of_the_cores(monkeypatch, workers, cores, user, want):
+    """Two workers whose child processes each start a thread per core oversubscribe the
+    machine; the variable set here is what every child the self-tests start inherits."""
+    import sys
+    import types
+
+    from harness.core import isolate
+    monkeypatch.setattr(isolate.os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    for var, value in (("PYTEST_XDIST_WORKER_COUNT", workers), ("OMP_NUM_THREADS", user)):
+        if value is None:
+            monkeypatch.delenv(var, raising=False)
+        else:
+            monkeypatch.setenv(var, value)
+    set_to = []
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=set_to.append))
+    conftest.pytest_configure(None)
+    assert conftest.os.environ.get("OMP_NUM_THREADS") == want
+    assert set_to == ([int(want)] if want and user is None else [])   # torch already imported: told too
+
+
 # --------------------------------------------------------------------------- no timed assertion, nothing outside
 
 # Words that make a name a wall-clock reading (split on "_" and camelCase: "wall_s", "tookMs",
