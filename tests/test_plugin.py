@@ -236,6 +236,36 @@ def test_xdist_gives_the_same_records_as_serial(project):
     assert comparable(a) == comparable(b)
 
 
+THREADS = '''
+import torch
+from harness.env import facts
+
+def test_threads(target, record):
+    record.metric(threads=torch.get_num_threads(), facts_threads=facts.current()["torch"]["num_threads"])
+'''
+
+
+@pytest.mark.slow
+def test_xdist_workers_compute_on_their_share_of_the_cores_and_the_facts_keep_the_users_count(project):
+    """A check computed in the worker itself (the property checks) takes the worker's share of
+    the cores, as the sandbox child does; the env facts, which env/threads judges, still say
+    the thread count the user's torch starts with."""
+    from harness.core.isolate import threads_per_worker
+    (project / "suites" / "env" / "test_synthetic.py").write_text(THREADS)
+    env = _env()
+    env.pop("OMP_NUM_THREADS", None)   # the self-tests' own share (tests/conftest.py) is not the user's
+    got = {}
+    for how, args in (("serial", ["-p", "no:xdist"]), ("workers", ["-n", "2"])):
+        run_file = project / f"{how}.jsonl"
+        res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file), *args, env=env)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        (rec,) = records_of(run_file)[1]
+        got[how] = rec["metrics"]
+    users = got["serial"]["threads"]
+    assert got["serial"]["facts_threads"] == got["workers"]["facts_threads"] == users
+    assert got["workers"]["threads"] == min(users, threads_per_worker(2)), got
+
+
 CRASHING = '''
 import os
 def test_before(target):
