@@ -127,6 +127,24 @@ def test_a_gradient_on_one_side_only_fails_and_none_on_both_is_listed():
         ("lost", "no gradient on the target side")]
 
 
+def test_a_nan_in_a_gradient_is_never_excused_as_as_accurate_as_the_cpu():
+    """measure_accuracy lets a gradient within ACCURACY_FACTOR x the CPU's error pass; the
+    error skips NaN elements, so a NaN where float64 and the CPU have numbers would pass too
+    (its other elements are exact) unless the judge counts it."""
+    exp = _grads(w=1.0)
+    cpu = {"w": (exp["w"] * (1 + 1e-3)).float()}       # the CPU far off: a generous yardstick
+    nan = exp["w"].float().clone()
+    nan[0, 0] = float("nan")
+    step = {"output": torch.ones(2), "loss": torch.tensor(0.5)}
+    ref = {"output": torch.ones(2, dtype=torch.float64), "loss": torch.tensor(0.5, dtype=torch.float64), "grads": exp}
+    judged = model_judge.measure_accuracy({"target": {**step, "grads": {"w": nan}}, "cpu": {**step, "grads": cpu},
+                                           "float64": ref}, OUTPUTS, GRADIENTS)
+    assert not judged["grads"][0]["ok"], judged["grads"]
+    near = {"w": (exp["w"] * (1 + 1e-3)).float()}    # as far off as the CPU, no NaN: excused
+    assert model_judge.measure_accuracy({"target": {**step, "grads": near}, "cpu": {**step, "grads": cpu},
+                                         "float64": ref}, OUTPUTS, GRADIENTS)["grads"][0]["ok"]
+
+
 # --------------------------------------------------------------------------- generation
 
 def _side(scores):

@@ -201,14 +201,14 @@ def side_summary(measured: dict) -> dict:
 
 
 def measure_accuracy(runs: dict, out_tol: Tolerance, grad_tol: Tolerance, dtype: str = "float32",
-                     normwise: bool = False) -> dict:
+                     normwise: bool = False, yardstick: str = "the CPU") -> dict:
     """The target's output, loss and gradients judged by their accuracy against float64,
     the CPU's run in the same precision (``dtype``: float32, or the autocast half dtype) as
     the yardstick: output and loss by accuracy.compare_accuracy (elementwise, or also
     ``normwise`` in half precision); a gradient passes normwise against float64
     (compare_gradients) or when its error is within ACCURACY_FACTOR x the CPU's +
     ACCURACY_ULPS units in the last place of float32 (the gradients' dtype) at its largest
-    element."""
+    element. ``yardstick``: what the reasons call the ``cpu`` run (accuracy.compare_accuracy)."""
     import torch
 
     from harness.parity.numerics import accuracy
@@ -216,13 +216,16 @@ def measure_accuracy(runs: dict, out_tol: Tolerance, grad_tol: Tolerance, dtype:
 
     def accurate(key: str) -> dict:
         return accuracy.compare_accuracy(t[key], c[key], r[key], out_tol, getattr(torch, dtype),
-                                       tolerances.ACCURACY_FACTOR, tolerances.ACCURACY_ULPS, normwise=normwise)
+                                       tolerances.ACCURACY_FACTOR, tolerances.ACCURACY_ULPS, normwise=normwise,
+                                       yardstick=yardstick)
     grads = compare_gradients(t["grads"], r["grads"], grad_tol)
     cpu_grads = {g["name"]: g for g in compare_gradients(c["grads"], r["grads"], grad_tol)["grads"]}
     for g in grads["grads"]:
         yard = cpu_grads.get(g["name"])
         if g["ok"] or yard is None or not (g["max_abs_err"] == g["max_abs_err"]):  # NaN: no gradient
             continue
+        if accuracy.non_finite(t["grads"].get(g["name"]), r["grads"].get(g["name"])):
+            continue   # NaN or inf where float64 has a number: no error of the CPU's excuses it (the errors skip them)
         unit = float(accuracy.ulp(torch.tensor([g["scale"]], dtype=torch.float64), torch.float32)[0])
         allowed = tolerances.ACCURACY_FACTOR * yard["max_abs_err"] + tolerances.ACCURACY_ULPS * unit
         if g["max_abs_err"] <= allowed:

@@ -260,7 +260,7 @@ def ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype, factor: float, ulps: float,
-                     slack=None, normwise: bool = True) -> dict:
+                     slack=None, normwise: bool = True, yardstick: str = "the CPU") -> dict:
     """The target's result judged by its accuracy: against the float64 ``reference`` (rounded
     to ``dtype``), with the CPU's result in the same dtype as the yardstick.
 
@@ -284,6 +284,10 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
     "as-accurate-as-cpu", and with ``non_finite`` its share ``non_finite_on_cpu``: how many of
     those elements the CPU gives as NaN or inf too (all of them: the op in this dtype fails
     there whatever the device; none: the device alone).
+
+    ``yardstick``: what the reasons call the ``cpu`` side, for a caller whose yardstick is
+    another run (torch.compile's checks pass eager on the same device: "eager"); the
+    metrics keep their names.
     """
     t_leaves, c_leaves, r_leaves = _leaves(target), _leaves(cpu), _leaves(reference)
     s_leaves = _leaves(slack) if slack is not None else [None] * len(r_leaves)
@@ -299,7 +303,7 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
         else:
             problem = _structure(t_t, r_t) or _structure(c_t, r_t) or _accurate(
                 t_t, c_t, r_t, None if s is None else _dense(s).to(torch.float64), tol, dtype, factor, ulps, result,
-                normwise)
+                normwise, yardstick)
         if problem and result["ok"]:
             where = f"output {i}: " if len(t_leaves) > 1 else ""
             result["ok"], result["reason"] = False, (where + " ".join(problem.split()))[:300]
@@ -307,7 +311,7 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
 
 
 def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float, out: dict,
-              normwise: bool = True) -> str | None:
+              normwise: bool = True, yardstick: str = "the CPU") -> str | None:
     wide = torch.complex128 if (t.is_complex() or r.is_complex()) else torch.float64
     t64, c64, r64 = t.to(wide), c.to(wide), r.to(wide)
     out["elements"] += int(t.numel())
@@ -327,11 +331,11 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
         shared = int((wrong & ~torch.isfinite(c64)).sum())
         out["non_finite_on_cpu"] = out.get("non_finite_on_cpu", 0) + shared
         return (f"{bad} element(s) NaN or inf where float64, rounded to {_dtype_name(t.dtype)}, is a number"
-                + (f" (the CPU gives NaN or inf at {shared} of them too)" if shared else " (the CPU does not)"))
+                + (f" ({yardstick} gives NaN or inf at {shared} of them too)" if shared else f" ({yardstick} does not)"))
     cpu_like = same(t64, c64) | (torch.isfinite(t64) & torch.isfinite(c64) & (t64 == c64))
     if bool((~(fin | same(t64, r64) | same(t64, rounded) | cpu_like | free)).any()):
         bad = int((~(fin | same(t64, r64) | same(t64, rounded) | cpu_like | free)).sum())
-        return f"{bad} element(s) NaN or inf where neither float64 nor the CPU is"
+        return f"{bad} element(s) NaN or inf where neither float64 nor {yardstick} is"
     judged = fin & ~free
     if not bool(judged.any()):
         return None
@@ -356,7 +360,7 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
         out["rule"] = "as-accurate-as-cpu"
     if margin > 1:
         bad = int((err > allowed).sum())
-        return (f"{bad} / {t.numel()} elements off float64 by more than both the CPU target's rules and "
-                f"{factor:g} x the CPU's own error + {ulps:g} ulp; greatest error {float(err.max()):.3g} "
-                f"(the CPU's {float(cpu_err[finite_cpu].max()) if bool(finite_cpu.any()) else math.inf:.3g})")
+        return (f"{bad} / {t.numel()} elements off float64 by more than both the tolerance table's rules and "
+                f"{factor:g} x {yardstick}'s own error + {ulps:g} ulp; greatest error {float(err.max()):.3g} "
+                f"({yardstick}'s {float(cpu_err[finite_cpu].max()) if bool(finite_cpu.any()) else math.inf:.3g})")
     return None
