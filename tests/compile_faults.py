@@ -11,6 +11,9 @@
               gradient: a compiled kernel that differs from eager
   fail:<op>   inductor raises on every graph that calls <op>: a compile failure (dynamo reports
               it as BackendCompilerFailed, with this error joined)
+  nan:<op>    every graph inductor compiles that calls <op> makes every NAN_EVERY-th element of
+              <op>'s output (in its flat order) NaN: a compiled kernel that gives NaN where
+              eager gives a number
 
 Both wrap ``torch._inductor.compile_fx.compile_fx``, what torch.compile's default backend calls,
 so eager and the lighter backends (``backend="eager"``, ``"aot_eager"``: the reruns that name a
@@ -29,8 +32,9 @@ from harness.core import isolate
 
 VAR = "MPS_COMPAT_COMPILE_FAULTS"
 FACTOR = 1 + 2 ** -8
+NAN_EVERY = 7
 MODULE = "torch._inductor.compile_fx"
-KINDS = ("off", "fail")
+KINDS = ("off", "fail", "nan")
 MARK = "mps_compat_compile_fault"    # on a graph already handled (compile_fx calls itself with config patches)
 INJECTED = "injected compile failure"
 
@@ -40,7 +44,7 @@ def faults() -> list[tuple[str, str]]:
     for item in filter(None, os.environ.get(VAR, "").split(",")):
         kind, _, op = item.partition(":")
         if kind not in KINDS or not op:
-            raise ValueError(f"{VAR}: unknown fault {item!r}; known: off:<op>, fail:<op>")
+            raise ValueError(f"{VAR}: unknown fault {item!r}; known: off:<op>, fail:<op>, nan:<op>")
         out.append((kind, op))
     return out
 
@@ -65,6 +69,22 @@ def _scale(gm, nodes) -> None:
     gm.recompile()
 
 
+def poisoned(t):
+    """``t`` with every NAN_EVERY-th element, in its flat order, NaN (traced into the graph)."""
+    import torch
+    where = (torch.arange(t.numel(), device=t.device) % NAN_EVERY == 0).reshape(t.shape)
+    return torch.where(where, torch.full_like(t, float("nan")), t)
+
+
+def _poison(gm, nodes) -> None:
+    graph = gm.graph
+    for node in nodes:
+        with graph.inserting_after(node):
+            bad = graph.call_function(poisoned, (node,))
+        node.replace_all_uses_with(bad, delete_user_cb=lambda user, bad=bad: user is not bad)
+    gm.recompile()
+
+
 def wrap(module) -> None:
     """Put the faults around ``module.compile_fx`` (torch._inductor.compile_fx)."""
     real = module.compile_fx
@@ -80,6 +100,8 @@ def wrap(module) -> None:
                     raise RuntimeError(f"{INJECTED}: a graph that calls {op} ({VAR})")
                 if found and kind == "off":
                     _scale(gm, found)
+                if found and kind == "nan":
+                    _poison(gm, found)
         return real(gm, example_inputs, *args, **kwargs)
     module.compile_fx = compile_fx
 

@@ -113,6 +113,96 @@ def test_a_zero_gradient_where_eager_has_none_is_named_as_its_own_cause():
     assert compiled.judge_model(_model_run(), OUTPUTS, GRADIENTS).status == Status.PASS
 
 
+# --------------------------------------------------------------------------- NaN: eager's, or the compiler's
+
+EAGER_NAN_EVERY = 5
+
+
+def _gelu_nan_in_float32(x):
+    """gelu whose float32 result is NaN at every EAGER_NAN_EVERY-th element (flat order): an
+    op that gives NaN eagerly, in that precision (float64, the reference, stays right).
+    Dynamo traces the NaN into the graph, so the compiled op gives them too."""
+    import torch
+    import torch.nn.functional as F
+    out = F.gelu(x)
+    if x.dtype == torch.float32:
+        every = (torch.arange(out.numel()) % EAGER_NAN_EVERY == 0).reshape(out.shape)
+        out = torch.where(every, torch.full_like(out, float("nan")), out)
+    return out
+
+
+@pytest.mark.slow   # inductor's first C++ compile in the process: 15-20 s on 2 cores
+@pytest.mark.parametrize("faults, cause", [([], "eager-non-finite"), ([("nan", OFF)], "inductor-kernel"),
+                                           ([("off", OFF)], "inductor-kernel")],
+                         ids=["eager-alone", "and-nan-of-inductor-s", "and-an-error-of-inductor-s"])
+def test_a_compiled_nan_counts_eager_s_share_and_eager_s_own_nan_names_no_compiler_stage(
+        tmp_path, monkeypatch, faults, cause):
+    """An op that gives NaN eagerly at 28 of 140 elements: compiled, it gives the same NaN, which
+    are eager's, not the compiler's (``eager-non-finite``, no rerun). With inductor's kernel
+    giving NaN at 20 more places (tests/compile_faults.py, nan:gelu), or off by 2^-8 elsewhere
+    (off:gelu), the reruns with backend="eager" and "aot_eager" still carry eager's 28: a rerun
+    that counted them as a miss would blame graph capture; what the lighter backends do not
+    give names inductor. Each way the record counts the NaN and eager's share, and says
+    "eager", never "the CPU"."""
+    import torch
+    import torch._inductor.compile_fx as compile_fx
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from harness.parity.numerics import tolerances
+    if compiled.unsupported("cpu"):
+        pytest.fail(f"this machine cannot compile for the CPU: {compiled.unsupported('cpu')}")
+    monkeypatch.setattr(compile_faults, "FAULTS", faults)
+    monkeypatch.setattr(compile_fx, "compile_fx", compile_fx.compile_fx)   # the wrapper below goes with the test
+    compile_faults.wrap(compile_fx)
+    compiled.prepare(str(tmp_path))
+    torch.manual_seed(0)
+    sample = SampleInput(torch.randn(4, 35))
+    run = compiled.CompiledOpRun("cpu", tolerances.tolerance("nn.functional.gelu", "float32"), samples=1, chosen=[0])
+    found = compiled._op_sample(compiled._Call("gelu", _gelu_nan_in_float32), sample, 0, "cpu", torch.float32,
+                                "forward", run)
+    eager = len(range(0, 140, EAGER_NAN_EVERY))                                    # 28
+    own = len(set(range(0, 140, compile_faults.NAN_EVERY)) - set(range(0, 140, EAGER_NAN_EVERY))) if faults == [
+        ("nan", OFF)] else 0
+    assert not found["ok"] and found["non_finite"] == eager + own and found["non_finite_in_eager"] == eager, found
+    assert found["cause"] == cause, found
+    v = compiled.judge_op(run)
+    assert v.status == Status.FAIL and v.cause == cause and v.metrics["non_finite"] == eager + own
+    assert v.metrics["non_finite_in_eager"] == eager and "non_finite_on_cpu" not in v.metrics
+    assert f"{eager + own} element(s) NaN or inf" in v.message and f"eager gives NaN or inf at {eager} of them" in v.message
+    assert "the CPU" not in v.message and "off float64 by 0" not in v.message, v.message
+    if cause == "eager-non-finite":
+        assert "autocast" in v.message      # the switch: compute that part in float32
+    assert ("; elsewhere: " in v.message) == (faults == [("off", OFF)]), v.message   # the error beside eager's NaN
+
+
+def test_a_model_step_out_of_the_rule_only_by_eager_s_own_nan_is_not_the_compiler_s():
+    """compiled.step_passes, what the reruns of a compiled model step ask: NaN eager gives at
+    the same elements do not make a rerun miss; NaN of its own, or an error, do. Judged, the
+    step's record counts the NaN and eager's share, under eager's name."""
+    import torch
+    nan = float("nan")
+    ref = {"output": torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64), "loss": torch.tensor(0.5, dtype=torch.float64),
+           "grads": {"w": torch.tensor([0.1, 0.2], dtype=torch.float64)}}
+    eager = {"output": torch.tensor([1.0, nan, 3.0, 4.0]), "loss": torch.tensor(0.5), "grads": {"w": torch.tensor([0.1, 0.2])}}
+    sides = {"cpu": eager, "float64": ref}
+    assert compiled.step_passes({**eager}, sides, OUTPUTS, GRADIENTS)                                 # eager's NaN alone
+    assert not compiled.step_passes({**eager, "output": torch.tensor([1.0, nan, nan, 4.0])}, sides, OUTPUTS, GRADIENTS)
+    assert not compiled.step_passes({**eager, "output": torch.tensor([1.0, nan, 3.5, 4.0])}, sides, OUTPUTS, GRADIENTS)
+    assert not compiled.step_passes({**eager, "grads": {"w": torch.tensor([nan, 0.2])}}, sides, OUTPUTS, GRADIENTS)
+    assert compiled.step_passes({**eager, "grads": {"w": torch.tensor([nan, 0.2])}},
+                                {"cpu": {**eager, "grads": {"w": torch.tensor([nan, 0.2])}}, "float64": ref},
+                                OUTPUTS, GRADIENTS)
+    nan_out = {"ok": False, "max_abs_err": 0.0, "max_rel_err": 0.0, "margin": float("inf"),
+               "reason": "1 element(s) NaN or inf where float64, rounded to float32, is a number (eager gives NaN or "
+                         "inf at 1 of them too)"}
+    run = _model_run(output=nan_out, non_finite=1, non_finite_in_eager=1,
+                     diagnosis=compiled.said("eager-non-finite", "float32"))
+    v = compiled.judge_model(run, OUTPUTS, GRADIENTS)
+    assert v.status == Status.FAIL and v.cause == "eager-non-finite", v.message
+    assert v.metrics["non_finite"] == 1 and v.metrics["non_finite_in_eager"] == 1 and "non_finite_on_cpu" not in v.metrics
+    assert "eager gives NaN or inf at the same elements" in v.message
+
+
 # --------------------------------------------------------------------------- in the child's shoes
 
 def test_a_backend_error_reads_as_one_line_with_the_backend_s_own_error():

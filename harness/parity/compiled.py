@@ -33,9 +33,15 @@ function a second time (other bits: nondeterministic), compiled with ``backend="
 ``backend="aot_eager"`` (AOTAutograd's decompositions, no inductor), and for float16 /
 bfloat16 inductor with ``emulate_precision_casts`` (it rounds intermediates as eager does);
 the first rerun that explains the miss names it, else inductor's generated kernel is the
-cause. Each cause carries the switch a user flips. One difference needs no rerun: a model
+cause. Each cause carries the switch a user flips. Two differences need no rerun: a model
 parameter the loss does not use gets no gradient eagerly and an all-zero one compiled
-(``unused-zero-grad``; AdamW's weight decay then moves it under compile only).
+(``unused-zero-grad``; AdamW's weight decay then moves it under compile only), and NaN or
+inf where float64 has a number that eager gives at the same elements (``eager-non-finite``:
+the computation's in that precision on this device, which compiling did not cause; it
+still fails, as a NaN always does, and the op or model parity check has it too). The
+records count such elements (``non_finite``) and eager's share of them
+(``non_finite_in_eager``); where some are the compiled function's own, a rerun misses when
+it gives NaN or inf that eager does not, so eager's own NaN never names a compiler stage.
 
 **A compile failure is its own category** (Category.COMPILE_FAILED): eager computes, the
 compiled function raises. The record's reason is the error's first line (a dynamo
@@ -129,6 +135,10 @@ CAUSES = {c.name: c for c in (
                  "(AdamW's weight decay shrinks them every step)",
                  {"*": "freeze what the loss does not use (requires_grad_(False)) or leave it out of the model (a BERT "
                        "encoder without its pooler: add_pooling_layer=False), or run the model eagerly"}),
+    causes.Cause("eager-non-finite", "eager gives NaN or inf at the same elements, in {dtype} on this device: the "
+                 "computation's own in that precision, not something compiling did (the op or model parity check "
+                 "records it on eager)",
+                 {"*": causes.CAUSES["non-finite"].switch["*"]}),
     causes.Cause("inductor-kernel", "inductor's generated kernel computes otherwise: compiled with "
                  "backend='aot_eager' (the same graph, eager kernels) it meets the rule",
                  {"*": f"torch.compile(..., backend='aot_eager') keeps graph capture without inductor's kernels, "
@@ -520,11 +530,25 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     ref_s = prepared(ref) if ref is not None else None
     slack = None
 
-    def judged(result) -> dict:
+    def judged(result, yard=None) -> dict:
+        yard = eager_s if yard is None else yard
         if ref_s is None:
-            return accuracy.compare(result, eager_s, tol)
-        return accuracy.compare_accuracy(result, eager_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
-                                         tolerances.ACCURACY_ULPS, slack=slack)
+            return accuracy.compare(result, yard, tol)
+        return in_eager_terms(accuracy.compare_accuracy(result, yard, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
+                                                        tolerances.ACCURACY_ULPS, slack=slack, yardstick="eager"))
+
+    def beyond_eager_nan(result, found: dict) -> dict | None:
+        """``result``'s comparison once eager's own NaN are set aside (``mended``), where
+        ``found`` missed by NaN that eager gives at every element: None when nothing else is
+        out of the rule, else that comparison (its reason says what)."""
+        if not eager_shares_every_nan(found):
+            return found
+        again = judged(*mended(result, eager_s, ref_s))
+        return None if again["ok"] else again
+
+    def own_miss(result) -> bool:   # what a rerun is asked: out of the rule, eager's own NaN aside
+        found = judged(result)
+        return not found["ok"] and beyond_eager_nan(result, found) is not None
     found = judged(got_s)
     if not found["ok"] and ref_s is not None:  # a rounding-sized move of the inputs may explain it
         slack = settled(accuracy.slack_of(ref, [wide_reference(call, sample, dt, wide, pass_, trial, like=eager)
@@ -534,9 +558,15 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     if ref_s is not None:
         run.compiled_ref = worse(run.compiled_ref, accuracy.compare(got_s, ref_s, tol))
         run.eager_ref = worse(run.eager_ref, accuracy.compare(eager_s, ref_s, tol))
-    if not found["ok"]:
+    beyond = None if found["ok"] else beyond_eager_nan(got_s, found)
+    if not found["ok"] and beyond is None:
+        found.update(said("eager-non-finite", str(dt).removeprefix("torch.")))
+    elif not found["ok"]:
+        if beyond is not found:   # eager's NaN, and an error of the compiled function's own elsewhere
+            found["reason"] = f"{found['reason']}; elsewhere: {beyond['reason']}"
+
         def misses(backend=None, **inductor) -> bool:
-            return not judged(prepared(_compile_and_run(call, sample, target, dt, pass_, backend, **inductor)[0]))["ok"]
+            return own_miss(prepared(_compile_and_run(call, sample, target, dt, pass_, backend, **inductor)[0]))
 
         def rerun(trial: str) -> bool:
             if trial == "nondeterministic":  # the same compiled code again: no compile
@@ -567,6 +597,58 @@ def _failing_stage(call, sample, target, dt, pass_) -> str:
     return "inductor"
 
 
+def in_eager_terms(found: dict) -> dict:
+    """accuracy.compare_accuracy's comparison with its ``cpu`` side named for what it is here,
+    eager on the same device: the count of NaN or inf eager gives too is ``non_finite_in_eager``
+    (``non_finite_on_cpu`` would tell the report the CPU gives them)."""
+    if "non_finite_on_cpu" in found:
+        found["non_finite_in_eager"] = found.pop("non_finite_on_cpu")
+    return found
+
+
+def eager_shares_every_nan(found: dict) -> bool:
+    """Whether a comparison's NaN or inf where float64 has a number (``non_finite``) are all
+    eager's too, at the same elements: the computation's in that precision, not the compiler's."""
+    bad = found.get("non_finite") or 0
+    return bad > 0 and (found.get("non_finite_in_eager") or 0) >= bad
+
+
+def mended(got, eager, reference):
+    """``got`` and ``eager`` (the same structure of tensors) with the elements both give as NaN
+    or inf, where ``reference`` (float64, rounded to their dtype) is a number, set to that
+    number: eager's own NaN set aside, so that the rest is judged as any result is. A rerun
+    that kept eager's NaN would otherwise always miss, and name a stage that changed nothing.
+    Where the structures differ, both as they are."""
+    import torch
+    from torch.utils import _pytree
+
+    from harness.parity.numerics import accuracy
+
+    def one(g, e, r):
+        if not (isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)) or not (
+                g.is_floating_point() or g.is_complex()) or not g.shape == e.shape == r.shape or g.is_sparse:
+            return g, e
+        rounded = accuracy._rounded_like(r, g)
+        both = ~torch.isfinite(g) & ~torch.isfinite(e) & torch.isfinite(rounded)
+        if not bool(both.any()):
+            return g, e
+        return torch.where(both, rounded.to(g.dtype), g), torch.where(both, rounded.to(e.dtype), e)
+    g_leaves, g_spec = _pytree.tree_flatten(got)
+    e_leaves, e_spec = _pytree.tree_flatten(eager)
+    r_leaves, r_spec = _pytree.tree_flatten(reference)
+    if not (g_spec == e_spec == r_spec):
+        return got, eager
+    pairs = [one(g, e, r) for g, e, r in zip(g_leaves, e_leaves, r_leaves)]
+    return (_pytree.tree_unflatten([p[0] for p in pairs], g_spec),
+            _pytree.tree_unflatten([p[1] for p in pairs], e_spec))
+
+
+def said(name: str, dtype: str) -> dict:
+    """Cause ``name`` (``CAUSES``) as record fields: cause, cause_what, switch."""
+    cause = CAUSES[name]
+    return {"cause": name, "cause_what": cause.what.format(dtype=dtype), "switch": cause.switch["*"]}
+
+
 def diagnose(dtype: str, rerun) -> dict:
     """The cause of a compiled miss: the first rerun that explains it (``rerun(name)`` True),
     else inductor's kernel; as record fields (cause, cause_what, switch)."""
@@ -581,8 +663,7 @@ def diagnose(dtype: str, rerun) -> dict:
                 break
         except Exception:  # a rerun that cannot run tells nothing
             continue
-    cause = CAUSES[name]
-    return {"cause": name, "cause_what": cause.what.format(dtype=dtype), "switch": cause.switch["*"]}
+    return said(name, dtype)
 
 
 # --------------------------------------------------------------------------- in the child: a model
@@ -608,6 +689,8 @@ class CompiledModelRun:
     graphs: int = 0
     graph_breaks: list = dataclasses.field(default_factory=list)
     zero_grads: list = dataclasses.field(default_factory=list)   # zero where eager has none (zero_for_none)
+    non_finite: int = 0               # elements (output, loss, gradients) NaN or inf where float64 has a number
+    non_finite_in_eager: int | None = None   # of them, NaN or inf in eager's step too
     eager_error: str | None = None
     compile_error: str | None = None
     compile_stage: str | None = None
@@ -693,18 +776,18 @@ def run_model(name: str, target: str, out_tol, grad_tol, cache_dir: str | None =
     run.zero_grads = zero_for_none(got["grads"], eager["grads"])
     sides["target"] = got
     run.output_name = got["output_name"]
-    measured = judge.measure_accuracy(sides, out_tol, grad_tol)
+    measured = judge.measure_accuracy(sides, out_tol, grad_tol, yardstick="eager")
     run.output, run.loss = measured["output"], measured["loss"]
     run.grads, run.without_grad, run.scale = measured["grads"], measured["without_grad"], measured["scale"]
     run.vs_eager = judge.side_summary(judge.measure(got, eager, out_tol, grad_tol))
     run.vs_float64 = {side: judge.side_summary(judge.measure(sides[key], sides["float64"], out_tol, grad_tol))
                       for side, key in (("compiled", "target"), ("eager", "cpu"))}
+    run.non_finite = runs.non_finite(got, sides["float64"])
+    if run.non_finite:
+        run.non_finite_in_eager = runs.non_finite_on_cpu(sides)   # sides' "cpu" is eager on the target
 
     def passes(result: dict) -> bool:
-        """Within the rule, the zero gradients of unused parameters aside (a cause of their own)."""
-        m = judge.measure_accuracy({**sides, "target": result}, out_tol, grad_tol)
-        return (m["output"]["ok"] and m["loss"]["ok"]
-                and all(g["ok"] or g["name"] in run.zero_grads for g in m["grads"]))
+        return step_passes(result, sides, out_tol, grad_tol, run.zero_grads)
     if not passes(got):
         def rerun(trial: str) -> bool:
             if trial == "nondeterministic":  # the same compiled step again: no compile
@@ -716,8 +799,29 @@ def run_model(name: str, target: str, out_tol, grad_tol, cache_dir: str | None =
                 return not passes(compiled("aot_eager")[0])
             return False
         run.diagnosis = diagnose("float32", rerun)
+    elif run.non_finite:   # out of the rule by eager's own NaN alone
+        run.diagnosis = said("eager-non-finite", "float32")
     run.seconds = round(time.perf_counter() - started, 3)
     return run
+
+
+def step_passes(result: dict, sides: dict, out_tol, grad_tol, zero_grads=()) -> bool:
+    """Whether a compiled step's ``result`` (output, loss, grads) is within the rule against
+    ``sides``' float64 run with its eager run (``sides["cpu"]``) as the yardstick, once the
+    NaN or inf eager gives at the same elements are set aside (``mended``: those are
+    ``eager-non-finite``, not the compiler's), and the zero gradients of unused parameters
+    (``zero_grads``, a cause of their own). What a rerun (backend="eager", "aot_eager") is asked."""
+    from harness.parity.models import judge
+    eager, ref = sides["cpu"], sides["float64"]
+    got, yard = {**result, "grads": dict(result["grads"])}, {**eager, "grads": dict(eager["grads"])}
+    for key in ("output", "loss"):
+        got[key], yard[key] = mended(result[key], eager[key], ref[key])
+    for name, g in result["grads"].items():
+        e, r = eager["grads"].get(name), ref["grads"].get(name)
+        if g is not None and e is not None and r is not None:   # a parameter some side has no gradient for: as it is
+            got["grads"][name], yard["grads"][name] = mended(g, e, r)
+    m = judge.measure_accuracy({"target": got, "cpu": yard, "float64": ref}, out_tol, grad_tol, yardstick="eager")
+    return m["output"]["ok"] and m["loss"]["ok"] and all(g["ok"] or g["name"] in zero_grads for g in m["grads"])
 
 
 # --------------------------------------------------------------------------- judging (the pytest process)
@@ -771,7 +875,8 @@ def judge_op(run: CompiledOpRun) -> Verdict:
             if run.not_compiled else "every sample is drawn from the RNG" if run.random
             else "the op has no sample with elements to compare")
         return Verdict(Status.SKIP, Category.PARITY, f"nothing compiled to compare: {why}", metrics)
-    metrics.update({k: worst[k] for k in ("max_abs_err", "max_rel_err", "margin", "rule") if k in worst})
+    metrics.update({k: worst[k] for k in ("max_abs_err", "max_rel_err", "margin", "rule", "non_finite",
+                                          "non_finite_in_eager") if k in worst})
     metrics["worst_sample"] = worst.get("sample")
     if run.vs_eager:
         metrics.update(vs_eager_max_abs_err=run.vs_eager["max_abs_err"], vs_eager_margin=run.vs_eager["margin"])
@@ -781,9 +886,12 @@ def judge_op(run: CompiledOpRun) -> Verdict:
     metrics.update({k: worst[k] for k in ("cause", "cause_what", "switch") if worst.get(k)})
     eager_err = worst.get("cpu_max_abs_err")
     against = "float64" if run.eager_ref is not None else "eager"
-    seen = (f"sample {worst.get('sample')}: off {against} by {worst['max_abs_err']:.3g}"
-            + (f" (eager: {eager_err:.3g})" if eager_err is not None else "") + f", margin {worst['margin']:.3g}"
-            + (f"; {_eager_words(worst['reason'])}" if worst.get("reason") else ""))
+    if worst.get("non_finite"):   # no distance to state: the reason counts the NaN, and eager's share
+        seen = f"sample {worst.get('sample')}: {worst['reason']}"
+    else:
+        seen = (f"sample {worst.get('sample')}: off {against} by {worst['max_abs_err']:.3g}"
+                + (f" (eager: {eager_err:.3g})" if eager_err is not None else "") + f", margin {worst['margin']:.3g}"
+                + (f"; {worst['reason']}" if worst.get("reason") else ""))
     return Verdict(Status.FAIL, Category.PARITY,
                    with_cause(seen, {"cause_what": worst.get("cause_what", "compiled differs"),
                                      "switch": worst.get("switch", REPORT)}), metrics, cause=worst.get("cause"))
@@ -800,11 +908,6 @@ def _not_compared(run, metrics: dict, eager_fails: str, where: str) -> Verdict |
     if run.compile_error:
         return _compile_failed(run.compile_error, run.compile_stage, where, metrics)
     return None
-
-
-def _eager_words(reason: str) -> str:
-    """accuracy.compare_accuracy's reason, where its yardstick (the CPU there) is eager here."""
-    return reason.replace("the CPU's own error", "eager's own error").replace("(the CPU's", "(eager's")
 
 
 def judge_model(run: CompiledModelRun, out_tol: Tolerance, grad_tol: Tolerance) -> Verdict:
@@ -838,6 +941,8 @@ def judge_model(run: CompiledModelRun, out_tol: Tolerance, grad_tol: Tolerance) 
                     "vs_float64": run.vs_float64})
     if run.zero_grads:
         metrics["zero_grads"] = run.zero_grads
+    if run.non_finite:
+        metrics.update(non_finite=run.non_finite, non_finite_in_eager=run.non_finite_in_eager)
     errs = {side: run.vs_float64[side]["output_max_abs_err"] for side in ("compiled", "eager")}
     metrics["more_accurate"] = "same" if errs["compiled"] == errs["eager"] else min(errs, key=errs.get)
     problems = [f"{what} out of tolerance: {side['reason']}"
