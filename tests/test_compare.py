@@ -371,6 +371,21 @@ def test_a_failure_whose_nan_became_the_devices_own_is_a_regression_and_the_reve
     assert [c[:2] for c in compare.compare_records(nan("pass"), own)] == [("regression", "status")]
 
 
+def test_a_compiled_check_whose_nan_became_the_compilers_own_is_a_regression_named_for_eager():
+    """A compiled check's yardstick is eager on the same device (non_finite_in_eager): NaN that
+    were all eager's and are now partly the compiled function's own are a regression that says
+    so in eager's name; the CPU is not named, nor is a count the record does not have."""
+    def nan(**metrics):
+        return rec("parity/compiled.softmax/float16/forward", "fail", category="parity", target="cuda",
+                   reason="sample 0: NaN", **metrics)
+    eager, own = nan(non_finite=4, non_finite_in_eager=4), nan(non_finite=6, non_finite_in_eager=4)
+    (kind, rule, detail), = compare.compare_records(eager, own)
+    assert (kind, rule) == ("regression", "parity-nan") and "were all eager's too" in detail
+    assert "only 4 of 6" in detail and "the compiled function's own" in detail and "CPU" not in detail
+    assert [c[:2] for c in compare.compare_records(own, eager)] == [("improvement", "parity-nan")]
+    assert compare.compare_records(eager, nan(non_finite=7, non_finite_in_eager=7)) == []
+
+
 def test_a_standing_parity_failure_that_got_much_further_off_is_a_warning():
     """fail -> fail said nothing, however far the kernel moved: a margin 30x the baseline's is
     a warning (the status rule keeps it from being a regression: it was failing already), with

@@ -265,24 +265,29 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
 
 def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
     """A check failing on both sides with NaN or inf where float64 has numbers, whose NaNs moved
-    between the CPU's too and the device's own (harness.parity.numerics.causes
+    between its yardstick's too and its own (harness.parity.numerics.causes
     .non_finite_shared_with_cpu): the status rule is silent (a failure stays a failure), and
-    a device that starts to give NaN where the CPU gives numbers is what users lose."""
+    a device that starts to give NaN where the CPU gives numbers, or a compiled function that
+    starts to give NaN where eager gives numbers (``non_finite_in_eager``, the compiled checks'
+    count), is what users lose."""
     if a["status"] not in BAD or b["status"] not in BAD:
         return None
     ma, mb = a.get("metrics"), b.get("metrics")
     if not isinstance(ma, dict) or not isinstance(mb, dict):
         return None
-    was, now = causes.non_finite_shared_with_cpu(ma), causes.non_finite_shared_with_cpu(mb)
+    share, whose, own = ("non_finite_in_eager", "eager's", "the compiled function's own") if (
+        "non_finite_in_eager" in ma or "non_finite_in_eager" in mb) else ("non_finite_on_cpu", "the CPU's",
+                                                                          "the device's own")
+    was, now = (causes.non_finite_shared_with_cpu(m, share) for m in (ma, mb))
     if was is None or now is None or was == now:
         return None
-    counts = f"{min(mb['non_finite_on_cpu'], mb['non_finite'])} of {mb['non_finite']}"
+    counts = f"{min(mb[share], mb['non_finite'])} of {mb['non_finite']}"
     if was:
-        return ("regression", "parity-nan", f"its NaN or inf were all the CPU's too, at the same elements; now only "
-                                            f"{counts} are, the rest the device's own: {b.get('reason') or ''}"
+        return ("regression", "parity-nan", f"its NaN or inf were all {whose} too, at the same elements; now only "
+                                            f"{counts} are, the rest {own}: {b.get('reason') or ''}"
                 .rstrip(": "))
-    return ("improvement", "parity-nan", f"its NaN or inf are now all the CPU's too ({counts}: the computation's in "
-                                         f"that precision), where some were the device's own")
+    return ("improvement", "parity-nan", f"its NaN or inf are now all {whose} too ({counts}: the computation's in "
+                                         f"that precision), where some were {own}")
 
 
 def _inputs_note(a: dict, b: dict) -> str:

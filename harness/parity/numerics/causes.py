@@ -91,14 +91,16 @@ def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None], *found:
     return "unexplained"
 
 
-def non_finite_shared_with_cpu(metrics: dict) -> bool | None:
+def non_finite_shared_with_cpu(metrics: dict, share: str = "non_finite_on_cpu") -> bool | None:
     """Whether a record's NaN or inf (``non_finite`` in its metrics) are all the CPU's too
     (``non_finite_on_cpu``: the same elements NaN or inf in the CPU's result of the same sample
     and precision, harness.parity.numerics.accuracy): True, the failure is the computation's in
     that precision, not the device's, and moving to the CPU mends none; False, some are the
     device's alone; None where the record cannot say (no NaN, no count: an older judge's, or
-    the CPU's own record, which has no CPU beside it)."""
-    bad, shared = metrics.get("non_finite"), metrics.get("non_finite_on_cpu")
+    the CPU's own record, which has no CPU beside it). ``share``: the metric that counts the
+    yardstick's share, where the yardstick is another run (``non_finite_in_eager``: a compiled
+    check's, eager on the same device)."""
+    bad, shared = metrics.get("non_finite"), metrics.get(share)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (bad, shared)) or bad <= 0:
         return None
     return shared >= bad
