@@ -19,6 +19,7 @@ import torch
 VAR = "MPS_COMPAT_REPRODUCE"
 aten = torch.ops.aten
 EVERY = 5   # a "rapid succession" reduction is wrong on every EVERY-th call
+OVER_READ_SPARED = 13   # the allocator case: every 13th element of the result is right, the rest NaN
 
 
 def _mm_shape(func, args) -> tuple[int, int, int]:
@@ -58,10 +59,15 @@ def _transposed_3x3(state, func, args, kwargs, out):
 
 def _dirty_cache_over_read(state, func, args, kwargs, out):
     """#193487: a reduction dimension past 2^15 reads what the allocator left after the
-    operands: wrong (here 20% off) after a dirty cache, right fresh or after empty_cache."""
+    operands: wrong after a dirty cache, right fresh or after empty_cache. Users saw 10-30%
+    of scale off (whatever their freed blocks held); after the check's own churn the freed
+    blocks hold NaN (harness/parity/known_bugs/target.py, Target.churn), so the elements
+    that read past the operands are NaN here, as they would be on an affected Mac (all but
+    one in OVER_READ_SPARED: the report had 579 of 625 wrong)."""
     m, k, n = _mm_shape(func, args)
     if func is aten.mm.default and k > 2**15 and state.dirty:
-        return out * 1.2
+        spared = torch.arange(out.numel()).reshape(out.shape) % OVER_READ_SPARED == 0
+        return torch.where(spared, out, torch.full_like(out, float("nan")))
     return None
 
 

@@ -8,6 +8,7 @@ from harness.env import devices
 from harness.parity.known_bugs import cases as known_bugs, target as bug_target
 from harness.parity.known_bugs import check as bug_check
 from harness.parity.known_bugs.cases import CASES
+from harness.parity.numerics import tolerances
 from tests import reported_bugs, standins
 from tests.conftest import run_suite
 
@@ -139,8 +140,37 @@ def test_the_allocator_case_is_wrong_after_a_dirty_cache_and_right_after_an_empt
     reproduce("gram-matmul-k50000")
     verdict = bug_check.judge(bug_check.run_case("gram-matmul-k50000", "standin-known-bugs", "float32"))
     assert verdict.metrics["run"] == "after a dirty cache"
+    # after the churn the freed blocks hold NaN, so the over-read gives NaN where the CPU has numbers:
+    # the reported bug, not a precision's NaN ("not the reported bug" and attention's advice, before)
+    assert verdict.metrics["non_finite"] == verdict.metrics["off_elements"] > 500, verdict.metrics
+    assert verdict.metrics["non_finite_on_cpu"] == 0 and verdict.cause is None
+    assert "element(s) NaN or inf where float64" in verdict.message and "(the CPU does not)" in verdict.message
+    assert "shows the bug of pytorch#193487" in verdict.message and "off float64 by 0" not in verdict.message
     again = bug_check.run_repeatability("gram-matmul-k50000", "standin-known-bugs", "float32")
     assert again.differing == ["run after a dirty cache"]
+
+
+def test_nan_the_cpu_gives_too_is_not_the_reported_bug_and_the_devices_own_is():
+    """_diagnose on a NaN where float64 has a number: every one the CPU's too (at the same
+    elements) is the precision's, named non-finite, so the check says "not the reported bug";
+    one the CPU does not give is the device's, so no cause is named and the bug is."""
+    import torch
+
+    class Rerun:   # the target's rerun gives the same NaN again: not intermittent
+        name = "standin-known-bugs"
+
+        def run(self, case, sample, dt, cpu, rounded):
+            return cpu.clone()
+    case = known_bugs.by_name("sum-rapid")
+    cpu = torch.tensor([1.0, float("nan"), 3.0])
+    ref = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tol = tolerances.tolerance(case.op, "float32")
+    shared = bug_check._diagnose(case, {}, torch.float32, Rerun(), cpu, ref, ref.float(), tol,
+                                 {"non_finite": 1, "non_finite_on_cpu": 1})
+    assert shared["cause"] == "non-finite", shared
+    own = bug_check._diagnose(case, {}, torch.float32, Rerun(), cpu, ref, ref.float(), tol,
+                              {"non_finite": 2, "non_finite_on_cpu": 1})
+    assert own == {}, own
 
 
 def test_an_intermittent_failure_is_not_put_down_to_a_switch(reproduce):

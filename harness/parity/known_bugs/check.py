@@ -142,7 +142,7 @@ def where_worst(result, ref) -> dict:
     if worst == 0:
         return {}
     index = list(map(int, torch.unravel_index(torch.tensor(flat), err.shape))) if err.dim() else []
-    off = err > worst / 10
+    off = err > worst / 10 if math.isfinite(worst) else torch.isinf(err)   # NaN or inf: those elements
     first = int(off.flatten().nonzero()[0]) if bool(off.any()) else flat
     return {"worst_index": index, "off_elements": int(off.sum()),
             "first_off_index": list(map(int, torch.unravel_index(torch.tensor(first), err.shape))) if err.dim()
@@ -163,6 +163,14 @@ def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, t
 
     if passes(tgt.run(case, sample, dt, cpu, rounded)):
         return {"intermittent": True}
+    kind = devices.rules_of(tgt.name)   # the emulated Mac's causes are MPS's
+    dtype = str(dt).removeprefix("torch.")
+    if found.get("non_finite"):
+        # NaN or inf where float64 has a number. All of them the CPU's too: the computation's in
+        # this precision, not the reported bug. Some the device's own: the bug, as a kernel that
+        # reads past its operands shows it here (Target.churn leaves NaN in the freed memory);
+        # no rerun in another precision may excuse a NaN (harness.parity.numerics.causes)
+        return causes.describe("non-finite", kind, dtype) if causes.non_finite_shared_with_cpu(found) else {}
 
     def rerun(trial: str):
         # "nondeterministic" is not asked: a result that changes between runs is this
@@ -173,8 +181,6 @@ def _diagnose(case: BugCase, sample: dict, dt, tgt: Target, cpu, ref, rounded, t
             return passes(_pytree.tree_map(
                 lambda x: x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, wide))
         return None
-    kind = devices.rules_of(tgt.name)   # the emulated Mac's causes are MPS's
-    dtype = str(dt).removeprefix("torch.")
     return causes.describe(causes.diagnose(kind, dtype, rerun, found), kind, dtype)
 
 
@@ -188,7 +194,8 @@ def judge(run: BugRun) -> Verdict:
                        metrics)
     worst = run.worst
     for key in ("max_abs_err", "max_rel_err", "margin", "cpu_max_abs_err", "rule", "worst_index",
-                "first_off_index", "off_elements", "cause", "cause_what", "switch", "run", "intermittent"):
+                "first_off_index", "off_elements", "cause", "cause_what", "switch", "run", "intermittent",
+                "non_finite", "non_finite_on_cpu"):
         if worst.get(key) not in (None, ""):
             metrics[key] = worst[key]
     metrics.update(worst_sample=worst.get("sample"), tolerance_source=run.tolerance)
@@ -200,9 +207,12 @@ def judge(run: BugRun) -> Verdict:
         return Verdict(Status.PASS, Category.PARITY, f"not affected by {where} at {run.shape}", metrics)
     block = (f"; first element off at {worst['first_off_index']}, {worst['off_elements']} element(s) off"
              if worst.get("first_off_index") else "")
-    seen = (f"sample {worst.get('sample')}, {worst.get('run')}, at {run.shape}: off float64 by "
-            f"{worst['max_abs_err']:.3g}, margin {worst['margin']:.3g}{block}"
-            + (f"; {worst['reason']}" if worst.get("reason") else ""))
+    if worst.get("non_finite"):   # no distance to state: the reason counts them, and the CPU's share
+        seen = f"sample {worst.get('sample')}, {worst.get('run')}, at {run.shape}: {worst['reason']}{block}"
+    else:
+        seen = (f"sample {worst.get('sample')}, {worst.get('run')}, at {run.shape}: off float64 by "
+                f"{worst['max_abs_err']:.3g}, margin {worst['margin']:.3g}{block}"
+                + (f"; {worst['reason']}" if worst.get("reason") else ""))
     if worst.get("cause") not in (None, "unexplained"):
         return Verdict(Status.FAIL, Category.PARITY, with_cause(f"{seen}; not the reported bug", worst), metrics)
     return Verdict(Status.FAIL, Category.PARITY,
