@@ -616,29 +616,18 @@ def eager_shares_every_nan(found: dict) -> bool:
 def mended(got, eager, reference):
     """``got`` and ``eager`` (the same structure of tensors) with the elements both give as NaN
     or inf, where ``reference`` (float64, rounded to their dtype) is a number, set to that
-    number: eager's own NaN set aside, so that the rest is judged as any result is. A rerun
-    that kept eager's NaN would otherwise always miss, and name a stage that changed nothing.
-    Where the structures differ, both as they are."""
-    import torch
+    number (accuracy.set_aside_shared): eager's own NaN set aside, so that the rest is judged
+    as any result is. A rerun that kept eager's NaN would otherwise always miss, and name a
+    stage that changed nothing. Where the structures differ, both as they are."""
     from torch.utils import _pytree
 
     from harness.parity.numerics import accuracy
-
-    def one(g, e, r):
-        if not (isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)) or not (
-                g.is_floating_point() or g.is_complex()) or not g.shape == e.shape == r.shape or g.is_sparse:
-            return g, e
-        rounded = accuracy._rounded_like(r, g)
-        both = ~torch.isfinite(g) & ~torch.isfinite(e) & torch.isfinite(rounded)
-        if not bool(both.any()):
-            return g, e
-        return torch.where(both, rounded.to(g.dtype), g), torch.where(both, rounded.to(e.dtype), e)
     g_leaves, g_spec = _pytree.tree_flatten(got)
     e_leaves, e_spec = _pytree.tree_flatten(eager)
     r_leaves, r_spec = _pytree.tree_flatten(reference)
     if not (g_spec == e_spec == r_spec):
         return got, eager
-    pairs = [one(g, e, r) for g, e, r in zip(g_leaves, e_leaves, r_leaves)]
+    pairs = [accuracy.set_aside_shared(g, e, r) for g, e, r in zip(g_leaves, e_leaves, r_leaves)]
     return (_pytree.tree_unflatten([p[0] for p in pairs], g_spec),
             _pytree.tree_unflatten([p[1] for p in pairs], e_spec))
 

@@ -243,6 +243,23 @@ def non_finite_shared(actual, other, reference) -> int:
     return count
 
 
+def set_aside_shared(actual: torch.Tensor, other: torch.Tensor, reference: torch.Tensor):
+    """``actual`` and ``other`` (tensors of one shape) with the elements both give as NaN or inf,
+    where ``reference`` rounded to their dtype is a number, set to that number: the NaN
+    ``non_finite_shared`` counts, set aside so that the rest is judged as any result is.
+    Anything else (not floating, another shape) comes back as it is."""
+    if not all(isinstance(t, torch.Tensor) for t in (actual, other, reference)) or not (
+            actual.is_floating_point() or actual.is_complex()) or not actual.shape == other.shape == reference.shape \
+            or actual.layout != torch.strided:
+        return actual, other
+    rounded = _rounded_like(reference, actual)
+    both = ~torch.isfinite(actual) & ~torch.isfinite(other) & torch.isfinite(rounded).to(actual.device)
+    if not bool(both.any()):
+        return actual, other
+    return (torch.where(both, rounded.to(actual.dtype).to(actual.device), actual),
+            torch.where(both.to(other.device), rounded.to(other.dtype).to(other.device), other))
+
+
 # --------------------------------------------------------------------------- accuracy on an accelerator
 
 def ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
