@@ -144,3 +144,18 @@ def test_a_cause_names_the_switch_of_its_device():
     assert "bfloat16" in cuda["cause_what"] and "allow_fp16_reduced_precision_reduction" in cuda["switch"]
     assert "allow_fp16" not in causes.describe("reduced-precision", "mps", "float16")["switch"]
     assert "cudnn.allow_tf32 = False" in causes.describe("tf32", "cuda", "float32")["switch"]
+
+
+@pytest.mark.parametrize("kind, dtype, says, never", [
+    ("mps", "float16", "compute that part in float32", "already in full precision"),
+    ("cuda", "bfloat16", "torch.autocast keeps softmax", "already in full precision"),
+    ("mps", "float32", "compute that op on the CPU (x.cpu())", "compute that part in float32"),
+    ("stand-in", "complex64", "already in full precision", "compute that part in float32"),
+    ("cpu", "float32", "compute that part in float64", "on the CPU (x.cpu())"),
+    ("cpu", "float16", "compute that part in float32", "float64"),
+])
+def test_a_nan_s_switch_fits_its_precision_and_its_device(kind, dtype, says, never):
+    """NaN where float64 has a number: in half precision the cure is float32; a float32 result
+    cannot be told to compute in float32, and the CPU cannot be told to move to the CPU."""
+    switch = causes.describe("non-finite", kind, dtype)["switch"]
+    assert says in switch and never not in switch, switch

@@ -138,7 +138,7 @@ CAUSES = {c.name: c for c in (
     causes.Cause("eager-non-finite", "eager gives NaN or inf at the same elements, in {dtype} on this device: the "
                  "computation's own in that precision, not something compiling did (the op or model parity check "
                  "records it on eager)",
-                 {"*": causes.CAUSES["non-finite"].switch["*"]}),
+                 causes.CAUSES["non-finite"].switch),
     causes.Cause("inductor-kernel", "inductor's generated kernel computes otherwise: compiled with "
                  "backend='aot_eager' (the same graph, eager kernels) it meets the rule",
                  {"*": f"torch.compile(..., backend='aot_eager') keeps graph capture without inductor's kernels, "
@@ -560,7 +560,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
         run.eager_ref = worse(run.eager_ref, accuracy.compare(eager_s, ref_s, tol))
     beyond = None if found["ok"] else beyond_eager_nan(got_s, found)
     if not found["ok"] and beyond is None:
-        found.update(said("eager-non-finite", str(dt).removeprefix("torch.")))
+        found.update(said("eager-non-finite", str(dt).removeprefix("torch."), target))
     elif not found["ok"]:
         if beyond is not found:   # eager's NaN, and an error of the compiled function's own elsewhere
             found["reason"] = f"{found['reason']}; elsewhere: {beyond['reason']}"
@@ -632,10 +632,12 @@ def mended(got, eager, reference):
             _pytree.tree_unflatten([p[1] for p in pairs], e_spec))
 
 
-def said(name: str, dtype: str) -> dict:
-    """Cause ``name`` (``CAUSES``) as record fields: cause, cause_what, switch."""
+def said(name: str, dtype: str, target: str = "") -> dict:
+    """Cause ``name`` (``CAUSES``) as record fields: cause, cause_what, and the switch for the
+    dtype, and for the CPU on the CPU target (causes.switch_for)."""
     cause = CAUSES[name]
-    return {"cause": name, "cause_what": cause.what.format(dtype=dtype), "switch": cause.switch["*"]}
+    return {"cause": name, "cause_what": cause.what.format(dtype=dtype),
+            "switch": causes.switch_for(cause, "cpu" if target == "cpu" else "*", dtype)}
 
 
 def diagnose(dtype: str, rerun) -> dict:
@@ -789,7 +791,7 @@ def run_model(name: str, target: str, out_tol, grad_tol, cache_dir: str | None =
             return False
         run.diagnosis = diagnose("float32", rerun)
     elif run.non_finite:   # out of the rule by eager's own NaN alone
-        run.diagnosis = said("eager-non-finite", "float32")
+        run.diagnosis = said("eager-non-finite", "float32", target)
     run.seconds = round(time.perf_counter() - started, 3)
     return run
 

@@ -25,16 +25,25 @@ from typing import Callable
 class Cause:
     name: str
     what: str                 # what happened, in a user's terms ({dtype} is filled in)
-    switch: dict              # target kind ("cuda", "mps", "stand-in", "*") -> what changes it
+    switch: dict              # what changes it, by "kind:precision", kind ("cuda", "mps", "stand-in", "cpu"),
+    #                           precision ("half": float16 / bfloat16, "full": any other dtype) or "*" (switch_for)
 
 
 CAUSES = {c.name: c for c in (
     Cause("non-finite", "NaN or inf in {dtype} where float64, rounded to {dtype}, is a number: a NaN is never "
           "a rounding error, and it spreads through every later step (typical: a softmax over masked entries, "
           "an overflow inside a sum or a variance)",
-          {"*": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
-                "attention masks, check that no query row is fully masked or select the math backend "
-                "(torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this sample"}),
+          {"half": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
+                   "attention masks, check that no query row is fully masked or select the math backend "
+                   "(torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this sample",
+           "cpu:full": "the values overflow or cancel in this dtype on the CPU: rescale them or compute that part in "
+                       "float64; with attention masks, check that no query row is fully masked; report it to PyTorch "
+                       "with this sample where they fit the dtype",
+           "*": "already in full precision, so a wider dtype is no cure: where the CPU gives numbers there (the "
+                "reason says whether it does), compute that op on the CPU (x.cpu()) or avoid the shape until the "
+                "kernel is fixed, and report it to PyTorch with this sample; where the CPU gives NaN or inf too, the "
+                "values overflow the dtype: rescale them; with attention masks, check that no query row is fully "
+                "masked or select the math backend (torch.nn.attention.sdpa_kernel(SDPBackend.MATH))"}),
     Cause("cpu-fallback", "ran on the CPU through the MPS fallback (PYTORCH_ENABLE_MPS_FALLBACK=1): the mismatch "
           "is in the copy to or from the device, or in ops around the fallback",
           {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
@@ -106,7 +115,19 @@ def non_finite_shared_with_cpu(metrics: dict, share: str = "non_finite_on_cpu") 
     return shared >= bad
 
 
+def switch_for(cause: Cause, kind: str, dtype: str) -> str:
+    """The switch of ``cause`` on a target of ``kind`` in ``dtype``: the most particular entry of
+    its table, "kind:precision", then the kind, then the precision ("half" for float16 and
+    bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
+    then "*"."""
+    precision = "half" if dtype in ("float16", "bfloat16") else "full"
+    for key in (f"{kind}:{precision}", kind, precision):
+        if key in cause.switch:
+            return cause.switch[key]
+    return cause.switch["*"]
+
+
 def describe(cause: str, kind: str, dtype: str) -> dict:
     """The cause as record metrics: cause, cause_what, switch."""
     c = CAUSES[cause]
-    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": c.switch.get(kind, c.switch["*"])}
+    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": switch_for(c, kind, dtype)}
