@@ -5,6 +5,8 @@ In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
                       and its deprecated alias ``gradient_checkpointing_enable``)
   adafactor-is-adamw  the "adafactor" optimizer is really AdamW
   ga-unscaled         gradient accumulation forgets to divide each micro-batch's loss
+  nan-with-checkpointing  a step with checkpointing on computes a NaN loss (and NaN gradients): a technique
+                      that saves memory and breaks training on this device, as half precision does on MPS
 then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
 """
 import os
@@ -23,6 +25,26 @@ def _ga_unscaled(self, tracker=None, micro_batches=None):  # the real one's sign
         loss.backward()
         total += float(loss.detach())
     return total
+
+
+_real_step_without_update = workloads.Workload.step_without_update
+
+
+def _nan_with_checkpointing(self, tracker=None, micro_batches=None):
+    """The real step, its loss (and so its gradients) NaN where the setup checkpoints."""
+    if not self.setup.checkpointing:
+        return _real_step_without_update(self, tracker, micro_batches)
+    real_forward = self.forward
+
+    def forward(**batch):
+        out = real_forward(**batch)
+        out.loss = out.loss * float("nan")
+        return out
+    self.forward = forward
+    try:
+        return _real_step_without_update(self, tracker, micro_batches)
+    finally:
+        self.forward = real_forward
 
 
 def keeps_the_result_sabotaged(name, device):
@@ -44,4 +66,6 @@ def measure_claim_sabotaged(name, quantity, device, scale="small", family=()):
         def build_optimizer(setup, params):
             return real(setup.but(optimizer="adamw") if setup.optimizer == "adafactor" else setup, params)
         workloads.build_optimizer = build_optimizer
+    if "nan-with-checkpointing" in chosen:
+        workloads.Workload.step_without_update = _nan_with_checkpointing
     return techniques.measure_claim(name, quantity, device, scale, family)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.records import Category
+from harness.core.records import Category, Status
 from harness.optim import claims as C
 from harness.optim import documents as D
 from harness.optim import techniques
@@ -331,6 +331,39 @@ def test_an_inconclusive_time_verdict_says_why_its_rounds_stopped(stopped, lead)
     verdict = techniques.claim_verdict(run, "the guide")
     assert verdict.message.startswith(lead) and "time_ratio 0.990 [0.970, 1.010] against < 1.000" in verdict.message
     assert verdict.metrics["stopped"] == stopped
+
+
+@pytest.mark.parametrize("loss_b", [float("nan"), "nan", float("inf")], ids=["nan", "nan-as-recorded", "inf"])
+def test_a_technique_whose_loss_is_not_finite_does_not_hold_whatever_its_ratio(loss_b):
+    """Memory that halves while the step's loss turns NaN is no help: the claim does not hold
+    (an xfail), the reason says why first, and the record keeps what the ratio alone said."""
+    run = techniques.ClaimRun("gradient-checkpointing", "memory", "lower", 0.9, 0.6, "the guide", "plain",
+                              "checkpointed", 0.55, 0.55, 0.55, 1, Category.HOLDS,
+                              measured={"loss_a": 0.6931, "loss_b": loss_b})
+    verdict = techniques.claim_verdict(run, "the guide")
+    assert (verdict.status, verdict.category) == (Status.XFAIL, Category.DOES_NOT_HOLD), verdict
+    assert verdict.message.startswith("the claim does not hold here: with it the training step's loss is ")
+    assert "where without it it is 0.6931: it breaks training here" in verdict.message
+    assert "mem_ratio 0.550" in verdict.message and verdict.metrics["ratio_category"] == Category.HOLDS
+    fine = techniques.claim_verdict(dataclasses.replace(run, measured={"loss_a": 0.69, "loss_b": 0.7}), "g")
+    assert (fine.status, fine.category, fine.message) == (Status.PASS, Category.HOLDS, "")
+    unknown = techniques.claim_verdict(dataclasses.replace(run, measured={}), "g")   # an older record: no losses
+    assert (unknown.category, unknown.message) == (Category.HOLDS, "")
+    both = techniques.claim_verdict(dataclasses.replace(run, measured={"loss_a": "nan", "loss_b": loss_b}), "g")
+    assert both.category == Category.HOLDS and "does not train on this device at all" in both.message
+
+
+def test_a_claim_that_breaks_training_is_a_regression_that_says_so_in_the_upgrade_check():
+    from harness.report import compare
+
+    def rec(category, **metrics):
+        return {"check": "optim/gradient-checkpointing/memory", "suite": "optim", "target": "mps",
+                "subject": "gradient-checkpointing", "variant": "memory", "status": "pass", "category": category,
+                "reason": "the claim does not hold here: with it the training step's loss is nan" if metrics else "",
+                "metrics": {"mem_ratio": 0.55, "ci_low": 0.55, "ci_high": 0.55, "bound": 0.9, **metrics}}
+    (kind, rule, detail), = compare.compare_records(rec(Category.HOLDS),
+                                                    rec(Category.DOES_NOT_HOLD, ratio_category=Category.HOLDS))
+    assert (kind, rule) == ("regression", "claim") and "loss is nan" in detail, detail
 
 
 @pytest.mark.parametrize("claim", C.CLAIMS, ids=NAMES)

@@ -1,5 +1,6 @@
 """The optimization suite: its pieces, and that it catches a sabotaged optimization."""
 
+import math
 import tempfile
 
 import pytest
@@ -9,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core.cases import Known
 from harness.env import devices
-from harness.core.records import ClaimKind
+from harness.core.records import Category, ClaimKind
 from harness.optim import claims, measure, ratios, same_result, seedpath, techniques, workloads
 from harness.optim.ratios import Bound
 from harness.optim.workloads import Setup, Workload
@@ -536,6 +537,27 @@ def fresh(monkeypatch):
     yield
     for forget in kept:
         forget()
+
+
+@pytest.mark.parametrize("quantity", ["memory", "time"])
+def test_a_technique_that_breaks_training_does_not_hold_though_it_saves(fresh, monkeypatch, quantity):
+    """tests/optim_mutants.py's nan-with-checkpointing: the checkpointed step's loss (and its
+    gradients) are NaN. The ratio is measured as ever; the claim does not hold, and says why,
+    with both sides' losses in the record. Without the sabotage the same claim keeps finite
+    losses on both sides and no such words."""
+    from tests import optim_mutants
+    monkeypatch.setattr(workloads.Workload, "step_without_update", workloads.Workload.step_without_update)
+    clean = techniques.measure_claim("gradient-checkpointing", quantity, "cpu")
+    assert all(math.isfinite(clean.measured[k]) for k in ("loss_a", "loss_b")), clean.measured
+    assert "breaks training" not in techniques.claim_verdict(clean, "g").message
+    for forget in (workloads.forget_built, measure.forget_weighed):
+        forget()
+    monkeypatch.setenv("MPS_COMPAT_OPTIM_SABOTAGE", "nan-with-checkpointing")
+    run = optim_mutants.measure_claim_sabotaged("gradient-checkpointing", quantity, "cpu")
+    assert math.isfinite(run.measured["loss_a"]) and math.isnan(run.measured["loss_b"]), run.measured
+    verdict = techniques.claim_verdict(run, "g")
+    assert verdict.category == Category.DOES_NOT_HOLD and verdict.status == "xfail", verdict
+    assert "it breaks training here" in verdict.message and verdict.metrics["ratio_category"] == run.category
 
 
 def test_a_built_workload_is_kept_by_setup_target_and_torch_settings(fresh):

@@ -516,7 +516,9 @@ METRICS = Shape({
     "lengths": (list, str),
     "rows": Of(list, PATH_ROW),
     **{name: (NUMBER, _NONE) for name in ("ci_low", "ci_high", "median_s", "per_shape_s", "seen_s", "mem_ratio",
-                                          "time_ratio", "per_second", "import_s", "warm_s", "control_s")},
+                                          "time_ratio", "per_second", "import_s", "warm_s", "control_s", "loss_a",
+                                          "loss_b")},
+    "ratio_category": str,
 })
 
 

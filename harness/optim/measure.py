@@ -437,7 +437,8 @@ def allocator_peak(backend, model: torch.nn.Module | None = None):
 
 def weigh(w) -> dict:
     """One labelled, tracked step of ``w`` (phases, categories), with the device allocator's
-    own peak read over the same step where the device keeps one.
+    own peak read over the same step where the device keeps one, and the step's loss
+    (``loss``: the sum over the micro-batches it stepped through).
 
     The allocator's figure is its own, as it read it: it counts every tensor on the device
     (the claim's other side too), so what it held before the step is recorded beside it
@@ -451,12 +452,15 @@ def weigh(w) -> dict:
         backend.synchronize()
         held = backend.memory_current()
     micro = weigh_micro_batches(w.setup)
+    losses = []   # the weighed step's loss: a technique that lowers memory and breaks training does not help
     with allocator_peak(backend, w.model) as reading:
-        m = measure_memory(lambda tracker: w.step(tracker, micro), resident=w.resident(), labelled=True)
+        m = measure_memory(lambda tracker: losses.append(w.step(tracker, micro)), resident=w.resident(),
+                           labelled=True)
     if reading["allocator_peak"] is not None and held is not None:
         reading["allocator_held"] = held
     if micro is not None:
         m["micro_batches_weighed"] = f"{micro} of {w.setup.grad_accum}"
+    m["loss"] = losses[-1] if losses else None
     return {**m, **reading}
 
 

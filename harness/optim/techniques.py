@@ -30,6 +30,7 @@ without it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 from harness.core.records import Category, ClaimKind, Status, Verdict
@@ -118,7 +119,8 @@ MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fractio
             "stopped", "zone",   # why the rounds stopped (harness.optim.ratios: decided, zone, budget, max-rounds)
             "durations_a", "durations_b",   # each round's seconds (rounded: durations), for replaying a run's rounds
             "warmup_a_s", "warmup_b_s",     # each warm-up call's seconds: the first holds a compile or a cold start
-            "load")   # the machine's load during a time measurement (timing.load_during): compare weighs it
+            "load",   # the machine's load during a time measurement (timing.load_during): compare weighs it
+            "loss_a", "loss_b")   # each side's loss in a measured step: NaN or inf with the technique breaks training
 
 
 def claim_run(found: dict, **fields) -> ClaimRun:
@@ -193,6 +195,7 @@ def claim_memory(wa, wb, basis: str, bound: Bound, name: str = "") -> dict:
     for side, m in (("a", ma), ("b", mb)):
         if m.get("micro_batches_weighed"):
             out[f"micro_batches_weighed_{side}"] = m["micro_batches_weighed"]
+    out.update(loss_a=ma.get("loss"), loss_b=mb.get("loss"))
     out["peak"] = peak_story(name, ma, mb)
     if out["category"] != Category.HOLDS and basis != "optimizer-state":
         alternative = single_tensor_alternative(wa, wb, name, bound, ma, mb)
@@ -210,8 +213,14 @@ def claim_time(wa, wb, basis: str, bound: Bound, device: str, budget: float, rou
             w.step_without_update()
         run_a, run_b = wa.optimizer_step, wb.optimizer_step
         per = 1.0
-    else:  # per sample: one step of each processes setup.batch samples
-        run_a, run_b = wa.step, wb.step
+    else:  # per sample: one step of each processes setup.batch samples, its loss kept (the last round's)
+        losses = {}
+
+        def run_a():
+            losses["a"] = wa.step()
+
+        def run_b():
+            losses["b"] = wb.step()
         per = wa.setup.batch / wb.setup.batch
     # compare_time judges raw step durations: the per-sample bound, moved onto them
     try:
@@ -223,6 +232,8 @@ def claim_time(wa, wb, basis: str, bound: Bound, device: str, budget: float, rou
                 w.optimizer.zero_grad(set_to_none=True)
     for key in ("time_ratio", "ci_low", "ci_high"):
         res[key] = res[key] * per
+    if basis != "optimizer-step":
+        res.update(loss_a=losses.get("a"), loss_b=losses.get("b"))
     return durations(res)
 
 
@@ -250,11 +261,45 @@ SAYS = {Category.HOLDS: "the claim holds", Category.DOES_NOT_HOLD: "the claim do
         Category.INCONCLUSIVE: "the claim is inconclusive"}
 
 
+def _number(value) -> float | None:
+    """A measured loss as a float: a record spells NaN and the infinities (records.json_safe)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
+
+
+def breaks_training(measured: dict) -> str | None:
+    """Why the technique breaks training on this device, in words, or None: its step's loss is
+    NaN or inf where the step without it has a finite one (a memory or time saving that
+    cannot train is no help: half precision on MPS is where users meet it). A loss that is
+    not finite on both sides is the workload's on this device, not the technique's
+    (``loss_note``); a measurement without losses (an older record, the optimizer-step
+    basis) says nothing."""
+    a, b = (_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    if a is None or b is None or not math.isfinite(a) or math.isfinite(b):
+        return None
+    return (f"with it the training step's loss is {b} on this device, where without it it is {a:.4g}: it breaks "
+            f"training here, whatever it saves")
+
+
+def loss_note(measured: dict) -> str | None:
+    """A note where neither side's loss is finite: the workload does not train on this device
+    at all, with or without the technique (the model parity checks say why)."""
+    a, b = (_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    if a is None or b is None or math.isfinite(a) or math.isfinite(b):
+        return None
+    return (f"the training step's loss is {a} without the technique and {b} with it: this workload does not train "
+            f"on this device at all (the model parity checks say why), so the ratio is of steps that learn nothing")
+
+
 def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Verdict:
     """A measured claim as a verdict: category holds, does-not-hold or inconclusive; the
     ratio, its interval and the bound in the message and the metrics (with ``metrics``, the
     workload's, added); ``source``: the title of the claim's document (ClaimCase.document),
-    where its expectation names none."""
+    where its expectation names none. A technique whose step gives a NaN or inf loss where
+    the step without it does not (``breaks_training``) does not hold, whatever its ratio."""
     kept = {run.ratio_key: run.ratio, "ci_low": run.ci_low, "ci_high": run.ci_high, "rounds": run.rounds,
             "claimed_ratio": run.claimed_ratio, "bound": run.bound, "baseline": run.baseline,
             "variant": run.variant, **(metrics or {}), **run.measured}
@@ -265,9 +310,16 @@ def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Ve
         summary += f". {run.measured['peak']}"
     if run.measured.get("allocator_disagrees"):
         summary += f" Note: {run.measured['allocator_disagrees']}."
+    broken, note = breaks_training(run.measured), loss_note(run.measured)
+    if broken:
+        kept["ratio_category"] = run.category   # what the ratio alone said
+        return Verdict(CLAIM_STATUS[Category.DOES_NOT_HOLD], Category.DOES_NOT_HOLD,
+                       f"the claim does not hold here: {broken}; {summary}", kept)
     lead = LEAD[run.category]
     if run.category == Category.INCONCLUSIVE and run.measured.get("stopped") in LEAD_STOPPED:
         lead = LEAD_STOPPED[run.measured["stopped"]].format(zone=run.measured.get("zone") or 0)
+    if note:
+        return Verdict(CLAIM_STATUS[run.category], run.category, f"{lead}{summary}. Note: {note}.", kept)
     return Verdict(CLAIM_STATUS[run.category], run.category,
                    "" if run.category == Category.HOLDS else lead + summary, kept)
 

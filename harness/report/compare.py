@@ -215,11 +215,13 @@ def _claim_changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
 def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
     ca, cb = a.get("category"), b.get("category")
     out = []
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     if ca == Category.HOLDS and cb == Category.DOES_NOT_HOLD:
-        out.append(("regression", "claim", "the claim held and no longer holds"))
+        broke = mb.get("ratio_category") not in (None, cb)   # its ratio holds, its loss is not finite
+        out.append(("regression", "claim", "the claim held and no longer holds"
+                    + (f": {b.get('reason') or ''}".rstrip(": ") if broke else "")))
     elif ca == Category.DOES_NOT_HOLD and cb == Category.HOLDS:
         out.append(("improvement", "claim", "the claim now holds"))
-    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     if ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
         out.append(("warning", "claim", "the claim held; now its ratio is too close to the bound to call"
                     if mb.get("stopped") == "zone" else "the claim held; now no verdict within the time budget"))

@@ -718,6 +718,8 @@ def optim_sections(m: Matrix) -> list[Section]:
         label = labels.get(col_id, col_id)
         verdict_cell = cell_of(rec, label, metric=False)   # "✓ holds", "≠ does-not-hold": the ratio has its column
         verdict_cell.text = f"{SYMBOL[verdict_cell.key]} {rec.get('category') or verdict_cell.key}"
+        if met.get("ratio_category") not in (None, rec.get("category")):   # the ratio alone said otherwise
+            verdict_cell.text += f": breaks training (its loss is not finite; the ratio alone: {met['ratio_category']})"
         claims_rows.append([rec["subject"], rec["variant"], label, verdict_cell, num(ratio),
                             f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]"
                             if met.get("ci_low") is not None and met.get("ci_high") is not None else "",
