@@ -189,6 +189,9 @@ def test_a_model_step_out_of_the_rule_only_by_eager_s_own_nan_is_not_the_compile
     assert compiled.step_passes({**eager}, sides, OUTPUTS, GRADIENTS)                                 # eager's NaN alone
     assert not compiled.step_passes({**eager, "output": torch.tensor([1.0, nan, nan, 4.0])}, sides, OUTPUTS, GRADIENTS)
     assert not compiled.step_passes({**eager, "output": torch.tensor([1.0, nan, 3.5, 4.0])}, sides, OUTPUTS, GRADIENTS)
+    beside = compiled.beyond_eager_nan({**eager, "output": torch.tensor([1.0, nan, 3.5, 4.0])}, sides, OUTPUTS,
+                                       GRADIENTS)["output"]
+    assert not beside["ok"] and "NaN" not in beside["reason"] and "1 / 4 elements off" in beside["reason"], beside
     assert not compiled.step_passes({**eager, "grads": {"w": torch.tensor([nan, 0.2])}}, sides, OUTPUTS, GRADIENTS)
     assert compiled.step_passes({**eager, "grads": {"w": torch.tensor([nan, 0.2])}},
                                 {"cpu": {**eager, "grads": {"w": torch.tensor([nan, 0.2])}}, "float64": ref},
@@ -202,6 +205,11 @@ def test_a_model_step_out_of_the_rule_only_by_eager_s_own_nan_is_not_the_compile
     assert v.status == Status.FAIL and v.cause == "eager-non-finite", v.message
     assert v.metrics["non_finite"] == 1 and v.metrics["non_finite_in_eager"] == 1 and "non_finite_on_cpu" not in v.metrics
     assert "eager gives NaN or inf at the same elements" in v.message
+    run = _model_run(output=nan_out, non_finite=1, non_finite_in_eager=1, elsewhere="output elsewhere: 1 / 4 off",
+                     diagnosis=compiled.said("inductor-kernel", "float32"))
+    v = compiled.judge_model(run, OUTPUTS, GRADIENTS)
+    assert v.cause == "inductor-kernel" and "(eager gives NaN or inf at 1 of them too); output elsewhere: 1 / 4 off" \
+        in v.message, v.message
 
 
 # --------------------------------------------------------------------------- in the child's shoes

@@ -682,6 +682,7 @@ class CompiledModelRun:
     zero_grads: list = dataclasses.field(default_factory=list)   # zero where eager has none (zero_for_none)
     non_finite: int = 0               # elements (output, loss, gradients) NaN or inf where float64 has a number
     non_finite_in_eager: int | None = None   # of them, NaN or inf in eager's step too
+    elsewhere: str = ""               # beside NaN: output or loss out of the rule, eager's NaN set aside
     eager_error: str | None = None
     compile_error: str | None = None
     compile_stage: str | None = None
@@ -780,6 +781,12 @@ def run_model(name: str, target: str, out_tol, grad_tol, cache_dir: str | None =
     def passes(result: dict) -> bool:
         return step_passes(result, sides, out_tol, grad_tol, run.zero_grads)
     if not passes(got):
+        if run.non_finite and (run.non_finite_in_eager or 0) >= run.non_finite:
+            # NaN that are all eager's, and something else out of the rule: said beside them
+            mended_m = beyond_eager_nan(got, sides, out_tol, grad_tol)
+            run.elsewhere = "; ".join(f"{key} elsewhere: {mended_m[key]['reason']}" for key in ("output", "loss")
+                                      if not mended_m[key]["ok"])
+
         def rerun(trial: str) -> bool:
             if trial == "nondeterministic":  # the same compiled step again: no compile
                 again = step()
@@ -802,6 +809,14 @@ def step_passes(result: dict, sides: dict, out_tol, grad_tol, zero_grads=()) -> 
     NaN or inf eager gives at the same elements are set aside (``mended``: those are
     ``eager-non-finite``, not the compiler's), and the zero gradients of unused parameters
     (``zero_grads``, a cause of their own). What a rerun (backend="eager", "aot_eager") is asked."""
+    m = beyond_eager_nan(result, sides, out_tol, grad_tol)
+    return m["output"]["ok"] and m["loss"]["ok"] and all(g["ok"] or g["name"] in zero_grads for g in m["grads"])
+
+
+def beyond_eager_nan(result: dict, sides: dict, out_tol, grad_tol) -> dict:
+    """judge.measure_accuracy of a compiled step's ``result`` with the NaN or inf eager gives
+    at the same elements set aside (``mended``), on both sides: what is out of the rule
+    besides eager's own NaN."""
     from harness.parity.models import judge
     eager, ref = sides["cpu"], sides["float64"]
     got, yard = {**result, "grads": dict(result["grads"])}, {**eager, "grads": dict(eager["grads"])}
@@ -811,8 +826,7 @@ def step_passes(result: dict, sides: dict, out_tol, grad_tol, zero_grads=()) -> 
         e, r = eager["grads"].get(name), ref["grads"].get(name)
         if g is not None and e is not None and r is not None:   # a parameter some side has no gradient for: as it is
             got["grads"][name], yard["grads"][name] = mended(g, e, r)
-    m = judge.measure_accuracy({"target": got, "cpu": yard, "float64": ref}, out_tol, grad_tol, yardstick="eager")
-    return m["output"]["ok"] and m["loss"]["ok"] and all(g["ok"] or g["name"] in zero_grads for g in m["grads"])
+    return judge.measure_accuracy({"target": got, "cpu": yard, "float64": ref}, out_tol, grad_tol, yardstick="eager")
 
 
 # --------------------------------------------------------------------------- judging (the pytest process)
@@ -938,6 +952,8 @@ def judge_model(run: CompiledModelRun, out_tol: Tolerance, grad_tol: Tolerance) 
     metrics["more_accurate"] = "same" if errs["compiled"] == errs["eager"] else min(errs, key=errs.get)
     problems = [f"{what} out of tolerance: {side['reason']}"
                 for what, side in (("output", run.output), ("loss", run.loss)) if not side["ok"]]
+    if run.elsewhere:
+        problems.append(run.elsewhere)
     if numeric:
         problems.append("gradients diverged (worst first): " + ", ".join(
             f"{g['name']} (margin {g['margin']:.3g}, relative error {g['rel_err']:.3g})" for g in numeric[:8])
