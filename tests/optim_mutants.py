@@ -7,11 +7,12 @@ In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
   ga-unscaled         gradient accumulation forgets to divide each micro-batch's loss
   nan-with-checkpointing  a step with checkpointing on computes a NaN loss (and NaN gradients): a technique
                       that saves memory and breaks training on this device, as half precision does on MPS
+                      (the plain loop's step, and the Trainer's compute_loss where its arguments checkpoint)
 then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
 """
 import os
 
-from harness.optim import same_result, techniques, workloads
+from harness.optim import same_result, techniques, trainer_runs, workloads
 
 
 def _sabotage() -> set[str]:
@@ -45,6 +46,27 @@ def _nan_with_checkpointing(self, tracker=None, micro_batches=None):
         return _real_step_without_update(self, tracker, micro_batches)
     finally:
         self.forward = real_forward
+
+
+def _trainer_nan_with_checkpointing():
+    from transformers import Trainer
+    real = Trainer.compute_loss
+    if getattr(real, "sabotaged", False):
+        return
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        out = real(self, model, inputs, return_outputs=return_outputs, **kwargs)
+        if not self.args.gradient_checkpointing:
+            return out
+        return (out[0] * float("nan"), *out[1:]) if return_outputs else out * float("nan")
+    compute_loss.sabotaged = True
+    Trainer.compute_loss = compute_loss
+
+
+def measure_trainer_claim_sabotaged(name, quantity, device, scale="small"):
+    if "nan-with-checkpointing" in _sabotage():
+        _trainer_nan_with_checkpointing()
+    return trainer_runs.measure_trainer_claim(name, quantity, device, scale)
 
 
 def keeps_the_result_sabotaged(name, device):

@@ -560,6 +560,27 @@ def test_a_technique_that_breaks_training_does_not_hold_though_it_saves(fresh, m
     assert "it breaks training here" in verdict.message and verdict.metrics["ratio_category"] == run.category
 
 
+@pytest.mark.slow   # two Trainer claims per case: 10 s each on 2 cores
+@pytest.mark.parametrize("quantity", ["memory", "time"])
+def test_through_the_trainer_too_a_technique_that_breaks_training_does_not_hold(fresh, monkeypatch, quantity):
+    """The Trainer's own training loss leaves NaN steps out (logging_nan_inf_filter): the claims
+    read each step's loss (trainer_runs.watch_loss). nan-with-checkpointing through the
+    Trainer's compute_loss: checkpointing's claim does not hold, with both losses kept."""
+    from transformers import Trainer
+
+    from harness.optim import trainer_runs
+    from tests import optim_mutants
+    monkeypatch.setattr(Trainer, "compute_loss", Trainer.compute_loss)   # the sabotage goes with the test
+    clean = trainer_runs.measure_trainer_claim("gradient-checkpointing", quantity, "cpu", "small")
+    assert all(math.isfinite(clean.measured[k]) for k in ("loss_a", "loss_b")), clean.measured
+    trainer_runs.forget_baselines()
+    monkeypatch.setenv("MPS_COMPAT_OPTIM_SABOTAGE", "nan-with-checkpointing")
+    run = optim_mutants.measure_trainer_claim_sabotaged("gradient-checkpointing", quantity, "cpu")
+    assert math.isfinite(run.measured["loss_a"]) and math.isnan(run.measured["loss_b"]), run.measured
+    verdict = techniques.claim_verdict(run, "g")
+    assert verdict.category == Category.DOES_NOT_HOLD and "it breaks training here" in verdict.message, verdict
+
+
 def test_a_built_workload_is_kept_by_setup_target_and_torch_settings(fresh):
     import torch
     w = workloads.built(TINY, "cpu")

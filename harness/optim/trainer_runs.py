@@ -81,7 +81,44 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
         trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),
                           data_collator=collator(None if dynamic else setup.seq))
     trainer.remove_callback(PrinterCallback)  # its metrics print would land in the suite's output
+    watch_loss(trainer)
     return trainer
+
+
+def watch_loss(trainer) -> None:
+    """Keep, beside ``trainer``, whether any of its training steps' losses was NaN or inf, and
+    the last one (``training_loss``): the Trainer's own training loss leaves NaN steps out by
+    default (TrainingArguments.logging_nan_inf_filter), which would hide a technique that
+    breaks training (harness.optim.techniques.breaks_training). The flag stays on the device
+    until it is read after ``train()``: no synchronisation inside a timed step. The
+    Trainer's loop is unchanged; its ``training_step`` is wrapped on this instance only."""
+    import torch
+    step = trainer.training_step
+    seen = {"bad": None, "last": None}
+
+    def training_step(*args, **kwargs):
+        loss = step(*args, **kwargs)
+        if isinstance(loss, torch.Tensor):
+            value = loss.detach()
+            bad = ~torch.isfinite(value).all()
+            seen["bad"] = bad if seen["bad"] is None else seen["bad"] | bad
+            seen["last"] = value
+        return loss
+    trainer.training_step = training_step
+    setattr(trainer, SEEN, seen)   # on the trainer: it goes when the trainer goes
+
+
+SEEN = "mps_compat_losses_seen"
+
+
+def training_loss(trainer) -> float | None:
+    """``trainer``'s last training step's loss as ``watch_loss`` kept it: NaN where any step's was
+    NaN or inf, None where no step ran (or the trainer is not watched)."""
+    import math
+    seen = getattr(trainer, SEEN, None)
+    if not seen or seen["last"] is None:
+        return None
+    return math.nan if bool(seen["bad"]) else float(seen["last"].float().mean())
 
 
 def on_target(run, device: str):
@@ -117,6 +154,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                          peak=techniques.peak_story(name, ma, mb))
             found.update({f"micro_batches_weighed_{side}": m["micro_batches_weighed"]
                           for side, m in (("a", ma), ("b", mb)) if m.get("micro_batches_weighed")})
+            found.update(loss_a=ma.get("loss"), loss_b=mb.get("loss"))
         else:  # STEPS optimizer steps over the same samples on each side: the raw ratio is per sample
             ta, tb = _trainer(name, False, setup, device, tmp), _trainer(name, True, setup, device, tmp)
             per = ta.args.per_device_train_batch_size * ta.args.gradient_accumulation_steps / (
@@ -126,6 +164,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                                         budget_s=TIME_BUDGET_S[scale], rounds=TIME_ROUNDS[scale], warmup=1)
             for key in ("time_ratio", "ci_low", "ci_high"):
                 found[key] *= per
+            found.update(loss_a=training_loss(ta), loss_b=training_loss(tb))   # NaN if any round's step was
     return techniques.claim_run(found, **fields)
 
 
@@ -150,6 +189,7 @@ def weighed_train(trainer, device: str, dynamic: bool = False) -> dict:
     from harness.optim import measure
     m = measure.measure_memory(measured_train(trainer, device, dynamic), resident=resident_of(trainer.model),
                                labelled=True)
+    m["loss"] = training_loss(trainer)
     first = tracked_micro_batches(trainer, dynamic)
     if first is not None:
         m["micro_batches_weighed"] = f"{first + 1} of {trainer.args.gradient_accumulation_steps} in each step"
