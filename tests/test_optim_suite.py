@@ -54,6 +54,20 @@ def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
     assert "does not hold" in after["adafactor"]["reason"]
 
 
+def test_path_verdict_fails_where_a_row_saves_memory_by_breaking_training():
+    workload = {"workload": "small", "shape": "s", "workload_reason": "r"}
+    rows = [{**_path_row("baseline", 100), "loss": 0.6931}, {**_path_row("gradient-accumulation", 80), "loss": 0.7},
+            {**_path_row("gradient-checkpointing", 60), "loss": "nan"}]   # as a record spells it
+    verdict = seedpath.path_verdict(rows, workload)
+    assert verdict.status == "fail" and verdict.message == (
+        "the training step's loss is not finite at gradient-checkpointing (nan), where the baseline's is 0.6931: "
+        "those rows save memory by breaking training")
+    rows[2]["loss"] = 0.71
+    assert seedpath.path_verdict(rows, workload).status == "pass"
+    rows[0]["loss"] = float("nan")   # the baseline itself does not train: the workload's, not a row's
+    assert seedpath.path_verdict(rows, workload).status == "pass"
+
+
 def test_every_claim_has_a_runnable_pair_or_a_reason():
     for claim in claims.CLAIMS:
         skipped = [claims.WHERE_MEASURED[claim.name, q, claims.LOOP] for q in claims.QUANTITIES]

@@ -494,7 +494,7 @@ def _fit(value, spec, where: str, notes: list[str]):
 # Seed 003's path, one row per step: the report divides each row by the first (harness.report.sections,
 # harness.optim.seedpath.time_cell), so the first row's peak and step time must be positive numbers.
 PATH_ROW = Shape({"row": str, "peak_bytes": REAL, "step_s": REAL, "time_ratio": REAL, "ci_low": (REAL, _NONE),
-                  "ci_high": (REAL, _NONE)}, required=("row", "peak_bytes", "step_s"))
+                  "ci_high": (REAL, _NONE), "loss": (NUMBER, _NONE)}, required=("row", "peak_bytes", "step_s"))
 
 # The metrics the report and compare read as objects, lists, text or numbers (a metric not
 # named here is shown as it is and never dereferenced). A name means one thing in every suite

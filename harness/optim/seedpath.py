@@ -13,6 +13,7 @@ reads each claim's ratio and each row's ratio to the baseline from the same roun
 """
 from __future__ import annotations
 
+import math
 import time
 
 from harness.core.records import Category, ClaimKind, RecordKind, Status, Verdict
@@ -139,7 +140,7 @@ def seed_003_path(device: str, scale: str = "small", family: tuple[str, ...] = F
     for name, setup in setups:
         mem = measure.weighed_setup(setup, device)
         row = {"row": name, "setup": repr(setup), "peak_bytes": mem["peak_bytes"], "peak_phase": mem["peak_phase"],
-               "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq}
+               "batch": setup.batch, "grad_accum": setup.grad_accum, "seq": setup.seq, "loss": mem.get("loss")}
         if name != "baseline":
             t = timed[f"{PATH}:{name}"]
             # timed together, every row's baseline durations are the same rounds': counted once
@@ -181,14 +182,23 @@ def time_cell(row: dict, base: dict) -> str:
 
 def path_verdict(rows: list[dict], metrics: dict | None = None) -> Verdict:
     """Seed 003's measured path (``seed_003_path``) as a verdict: fail when a row's peak
-    memory is above the row before it (which rows, in the message), pass otherwise;
-    category n/a. The metrics: the rows, ``metrics`` (the workload's), and the last row's
-    memory and time ratios to the baseline."""
+    memory is above the row before it (which rows, in the message), or when a row's step
+    loses a finite loss the baseline has (``loss``: the weighed step's; a row that saves
+    memory by breaking training is no step along a path), pass otherwise; category n/a.
+    The metrics: the rows, ``metrics`` (the workload's), and the last row's memory and time
+    ratios to the baseline."""
     kept = {"record_kind": RecordKind.SEED_003_PATH, "rows": rows, **(metrics or {}),
             "mem_ratio": rows[-1]["peak_bytes"] / rows[0]["peak_bytes"],
             "time_ratio": rows[-1]["step_s"] / rows[0]["step_s"]}
     rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
              for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
-    if rises:
-        return Verdict(Status.FAIL, Category.NA, "peak memory rose along the path: " + "; ".join(rises), kept)
+    base_loss = ratios.recorded_number(rows[0].get("loss"))
+    broken = [f"{r['row']} ({r['loss']})" for r in rows[1:]
+              if base_loss is not None and math.isfinite(base_loss)
+              and (loss := ratios.recorded_number(r.get("loss"))) is not None and not math.isfinite(loss)]
+    problems = ([f"peak memory rose along the path: {'; '.join(rises)}"] if rises else []) + (
+        [f"the training step's loss is not finite at {', '.join(broken)}, where the baseline's is {base_loss:.4g}: "
+         f"those rows save memory by breaking training"] if broken else [])
+    if problems:
+        return Verdict(Status.FAIL, Category.NA, "; ".join(problems), kept)
     return Verdict(Status.PASS, Category.NA, "", kept)

@@ -261,15 +261,6 @@ SAYS = {Category.HOLDS: "the claim holds", Category.DOES_NOT_HOLD: "the claim do
         Category.INCONCLUSIVE: "the claim is inconclusive"}
 
 
-def _number(value) -> float | None:
-    """A measured loss as a float: a record spells NaN and the infinities (records.json_safe)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
-    return None
-
-
 def breaks_training(measured: dict) -> str | None:
     """Why the technique breaks training on this device, in words, or None: its step's loss is
     NaN or inf where the step without it has a finite one (a memory or time saving that
@@ -277,7 +268,7 @@ def breaks_training(measured: dict) -> str | None:
     not finite on both sides is the workload's on this device, not the technique's
     (``loss_note``); a measurement without losses (an older record, the optimizer-step
     basis) says nothing."""
-    a, b = (_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    a, b = (ratios.recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
     if a is None or b is None or not math.isfinite(a) or math.isfinite(b):
         return None
     return (f"with it the training step's loss is {b} on this device, where without it it is {a:.4g}: it breaks "
@@ -287,7 +278,7 @@ def breaks_training(measured: dict) -> str | None:
 def loss_note(measured: dict) -> str | None:
     """A note where neither side's loss is finite: the workload does not train on this device
     at all, with or without the technique (the model parity checks say why)."""
-    a, b = (_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    a, b = (ratios.recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
     if a is None or b is None or math.isfinite(a) or math.isfinite(b):
         return None
     return (f"the training step's loss is {a} without the technique and {b} with it: this workload does not train "
