@@ -268,12 +268,17 @@ def test_optimization_claims_and_the_seed_003_chart(tmp_path, recorded):
             metrics={"mem_ratio": 0.53, "ci_low": 0.53, "ci_high": 0.53, "bound": 0.94, "kind": "lower"}),
         rec("gradient-checkpointing", "xfail", suite="optim", variant="time", category="does-not-hold",
             metrics={"time_ratio": 1.68, "ci_low": 1.58, "ci_high": 1.79, "bound": 1.38, "kind": "not-higher"}),
+        rec("fp16-autocast", "xfail", suite="optim", variant="memory", category="does-not-hold",
+            metrics={"mem_ratio": 0.55, "ci_low": 0.55, "ci_high": 0.55, "bound": 0.9, "kind": "lower",
+                     "ratio_category": "holds", "loss_a": 0.6931, "loss_b": "nan"}),
         rec("seed-path-renamed", "pass", suite="optim",
             metrics={"rows": rows, "workload": "small", "record_kind": "seed-003-path"})])
     out = tmp_path / "out"
     assert report.main([str(run), "--out", str(out)]) == 0
     md, page = (out / "matrix.md").read_text(), (out / "matrix.html").read_text()
     assert "| adafactor" in md and "does-not-hold" in md and "≠ time_ratio=1.68" in md
+    # a ratio within its bound beside "does-not-hold" says why: the step's loss
+    assert "does-not-hold: breaks training (its loss is not finite; the ratio alone: holds)" in md
     pngs = list(out.glob("seed003_*.png"))
     assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({pngs[0].name})" in md
     assert "data:image/png;base64," in page

@@ -527,6 +527,13 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
     [one] = verdict.for_records(header, recs[:1] + recs[2:4], {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in one.aspects if a.name == "optimizations").short == "1 optimization helps"
+    # a saving whose step's loss turned NaN: its ratio beside "does not hold" must not read as a contradiction
+    broke = claim("gradient-checkpointing", "does-not-hold", mem_ratio=0.55, kind="lower", claimed_ratio=0.6,
+                  ratio_category="holds")
+    [nan] = verdict.for_records(header, [broke], {"kind": "end", "run": "O1", "exitstatus": 0})
+    assert next(a for a in nan.aspects if a.name == "optimizations").line == (
+        "no documented saving was measured here; 1 claim does not hold (gradient-checkpointing memory x0.55, "
+        "documented x0.6, but its step's loss is not finite: it breaks training here)")
 
 
 def test_a_failure_s_reason_keeps_what_it_saw_and_its_table_says_the_cause_once(tmp_path, recorded):

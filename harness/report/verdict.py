@@ -388,6 +388,8 @@ def _ratio_words(rec: dict, claimed: bool = False) -> str:
             said += ", documented as lower with no figure"
         else:
             said += f", documented {'at most ' if met.get('kind') == ClaimKind.NOT_HIGHER else ''}x{documented:.2g}"
+    if claimed and met.get("ratio_category") not in (None, rec.get("category")):   # a saving that cannot train
+        said += ", but its step's loss is not finite: it breaks training here"
     notes = [f"{workload} workload"] if workload else []
     first = cold_start_s(met)
     if first is not None:
