@@ -218,8 +218,8 @@ def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
     if ca == Category.HOLDS and cb == Category.DOES_NOT_HOLD:
         broke = mb.get("ratio_category") not in (None, cb)   # its ratio holds, its loss is not finite
-        out.append(("regression", "claim", "the claim held and no longer holds"
-                    + (f": {b.get('reason') or ''}".rstrip(": ") if broke else "")))
+        why = (b.get("reason") or "").removeprefix("the claim does not hold here: ")
+        out.append(("regression", "claim", "the claim held and no longer holds" + (f": {why}" if broke and why else "")))
     elif ca == Category.DOES_NOT_HOLD and cb == Category.HOLDS:
         out.append(("improvement", "claim", "the claim now holds"))
     if ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
