@@ -735,6 +735,9 @@ def test_the_path_claims_are_timed_once_as_a_family(fresh, monkeypatch):
     assert account == ck.measured["family"] and account["rounds"] >= 6 and account["build_s"] >= 0
     assert account["pairs"]["gradient-accumulation"]["rounds"] == ga.rounds
     assert {"gradient-accumulation", "gradient-checkpointing"} <= set(account["pairs"])
+    # each member keeps its rows' losses from the family's rounds (a row that breaks training does not hold)
+    assert all(math.isfinite(run.measured[k]) for run in (ga, ck) for k in ("loss_a", "loss_b")), ga.measured
+    assert all(math.isfinite(row["loss"]) for row in rows), rows
     # a claim asked for alone is timed alone: its own two sides
     seedpath.forget_timed()
     techniques.measure_claim("gradient-checkpointing", "time", "cpu", "small", ("gradient-checkpointing",))

@@ -84,7 +84,9 @@ def path_family_time(device: str, scale: str = "small", members: tuple[str, ...]
     (harness.optim.workloads.built) and stepped once per interleaved round, and every pair of
     ``family_pairs`` read from those rounds, with its interval and verdict. Each claim keeps
     the budget it had alone (TIME_BUDGET_S) for the rounds it buys. Where the rows do not fit
-    the device together (``family_fits``), each pair is timed on its own.
+    the device together (``family_fits``), each pair is timed on its own. Each pair keeps its
+    two rows' last timed step's loss (``loss_a``, ``loss_b``: harness.optim.techniques
+    .breaks_training reads them).
 
     Kept per process, keyed by the baseline's workload key (setup, target, torch settings),
     the members and the rounds and budget: each member's check reads the one measurement."""
@@ -100,21 +102,31 @@ def path_family_time(device: str, scale: str = "small", members: tuple[str, ...]
     setups = dict(rows)
     sync = devices.synchronizer(device)
     timing = dict(sync=sync, warmup=2, rounds=TIME_ROUNDS[scale], budget_s=TIME_BUDGET_S[scale])
+    losses: dict[str, float] = {}
+
+    def stepping(name: str, w):
+        def step():
+            losses[name] = w.step()
+        return step
     start = time.perf_counter()
     if family_fits([setups[n] for n in needed], device):
         sides = {name: built(setups[name], device) for name in needed}   # held here: all alive at once
         build_s = time.perf_counter() - start
-        found = ratios.compare_family({name: w.step for name, w in sides.items()}, pairs, **timing)
+        found = ratios.compare_family({name: stepping(name, w) for name, w in sides.items()}, pairs, **timing)
         found["together"], found["build_s"] = True, round(build_s, 3)
     else:
         found = {"pairs": {}, "sides": needed, "rounds": 0, "seconds": 0.0, "together": False}
         for name, pair in pairs.items():
             wa, wb = built(setups[pair.a], device), built(setups[pair.b], device)
-            alone = ratios.compare_family({pair.a: wa.step, pair.b: wb.step}, {name: pair}, **timing)
+            alone = ratios.compare_family({pair.a: stepping(pair.a, wa), pair.b: stepping(pair.b, wb)}, {name: pair},
+                                          **timing)
             found["pairs"][name] = alone["pairs"][name]
             found["rounds"] += alone["rounds"]
             found["seconds"] += alone["seconds"]
         found["build_s"] = round(time.perf_counter() - start - found["seconds"], 3)   # built pair by pair
+    for name, pair in pairs.items():
+        if name in found["pairs"]:
+            found["pairs"][name].update(loss_a=losses.get(pair.a), loss_b=losses.get(pair.b))
     _TIMED[key] = found
     return found
 
