@@ -537,7 +537,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
         return in_eager_terms(accuracy.compare_accuracy(result, yard, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
                                                         tolerances.ACCURACY_ULPS, slack=slack, yardstick="eager"))
 
-    def beyond_eager_nan(result, found: dict) -> dict | None:
+    def besides_eager_nan(result, found: dict) -> dict | None:
         """``result``'s comparison once eager's own NaN are set aside (``mended``), where
         ``found`` missed by NaN that eager gives at every element: None when nothing else is
         out of the rule, else that comparison (its reason says what)."""
@@ -548,7 +548,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
 
     def own_miss(result) -> bool:   # what a rerun is asked: out of the rule, eager's own NaN aside
         found = judged(result)
-        return not found["ok"] and beyond_eager_nan(result, found) is not None
+        return not found["ok"] and besides_eager_nan(result, found) is not None
     found = judged(got_s)
     if not found["ok"] and ref_s is not None:  # a rounding-sized move of the inputs may explain it
         slack = settled(accuracy.slack_of(ref, [wide_reference(call, sample, dt, wide, pass_, trial, like=eager)
@@ -558,7 +558,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     if ref_s is not None:
         run.compiled_ref = worse(run.compiled_ref, accuracy.compare(got_s, ref_s, tol))
         run.eager_ref = worse(run.eager_ref, accuracy.compare(eager_s, ref_s, tol))
-    beyond = None if found["ok"] else beyond_eager_nan(got_s, found)
+    beyond = None if found["ok"] else besides_eager_nan(got_s, found)
     if not found["ok"] and beyond is None:
         found.update(said("eager-non-finite", str(dt).removeprefix("torch."), target))
     elif not found["ok"]:
