@@ -306,6 +306,17 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
+def recorded_number(value) -> float | None:
+    """A figure as a measurement returns it or a record keeps it, as a float: NaN and the
+    infinities as ``json_safe`` spells them ("nan", "inf", "-inf") read back; None for
+    anything else (absent, other text, a bool)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if value in _SPELT:
+        return float(value)
+    return None
+
+
 def json_safe(value, depth: int = 0, limit: int = 6):
     """Plain JSON for a metric: NaN and infinities as strings, unknown objects by str().
 

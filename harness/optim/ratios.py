@@ -65,17 +65,6 @@ LONG_ROUND_S = 2.0
 LONG_ROUNDS = 6
 
 
-def recorded_number(value) -> float | None:
-    """A measured figure as a float, as a measurement returns it or a record keeps it (NaN and
-    the infinities spelt "nan", "inf", "-inf": harness.core.records.json_safe); None for
-    anything else (absent, text, a bool)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
-    return None
-
-
 def judge(ci_low: float, ci_high: float, bound: Bound, zone: float = 0.0) -> str:
     """``holds`` when the whole interval satisfies the bound, ``does-not-hold`` when the
     whole interval violates it, else ``inconclusive`` (harness.core.records.Category).

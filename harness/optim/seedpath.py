@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 
-from harness.core.records import Category, ClaimKind, RecordKind, Status, Verdict
+from harness.core.records import Category, ClaimKind, RecordKind, Status, Verdict, recorded_number
 from harness.env import devices
 from harness.optim import ratios
 from harness.optim.ratios import Bound
@@ -204,10 +204,10 @@ def path_verdict(rows: list[dict], metrics: dict | None = None) -> Verdict:
             "time_ratio": rows[-1]["step_s"] / rows[0]["step_s"]}
     rises = [f"{b['row']} {b['peak_bytes']} B > {a['row']} {a['peak_bytes']} B"
              for a, b in zip(rows, rows[1:]) if b["peak_bytes"] > a["peak_bytes"]]
-    base_loss = ratios.recorded_number(rows[0].get("loss"))
+    base_loss = recorded_number(rows[0].get("loss"))
     broken = [f"{r['row']} ({r['loss']})" for r in rows[1:]
               if base_loss is not None and math.isfinite(base_loss)
-              and (loss := ratios.recorded_number(r.get("loss"))) is not None and not math.isfinite(loss)]
+              and (loss := recorded_number(r.get("loss"))) is not None and not math.isfinite(loss)]
     problems = ([f"peak memory rose along the path: {'; '.join(rises)}"] if rises else []) + (
         [f"the training step's loss is not finite at {', '.join(broken)}, where the baseline's is {base_loss:.4g}: "
          f"those rows save memory by breaking training"] if broken else [])

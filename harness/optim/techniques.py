@@ -33,7 +33,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from harness.core.records import Category, ClaimKind, Status, Verdict
+from harness.core.records import Category, ClaimKind, Status, Verdict, recorded_number
 from harness.env import devices
 from harness.optim import claims, ratios
 from harness.optim.ratios import Bound
@@ -268,7 +268,7 @@ def breaks_training(measured: dict) -> str | None:
     not finite on both sides is the workload's on this device, not the technique's
     (``loss_note``); a measurement without losses (an older record, the optimizer-step
     basis) says nothing."""
-    a, b = (ratios.recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    a, b = (recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
     if a is None or b is None or not math.isfinite(a) or math.isfinite(b):
         return None
     return (f"with it the training step's loss is {b} on this device, where without it it is {a:.4g}: it breaks "
@@ -278,7 +278,7 @@ def breaks_training(measured: dict) -> str | None:
 def loss_note(measured: dict) -> str | None:
     """A note where neither side's loss is finite: the workload does not train on this device
     at all, with or without the technique (the model parity checks say why)."""
-    a, b = (ratios.recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
+    a, b = (recorded_number(measured.get(key)) for key in ("loss_a", "loss_b"))
     if a is None or b is None or math.isfinite(a) or math.isfinite(b):
         return None
     return (f"the training step's loss is {a} without the technique and {b} with it: this workload does not train "

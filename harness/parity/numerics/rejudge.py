@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.core.records import Status
+from harness.core.records import Status, recorded_number
 from harness.parity.numerics import tolerances
 
 EXACT_INPUTS = ("int64", "int32", "uint8", "bool", "int16", "int8")
@@ -45,14 +45,6 @@ class Rejudged:
     cause: str | None = None   # for "remains": the suspected cause (harness.parity.numerics.causes), if any
 
 
-def _number(value) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value in ("inf", "nan"):
-        return float(value)
-    return None
-
-
 def classify(rec: dict) -> Rejudged:
     """What the accuracy judge makes of one failed parity record (see the module docstring)."""
     met = rec.get("metrics") or {}
@@ -68,13 +60,13 @@ def classify(rec: dict) -> Rejudged:
                             "gradient within each group of equal values)")
     if op in DEFINED_OPS:
         return out("rerun", DEFINED_OPS[op])
-    t, c = _number(met.get("target_ref_err")), _number(met.get("cpu_ref_err"))
+    t, c = recorded_number(met.get("target_ref_err")), recorded_number(met.get("cpu_ref_err"))
     if dtype in EXACT_INPUTS and op == "to":
         return out("rerun", "a copy to the CPU with non_blocking=True, compared before it completed (the same "
                             "samples in floating dtypes equal float64 exactly); the judge now synchronizes the "
                             "device before reading")
     if dtype in EXACT_INPUTS:
-        err, rel = _number(met.get("max_abs_err")), _number(met.get("max_rel_err"))
+        err, rel = recorded_number(met.get("max_abs_err")), recorded_number(met.get("max_rel_err"))
         tol = tolerances.TABLE[("default", "float32")]
         if err is not None and (err <= tol.atol or (rel is not None and rel <= tol.rtol)):
             return out("passes", f"integer inputs, floating output: off the CPU by {err:.3g}, within float32's "
