@@ -117,6 +117,25 @@ def test_watermark_ratios(machine, high, low, outcome):
     assert fitness.judge_watermark_env(f).outcome == outcome
 
 
+@pytest.mark.parametrize("machine,fast,metal,outcome,says", [
+    ("apple_silicon_native", None, None, "ok", "MPS kernels as torch ships them"),
+    ("apple_silicon_native", "0", None, "ok", "MPS kernels as torch ships them"),
+    ("apple_silicon_native", "1", None, "ok", "PYTORCH_MPS_FAST_MATH=1: Metal kernels compiled with fast math"),
+    ("apple_silicon_native", None, "1", "ok", "PYTORCH_MPS_PREFER_METAL=1: matmuls on torch's own Metal kernel"),
+    # torch reads only whether PYTORCH_MPS_PREFER_METAL is set: "0" turns the Metal matmul on
+    ("apple_silicon_native", None, "0", "fail", "PYTORCH_MPS_PREFER_METAL='0' turns torch's own Metal matmul ON"),
+    ("apple_silicon_native", None, "", "fail", "turns torch's own Metal matmul ON"),
+    ("apple_silicon_native", "true", None, "fail", "PYTORCH_MPS_FAST_MATH='true' is not 0 or 1"),
+    ("linux_x86_64", "1", "0", "na", "not applicable"),
+])
+def test_the_mps_kernel_switches(machine, fast, metal, outcome, says):
+    f = load_facts(machine)
+    f["env"]["PYTORCH_MPS_FAST_MATH"], f["env"]["PYTORCH_MPS_PREFER_METAL"] = fast, metal
+    v = fitness.judge_kernel_env(f)
+    assert v.outcome == outcome and says in v.summary, v
+    assert (outcome == "fail") == bool(v.fix)
+
+
 @pytest.mark.parametrize("torch_version, macos, needed", [
     ("2.11.0", "13.6", None), ("2.12.0", "13.6", "14"), ("2.14.1", "14.5", None),
     ("2.15.0", "14.5", "15"), ("2.15.0", "15.0", None), ("2.16.0.dev20261101", "14.7", "15"),

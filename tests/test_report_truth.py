@@ -161,6 +161,36 @@ def test_an_absent_target_is_given_the_reason_its_run_gave_whatever_checks_were_
         assert mps.headline == f"not run: {expected}", (targets, mps.headline)
 
 
+def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernels(recorded):
+    """PYTORCH_MPS_FAST_MATH (fast math in the Metal kernels torch compiles) and
+    PYTORCH_MPS_PREFER_METAL (torch's own Metal matmul; on when set at all, "0" too) change the
+    numbers MPS gives: the mps column's numerics line names the switches its runs had on, and
+    says to run again without them before reading a failure as MPS's own. The cpu column of
+    the same run, and an mps run without them, say nothing of it."""
+    def run(run_id, env):
+        facts = recorded("apple_silicon_native")
+        facts["env"] = {**facts.get("env", {}), **env}
+        recs = [{"kind": "check", "run": run_id, "check": f"parity/op{i}/float32/forward", "suite": "parity",
+                 "subject": f"op{i}", "variant": "float32/forward", "target": target, "status": status,
+                 "category": "parity", "reason": "off float64" if status == "fail" else "", "metrics": {}}
+                for i, (target, status) in enumerate((("mps", "fail"), ("mps", "pass"), ("cpu", "pass")))]
+        return runfiles.Run(run_id, runfiles.header(run_id, f"mac-{run_id}", facts), "x", recs,
+                            {"kind": "end", "run": run_id, "exitstatus": 1})
+
+    switched = {"PYTORCH_MPS_FAST_MATH": "1", "PYTORCH_MPS_PREFER_METAL": "0"}
+    for env, says in ((switched, True), ({"PYTORCH_MPS_FAST_MATH": "0"}, False), ({}, False)):
+        found = verdict.verdicts(build([run("R1", env)]))
+        line = {v.title.rsplit("· ", 1)[1]: next(a for a in v.aspects if a.name == "numerics").line for v in found}
+        assert line["mps"].startswith("1 check wrong against float64"), line["mps"]
+        assert ("this run had" in line["mps"]) == says and "this run had" not in line["cpu"], (env, line)
+        if says:
+            assert line["mps"].endswith(
+                "; this run had PYTORCH_MPS_FAST_MATH=1: Metal kernels compiled with fast math, which trades "
+                "precision for speed; PYTORCH_MPS_PREFER_METAL=0: matmuls on torch's own Metal kernel instead of "
+                "MPSGraph's: run again without PYTORCH_MPS_FAST_MATH and PYTORCH_MPS_PREFER_METAL before reading "
+                "these failures as MPS's own"), line["mps"]
+
+
 def test_the_optimization_workloads_stay_in_their_own_table(h100_page):
     """A small and a large optimization workload are columns of the optim suite only, and one verdict."""
     _, _, m, found, secs, _ = h100_page

@@ -51,6 +51,8 @@ CHECKS: tuple[EnvCheck, ...] = (
     EnvCheck("device-available", ("cuda",), "Is a CUDA device present and usable?", fitness.judge_cuda_present),
     EnvCheck("fallback-env", ("mps",), "Is PYTORCH_ENABLE_MPS_FALLBACK valid if set?", fitness.judge_fallback_env),
     EnvCheck("watermark-env", ("mps",), "Are the MPS watermark ratios valid if set?", fitness.judge_watermark_env),
+    EnvCheck("kernel-env", ("mps",), "Do the MPS kernel switches (fast math, Metal matmul) mean what they say, if set?",
+             fitness.judge_kernel_env),
     EnvCheck("tokenizers-native", ALL, "Does tokenizers import as a native build?", fitness.judge_tokenizers_native),
     EnvCheck("trainer-default-device", ("mps",), "Does TrainingArguments pick mps by default?",
              fitness.judge_trainer_device("mps"), needs_trainer=True),

@@ -370,6 +370,56 @@ def judge_watermark_env(f: dict) -> Fitness:
     return ok(f"MPS watermark ratios valid: high {high}, low {low}{note}")
 
 
+# Variables that change which kernels MPS runs, and so its numbers and its times (PyTorch's
+# "MPS Environment Variables" page). Each is read once per process, when torch first needs it.
+# - PYTORCH_MPS_FAST_MATH: the Metal kernels torch compiles from source at run time are built
+#   with fast math (Metal's relaxed precision: the Metal Shading Language specification, 1.6.3).
+#   Newer torch reads any value but "0" as on (OperationUtils.mm, c10::utils::get_env); older
+#   releases parse an integer there (std::stoi), which throws on a word.
+# - PYTORCH_MPS_PREFER_METAL: matmuls run on torch's own Metal kernel instead of MPSGraph's.
+#   torch reads only whether the variable is set (LinearAlgebra.mm, use_metal_mm: getenv !=
+#   nullptr, later c10::utils::has_env), so "0" turns it on as well.
+FAST_MATH_VAR, PREFER_METAL_VAR = "PYTORCH_MPS_FAST_MATH", "PYTORCH_MPS_PREFER_METAL"
+KERNEL_VARS = (FAST_MATH_VAR, PREFER_METAL_VAR)
+
+
+def kernel_switches(env: dict | None) -> list[str]:
+    """The MPS kernel switches a process environment turns on, as "NAME=value" (none: [])."""
+    env = env if isinstance(env, dict) else {}
+    fast, metal = env.get(FAST_MATH_VAR), env.get(PREFER_METAL_VAR)
+    on = [f"{FAST_MATH_VAR}={fast}"] if isinstance(fast, str) and fast != "0" else []
+    return on + ([f"{PREFER_METAL_VAR}={metal}"] if isinstance(metal, str) else [])
+
+
+KERNEL_SWITCH_EFFECT = {
+    FAST_MATH_VAR: "Metal kernels compiled with fast math, which trades precision for speed",
+    PREFER_METAL_VAR: "matmuls on torch's own Metal kernel instead of MPSGraph's",
+}
+
+
+def judge_kernel_env(f: dict) -> Fitness:
+    """Fit when the kernel switches are unset, or set to what they say; either way the summary
+    names what this run's mps numbers and times are of."""
+    if (v := _mac_only(f)):
+        return v
+    env = f.get("env") or {}
+    fast, metal = env.get(FAST_MATH_VAR), env.get(PREFER_METAL_VAR)
+    if metal is not None and metal != "1":
+        return fail(f"{PREFER_METAL_VAR}={metal!r} turns torch's own Metal matmul ON: torch reads only whether the "
+                    "variable is set, not its value",
+                    f"unset {PREFER_METAL_VAR} to keep MPSGraph's matmul (set it, to 1, only to choose the Metal kernel)")
+    if fast not in (None, "0", "1"):
+        return fail(f"{FAST_MATH_VAR}={fast!r} is not 0 or 1: newer torch reads every value but '0' as on, older "
+                    "releases parse an integer and fail on a word",
+                    f"export {FAST_MATH_VAR}=0 or unset it (1 turns fast math on)")
+    on = kernel_switches(env)
+    if not on:
+        return ok(f"MPS kernels as torch ships them ({FAST_MATH_VAR} and {PREFER_METAL_VAR} not set, or 0 for fast "
+                  "math)")
+    effects = "; ".join(f"{s}: {KERNEL_SWITCH_EFFECT[s.split('=')[0]]}" for s in on)
+    return ok(f"{effects}. This run's mps numbers and times are of those kernels, not of torch's defaults")
+
+
 def judge_tokenizers_native(f: dict) -> Fitness:
     tok = f.get("tokenizers", {})
     if not tok.get("installed"):

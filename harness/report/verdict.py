@@ -29,6 +29,7 @@ from typing import Collection
 
 from harness.core import records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
+from harness.env import fitness
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
 from harness.parity.numerics import causes
@@ -326,7 +327,23 @@ def wrong_on_the_cpu_too(rec: dict) -> bool:
     return isinstance(met, dict) and causes.non_finite_shared_with_cpu(met) is True
 
 
-def _numerics(recs: list[dict]) -> Aspect:
+def kernel_switches(headers: list[dict], target: str) -> list[str]:
+    """The MPS kernel switches (fast math, Metal matmul: harness.env.fitness.KERNEL_VARS) the
+    runs of an mps column had on, as "NAME=value", each once; [] for any other target."""
+    if target != "mps":
+        return []
+    found = [s for h in headers for s in fitness.kernel_switches(((h.get("facts") or {}) if isinstance(
+        h.get("facts"), dict) else {}).get("env"))]
+    return list(dict.fromkeys(found))
+
+
+def _switch_words(switches: list[str]) -> str:
+    return "; ".join(f"{s}: {fitness.KERNEL_SWITCH_EFFECT[s.split('=')[0]]}" for s in switches)
+
+
+def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
+    """``switches``: the MPS kernel switches the column's runs had on (``kernel_switches``):
+    its numbers are of those kernels, and the line says so."""
     par = [r for r in recs if r.get("suite") == "parity" and r["status"] != Status.SKIP]
     if not par:
         return Aspect("numerics", NONE, "not run here (pytest suites/ -m parity)", anchor="parity")
@@ -356,6 +373,10 @@ def _numerics(recs: list[dict]) -> Aspect:
     untold = _untold(recs, "parity")
     if untold:
         line += f"; {untold:,} more that only the device itself can answer (skipped on this emulated column)"
+    if switches:
+        line += (f"; this run had {_switch_words(switches)}: run again without "
+                 f"{' and '.join(s.split('=')[0] for s in switches)} before reading "
+                 f"{'these failures' if wrong or failed else 'this'} as MPS's own")
     detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups + unrun]
     detail += [f"{shown(g.cause)}: {', '.join(g.checks)}" for g in groups + unrun]
     if as_cpu:
@@ -713,7 +734,8 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
             out.append(card)
             continue
         checks = [r for r in recs if not is_control(r)]   # the controls speak through the instruments aspect
-        aspects = [_environment(checks, col.target), _ops(checks, col.target), _numerics(checks),
+        aspects = [_environment(checks, col.target), _ops(checks, col.target),
+                   _numerics(checks, kernel_switches(headers, col.target)),
                    _optimizations(checks), _known_bugs(checks), _speed(checks)]
         if is_emulated(col.target):
             aspects = [_the_cpus_times(a) for a in aspects]
