@@ -209,6 +209,36 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
     assert list(latest.records) == [("ops/a/float32/forward", "cpu")]  # --latest: the newest run alone
 
 
+@pytest.mark.parametrize("base_env,cand_env,noted", [
+    ({}, {"PYTORCH_MPS_FAST_MATH": "1"}, "the baseline ran with neither switch, the candidate with PYTORCH_MPS_FAST_MATH=1"),
+    ({"PYTORCH_MPS_PREFER_METAL": "0"}, {}, "the baseline ran with PYTORCH_MPS_PREFER_METAL=0, the candidate with "
+                                            "neither switch"),
+    ({"PYTORCH_MPS_FAST_MATH": "1"}, {"PYTORCH_MPS_FAST_MATH": "1"}, None),
+    ({"PYTORCH_MPS_FAST_MATH": "0"}, {}, None),      # 0 is off: the same kernels
+], ids=["fast-math-on", "metal-matmul-off-is-on", "alike", "zero-is-off"])
+def test_mps_checks_compared_across_different_kernel_switches_are_said_to_be(tmp_path, base_env, cand_env, noted):
+    """PYTORCH_MPS_FAST_MATH and PYTORCH_MPS_PREFER_METAL change the kernels MPS runs: a
+    comparison of mps checks across sides that had different switches says so in a note, with
+    the switch to set alike; a cpu-only comparison, or sides alike, say nothing."""
+    def side(name, env, target):
+        facts = {"host": "mac", "packages": {"torch": "2.15.0"}, "env": env}
+        w = runfiles.Writer(tmp_path / f"{name}-{target}.jsonl")
+        w.write(runfiles.header(name, f"mac-{name}", facts))
+        w.write({**rec("parity/gelu/float32/forward", category="parity", target=target), "run": name})
+        w.write({"kind": "end", "run": name, "finished": runfiles.now_iso(), "exitstatus": 0, "counts": {}})
+        w.close()
+        return compare.load_side([str(tmp_path / f"{name}-{target}.jsonl")])
+
+    for target in ("mps", "cpu"):
+        notes = compare.compare(side("base", base_env, target), side("cand", cand_env, target)).notes
+        said = [n for n in notes if "MPS kernel switches" in n]
+        if noted is None or target == "cpu":
+            assert said == [], (target, notes)
+        else:
+            assert len(said) == 1 and noted in said[0] and said[0].startswith("1 mps check(s) compared"), said
+            assert said[0].endswith("run both sides with the same PYTORCH_MPS_FAST_MATH and PYTORCH_MPS_PREFER_METAL")
+
+
 def test_a_claim_measured_at_two_workloads_is_two_results_never_one_overwriting_the_other(tmp_path):
     small = rec("optim/tf32/time", category="does-not-hold", workload="small", time_ratio=0.99, ci_low=0.97,
                 ci_high=1.01, bound=0.9)

@@ -76,6 +76,7 @@ from typing import Iterable
 
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
+from harness.env import fitness
 from harness.parity.numerics import causes
 from harness.perf import against
 from harness.report import selection
@@ -533,6 +534,21 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
 
 # --------------------------------------------------------------------------- the comparison
 
+def switch_notes(baseline: Side, candidate: Side, compared: list[dict]) -> list[str]:
+    """A note when the two sides ran with different MPS kernel switches (fast math, Metal matmul:
+    harness.env.fitness.KERNEL_VARS) and mps checks were compared: their numbers and times are
+    of different kernels, so a change there may be the switch's doing, not the versions'."""
+    mps = sum(r.get("target") == "mps" for r in compared)
+    on = [fitness.kernel_switches((s.header.get("facts") or {}).get("env")) for s in (baseline, candidate)]
+    if not mps or on[0] == on[1]:
+        return []
+    said = [", ".join(o) if o else "neither switch" for o in on]
+    return [f"{mps} mps check(s) compared across different MPS kernel switches: the baseline ran with {said[0]}, the "
+            f"candidate with {said[1]}; those switches change the kernels MPS runs (fast math, the Metal matmul), so a "
+            "change on mps may be the switch's doing, not the versions'; run both sides with the same "
+            f"{' and '.join(fitness.KERNEL_VARS)}"]
+
+
 def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             floor: float = DEFAULT_FLOOR, judged_from: str | None = None) -> Comparison:
     """The comparison, check by check. ``judged_from`` (BOTH, FROM_CANDIDATE, PARTIAL) first
@@ -577,6 +593,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
         notes.append(f"{len(found_pairs.untagged)} check(s) matched across a missing workload tag: a record without "
                      "one (a measurement that failed before the suite tagged its records, in an older run file) was "
                      "compared with the other side's only record of that check and target; read them with care")
+    notes += switch_notes(baseline, candidate, [b for _, b, _ in pairs])
     timed = [a for a, _, _ in pairs if a.get("category") in Category.TIMES]
     for (ca, cb), n in sorted(Counter(unlike.values()).items(), key=lambda kv: -kv[1]):
         notes.append(f"{n} perf time(s) not compared: the baseline timed them {ca}, the candidate {cb}; after "
