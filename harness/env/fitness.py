@@ -397,6 +397,11 @@ KERNEL_SWITCH_EFFECT = {
 }
 
 
+def switch_words(switches: list[str]) -> str:
+    """What the switches ``kernel_switches`` found do, in the user's words."""
+    return "; ".join(f"{s}: {KERNEL_SWITCH_EFFECT[s.split('=')[0]]}" for s in switches)
+
+
 def judge_kernel_env(f: dict) -> Fitness:
     """Fit when the kernel switches are unset, or set to what they say; either way the summary
     names what this run's mps numbers and times are of."""
@@ -416,8 +421,7 @@ def judge_kernel_env(f: dict) -> Fitness:
     if not on:
         return ok(f"MPS kernels as torch ships them ({FAST_MATH_VAR} and {PREFER_METAL_VAR} not set, or 0 for fast "
                   "math)")
-    effects = "; ".join(f"{s}: {KERNEL_SWITCH_EFFECT[s.split('=')[0]]}" for s in on)
-    return ok(f"{effects}. This run's mps numbers and times are of those kernels, not of torch's defaults")
+    return ok(f"{switch_words(on)}. This run's mps numbers and times are of those kernels, not of torch's defaults")
 
 
 def judge_tokenizers_native(f: dict) -> Fitness:

@@ -332,13 +332,8 @@ def kernel_switches(headers: list[dict], target: str) -> list[str]:
     runs of an mps column had on, as "NAME=value", each once; [] for any other target."""
     if target != "mps":
         return []
-    found = [s for h in headers for s in fitness.kernel_switches(((h.get("facts") or {}) if isinstance(
-        h.get("facts"), dict) else {}).get("env"))]
-    return list(dict.fromkeys(found))
-
-
-def _switch_words(switches: list[str]) -> str:
-    return "; ".join(f"{s}: {fitness.KERNEL_SWITCH_EFFECT[s.split('=')[0]]}" for s in switches)
+    envs = [h["facts"].get("env") for h in headers if isinstance(h.get("facts"), dict)]
+    return list(dict.fromkeys(s for env in envs for s in fitness.kernel_switches(env)))
 
 
 def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
@@ -374,7 +369,7 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     if untold:
         line += f"; {untold:,} more that only the device itself can answer (skipped on this emulated column)"
     if switches:
-        line += (f"; this run had {_switch_words(switches)}: run again without "
+        line += (f"; this run had {fitness.switch_words(switches)}: run again without "
                  f"{' and '.join(s.split('=')[0] for s in switches)} before reading "
                  f"{'these failures' if wrong or failed else 'this'} as MPS's own")
     detail = [f"{shown(g.cause)} ({len(g.checks)}): {shown(g.switch)}" for g in groups + unrun]
