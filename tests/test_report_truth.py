@@ -165,8 +165,9 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
     """PYTORCH_MPS_FAST_MATH (fast math in the Metal kernels torch compiles) and
     PYTORCH_MPS_PREFER_METAL (torch's own Metal matmul; on when set at all, "0" too) change the
     numbers MPS gives: the mps column's numerics line names the switches its runs had on, and
-    says to run again without them before reading a failure as MPS's own. The cpu column of
-    the same run, and an mps run without them, say nothing of it."""
+    says to run again without them before reading a failure as MPS's own; its speed line says
+    whose times they are. The cpu column of the same run, and an mps run without them, say
+    nothing of it."""
     def run(run_id, env):
         facts = recorded("apple_silicon_native")
         facts["env"] = {**facts.get("env", {}), **env}
@@ -174,6 +175,9 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
                  "subject": f"op{i}", "variant": "float32/forward", "target": target, "status": status,
                  "category": "parity", "reason": "off float64" if status == "fail" else "", "metrics": {}}
                 for i, (target, status) in enumerate((("mps", "fail"), ("mps", "pass"), ("cpu", "pass")))]
+        recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf", "subject": "mul",
+                  "variant": "float32/forward", "target": target, "status": "pass", "category": "timed",
+                  "reason": "", "metrics": {}} for target in ("mps", "cpu")]
         return runfiles.Run(run_id, runfiles.header(run_id, f"mac-{run_id}", facts), "x", recs,
                             {"kind": "end", "run": run_id, "exitstatus": 1})
 
@@ -181,8 +185,13 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
     for env, says in ((switched, True), ({"PYTORCH_MPS_FAST_MATH": "0"}, False), ({}, False)):
         found = verdict.verdicts(build([run("R1", env)]))
         line = {v.title.rsplit("· ", 1)[1]: next(a for a in v.aspects if a.name == "numerics").line for v in found}
+        speed = {v.title.rsplit("· ", 1)[1]: next(a for a in v.aspects if a.name == "speed and memory").line
+                 for v in found}
         assert line["mps"].startswith("1 check wrong against float64"), line["mps"]
         assert ("this run had" in line["mps"]) == says and "this run had" not in line["cpu"], (env, line)
+        assert speed["cpu"] == "1 measurement, none failed" and speed["mps"] == "1 measurement, none failed" + (
+            " (times of the kernels PYTORCH_MPS_FAST_MATH=1, PYTORCH_MPS_PREFER_METAL=0 chose, not of torch's "
+            "defaults)" if says else ""), speed
         if says:
             assert line["mps"].endswith(
                 "; this run had PYTORCH_MPS_FAST_MATH=1: Metal kernels compiled with fast math, which trades "

@@ -562,6 +562,15 @@ def _the_cpus_times(aspect: Aspect) -> Aspect:
     return dataclasses.replace(aspect, line=f"{aspect.line} ({EMULATED_TIMES})")
 
 
+def _timed_with(aspect: Aspect, switches: list[str]) -> Aspect:
+    """An mps column's optimizations and speed measured with kernel switches on (``kernel_switches``):
+    every time it measured is of the kernels those switches chose, and its line says so."""
+    if aspect.name not in ("optimizations", "speed and memory") or aspect.state == NONE:
+        return aspect
+    return dataclasses.replace(aspect, line=f"{aspect.line} (times of the kernels {', '.join(switches)} chose, not "
+                                            "of torch's defaults)")
+
+
 def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
     """An aspect measured through instruments that failed their controls: never good (a
     warning at best; bad stays bad), its line saying why it is unconfirmed."""
@@ -729,11 +738,13 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
             out.append(card)
             continue
         checks = [r for r in recs if not is_control(r)]   # the controls speak through the instruments aspect
-        aspects = [_environment(checks, col.target), _ops(checks, col.target),
-                   _numerics(checks, kernel_switches(headers, col.target)),
+        switches = kernel_switches(headers, col.target)
+        aspects = [_environment(checks, col.target), _ops(checks, col.target), _numerics(checks, switches),
                    _optimizations(checks), _known_bugs(checks), _speed(checks)]
         if is_emulated(col.target):
             aspects = [_the_cpus_times(a) for a in aspects]
+        if switches:
+            aspects = [_timed_with(a, switches) for a in aspects]
         found = instruments_of(recs)   # the same as each column's (matrix.Column.instruments)
         instruments, instruments_note = _instruments(found, recs)
         failed = found.failed_suites()
