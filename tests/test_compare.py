@@ -210,7 +210,8 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
 
 
 @pytest.mark.parametrize("base_env,cand_env,noted", [
-    ({}, {"PYTORCH_MPS_FAST_MATH": "1"}, "the baseline ran with neither switch, the candidate with PYTORCH_MPS_FAST_MATH=1"),
+    ({}, {"PYTORCH_MPS_FAST_MATH": "1"},
+     "the baseline ran with neither switch, the candidate with PYTORCH_MPS_FAST_MATH=1"),
     ({"PYTORCH_MPS_PREFER_METAL": "0"}, {}, "the baseline ran with PYTORCH_MPS_PREFER_METAL=0, the candidate with "
                                             "neither switch"),
     ({"PYTORCH_MPS_FAST_MATH": "1"}, {"PYTORCH_MPS_FAST_MATH": "1"}, None),

@@ -175,9 +175,9 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
                  "subject": f"op{i}", "variant": "float32/forward", "target": target, "status": status,
                  "category": "parity", "reason": "off float64" if status == "fail" else "", "metrics": {}}
                 for i, (target, status) in enumerate((("mps", "fail"), ("mps", "pass"), ("cpu", "pass")))]
-        recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf", "subject": "mul",
-                  "variant": "float32/forward", "target": target, "status": "pass", "category": "timed",
-                  "reason": "", "metrics": {}} for target in ("mps", "cpu")]
+        recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf",
+                  "subject": "mul", "variant": "float32/forward", "target": target, "status": "pass",
+                  "category": "timed", "reason": "", "metrics": {}} for target in ("mps", "cpu")]
         return runfiles.Run(run_id, runfiles.header(run_id, f"mac-{run_id}", facts), "x", recs,
                             {"kind": "end", "run": run_id, "exitstatus": 1})
 

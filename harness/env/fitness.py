@@ -412,7 +412,8 @@ def judge_kernel_env(f: dict) -> Fitness:
     if metal is not None and metal != "1":
         return fail(f"{PREFER_METAL_VAR}={metal!r} turns torch's own Metal matmul ON: torch reads only whether the "
                     "variable is set, not its value",
-                    f"unset {PREFER_METAL_VAR} to keep MPSGraph's matmul (set it, to 1, only to choose the Metal kernel)")
+                    f"unset {PREFER_METAL_VAR} to keep MPSGraph's matmul (set it, to 1, only to choose the Metal "
+                    "kernel)")
     if fast not in (None, "0", "1"):
         return fail(f"{FAST_MATH_VAR}={fast!r} is not 0 or 1: newer torch reads every value but '0' as on, older "
                     "releases parse an integer and fail on a word",
