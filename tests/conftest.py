@@ -81,19 +81,23 @@ def recorded():
     return load_facts
 
 
-def run_suite(tmp_path, suite_file: str, marker: str, *args, env=None, timeout=1200):
-    """Run one suite file in a child pytest with its own run file; (result, check records)."""
+def run_suite(tmp_path, suite_file: str, marker: str | None, *args, env=None, timeout=1200):
+    """Run one suite file in a child pytest with its own run file; (result, check records).
+
+    A run of one file opens with its suite's controls (harness.plugin.hooks.unnamed_controls):
+    their records are kept apart, on ``result.controls``, so that a test reads its suite's own."""
     import os
     import subprocess
     import sys
 
     from harness.core import runfiles
     run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    res = subprocess.run([sys.executable, "-m", "pytest", suite_file, "-m", marker, "-q", "-p", "no:cacheprovider",
-                          "--run-file", str(run_file), *args],
+    res = subprocess.run([sys.executable, "-m", "pytest", suite_file, *(("-m", marker) if marker else ()), "-q", "-p",
+                          "no:cacheprovider", "--run-file", str(run_file), *args],
                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
     records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, records
+    res.controls = [r for r in records if r.get("subject") == "controls"]
+    return res, [r for r in records if r.get("subject") != "controls"]
 
 
 # --------------------------------------------------------------------------- the report's browser tests

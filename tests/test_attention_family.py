@@ -5,9 +5,6 @@ torch refuses is counted and never judged, and, run end to end in child pytest p
 the suite fails exactly the checks an injected fault breaks (tests/attention_faults.py)
 and passes on the stand-in accelerators as the other property checks do."""
 import math
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -16,12 +13,12 @@ import torch.nn.functional as F
 from hypothesis import given, find, settings, strategies as st
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from harness.core import records, runfiles
+from harness.core import records
 from harness.parity.properties import attention as A, examples as E, strategies as S
 from harness.parity.properties.tally import Tally
 from harness.plugin.record import Recorder
 from tests import attention_faults
-from tests.conftest import ROOT
+from tests.conftest import run_suite
 
 FIND = settings(max_examples=2000, derandomize=True, database=None)
 MANY = settings(max_examples=60, derandomize=True, database=None, deadline=None)
@@ -376,16 +373,10 @@ def test_a_kernel_that_ran_some_examples_passes_and_says_how_many():
 # --------------------------------------------------------------------------- the suite, run in a child pytest
 
 def run(tmp_path, *args, fault: str = ""):
-    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    env = {k: v for k, v in os.environ.items() if k != attention_faults.VAR}
     if fault:
-        env[attention_faults.VAR] = fault
         args = ("-p", "tests.attention_faults", *args)
-    res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity/test_attention.py", "-q", "-p",
-                          "no:cacheprovider", "-n", "0", "--run-file", str(run_file), *args],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
-    found = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, found
+    return run_suite(tmp_path, "suites/parity/test_attention.py", None, "-n", "0", *args,
+                     env={attention_faults.VAR: fault}, timeout=900)
 
 
 HALF = ("float16", "bfloat16")

@@ -258,6 +258,60 @@ def test_no_control_is_added_where_no_check_of_its_suite_runs_and_deselect_is_ob
     assert collected(named.stdout) == ["test_check[cpu-controls-second-control]", "test_check[cpu-alpha-one]"]
 
 
+@pytest.fixture
+def split(tmp_path):
+    """The synthetic suite with its controls in a module of their own, as the real suites keep them."""
+    (tmp_path / "suites" / "ops").mkdir(parents=True)
+    head, cases = SYNTHETIC.split("CASES = ")
+    checks, controls = cases.split("\n         instruments.ControlCase", 1)
+    (tmp_path / "suites" / "ops" / "test_synthetic.py").write_text(
+        head + "CASES = " + checks.rstrip(", ") + "]\n" + cases.split("]\n", 1)[1])
+    (tmp_path / "suites" / "ops" / "test_synthetic_controls.py").write_text(
+        head + "CASES = [instruments.ControlCase" + controls)
+    return tmp_path
+
+
+def test_a_run_of_one_file_or_one_check_of_a_suite_opens_with_that_suites_controls(split):
+    """Naming a suite's file, or one check in it, collects the suite's controls module too, so
+    the run opens with them (as a run of the whole suite does); a path that names the controls or
+    their folder adds nothing, and --deselect still takes them out."""
+    plain = run_pytest(split, "-p", "harness.plugin.hooks", "suites", "--co", "-q", "--device", "cpu")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "collected beside the named paths" not in plain.stdout
+    one_file = run_pytest(split, "-p", "harness.plugin.hooks", "suites/ops/test_synthetic.py", "--co", "-q",
+                          "--device", "cpu", "-k", "beta")
+    assert collected(one_file.stdout) == ["test_check[cpu-controls-first-control]",
+                                          "test_check[cpu-controls-second-control]", "test_check[cpu-beta-two]"]
+    assert ("collected beside the named paths, so that the run opens with their suites' controls: "
+            "suites/ops/test_synthetic_controls.py") in one_file.stdout
+    one_check = run_pytest(split, "-p", "harness.plugin.hooks", "suites/ops/test_synthetic.py::test_check[cuda-alpha-one]",
+                           "--co", "-q")
+    # the controls of the one target a check was named on; the others' are deselected, not run
+    assert collected(one_check.stdout) == ["test_check[cuda-controls-first-control]",
+                                           "test_check[cuda-controls-second-control]", "test_check[cuda-alpha-one]"]
+    assert "3/7 tests collected (4 deselected)" in one_check.stdout
+    refused = run_pytest(split, "-p", "harness.plugin.hooks", "suites/ops/test_synthetic.py", "--co", "-q",
+                         "--device", "cpu", "--deselect", "suites/ops/test_synthetic_controls.py")
+    assert collected(refused.stdout) == ["test_check[cpu-alpha-one]", "test_check[cpu-beta-two]"]
+    named = run_pytest(split, "-p", "harness.plugin.hooks", "suites/ops/test_synthetic.py",
+                       "suites/ops/test_synthetic_controls.py::test_check[cpu-controls-second-control]",
+                       "--co", "-q", "--device", "cpu")
+    assert collected(named.stdout) == ["test_check[cpu-controls-second-control]", "test_check[cpu-alpha-one]",
+                                       "test_check[cpu-beta-two]"]
+    assert "collected beside" not in named.stdout
+
+
+def test_the_controls_collected_beside_a_named_file_run_first_and_the_header_keeps_the_users_paths(split):
+    done = run_pytest(split, "-p", "harness.plugin.hooks", "suites/ops/test_synthetic.py", "--device", "cpu",
+                      "-k", "alpha", "--run-file", str(split / "run.jsonl"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in (split / "run.jsonl").read_text().splitlines()]
+    header = next(r for r in lines if r.get("kind") == "header")
+    assert header["selection"]["args"] == ["suites/ops/test_synthetic.py"]
+    assert [r["check"] for r in lines if r.get("kind") == "check"] == [
+        "ops/controls/first-control", "ops/controls/second-control", "ops/alpha/one"]
+
+
 def records_of(path) -> dict[str, dict]:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     return {r["check"]: r for r in lines if r.get("kind") == "check"}

@@ -13,12 +13,11 @@ import torch.nn.functional as F
 from hypothesis import Phase, Verbosity, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
-from harness.core import runfiles
 from harness.parity.properties import examples as E, profiles as hypothesis_profiles, strategies as S
 from harness.parity.properties import strategies as D
 from harness.parity.properties.tally import Tally
 from harness.plugin.record import Recorder
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_suite
 
 FIND = settings(max_examples=2000, derandomize=True, database=None)
 MANY = settings(max_examples=200)
@@ -178,12 +177,7 @@ def test_a_bug_in_every_dtype_cancels_against_its_own_kernel_but_not_against_a_r
 # --------------------------------------------------------------------------- the suite, run in a child pytest
 
 def run(tmp_path, *args):
-    run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
-    res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity/test_properties.py", "-m", "parity and cpu",
-                          "-q", "-p", "no:cacheprovider", "--run-file", str(run_file), *args],
-                         cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=600)
-    records = [r for run_ in runfiles.read_file(run_file).runs for r in run_.records] if run_file.exists() else []
-    return res, records
+    return run_suite(tmp_path, "suites/parity/test_properties.py", "parity and cpu", *args, timeout=600)
 
 
 @pytest.mark.slow   # the suite in a child pytest with a fault injected (7-11 s each); CI runs them

@@ -55,6 +55,7 @@ MARKERS = (
 )
 OPT_IN = tuple(records.OPT_IN)   # markers a -m expression must name to select (records.OPT_IN)
 IDENTITY = pytest.StashKey[dict]()
+ADDED_CONTROLS = pytest.StashKey[list]()   # the controls modules collected beside the named paths
 RECORDER = pytest.StashKey["Recorder"]()
 
 
@@ -104,7 +105,7 @@ class SessionState:
         counts (None where they are not known)."""
         opt = self.config.getoption
         return {"markexpr": opt("markexpr") or "", "keyword": opt("keyword") or "",
-                "args": [str(a) for a in self.config.args], **self.collection}
+                "args": user_args(self.config), **self.collection}
 
     def _writer(self) -> runfiles.Writer:
         if self.writer is None:
@@ -373,6 +374,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    added = unnamed_controls(config.args, config.invocation_params.dir)
+    config.args.extend(added)   # Session.perform_collect collects config.args
+    config.stash[ADDED_CONTROLS] = added
     try:
         fallback = facts.decide_mps_fallback(config.getoption("--mps-fallback"))
     except ValueError as exc:
@@ -449,6 +453,11 @@ def pytest_collection_modifyitems(config, items):
     if kept:
         items.extend(kept)
         _undeselected(config, kept)
+    unasked = unasked_controls(config, items)
+    if unasked:
+        left = {id(item) for item in unasked}
+        items[:] = [item for item in items if id(item) not in left]
+        config.hook.pytest_deselected(items=unasked)
     order = {id(item): i for i, item in enumerate(collected)}
     first = sorted((item for item in items if _is_control(item)), key=lambda item: order.get(id(item), 0))
     items[:] = first + [item for item in items if not _is_control(item)]
@@ -470,6 +479,46 @@ def kept_controls(config, collected: list, selected: list) -> list:
     return [item for item in collected if id(item) not in chosen and _is_control(item)
             and (item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) in wanted
             and not item.nodeid.startswith(named)]
+
+
+def unnamed_controls(args, where) -> list[str]:
+    """The controls modules (``test_*controls.py``) of each suite that the paths name only in
+    part (a file or a check of ``suites/parity``, not the folder): collected too, so that a run
+    of one file of a suite, or of one check, opens with that suite's controls as a run of the
+    whole suite does. None where a path names a controls module or a folder that holds it."""
+    named = [Path(where, str(arg).split("::")[0]).resolve() for arg in args]
+    added: list[Path] = []
+    for path in named:
+        parts = path.parts
+        if "suites" not in parts:
+            continue
+        top = len(parts) - 1 - parts[::-1].index("suites")
+        if len(parts) < top + 3:   # suites/ or suites/<suite>: its controls are in it
+            continue
+        for module in sorted(Path(*parts[:top + 2]).glob("test_*controls.py")):
+            if module not in added and not any(p == module or p in module.parents for p in named):
+                added.append(module)
+    return [str(module) for module in added]
+
+
+def user_args(config) -> list[str]:
+    """The paths the user named (the header's ``selection.args``), without the controls
+    modules collected beside them (``unnamed_controls``)."""
+    added = set(config.stash.get(ADDED_CONTROLS, []))
+    return [str(a) for a in config.args if str(a) not in added]
+
+
+def unasked_controls(config, selected: list) -> list:
+    """The controls of the modules collected beside the named paths whose suite and target
+    no other selected check runs on (a run of one cpu check does not measure the mps
+    column's instruments)."""
+    added = {Path(p) for p in config.stash.get(ADDED_CONTROLS, [])}
+    if not added:
+        return []
+    wanted = {(item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) for item in selected
+              if IDENTITY in item.stash and not _is_control(item)}
+    return [item for item in selected if _is_control(item) and Path(str(item.path)).resolve() in added
+            and (item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) not in wanted]
 
 
 def _undeselected(config, kept: list) -> None:
@@ -723,6 +772,10 @@ def announce(config) -> None:
                   f"{(f.get('python') or {}).get('version')} ({(f.get('python') or {}).get('arch')})")
     tr.write_line(options.targets_line(options.target_table(state.targets, f), config.getoption("--device")))
     tr.write_line(f"mps-compat: records are appended to {options.shown_path(state.run_file())}")
+    added = config.stash.get(ADDED_CONTROLS, [])
+    if added:
+        tr.write_line(f"mps-compat: collected beside the named paths, so that the run opens with their suites' "
+                      f"controls: {', '.join(options.shown_path(Path(p)) for p in added)}")
 
 
 def warm_up_plan(items) -> list[tuple[str, str]]:
