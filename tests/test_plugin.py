@@ -171,6 +171,24 @@ def test_usage_errors_are_one_line_and_run_nothing(project, args, says, env):
     assert not run_file.exists()
 
 
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+@pytest.mark.parametrize("args,says", [
+    (("-m", "mps and"), "Wrong expression passed to '-m'"),
+    (("-m", "mpss", "--strict-markers"), "Unknown marker(s) in '-m' expression: mpss"),
+    (("-k", "softmax and ("), "Wrong expression passed to '-k'"),
+])
+def test_a_bad_selection_is_one_line_before_anything_is_collected(project, args, says, workers):
+    """pytest says these only after collecting every suite file, and under xdist every worker
+    met them and the controller ended in an INTERNALERROR; the plugin has pytest read them
+    first (harness.plugin.hooks.selection_problem)."""
+    run_file = project / "run.jsonl"
+    res = run_pytest(project, *args, *workers, "--run-file", str(run_file))
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 4 and len(lines) == 1 and says in lines[0], res.stdout[-2000:] + res.stderr
+    assert "INTERNALERROR" not in res.stdout + res.stderr and "collecting the checks" not in res.stdout
+    assert not run_file.exists()
+
+
 @pytest.mark.parametrize("option,value,says", [
     ("--run-file", "{blocker}/run.jsonl", "--run-file {blocker}/run.jsonl: cannot write there: {blocker} is not a directory"),
     ("--run-file", "{project}", "cannot write there: it is a directory"),

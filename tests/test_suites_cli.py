@@ -242,6 +242,15 @@ def test_compat_suites_runs_the_plan_then_the_matrix_and_says_its_status(fake_ve
     assert [c[0] for c in calls] == ["pytest", "tools.kernels", "tools.report"]   # the matrix after failures too
 
 
+@pytest.mark.parametrize("status,says", [(4, "nothing ran (the error above)"), (5, "nothing ran (no check selected)")])
+def test_compat_suites_leaves_the_matrix_alone_when_nothing_ran(fake_venv, tmp_path, status, says):
+    """After a usage error the earlier runs' verdicts printed below it would read as this run's."""
+    res, calls = compat(fake_venv, tmp_path, "suites", "-m", "env", statuses=(status,))
+    assert res.returncode == status, res.stderr
+    assert [c[0] for c in calls] == ["pytest"]
+    assert res.stderr.strip().splitlines()[-1] == f"compat: {says}; reports/matrix.* left as they were"
+
+
 @pytest.mark.parametrize("args", [["-n", "3"], ["-p", "no:xdist", "-m", "env"], ["--numprocesses=auto"],
                                   ["--baseline", "reports/baseline.jsonl"], ["--collect-only", "-q"]])
 def test_the_users_own_parallelism_or_a_one_run_option_is_one_run_as_written(fake_venv, tmp_path, args):

@@ -540,6 +540,25 @@ def _undeselected(config, kept: list) -> None:
                       "controls run first on every target where any of its checks runs")
 
 
+def selection_problem(config) -> str | None:
+    """What pytest would say of this run's -k and -m (a syntax error, a marker that
+    --strict-markers does not know), said once, before anything is collected: pytest says it
+    only after collecting every suite file, and under xdist each worker meets it and the
+    controller ends in an INTERNALERROR (a lost worker's crash) instead of the one line. It is
+    pytest's own reading (its -k and -m deselection, on no items); None where this pytest has
+    no such functions (pytest then says it itself)."""
+    try:
+        from _pytest.mark import deselect_by_keyword, deselect_by_mark
+    except ImportError:
+        return None
+    try:
+        deselect_by_keyword([], config)
+        deselect_by_mark([], config)
+    except pytest.UsageError as exc:
+        return str(exc)
+    return None
+
+
 def opted_out(markexpr: str | None, items: list) -> list:
     """The items a -m expression leaves out because they carry an OPT_IN marker it does not
     name (a word of the expression: "compile", "not compile"); none without -m."""
@@ -612,6 +631,9 @@ def record(request) -> Recorder:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session):
+    problem = selection_problem(session.config)
+    if problem:   # before xdist starts its workers (its sessionstart is trylast) and before any collection
+        raise pytest.UsageError(problem)
     yield   # after pytest's own header (the terminal reporter's sessionstart is trylast)
     profiles.remember_session_profile()   # hypothesis's plugin has loaded --hypothesis-profile
     announce(session.config)
