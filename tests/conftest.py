@@ -81,17 +81,24 @@ def recorded():
     return load_facts
 
 
-def run_suite(tmp_path, suite_file: str, marker: str | None, *args, env=None, timeout=1200):
+def run_suite(tmp_path, suite_file: str, marker: str | None, *args, env=None, timeout=1200, controls=False):
     """Run one suite file in a child pytest with its own run file; (result, check records).
 
-    A run of one file opens with its suite's controls (harness.plugin.hooks.unnamed_controls):
-    their records are kept apart, on ``result.controls``, so that a test reads its suite's own."""
+    A run of one file opens with its suite's controls (harness.plugin.hooks.unnamed_controls).
+    These self-tests are about the suite's own checks, and the controls are tested on their own
+    (tests/test_controls.py, tests/test_emulated_suites.py): here they are deselected, as a user
+    can, unless ``controls``; they would add about 1 s (parity) to 6 s (optim) to each of some
+    forty child runs. Control records a run holds (a directory run) are kept apart, on
+    ``result.controls``, so that a test reads its suite's own."""
     import os
     import subprocess
     import sys
 
     from harness.core import runfiles
     run_file = tmp_path / f"run{len(list(tmp_path.iterdir()))}.jsonl"
+    if not controls and suite_file.endswith(".py"):
+        modules = sorted((ROOT / suite_file).parent.glob("test_*controls.py"))
+        args = (*[a for m in modules for a in ("--deselect", str(m.relative_to(ROOT)))], *args)
     res = subprocess.run([sys.executable, "-m", "pytest", suite_file, *(("-m", marker) if marker else ()), "-q", "-p",
                           "no:cacheprovider", "--run-file", str(run_file), *args],
                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
