@@ -251,6 +251,14 @@ def test_compat_suites_leaves_the_matrix_alone_when_nothing_ran(fake_venv, tmp_p
     assert res.stderr.strip().splitlines()[-1] == f"compat: {says}; reports/matrix.* left as they were"
 
 
+def test_compat_candidate_without_a_baseline_says_so_before_tox_builds_anything(fake_venv, tmp_path):
+    res, calls = compat(fake_venv, tmp_path, "candidate", "torch==2.15.*",
+                        env={"MPS_COMPAT_BASELINE": str(tmp_path / "none.jsonl")})
+    assert res.returncode == 2 and calls == []
+    assert res.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'none.jsonl'}: no such file or directory; keep one first with ./compat baseline"]
+
+
 @pytest.mark.parametrize("args", [["-n", "3"], ["-p", "no:xdist", "-m", "env"], ["--numprocesses=auto"],
                                   ["--baseline", "reports/baseline.jsonl"], ["--collect-only", "-q"]])
 def test_the_users_own_parallelism_or_a_one_run_option_is_one_run_as_written(fake_venv, tmp_path, args):

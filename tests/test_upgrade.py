@@ -189,6 +189,12 @@ def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, c
         assert upgrade.main(["candidate", "torch==2.15.*", "--baseline-file", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "./compat baseline" in err
+        # ./compat candidate asks first, before tox builds the candidate's environment
+        assert upgrade.main(["check", "torch==2.15.*", "--baseline-file", str(path)]) == 2
+        assert capsys.readouterr().err == err
+    assert upgrade.main(["check", "torch==2.15.*", "--baseline-file", str(_baseline(tmp_path)), "--report",
+                         str(tmp_path / "check.md"), "--", "-m", "env"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
     python -m tools.upgrade baseline [--baseline-file PATH] [-- PYTEST_ARGS ...]
     python -m tools.upgrade candidate [SPEC ...] [--baseline-file PATH] [--report PATH.md] [-- PYTEST_ARGS ...]
+    python -m tools.upgrade check [the candidate's arguments]   # what would stop it, before tox builds it
 
 ``baseline`` (``./compat baseline``) runs the suites in this environment and keeps them as
 ``reports/baseline.jsonl``. ``candidate`` (``./compat candidate``, inside ``tox -e candidate``,
@@ -161,15 +162,31 @@ def keep_baseline(args, pytest_args: list[str], **run) -> int:
     return outcome.status
 
 
-def try_candidate(args, pytest_args: list[str], **run) -> int:
-    """``./compat candidate``: install, the planned runs, one comparison over all of them."""
+def candidate_problem(args) -> tuple[compare.Side | None, str | None]:
+    """What stops a candidate before anything is installed: no usable baseline, a report that
+    cannot be written. (the baseline, None), or (None or the baseline, the problem)."""
     try:
         baseline = compare.load_side([args.baseline_file], "baseline")
     except compare.CompareError as exc:
-        print(f"error: {exc}; keep one first with ./compat baseline", file=sys.stderr)
-        return 2
+        return None, f"{exc}; keep one first with ./compat baseline"
     report = Path(args.report)
-    problem = unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))])
+    return baseline, unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))])
+
+
+def check_candidate(args, pytest_args: list[str], **run) -> int:
+    """``python -m tools.upgrade check``, which ./compat candidate runs before tox builds the
+    candidate's environment (the first time, an install of torch: minutes): 2 and the one line
+    ``candidate`` would say after that install, or 0."""
+    _, problem = candidate_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def try_candidate(args, pytest_args: list[str], **run) -> int:
+    """``./compat candidate``: install, the planned runs, one comparison over all of them."""
+    baseline, problem = candidate_problem(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -213,19 +230,22 @@ def main(argv: list[str] | None = None, **run) -> int:
     sub = parser.add_subparsers(dest="side", required=True)
     base = sub.add_parser("baseline", help="the suites in this environment, kept as the baseline")
     cand = sub.add_parser("candidate", help="the suites with candidate versions, compared with the baseline")
-    cand.add_argument("specs", nargs="*", help="requirement specs to install, e.g. torch==2.15.*")
-    cand.add_argument("--report", default=str(REPORT), help="where the comparison goes (.md; .json beside it)")
-    for p in (base, cand):
+    check = sub.add_parser("check", help="what would stop a candidate, said before its environment is built")
+    for p in (cand, check):
+        p.add_argument("specs", nargs="*", help="requirement specs to install, e.g. torch==2.15.*")
+        p.add_argument("--report", default=str(REPORT), help="where the comparison goes (.md; .json beside it)")
+    for p in (base, cand, check):
         p.add_argument("--baseline-file", default=os.environ.get("MPS_COMPAT_BASELINE", str(DEFAULT_BASELINE)))
     ours, pytest_args = split_args(argv)
     args = parser.parse_args(ours)
     mine = clashing(pytest_args)
     if mine:
-        print(f"error: {mine} is set by ./compat {args.side} itself (the baseline file: --baseline-file before "
+        print(f"error: {mine} is set by ./compat {'candidate' if args.side == 'check' else args.side} itself (the baseline file: --baseline-file before "
               "the --); leave it out of the pytest arguments", file=sys.stderr)
         return 2
     try:
-        return (keep_baseline if args.side == "baseline" else try_candidate)(args, pytest_args, **run)
+        side = {"baseline": keep_baseline, "candidate": try_candidate, "check": check_candidate}[args.side]
+        return side(args, pytest_args, **run)
     except KeyboardInterrupt:   # between two runs (during one, the run itself ends: suiteplan.call_pytest)
         print(f"interrupted: no further run; {os.path.relpath(args.baseline_file)} is as it was unless "
               "'baseline kept' was said above", file=sys.stderr)
