@@ -295,6 +295,16 @@ def plan_of(*argv, records=None, cpus=2, here=("cpu",), figures=None):
                           figures=suiteplan.FIGURES if figures is None else figures)
 
 
+@pytest.mark.parametrize("argv", [("-m", "mps and"), ("-k", "softmax and ("), ("-m", "env", "-k", "or")])
+def test_an_expression_pytest_cannot_read_is_one_run_as_given_without_an_estimate(argv):
+    """pytest says what is wrong at once (the plugin reads -m and -k before collecting); an
+    estimate of the runs before that error would be a line about a run that never starts."""
+    plan = plan_of(*argv)
+    assert [(p.name, p.workers) for p in plan.phases] == [("all", 0)]
+    assert plan.estimate_s is None and plan.lines() == ["phase all 0 -"]
+    assert [p.name for p in plan_of("-m", "env and cpu").phases] == ["untimed"]
+
+
 @pytest.mark.parametrize("cpus", [2, 16])
 def test_the_timed_suites_run_serially_whatever_their_estimate(cpus):
     """perf and optim time at torch's threads on every core, one run each, whatever the

@@ -72,7 +72,7 @@ import sys
 from pathlib import Path
 
 from harness.core import records
-from harness.report.selection import keyword_selects, marker_selects
+from harness.report.selection import keyword_selects, marker_selects, readable
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES_DIR = "suites"
@@ -351,6 +351,8 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
     args = scan(argv)
     if args.no_run:
         return Plan([Phase("all", [], 0)], None, set())
+    if not (readable(args.markexpr) and readable(args.keyword)):   # pytest says what is wrong, at once
+        return Plan([Phase("all", [], 0)], None, set(), exitfirst=args.exitfirst)
     names = sorted(suites)
     targets = [t for t in TARGETS if args.devices is None or t in args.devices]
     sources: set[str] = set()

@@ -90,6 +90,22 @@ def compile_expression(text: str) -> Callable[[Callable[[str], bool]], bool] | N
     return lambda look: compiled.evaluate(lambda name, **kwargs: look(name))
 
 
+def readable(text: str | None) -> bool:
+    """Whether pytest's expression parser reads ``text`` as a -m / -k expression (an empty or
+    absent one: yes; where this pytest has no such parser: yes, and pytest says the rest)."""
+    if not text or not text.strip():
+        return True
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return True
+    try:
+        Expression.compile(text)
+    except Exception:   # SyntaxError in pytest 8-9, ParseError before
+        return False
+    return True
+
+
 def names_in(text: str) -> set[str]:
     return {t for t in _TOKEN.findall(text) if t not in ("and", "or", "not", "(", ")")}
 
