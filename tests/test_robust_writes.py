@@ -319,3 +319,13 @@ def test_a_huge_value_quoted_in_a_problem_line_is_cut(tmp_path):
     found = runfiles.read_file(path)
     assert len(found.errors) == 2 and all(len(e) < 300 for e in found.errors), [e[:300] for e in found.errors]
     assert "no readable header" in found.errors[0] and "schema version" in found.errors[1], found.errors
+
+
+def test_a_run_file_named_twice_is_read_once(tmp_path):
+    """By name twice, through its directory and by name, or by another spelling of the path."""
+    run, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for f in (run, other):
+        f.write_text('{"kind": "header", "run": "r"}\n')
+    for paths, expected in (([run, run], [run]), ([tmp_path, run], [run, other]),
+                            ([run, tmp_path / "." / "a.jsonl"], [run])):
+        assert runfiles.find_run_files([str(p) for p in paths]) == ([str(f) for f in expected], []), paths

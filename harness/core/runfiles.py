@@ -487,7 +487,9 @@ def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
     not in the directories below: ``reports/runs`` is not its ``superseded`` archives); return (files,
     problems). Each input is looked at with ``os.stat``, which never blocks, so that a FIFO is
     said (one problem line) rather than read forever; a directory that cannot be listed or a
-    symbolic link loop is said as what it is, not as "no run files" or "no such file"."""
+    symbolic link loop is said as what it is, not as "no run files" or "no such file". A file
+    named twice (by name and through its directory, or by two spellings) is read once: its
+    runs would otherwise count twice in the report's "from N run(s) in M file(s)"."""
     files, problems = [], []
     for p in paths:
         pp = Path(p)
@@ -514,7 +516,14 @@ def find_run_files(paths: list[str]) -> tuple[list[str], list[str]]:
             files.append(str(pp))
         else:
             problems.append(f"{p}: not a regular file ({kind_of_file(st.st_mode)}); give a run file")
-    return files, problems
+    seen: set[str] = set()
+    once = []
+    for f in files:
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            once.append(f)
+    return once, problems
 
 
 # --------------------------------------------------------------------------- a history kept bounded
