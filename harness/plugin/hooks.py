@@ -469,12 +469,17 @@ def _is_control(item) -> bool:
     return ident is not None and ident["subject"] == instruments.SUBJECT and ident["suite"] in records.CATEGORIES
 
 
+def _measured(selected: list) -> set[tuple[str, str]]:
+    """The (suite, target) pairs that a selected check other than a control runs on."""
+    return {(item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) for item in selected
+            if IDENTITY in item.stash and not _is_control(item)}
+
+
 def kept_controls(config, collected: list, selected: list) -> list:
     """The controls that a selection left out (-k, -m) though it selected another check of
     their suite on their target; a control the user named in --deselect stays out."""
     chosen = {id(item) for item in selected}
-    wanted = {(item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) for item in selected
-              if IDENTITY in item.stash and not _is_control(item)}
+    wanted = _measured(selected)
     named = tuple(config.getoption("deselect", None) or ())
     return [item for item in collected if id(item) not in chosen and _is_control(item)
             and (item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) in wanted
@@ -515,8 +520,7 @@ def unasked_controls(config, selected: list) -> list:
     added = {Path(p) for p in config.stash.get(ADDED_CONTROLS, [])}
     if not added:
         return []
-    wanted = {(item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) for item in selected
-              if IDENTITY in item.stash and not _is_control(item)}
+    wanted = _measured(selected)
     return [item for item in selected if _is_control(item) and Path(str(item.path)).resolve() in added
             and (item.stash[IDENTITY]["suite"], item.stash[IDENTITY]["target"]) not in wanted]
 

@@ -82,28 +82,26 @@ def compile_expression(text: str) -> Callable[[Callable[[str], bool]], bool] | N
     tokens = _TOKEN.findall(text)
     if any(b == "(" and a not in ("and", "or", "not", "(", ")") for a, b in zip(tokens, tokens[1:])):
         return None   # a name called with arguments
-    try:
-        from _pytest.mark.expression import Expression
-        compiled = Expression.compile(text)
-    except Exception:   # SyntaxError in pytest 8-9, ParseError before: either way, not readable here
+    compiled = _parsed(text)
+    if compiled is None:
         return None
     return lambda look: compiled.evaluate(lambda name, **kwargs: look(name))
 
 
-def readable(text: str | None) -> bool:
-    """Whether pytest's expression parser reads ``text`` as a -m / -k expression (an empty or
-    absent one: yes; where this pytest has no such parser: yes, and pytest says the rest)."""
-    if not text or not text.strip():
-        return True
+def _parsed(text: str):
+    """``text`` read by pytest's own expression parser (``_pytest.mark.expression``, what -m
+    and -k use), or None where it cannot (a syntax error, or no such parser in this pytest)."""
     try:
         from _pytest.mark.expression import Expression
-    except ImportError:
-        return True
-    try:
-        Expression.compile(text)
-    except Exception:   # SyntaxError in pytest 8-9, ParseError before
-        return False
-    return True
+        return Expression.compile(text)
+    except Exception:   # SyntaxError in pytest 8-9, ParseError before, ImportError: not readable here
+        return None
+
+
+def readable(text: str | None) -> bool:
+    """Whether pytest's expression parser reads ``text`` as a -m / -k expression (an empty or
+    absent one: yes)."""
+    return not text or not text.strip() or _parsed(text) is not None
 
 
 def names_in(text: str) -> set[str]:
