@@ -305,6 +305,75 @@ def test_an_expression_pytest_cannot_read_is_one_run_as_given_without_an_estimat
     assert [p.name for p in plan_of("-m", "env and cpu").phases] == ["untimed"]
 
 
+def test_a_marker_no_one_registers_gets_no_estimate_before_pytests_error():
+    """`./compat suites -m mpss` printed "estimate: about 9 min" and then pytest's "Unknown
+    marker(s)": a line about runs that never start."""
+    plan = plan_of("-m", "mpss or env")
+    assert plan.estimate_s is None and not any(line.startswith("say") for line in plan.lines())
+    assert suiteplan.unregistered_markers("(mpss or env) and not cpux") == {"mpss", "cpux"}
+    for expr in ("env and cpu", "compile and not slow", "mps and xfail", "timeout or cases"):
+        assert plan_of("-m", expr).estimate_s is not None, expr
+
+
+def test_the_planner_knows_every_marker_pytest_registers_here():
+    """Against pytest's own list in this environment (its plugins included): a marker the lock
+    brings in later must not lose its runs the estimate."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    names = {line.split(":", 1)[0].removeprefix("@pytest.mark.").split("(", 1)[0]
+             for line in res.stdout.splitlines() if line.startswith("@pytest.mark.")}
+    assert res.returncode == 0 and {"cpu", "slow", "xfail", "timeout"} <= names, res.stdout[-2000:]
+    assert suiteplan.unregistered_markers(" or ".join(sorted(names))) == set()
+
+
+@pytest.mark.parametrize("arg,named", [
+    ("suites/parity/test_op_parity.py", "suites/parity/test_op_parity.py"),
+    ("suites/parity/", "suites/parity"), ("./suites/env", "suites/env"), ("suites", "suites"),
+    ("suites/parity/test_op_parity.py::test_op_parity[cpu-abs-float32-forward]",
+     "suites/parity/test_op_parity.py::test_op_parity[cpu-abs-float32-forward]"),
+    (str(ROOT / "suites/optim"), "suites/optim"),
+    ("suites/parity/test_opparity.py", None),     # a mistyped path: pytest says so
+    ("1.0", None), ("-x", None), ("", None),
+])
+def test_a_path_named_is_read_relative_to_the_root(arg, named):
+    assert suiteplan.named_path(arg) == named
+
+
+def test_the_paths_named_replace_suites_and_narrow_the_runs_and_the_estimate():
+    """`./compat suites suites/parity/test_op_parity.py -k softmax` ran `pytest suites/
+    suites/parity/test_op_parity.py -k softmax`: every suite's softmax checks, estimated as such."""
+    assert suiteplan.scan(["--tb", "short", "suites/optim", "-m", "cpu"]).paths == ("suites/optim",)
+    assert [(p.name, p.suites) for p in plan_of("suites/optim").phases] == [("optim", ["optim"])]
+    assert [(p.name, p.suites) for p in plan_of("suites/env", "suites/perf/test_perf.py").phases] == [
+        ("untimed", ["env"]), ("perf", ["perf"])]
+    assert [(p.name, p.suites) for p in plan_of("suites/parity/test_op_parity.py").phases] == [("untimed", ["parity"])]
+    # the compiled family is not opted in when its file is not named
+    assert [(p.name, p.suites) for p in plan_of("suites/parity/test_op_parity.py", "-m", "compile").phases] == [
+        ("all", [])]
+    recs = records_of(rec("suites/parity/test_op_parity.py::test_op_parity[cpu-a]", "cpu", 30.0),
+                      rec("suites/parity/test_op_parity.py::test_op_parity[cpu-b]", "cpu", 50.0),
+                      rec("suites/parity/test_compiled.py::test_c[cpu-a]", "cpu", 400.0),
+                      rec("suites/env/test_env.py::test_e[cpu-a]", "cpu", 70.0))
+    whole = plan_of("suites/parity/test_op_parity.py", "-m", "cpu", records=recs, figures={})
+    assert whole.phases[0].seconds == pytest.approx(80.0)
+    one = plan_of("suites/parity/test_op_parity.py::test_op_parity[cpu-b]", "-m", "cpu", records=recs, figures={})
+    assert one.phases[0].seconds == pytest.approx(50.0)
+    # without records, one check named is its share of the file's figure
+    figures = {"suites/env/test_env.py": {"cpu_s": 100, "checks": {"cpu": 4, "cuda": 0, "mps": 0}}}
+    assert plan_of("suites/env/test_env.py::test_e[cpu-a]", "-m", "cpu", figures=figures).phases[0].seconds == 25.0
+    # a path outside suites/: pytest runs what was named, as given
+    outside = plan_of("tests/test_docs.py")
+    assert [(p.name, p.suites) for p in outside.phases] == [("all", [])] and outside.estimate_s is None
+
+
+def test_the_runs_collect_the_paths_named_instead_of_suites():
+    _, calls, _ = execute(THREE_RUNS, ["suites/env", "-m", "cpu"])
+    assert calls[0] == ["PY", "-m", "pytest", "-p", "tools.suiteplan", "--only-suites", "env,ops,parity", "-n", "2",
+                        "suites/env", "-m", "cpu"]
+    _, calls, _ = execute(THREE_RUNS, ["suites/nowhere.py"])     # pytest says it is not there
+    assert calls[0][:4] == ["PY", "-m", "pytest", "suites/"]
+
+
 @pytest.mark.parametrize("cpus", [2, 16])
 def test_the_timed_suites_run_serially_whatever_their_estimate(cpus):
     """perf and optim time at torch's threads on every core, one run each, whatever the

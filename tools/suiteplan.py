@@ -47,7 +47,8 @@ estimate, with where it came from.
 
 Running them (``execute``, ``python -m tools.suiteplan run``, which ./compat suites calls; the
 two sides of the upgrade check, tools/upgrade.py, call it with options of their own per run):
-one ``python -m pytest suites/`` per run, with ``-p tools.suiteplan --only-suites SUITES`` and
+one ``python -m pytest suites/`` per run (the files, folders or node ids you named instead of
+``suites/``, and only the runs whose suites they hold), with ``-p tools.suiteplan --only-suites SUITES`` and
 ``-n WORKERS`` where it has workers, then the user's arguments. Their status together is one
 pytest run's: 1 when any run had failed checks (the next runs still run, unless ``-x`` or
 ``--maxfail`` asked to stop); an interrupted run (2), an internal (3) or a usage error (4) ends
@@ -72,7 +73,12 @@ import sys
 from pathlib import Path
 
 from harness.core import records
-from harness.report.selection import keyword_selects, marker_selects, readable
+from harness.report.selection import keyword_selects, marker_selects, names_in, readable
+
+try:
+    import tomllib
+except ImportError:                 # Python 3.10: pytest's own dependency reads TOML there
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES_DIR = "suites"
@@ -130,6 +136,30 @@ EARLIER = "this environment's earlier runs"
 COMPILE_FILES = ("suites/parity/test_compiled.py",)
 OPT_IN = tuple(records.OPT_IN)
 
+# Markers pytest and the plugins the suites run with register themselves; with the markers of
+# pyproject.toml and the suites' own names, every name a -m expression of a run can use
+# (`--strict-markers`). A -m that names another is a usage error the first run will say: the
+# plan then prints no estimate before it. A plugin of the user's own that registers a marker
+# costs that marker's runs the estimate line, nothing else.
+PLUGIN_MARKERS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings",
+                            "tryfirst", "trylast", "timeout", "xdist_group", "anyio", "hypothesis", "cases"})
+
+
+def unregistered_markers(markexpr: str | None, root: Path = ROOT) -> set[str]:
+    """The names in ``-m markexpr`` that no marker list here registers (empty when it cannot
+    tell: no pyproject.toml to read)."""
+    if not markexpr:
+        return set()
+    try:
+        with open(root / "pyproject.toml", "rb") as fh:
+            lines = tomllib.load(fh)["tool"]["pytest"]["ini_options"]["markers"]
+    except (OSError, KeyError, ValueError):
+        return set()
+    known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in lines}
+    known |= {*TARGETS, *records.CATEGORIES, *OPT_IN, "slow", *PLUGIN_MARKERS}
+    return names_in(markexpr) - known
+
+
 # Arguments that describe one pytest run, or print instead of running: passed on as given.
 ONE_RUN = ("--baseline", "--save-baseline", "--compare-out", "--lf", "--last-failed", "--ff", "--failed-first",
            "--sw", "--stepwise", "--sw-skip", "--stepwise-skip", "--pdb", "--trace")
@@ -155,6 +185,7 @@ class Args:
     one_run: str | None = None        # the argument that asks for one run
     no_run: bool = False              # --help, --collect-only ...: pytest prints, nothing is timed
     exitfirst: bool = False
+    paths: tuple[str, ...] = ()       # the files, folders and node ids named (relative to the root)
 
 
 def _option_value(args: list[str], i: int, short: str | None, long: str | None) -> tuple[str | None, int]:
@@ -173,9 +204,28 @@ def _option_value(args: list[str], i: int, short: str | None, long: str | None) 
     return None, 0
 
 
-def scan(args: list[str]) -> Args:
+def named_path(arg: str, root: Path = ROOT) -> str | None:
+    """``arg`` as a path pytest collects (a file, a folder, a node id ``file::test[...]``) relative
+    to ``root``, posix; None for anything that is not one on disk: a value of an option this
+    module does not know (``--durations-min 1.0``) or a mistyped path, which pytest reads and
+    answers itself."""
+    if not arg or arg.startswith("-"):
+        return None
+    file, sep, rest = arg.partition("::")
+    path = Path(file) if Path(file).is_absolute() else root / file
+    if not path.exists():
+        return None
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return arg                    # outside the root: named, and nothing of suites/
+    return rel + sep + rest
+
+
+def scan(args: list[str], root: Path = ROOT) -> Args:
     """What in pytest's arguments decides the plan (the rest goes to pytest untouched)."""
     out = Args()
+    paths: list[str] = []
     i = 0
     while i < len(args):
         a = args[i]
@@ -203,8 +253,34 @@ def scan(args: list[str]) -> Args:
             if name in ("-x", "--exitfirst") or name.startswith("--maxfail") or (
                     re.fullmatch(r"-[a-z]+", a) and "x" in a and set(a[1:]) <= FLAGS_WITHOUT_VALUE):
                 out.exitfirst = True
+            named = named_path(a, root)
+            if named is not None:
+                paths.append(named)
             i += 2 if a in VALUED and i + 1 < len(args) else 1   # "--tb short": skip the value too
+    out.paths = tuple(paths)
     return out
+
+
+def _covers(named: str, file: str) -> bool:
+    """Whether the path ``named`` (a file, a folder or a node id) names checks of ``file``."""
+    path = named.split("::", 1)[0].rstrip("/")
+    return path in ("", ".") or file == path or file.startswith(path + "/")
+
+
+def _named_ids(named: tuple[str, ...], file: str) -> list[str] | None:
+    """The node ids in ``named`` that narrow ``file``; None when ``file`` is named whole (or
+    nothing is named: every file is)."""
+    ids = []
+    for n in named:
+        if _covers(n, file):
+            if "::" not in n:
+                return None
+            ids.append(file + "::" + n.split("::", 1)[1])
+    return ids or None
+
+
+def _under(nodeid: str, ids: list[str]) -> bool:
+    return any(nodeid == i or nodeid.startswith(i + "[") or nodeid.startswith(i + "::") for i in ids)
 
 
 # --------------------------------------------------------------------------- this environment's earlier runs
@@ -353,7 +429,19 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
         return Plan([Phase("all", [], 0)], None, set())
     if not (readable(args.markexpr) and readable(args.keyword)):   # pytest says what is wrong, at once
         return Plan([Phase("all", [], 0)], None, set(), exitfirst=args.exitfirst)
-    names = sorted(suites)
+    the_plan = _plan(args, records, suites, cpus, targets_here, figures)
+    if unregistered_markers(args.markexpr):      # no estimate before pytest's "Unknown marker(s)"
+        the_plan.estimate_s = None
+    return the_plan
+
+
+def _plan(args: Args, records: dict[str, dict], suites: dict[str, list[str]], cpus: int,
+          targets_here: set[str], figures: dict[str, dict]) -> Plan:
+    names = sorted(suites)     # every suite's marker is known to -m, named on the command line or not
+    if args.paths:             # the files the named paths hold: pytest collects those alone
+        suites = {s: [f for f in files if any(_covers(n, f) for n in args.paths)] for s, files in suites.items()}
+        if not any(suites.values()):   # nothing of suites/ named: pytest runs what was named, as given
+            return Plan([Phase("all", [], 0)], None, set(), exitfirst=args.exitfirst)
     targets = [t for t in TARGETS if args.devices is None or t in args.devices]
     sources: set[str] = set()
 
@@ -362,23 +450,29 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
         opt_in = OPT_IN if path in COMPILE_FILES else ()
         if not marker_selects(args.markexpr, suite, target, opt_in, names):
             return None
+        ids = _named_ids(args.paths, path)   # None: the whole file
         mine = [r for nodeid, r in records.items() if nodeid.split("::")[0] == path and r.get("target") == target]
         if mine:
             sources.add(EARLIER)
-            picked = [r for r in mine if keyword_selects(args.keyword, r["nodeid"], (suite, target, *opt_in))]
+            picked = [r for r in mine if keyword_selects(args.keyword, r["nodeid"], (suite, target, *opt_in))
+                      and (ids is None or _under(r["nodeid"], ids))]
             # less the wait for the timing lock: another run's measurements, not this check's time
             total = sum(r["duration_s"] - ((r.get("metrics") or {}).get("waited_s") or 0) for r in picked)
             expected = (figures.get(path) or {}).get("checks", {}).get(target)
-            if not args.keyword and expected and 0 < len(picked) < expected:
+            if not args.keyword and ids is None and expected and 0 < len(picked) < expected:
                 total *= expected / len(picked)   # an earlier run narrowed by -k saw some of the file
             return max(total, 0.0)
         figure = figures.get(path)
         if figure is None:
             return 0.0
         sources.add(FIGURES_WHERE)
+        checks = figure["checks"].get(target, 0)
+        share = 1.0
+        if ids is not None and all("[" in i for i in ids):   # single checks: their share of the file
+            share = min(1.0, len(ids) / checks) if checks else 0.0
         if target in targets_here:
-            return float(figure["cpu_s"])
-        return SKIP_S * figure["checks"].get(target, 0)
+            return float(figure["cpu_s"]) * share
+        return SKIP_S * checks * share
 
     def estimate(phase: Phase) -> None:
         total = 0.0
@@ -400,7 +494,7 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
         return out
 
     if args.workers is not None or args.one_run:
-        phase = Phase("all", selected(names), _user_workers(args.workers, cpus))
+        phase = Phase("all", selected([s for s in names if suites.get(s)]), _user_workers(args.workers, cpus))
         estimate(phase)
         phase.wall = _wall(phase.seconds, phase.workers, phase.suites)
         phase.suites = []    # the user's arguments alone decide what this run collects
@@ -416,7 +510,7 @@ def plan(argv: list[str], *, records: dict[str, dict], suites: dict[str, list[st
 
     phases = []
     for name in (UNTIMED, *TIMED):
-        chosen = selected([s for s in names if phase_of(s) == name])
+        chosen = selected([s for s in names if phase_of(s) == name and suites.get(s)])
         if not chosen:
             continue
         phase = Phase(name, chosen, 0)
@@ -487,7 +581,8 @@ def call_pytest(cmd: list[str], cwd: Path) -> int:
 
 def execute(the_plan: Plan, argv: list[str], *, python: str = sys.executable, extra=None,
             call=call_pytest, say=print) -> Outcome:
-    """Run the plan's pytest runs in turn: ``python -m pytest suites/``, the phase's narrowing,
+    """Run the plan's pytest runs in turn: ``python -m pytest suites/`` (or the paths ``argv``
+    names, which it then holds), the phase's narrowing,
     ``extra(phase)`` (the upgrade check's options), then the user's ``argv``.
 
     Their status together, as one pytest run's: 1 when any run had failed checks (the next
@@ -497,8 +592,9 @@ def execute(the_plan: Plan, argv: list[str], *, python: str = sys.executable, ex
         if line.startswith("say "):
             say(line[4:])
     status, ran_checks, ran = 0, False, []
+    where = [] if scan(argv).paths else ["suites/"]   # the paths named, else every suite
     for phase in the_plan.phases:
-        cmd = [python, "-m", "pytest", "suites/", *phase_args(phase), *(extra(phase) if extra else []), *argv]
+        cmd = [python, "-m", "pytest", *where, *phase_args(phase), *(extra(phase) if extra else []), *argv]
         sys.stdout.flush()
         rc = call(cmd, cwd=ROOT)
         ran.append((phase, rc))
