@@ -265,6 +265,40 @@ def test_the_first_screen_names_a_slowdown_seen_once_without_calling_it_a_regres
     assert row[1] == "perf/linear/float32/backward" and row[2].text == "warning", row
 
 
+def test_the_first_screen_says_how_much_of_a_column_a_partial_baseline_compared():
+    """`./compat baseline -m env`, then a whole run: the ops and parity checks were in no
+    baseline and cannot regress against it, so "nothing regressed" alone overstated what was
+    compared; a baseline that shares no check with the column compared nothing at all."""
+    from harness.core import runfiles as rf
+    from harness.report import verdict
+    from harness.report.matrix import build
+    from harness.report.speed import against_baseline
+
+    def run(run_id, *checks, status="pass"):
+        header = {"kind": "header", "run": run_id, "env_id": "vm", "started": run_id,
+                  "facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}},
+                  "targets": {"cpu": {"selected": True, "available": True, "reason": ""}}}
+        recs = [{**_rec(c, Category.NATIVE, {}, status=status), "run": run_id} for c in checks]
+        return rf.Run(run_id, header, "test", recs, {"kind": "end"})
+
+    def screen(base, cand):
+        m = build([cand])
+        side = compare.side_from_runs("baseline", [base], [])
+        return [a for a in verdict.verdicts(m, against_baseline(m, side))[0].aspects
+                if a.name == "against the baseline"][0]
+    whole = ("ops/abs/float32/forward", "ops/mul/float32/forward", "ops/softmax/float32/forward")
+    same = screen(run("a", *whole), run("b", *whole))
+    assert (same.state, same.line, same.short) == (verdict.GOOD, "nothing regressed", "no regression")
+    part = screen(run("a", whole[0]), run("b", *whole))
+    assert part.state == verdict.GOOD and part.line.startswith(
+        "nothing regressed in the 1 check the baseline holds too, of 3 here"), part.line
+    assert "./compat baseline without -m / -k / paths" in part.line and part.short == "no regression in 1 of 3 checks"
+    broke = screen(run("a", whole[0]), run("b", whole[0], status="fail"))
+    assert broke.state == verdict.BAD and broke.line.startswith("1 regression: ops/abs/float32/forward")
+    none = screen(run("a", "ops/exp/float32/forward"), run("b", *whole))
+    assert none.state == verdict.NONE and none.line.startswith("nothing to compare: the baseline holds none of these 3")
+
+
 def test_a_slowdown_the_control_explains_or_the_noise_hides_is_only_a_warning():
     a = _rec("perf/mul/float32/forward", Category.TIMED, _time(1e-3))
     busy_host = _rec("perf/mul/float32/forward", Category.TIMED, _time(1.6e-3, control=0.0016))
@@ -387,9 +421,9 @@ def test_times_taken_beside_other_suites_are_not_compared_with_times_taken_alone
     from harness.report.matrix import build
     from harness.report.speed import against_baseline
     baseline = compare.side_from_runs("baseline", [run("a", 2.8e-3, beside=("ops",))], [])
-    assert against_baseline(build([run("b", 5.2e-3)]), baseline) == {"vm/cpu": []}
+    assert against_baseline(build([run("b", 5.2e-3)]), baseline)["vm/cpu"].changes == []
     assert against_baseline(build([run("b", 5.2e-3)]), compare.side_from_runs("baseline", [run("a", 2.8e-3)], []))[
-        "vm/cpu"]
+        "vm/cpu"].changes
 
 
 # --------------------------------------------------------------------------- cold processes

@@ -435,7 +435,7 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
     """The page: the verdicts and the legend first, then the failures by cause, then the
     environments and the matrix, suite by suite, then the rest of the outcomes. ``speed``: the
     perf suite's sections (harness.report.speed), placed after the optimizations'.
-    ``regressions``: column id -> the regressions against a baseline (verdict.against_baseline)."""
+    ``regressions``: column id -> that column against a baseline (speed.against_baseline)."""
     found = verdict.verdicts(m, regressions) if found is None else found
     envs = env_rows(m)
     failures, *rest_of_outcomes = outcome_sections(m)
@@ -478,8 +478,8 @@ def regressions_section(m: Matrix, regressions: dict) -> Section:
     order = {"regression": 0, "warning": 1}
     rows = [[labels.get(cid, cid), c.check, Cell(c.kind, Status.FAIL if c.kind == "regression" else "inconclusive"),
              c.rule, c.before, c.after, shown(c.detail)]
-            for cid, changes in regressions.items()
-            for c in sorted(changes, key=lambda c: order.get(c.kind, 2)) if c.kind in order]
+            for cid, found in regressions.items()
+            for c in sorted(found.changes, key=lambda c: order.get(c.kind, 2)) if c.kind in order]
     return Section("Against the baseline: what regressed, and what could not be told",
                    ["column", "check", "change", "rule", "before", "after", "detail"],
                    rows, anchor="against-the-baseline", fold=len(rows) > LONG,

@@ -9,6 +9,7 @@ lists per column what got slower, faster, or started to grow, by the upgrade che
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from harness.core import records
@@ -169,14 +170,24 @@ def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Secti
 
 # ----------------------------------------------------------------------------- against a baseline
 
-def against_baseline(m: Matrix, baseline) -> dict[str, list]:
+@dataclasses.dataclass
+class Against:
+    """One column against the baseline: what the first screen names of the comparison, and how
+    much of the column it spoke for (a baseline of the env suite says nothing of the ops)."""
+    changes: list            # the regressions and warnings (compare.Change)
+    compared: int = 0        # checks both hold: what "nothing regressed" speaks for
+    held: int = 0            # the column's checks
+
+
+def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
     """Column id -> what the upgrade check's rules (harness.report.compare) find in that column
     against ``baseline`` (a compare.Side) that the first screen names: the regressions, and the
     warnings: the slowdowns that would be regressions had they been measured again (a plain
     run's figures, seen in one process only: harness.perf.against.seen_once) and what the rules
     could not call (a host that ran slower, a claim now too close to its bound, a check now
-    skipped). For the columns of the baseline's machine (host and hardware) whose target the
-    baseline ran; other columns are left out."""
+    skipped); with how many of the column's checks the baseline holds too. For the columns of
+    the baseline's machine (host and hardware) whose target the baseline ran; other columns
+    are left out."""
     from harness.report.matrix import hardware_key
     facts = baseline.header.get("facts") or {}
     out: dict[str, list] = {}
@@ -185,11 +196,15 @@ def against_baseline(m: Matrix, baseline) -> dict[str, list]:
             continue
         where = records.place(col.target, col.workload)   # a perf or optim column holds one workload's records
         theirs = {k: r for k, r in baseline.records.items() if k[1] == where}
-        if not theirs:
-            continue
         mine = {(check, records.target_of(rec)): rec for (check, cid), rec in m.cells.items() if cid == col.id}
+        if not theirs:   # a workload the baseline did not run: its checks were not compared
+            if any(r.get("target") == col.target for r in baseline.records.values()):
+                out[col.id] = Against([], 0, len(mine))
+            continue
         side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company)
         base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
                             baseline.sources, baseline.company)
-        out[col.id] = [c for c in compare.compare(base, side).changes if c.kind in ("regression", "warning")]
+        found = compare.compare(base, side)
+        out[col.id] = Against([c for c in found.changes if c.kind in ("regression", "warning")],
+                              found.shared, len(mine))
     return out

@@ -588,14 +588,24 @@ def _gist(detail: str) -> str:
     return shown(": ".join(detail.split(": ")[:2]), 160)
 
 
-def _against(changes: list | None) -> Aspect | None:
-    """``changes``: the regressions and warnings of the upgrade check's rules against the
-    baseline (speed.against_baseline): the slowdowns seen in one process only apart, and the
+def _against(found: list | None) -> Aspect | None:
+    """``found``: this card's columns against the baseline (speed.Against: the regressions and
+    warnings of the upgrade check's rules, and how many checks were compared), or None where
+    no baseline was compared. The slowdowns seen in one process only are told apart from the
     rest (a slowdown the host's own slowness or the noise leaves undecided, a claim now too
-    close to its bound, a check now skipped, an error that grew): or None where no baseline
-    was compared."""
-    if changes is None:
+    close to its bound, a check now skipped, an error that grew). Where the baseline holds
+    only part of the column ("nothing regressed" speaks for the checks both hold), the line
+    says how much."""
+    if found is None:
         return None
+    changes = [c for a in found for c in a.changes]
+    compared, held = sum(a.compared for a in found), sum(a.held for a in found)
+    if not compared:
+        return Aspect("against the baseline", NONE, f"nothing to compare: the baseline holds none of these "
+                      f"{_n(held, 'check')} (keep a baseline of the same selection: ./compat baseline)",
+                      anchor="against-the-baseline", short="")
+    part = (f" in the {_n(compared, 'check')} the baseline holds too, of {held:,} here (the others cannot regress "
+            "against it: ./compat baseline without -m / -k / paths keeps a whole one)") if compared < held else ""
     regressions = [c for c in changes if c.kind == "regression"]
     once = [c for c in changes if c.kind == "warning" and against.seen_once(c.kind, c.detail)]
     unsure = [c for c in changes if c.kind == "warning" and c not in once]
@@ -609,15 +619,15 @@ def _against(changes: list | None) -> Aspect | None:
                for c in regressions + once + unsure]
     if regressions:
         return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
-                                                   + _list(f"{c.check} ({c.rule})" for c in regressions) + more,
+                                                   + _list(f"{c.check} ({c.rule})" for c in regressions) + part + more,
                       details, "against-the-baseline", f"{len(regressions)} regressed")
     if once or unsure:
         short = "; ".join(x for x in (f"{len(once)} slower, seen once" if once else "",
                                       _n(len(unsure), "warning") if unsure else "") if x)
-        return Aspect("against the baseline", WARN, "nothing regressed" + more, details,
+        return Aspect("against the baseline", WARN, "nothing regressed" + part + more, details,
                       SPEED_AGAINST if once else "against-the-baseline", f"no regression; {short}")
-    return Aspect("against the baseline", GOOD, "nothing regressed", anchor="against-the-baseline",
-                  short="no regression")
+    return Aspect("against the baseline", GOOD, "nothing regressed" + part, anchor="against-the-baseline",
+                  short="no regression" + (f" in {compared:,} of {held:,} checks" if part else ""))
 
 
 # ----------------------------------------------------------------------------- partial runs
@@ -753,7 +763,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         if instruments:
             aspects.insert(0, instruments)
         compared = regressions is not None and any(cid in regressions for cid in ids)
-        against = _against([c for cid in ids for c in regressions.get(cid, [])] if compared else None)
+        against = _against([regressions[cid] for cid in ids if cid in regressions] if compared else None)
         if against:
             aspects.append(against)
         older = [r for r in recs if r.get("judged_again")]
