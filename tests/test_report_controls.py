@@ -5,8 +5,9 @@ A control is a check whose answer is known in advance, run on the device first
 (``<suite>/controls/<name>``, ``metrics.record_kind`` "control"). One that failed marks its
 column "instrument not trustworthy here" in the verdict, the terminal, matrix.md, matrix.html
 and matrix.json, and shows the verdicts of its suite there as unconfirmed; controls that all
-passed say "instruments checked"; a run without them (an older run file) is read as before,
-with "instruments unchecked" in a note only. An emulated Mac's column (standin-mps) is named as
+passed say "instruments checked"; a run without them (an older run file, controls deselected)
+says "instruments unchecked" in a note, and the aspects its unchecked suites measured are not
+good: "unchecked", a warning. An emulated Mac's column (standin-mps) is named as
 emulated, on the host's CPU, never by a Mac's chip. The pre-upgrade check puts a line before
 the regressions of a candidate whose controls failed."""
 import html
@@ -154,12 +155,32 @@ def test_the_detail_names_a_skipped_control_and_the_suites_that_ran_without_any(
                            "perf"]
 
 
-def test_a_run_without_controls_is_read_as_before_with_a_note_only():
+def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measured():
+    """A column whose instruments no control checked cannot tell a healthy device from a broken
+    instrument: its all-passing ops, numerics, optimizations and speed were read "good" with a
+    note in small print. They are warnings now, each line saying why; the environment, which
+    no instrument measures, stays good; with the controls the same checks are good."""
     v = verdict_of(checks())
-    assert aspect(v, "instruments") is None and v.state == verdict.GOOD
+    assert aspect(v, "instruments") is None and v.state == verdict.WARN
     assert v.instruments_note == ("instruments unchecked: this run has no controls (written before mps-compat had "
                                   "them, or the controls were not selected)")
-    assert not any("instrument" in line for line in verdict.terminal_lines([v]))   # a note, not news
+    for name, suite in (("ops", "ops"), ("numerics", "parity"), ("known bugs", "parity"),
+                        ("optimizations", "optim"), ("speed and memory", "perf")):
+        a = aspect(v, name)
+        assert a.state == verdict.WARN and a.line.startswith(f"unchecked (no {suite} control ran here: "), (name, a)
+    assert aspect(v, "environment").state == verdict.GOOD
+    assert "(unchecked)" in v.headline
+    checked = verdict_of(controls() + checks())
+    assert checked.state == verdict.GOOD and "unchecked" not in checked.headline
+    # one suite's controls missing (an older optim run merged in): only its aspect is unchecked
+    partly = verdict_of([c for c in controls() if c["suite"] != "optim"] + checks())
+    assert [a.name for a in partly.aspects if a.state == verdict.WARN] == ["optimizations"]
+    # every control of a suite skipped: nothing checked that suite's instrument either
+    skipped = [{**c, "status": Status.SKIP} if c["suite"] == "perf" else c for c in controls()]
+    assert [a.name for a in verdict_of(skipped + checks()).aspects if a.state == verdict.WARN] == ["speed and memory"]
+    # a failure stays bad: unchecked never makes a verdict better
+    broken = verdict_of([check("ops/add/float32", Status.FAIL, Category.NA)])
+    assert aspect(broken, "ops").state == verdict.BAD
 
 
 def test_an_environment_run_alone_has_nothing_for_instruments_to_vouch_for():
@@ -483,10 +504,11 @@ def test_an_emulated_column_says_how_many_parity_checks_only_the_device_can_answ
                     "BeyondEmulation: the emulated device cannot tell: ...", emulation_cannot_tell=True)
               for op in ("pinv", "polar")]
     other = check("parity/empty/float32/forward", Status.SKIP, Category.PARITY, "standin-mps", "nothing comparable")
-    line = aspect(verdict_of([ran, *untold, other]), "numerics").line
+    checked = controls(target="standin-mps")
+    line = aspect(verdict_of([*checked, ran, *untold, other]), "numerics").line
     assert line == ("as right as the CPU: 1 check, none wrong; 2 more that only the device itself can answer "
                     "(skipped on this emulated column)"), line
-    assert aspect(verdict_of([ran, other]), "numerics").line == "as right as the CPU: 1 check, none wrong"
+    assert aspect(verdict_of([*checked, ran, other]), "numerics").line == "as right as the CPU: 1 check, none wrong"
 
 
 def test_an_emulated_mac_says_its_times_are_the_cpus():

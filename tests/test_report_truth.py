@@ -16,6 +16,7 @@ from harness.report.matrix import SYMBOL, build, cell_key, device_name, hardware
 from harness.report.sections import sections
 from tests.conftest import recorded_h100
 from tests.test_report import rec, write_run
+from tests.test_report_controls import controls
 from tools import report
 
 H100 = recorded_h100()   # real hardware, kept in tests/fixtures/recorded
@@ -178,6 +179,7 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
         recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf",
                   "subject": "mul", "variant": "float32/forward", "target": target, "status": "pass",
                   "category": "timed", "reason": "", "metrics": {}} for target in ("mps", "cpu")]
+        recs += [{**c, "kind": "check", "run": run_id} for target in ("mps", "cpu") for c in controls(target=target)]
         return runfiles.Run(run_id, runfiles.header(run_id, f"mac-{run_id}", facts), "x", recs,
                             {"kind": "end", "run": run_id, "exitstatus": 1})
 
@@ -480,7 +482,7 @@ def test_a_perf_run_alone_is_not_headlined_as_nothing_measured():
     header = {"run": "P1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
               "targets": {"cpu": {"selected": True, "available": True}}}
     recs = [{**rec(s, Status.PASS, suite="perf", category="timed"), "run": "P1", "check": f"perf/{s}",
-             "variant": "", "metrics": {}, "reason": ""} for s in ("softmax", "bert")]
+             "variant": "", "metrics": {}, "reason": ""} for s in ("softmax", "bert")] + controls()
     [found] = verdict.for_records(header, recs, {"kind": "end", "run": "P1", "exitstatus": 0})
     assert found.headline == "no speed or memory failure"
     failing = [{**recs[0], "status": Status.FAIL}, recs[1]]
@@ -521,7 +523,7 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     optim = next(a for a in alone.aspects if a.name == "optimizations")
     assert optim.line == "no documented saving was measured here; 1 measurement failed: version-gap: transformers 1"
     assert optim.short == "1 optimization measurement failed" and alone.headline == optim.short
-    [right] = verdict.for_records(header, recs[3:4], {"kind": "end", "run": "G1", "exitstatus": 0})
+    [right] = verdict.for_records(header, recs[3:4] + controls(), {"kind": "end", "run": "G1", "exitstatus": 0})
     assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"
 
 
@@ -564,7 +566,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     [again] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
-    [one] = verdict.for_records(header, recs[:1] + recs[2:4], {"kind": "end", "run": "O1", "exitstatus": 0})
+    [one] = verdict.for_records(header, recs[:1] + recs[2:4] + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in one.aspects if a.name == "optimizations").short == "1 optimization helps"
     # a saving whose step's loss turned NaN: its ratio beside "does not hold" must not read as a contradiction
     broke = claim("gradient-checkpointing", "does-not-hold", mem_ratio=0.55, kind="lower", claimed_ratio=0.6,

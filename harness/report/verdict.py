@@ -13,8 +13,9 @@ Each column of the matrix is judged on what a user acts on, in six aspects:
 and, where the column ran controls (checks whose answer is known in advance, run on the device
 first), its instruments: a failed control marks the column "instrument not trustworthy here",
 first in its headline, and shows the verdicts of that suite as unconfirmed (never good); controls
-that all passed say so; a run without them (an older run file) says "instruments unchecked" in
-a note only.
+that all passed say so; an aspect measured by a suite none of whose controls passed or failed
+here (an older run file, controls deselected) is not good either: "unchecked", a warning, and
+the verdict's note says why.
 
 Every count comes from ``classify`` of the matrix's cells, the one source for the verdicts,
 the page's sections, matrix.md and matrix.json. The terminal's end summary reads the same
@@ -45,7 +46,8 @@ SYMBOLS = {GOOD: "OK", WARN: "!!", BAD: "XX", NONE: "--"}   # plain ASCII, for t
 # the Markdown page's key to them (the HTML page spells them as its badges)
 SYMBOL_KEY = ("`XX` bad (not fit, a check failed, numbers wrong, a known bug present, a regression, an instrument "
               "that failed its control); `!!` worth a look (ops that fall back or are unsupported, claims that do "
-              "not hold, known limitations, verdicts unconfirmed); `OK` none of those; `--` not run here.")
+              "not hold, known limitations, verdicts unconfirmed or measured through unchecked instruments); `OK` "
+              "none of those; `--` not run here.")
 
 
 @dataclasses.dataclass
@@ -536,9 +538,7 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     if found.passed:
         line = f"instruments checked: {_n(len(found.passed), 'control')} passed ({', '.join(found.passed_suites())})"
         detail = [f"skipped here: {c.suite} control {c.name} ({c.message})" for c in found.skipped]
-        checked = {c.suite for c in found.passed + found.skipped}
-        unchecked = [s for s in ASPECTS_OF_SUITE if s not in checked
-                     and any(r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r) for r in recs)]
+        unchecked = unchecked_suites(found, recs)
         if unchecked:
             detail.append(f"ran here without controls (an older run, or its controls not selected): "
                           f"{', '.join(unchecked)}")
@@ -549,6 +549,26 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     if not any(r.get("suite") in ASPECTS_OF_SUITE and r["status"] != Status.SKIP for r in recs):
         return None, ""   # only the environment suite ran: it measures with no instrument to check
     return None, UNCHECKED_NOTE
+
+
+def unchecked_suites(found: Instruments, recs: list[dict]) -> list[str]:
+    """The suites that measured here (a check that ran, not a control) with no control of
+    theirs passed or failed: their instruments were never checked in this column (an older run
+    merged in, controls deselected, or every control of theirs skipped)."""
+    checked = {c.suite for c in found.passed + found.failed}
+    return [s for s in ASPECTS_OF_SUITE if s not in checked
+            and any(r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r) for r in recs)]
+
+
+def _unchecked(aspect: Aspect, suite: str) -> Aspect:
+    """An aspect measured through instruments no control checked here: not good (the controls
+    exist to tell a healthy device from a broken instrument, and none ran), its line saying so."""
+    if aspect.state != GOOD:
+        return aspect
+    return dataclasses.replace(
+        aspect, state=WARN, line=f"unchecked (no {suite} control ran here: run the suite again, its controls run "
+                                 f"first): {aspect.line}",
+        short=f"{aspect.short} (unchecked)" if aspect.short else "")
 
 
 EMULATED_TIMES = "times here are the CPU's the Mac is emulated on, not a Mac's"
@@ -760,6 +780,8 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         failed = found.failed_suites()
         for suite in failed:
             aspects = [_unconfirmed(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
+        for suite in unchecked_suites(found, checks + [r for r in recs if is_control(r)]):
+            aspects = [_unchecked(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
         if instruments:
             aspects.insert(0, instruments)
         compared = regressions is not None and any(cid in regressions for cid in ids)
