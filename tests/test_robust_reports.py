@@ -333,6 +333,23 @@ def test_an_empty_path_option_is_one_line_and_writes_nothing(tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_baseline_named_that_cannot_be_read_writes_no_matrix(tmp_path, capsys):
+    """`tools.report --baseline MISSING` said its error, then replaced the matrix with one
+    compared with nothing, and exited 2: the page asked for was not the page written."""
+    out = tmp_path / "out"
+    assert report.main([str(GOOD), "--out", str(out), "--no-baseline"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    for bad in (tmp_path / "missing.jsonl", tmp_path / "garbage.jsonl"):
+        if bad.name == "garbage.jsonl":
+            bad.write_text("not json\n")
+        assert report.main([str(GOOD), "--out", str(out), "--baseline", str(bad)]) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"error: --baseline: {bad}") and line.endswith(
+            f"no matrix written (the one in {out} is as it was)"), line
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 @pytest.mark.parametrize("entry, said", [("  dispatch: 5\n", "dispatch is int, not a mapping"),
                                          ("  structured_delegate: [add.out]\n", "structured_delegate is list")])
 def test_a_native_functions_entry_of_another_type_is_one_line_in_tools_kernels(tmp_path, capsys, entry, said):

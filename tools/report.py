@@ -34,7 +34,9 @@ one table's file given to ``--kernels``) add a *predicted* section: the static M
 list of each torch version and what changes between versions. A table that cannot be read
 is one line naming the file (and the field), and exit status 2; the others are still used.
 An empty ``--out``, ``--kernels`` or ``--baseline`` ("") is one line and exit 2, before
-anything is read: as a directory it would be the current one.
+anything is read: as a directory it would be the current one. So is a ``--baseline`` named
+that cannot be read (the matrix already written stays as it was); the default baseline,
+unreadable, is one line and exit 2 after the matrix is written without it.
 """
 from __future__ import annotations
 
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             baseline = compare.load_side([kept], f"baseline {kept}")
         except compare.CompareError as exc:
+            if args.baseline:   # asked for by name: a matrix without it is not what was asked
+                return cli.error(f"--baseline: {exc}; no matrix written (the one in {args.out} is as it was)")
             errors.append(f"--baseline: {exc}")
     tables, kernel_errors = load_kernel_tables(Path(args.kernels))
     errors += kernel_errors
