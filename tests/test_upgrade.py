@@ -197,6 +197,21 @@ def test_candidate_without_a_usable_baseline_stops_before_installing(tmp_path, c
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("selection,says", [
+    (["-m", "mpss"], "-m 'mpss': no such marker: mpss (the suites' markers: cpu, cuda, mps, env, ops, parity, "),
+    (["-m", "env and"], "-m 'env and': pytest cannot read this expression"),
+    (["-k", "softmax and ("], "-k 'softmax and (': pytest cannot read this expression"),
+])
+def test_a_selection_pytest_will_refuse_stops_the_candidate_before_its_install(tmp_path, capsys, selection, says):
+    """`./compat candidate 'torch==2.15.*' -- -m mpss` built the candidate's environment (an
+    install of torch, minutes) before pytest said "Unknown marker"."""
+    args = ["check", "torch==2.15.*", "--baseline-file", str(_baseline(tmp_path)), "--report", str(tmp_path / "c.md")]
+    assert upgrade.main([*args, "--", *selection]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {says}"), line
+    assert upgrade.main([*args, "--", "-m", "(env or ops) and not mps", "-k", "softmax"]) == 0
+
+
 @pytest.mark.slow
 def test_the_real_env_suite_kept_then_tried_again(tmp_path):
     """Both sides for real, on the env suite: the plugin keeps each run's part, the baseline

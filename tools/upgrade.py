@@ -39,8 +39,9 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from harness.core import runfiles
+from harness.core import records, runfiles
 from harness.report import compare
+from harness.report.selection import readable
 from tools import suiteplan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,11 +174,26 @@ def candidate_problem(args) -> tuple[compare.Side | None, str | None]:
     return baseline, unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))])
 
 
+def selection_problem(pytest_args: list[str]) -> str | None:
+    """A -m or -k that pytest will refuse (an expression it cannot read, a marker nobody
+    registers under --strict-markers): said before the candidate's install, not after it."""
+    scanned = suiteplan.scan(pytest_args)
+    for flag, text in (("-m", scanned.markexpr), ("-k", scanned.keyword)):
+        if not readable(text):
+            return f"{flag} {text!r}: pytest cannot read this expression (and, or, not, parentheses and names)"
+    unknown = suiteplan.unregistered_markers(scanned.markexpr)
+    if unknown:
+        return (f"-m {scanned.markexpr!r}: no such marker: {', '.join(sorted(unknown))} (the suites' markers: "
+                f"{', '.join((*suiteplan.TARGETS, *records.CATEGORIES, 'slow', 'compile'))})")
+    return None
+
+
 def check_candidate(args, pytest_args: list[str], **run) -> int:
     """``python -m tools.upgrade check``, which ./compat candidate runs before tox builds the
     candidate's environment (the first time, an install of torch: minutes): 2 and the one line
     ``candidate`` would say after that install, or 0."""
     _, problem = candidate_problem(args)
+    problem = problem or selection_problem(pytest_args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
