@@ -566,8 +566,8 @@ def _unchecked(aspect: Aspect, suite: str) -> Aspect:
     if aspect.state != GOOD:
         return aspect
     return dataclasses.replace(
-        aspect, state=WARN, line=f"unchecked (no {suite} control ran here: run the suite again, its controls run "
-                                 f"first): {aspect.line}",
+        aspect, state=WARN, line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting "
+                                 f"its controls, which run first): {aspect.line}",
         short=f"{aspect.short} (unchecked)" if aspect.short else "")
 
 
