@@ -343,6 +343,9 @@ def test_the_paths_named_replace_suites_and_narrow_the_runs_and_the_estimate():
     """`./compat suites suites/parity/test_op_parity.py -k softmax` ran `pytest suites/
     suites/parity/test_op_parity.py -k softmax`: every suite's softmax checks, estimated as such."""
     assert suiteplan.scan(["--tb", "short", "suites/optim", "-m", "cpu"]).paths == ("suites/optim",)
+    # an option's value that names a file is not a path to collect
+    assert suiteplan.scan(["--log-file", "pyproject.toml", "-c", "pyproject.toml", "suites/env"]).paths == (
+        "suites/env",)
     assert [(p.name, p.suites) for p in plan_of("suites/optim").phases] == [("optim", ["optim"])]
     assert [(p.name, p.suites) for p in plan_of("suites/env", "suites/perf/test_perf.py").phases] == [
         ("untimed", ["env"]), ("perf", ["perf"])]

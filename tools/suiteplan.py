@@ -170,7 +170,9 @@ VALUED = {"-m", "-k", "-p", "-n", "--numprocesses", "--device", "--maxfail", "--
           "--durations", "--deselect", "--ignore", "--ignore-glob", "--confcutdir", "--workload",
           "--mps-fallback", "--check-timeout", "--dist", "--maxprocesses", "--tx", "--log-level",
           "--hypothesis-profile", "--hypothesis-seed", "--timeout", "--import-mode", "--capture",
-          "--color", "--junitxml", "--junit-xml", "--override-ini", "--config-file"}
+          "--color", "--junitxml", "--junit-xml", "--override-ini", "--config-file", "--log-file",
+          "--log-file-level", "--log-cli-level", "--log-format", "--log-date-format", "--durations-min",
+          "--junit-prefix", "--report-log", "--pythonwarnings"}
 FLAGS_WITHOUT_VALUE = set("xqvsl")
 
 
