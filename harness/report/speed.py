@@ -190,7 +190,7 @@ def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
     are left out."""
     from harness.report.matrix import hardware_key
     facts = baseline.header.get("facts") or {}
-    out: dict[str, list] = {}
+    out: dict[str, Against] = {}
     for col in m.columns:
         if (col.facts.get("host"), hardware_key(col.facts)) != (facts.get("host"), hardware_key(facts)):
             continue

@@ -540,7 +540,7 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
         detail = [f"skipped here: {c.suite} control {c.name} ({c.message})" for c in found.skipped]
         unchecked = unchecked_suites(found, recs)
         if unchecked:
-            detail.append(f"ran here without controls (an older run, or its controls not selected): "
+            detail.append(f"ran here without controls (an older run, its controls not selected, or all skipped): "
                           f"{', '.join(unchecked)}")
         return Aspect("instruments", GOOD, line, detail, "controls"), ""
     if found.skipped:
@@ -737,9 +737,9 @@ def not_run_reason(col_headers: list[dict], recs: list[dict], target: str) -> st
     return Counter(r.get("reason") or "skipped" for r in recs).most_common(1)[0][0]
 
 
-def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verdict]:
+def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
     """One Verdict per machine x torch x target (``column_groups``). ``regressions``: column
-    id -> the regressions against a baseline, where a baseline was compared."""
+    id -> that column against a baseline (speed.Against), where a baseline was compared."""
     out = []
     not_run: dict[tuple[str, str, str], tuple[Verdict, list[str]]] = {}   # -> the card, its torch releases
     for col, cols in column_groups(m):
@@ -780,7 +780,7 @@ def verdicts(m: Matrix, regressions: dict[str, list] | None = None) -> list[Verd
         failed = found.failed_suites()
         for suite in failed:
             aspects = [_unconfirmed(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
-        for suite in unchecked_suites(found, checks + [r for r in recs if is_control(r)]):
+        for suite in unchecked_suites(found, recs):
             aspects = [_unchecked(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
         if instruments:
             aspects.insert(0, instruments)
