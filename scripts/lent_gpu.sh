@@ -117,9 +117,11 @@ select_part() {
 }
 
 if [ "${LENT_COLLECT:-}" = 1 ]; then
+  py=python3   # here, this checkout's .venv where it has one (the system's python may lack xdist)
+  [ ! -x .venv/bin/python ] || py=.venv/bin/python
   for part in "${parts[@]}"; do
     select_part "$part"
-    python3 -m pytest "${args[@]}" --collect-only -q "$@" || exit
+    "$py" -m pytest "${args[@]}" --collect-only -q "$@" || exit
   done
   exit 0
 fi
