@@ -178,9 +178,11 @@ def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measu
     # every control of a suite skipped: nothing checked that suite's instrument either
     skipped = [{**c, "status": Status.SKIP} if c["suite"] == "perf" else c for c in controls()]
     assert [a.name for a in verdict_of(skipped + checks()).aspects if a.state == verdict.WARN] == ["speed and memory"]
-    # a failure stays bad: unchecked never makes a verdict better
-    broken = verdict_of([check("ops/add/float32", Status.FAIL, Category.NA)])
-    assert aspect(broken, "ops").state == verdict.BAD
+    # a failure stays bad, and says what it was measured through: unchecked never makes a verdict better
+    broken = aspect(verdict_of([check("ops/add/float32", Status.FAIL, Category.NA)]), "ops")
+    assert broken.state == verdict.BAD and broken.line.startswith("unchecked (no ops control ran here: ")
+    falls_back = aspect(verdict_of([check("ops/add/float32", category=Category.CPU_FALLBACK)]), "ops")
+    assert falls_back.state == verdict.WARN and falls_back.short.endswith("(unchecked)"), falls_back
 
 
 def test_an_environment_run_alone_has_nothing_for_instruments_to_vouch_for():

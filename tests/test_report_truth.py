@@ -240,7 +240,7 @@ def contradictions(found, secs, doc, md: str, page: str) -> list[str]:
                     if check.startswith("parity/") and cid in per and per[cid]["key"] in verdict.BROKEN)
         if numerics and numerics.state != verdict.NONE:
             said_wrong = sum(int(m.group(1).replace(",", "")) for m in re.finditer(
-                r"(?:^|; )([\d,]+) checks? (?:wrong against float64|failed before any number was judged)",
+                r"(?:^|; |: )([\d,]+) checks? (?:wrong against float64|failed before any number was judged)",
                 numerics.line))
             if said_wrong != wrong:
                 said.append(f"{v.title}: the verdict says {said_wrong} wrong, matrix.json has {wrong}")
@@ -485,7 +485,7 @@ def test_a_perf_run_alone_is_not_headlined_as_nothing_measured():
              "variant": "", "metrics": {}, "reason": ""} for s in ("softmax", "bert")] + controls()
     [found] = verdict.for_records(header, recs, {"kind": "end", "run": "P1", "exitstatus": 0})
     assert found.headline == "no speed or memory failure"
-    failing = [{**recs[0], "status": Status.FAIL}, recs[1]]
+    failing = [{**recs[0], "status": Status.FAIL}, recs[1]] + controls()
     [found] = verdict.for_records(header, failing, {"kind": "end", "run": "P1", "exitstatus": 1})
     assert found.headline == "1 perf failure" and found.state == verdict.BAD
 
@@ -511,7 +511,7 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
             one("parity/gelu/float32/forward", Status.PASS, "parity", "parity"),
             one("optim/torch-compile/time", Status.FAIL, "optim", None, **gap),
             one("optim/gradient-checkpointing/memory", Status.PASS, "optim", "holds", mem_ratio=0.6, bound=0.9)]
-    [found] = verdict.for_records(header, recs, {"kind": "end", "run": "G1", "exitstatus": 1})
+    [found] = verdict.for_records(header, recs + controls(), {"kind": "end", "run": "G1", "exitstatus": 1})
     aspects = {a.name: a for a in found.aspects}
     assert aspects["numerics"].line == ("1 check wrong against float64: tf32 1; 2 checks failed before any number "
                                         "was judged: crashed 1; version-gap: transformers 1")
@@ -519,7 +519,7 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     optim = aspects["optimizations"]
     assert optim.state == verdict.BAD and optim.line.endswith("; 1 measurement failed: version-gap: transformers 1")
     assert any("optim/torch-compile/time" in d and gap["switch"] in d for d in optim.detail), optim.detail
-    [alone] = verdict.for_records(header, recs[4:5], {"kind": "end", "run": "G1", "exitstatus": 1})
+    [alone] = verdict.for_records(header, recs[4:5] + controls(), {"kind": "end", "run": "G1", "exitstatus": 1})
     optim = next(a for a in alone.aspects if a.name == "optimizations")
     assert optim.line == "no documented saving was measured here; 1 measurement failed: version-gap: transformers 1"
     assert optim.short == "1 optimization measurement failed" and alone.headline == optim.short
@@ -552,7 +552,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
             claim("freeze-backbone", "does-not-hold", time_ratio=0.81, ci_low=0.8, ci_high=0.83, kind="lower",
                   claimed_ratio=0.26),
             claim("adafactor", "inconclusive", time_ratio=1.1, ci_low=0.9, ci_high=1.3, **sdpa)]
-    [found] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
+    [found] = verdict.for_records(header, recs + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
     optim = next(a for a in found.aspects if a.name == "optimizations")
     assert optim.line == (
         "2 measured savings as documented (best: peft-lora memory x0.0086, tf32 time x0.45); "
@@ -563,7 +563,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     assert "holds, no saving: sdpa-attention time x1" in optim.detail
     # the same claim at x1.04 in another run of the same lock: the same counts
     recs[2]["metrics"].update(time_ratio=1.04, ci_low=1.01, ci_high=1.06)
-    [again] = verdict.for_records(header, recs, {"kind": "end", "run": "O1", "exitstatus": 0})
+    [again] = verdict.for_records(header, recs + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
     [one] = verdict.for_records(header, recs[:1] + recs[2:4] + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
@@ -571,7 +571,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     # a saving whose step's loss turned NaN: its ratio beside "does not hold" must not read as a contradiction
     broke = claim("gradient-checkpointing", "does-not-hold", mem_ratio=0.55, kind="lower", claimed_ratio=0.6,
                   ratio_category="holds")
-    [nan] = verdict.for_records(header, [broke], {"kind": "end", "run": "O1", "exitstatus": 0})
+    [nan] = verdict.for_records(header, [broke] + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
     assert next(a for a in nan.aspects if a.name == "optimizations").line == (
         "no documented saving was measured here; 1 claim does not hold (gradient-checkpointing memory x0.55, "
         "documented x0.6, but its step's loss is not finite: it breaks training here)")

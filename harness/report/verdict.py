@@ -561,12 +561,13 @@ def unchecked_suites(found: Instruments, recs: list[dict]) -> list[str]:
 
 
 def _unchecked(aspect: Aspect, suite: str) -> Aspect:
-    """An aspect measured through instruments no control checked here: not good (the controls
-    exist to tell a healthy device from a broken instrument, and none ran), its line saying so."""
-    if aspect.state != GOOD:
+    """An aspect measured through instruments no control checked here: never good (the controls
+    exist to tell a healthy device from a broken instrument, and none ran; a warning at best,
+    bad stays bad), its line saying so, as an unconfirmed one's does."""
+    if aspect.state == NONE:
         return aspect
     return dataclasses.replace(
-        aspect, state=WARN, line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting "
+        aspect, state=BAD if aspect.state == BAD else WARN, line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting "
                                  f"its controls, which run first): {aspect.line}",
         short=f"{aspect.short} (unchecked)" if aspect.short else "")
 
