@@ -427,6 +427,25 @@ def test_the_instruments_line_stands_when_the_control_failed_on_both_sides_and_n
     assert [(c.check, c.kind) for c in fine.changes] == [("ops/controls/fallback-seen", "improvement")]
 
 
+def test_a_candidate_measured_without_its_controls_is_said_to_be_unchecked(tmp_path):
+    """`tools.compare` of two older run files (or a candidate run with its controls deselected)
+    said "0 regressions" with nothing on its instruments; the report's cards say "unchecked"
+    for the same records."""
+    def side(name, *extra, target="cpu"):
+        recs = [test_compare.rec("ops/add/float32/forward", category="native", target=target),
+                test_compare.rec("env/threads", target=target), *extra]
+        return compare.load_side([str(test_compare.write_run(tmp_path / f"{name}.jsonl", recs, run_id=name))])
+    said = ("the candidate's ops instruments were not checked on cpu (no control of the suite ran there: an older "
+            "run, or the controls deselected): its verdicts there are unconfirmed")
+    bare = compare.compare(side("a"), side("b"))
+    assert bare.instruments == [said] and said in compare.render(bare)   # env measures with no instrument: no line
+    control = test_compare.rec("ops/controls/native-seen", "pass", "control", record_kind="control",
+                               control="native-seen")
+    assert compare.compare(side("c"), side("d", control)).instruments == []
+    skipped = {**control, "status": "skip"}
+    assert compare.compare(side("e"), side("f", skipped)).instruments == [said]
+
+
 def test_the_run_file_reader_keeps_a_control_record(tmp_path):
     """A control record passes the record contract's reader, so the report ever sees it."""
     path = write_run(tmp_path / "c.jsonl", FACTS, controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED}))

@@ -62,7 +62,8 @@ A control (a check whose answer is known in advance, run on the device first: ``
 A candidate whose controls failed has instruments that cannot be trusted, so its regressions are
 preceded by one line per suite, "the candidate's <suite> instruments failed their controls
 (<name> on <target>): its verdicts are unconfirmed" (``instrument_lines``; ``instruments`` in
-the JSON).
+the JSON); a suite that measured on a target where none of its controls ran (an older run file,
+the controls deselected) gets one too: its instruments were not checked there.
 
 Only regressions make the check fail (exit 1 in tools.compare, a failed session with
 ``pytest --baseline``). Bad input raises ``CompareError`` with one line naming the problem.
@@ -401,14 +402,33 @@ class Comparison:
 
 def instrument_lines(side: Side, who: str = "the candidate") -> list[str]:
     """One line per suite whose controls failed on ``side`` (status fail, error, crash or timeout),
-    naming them and their targets: the verdicts of that suite there are unconfirmed."""
+    naming them and their targets: the verdicts of that suite there are unconfirmed. Then one
+    per suite that measured on a target where none of its controls passed or failed (an older
+    run file, the controls deselected): nothing checked its instruments there either."""
     failed: dict[str, list[str]] = {}
+    checked: set[tuple[str, str]] = set()     # (suite, target) with a control that passed or failed
+    measured: dict[str, list[str]] = {}       # suite -> the targets its checks ran on
     for (_, target), rec in sorted(side.records.items()):
-        if is_control(rec) and rec["status"] in BAD:
-            failed.setdefault(rec.get("suite") or "?", []).append(f"{control_of(rec).name} on {target}")
+        suite = rec.get("suite") or "?"
+        if is_control(rec):
+            if rec["status"] in BAD or rec["status"] == Status.PASS:
+                checked.add((suite, records.target_of({"target": rec.get("target")})))
+            if rec["status"] in BAD:
+                failed.setdefault(suite, []).append(f"{control_of(rec).name} on {target}")
+        elif rec["status"] != Status.SKIP and suite in SUITE_ORDER[1:]:   # env measures with no instrument
+            where = rec.get("target") or "any"
+            if where not in measured.setdefault(suite, []):
+                measured[suite].append(where)
     order = {s: i for i, s in enumerate(SUITE_ORDER)}
-    return [f"{who}'s {suite} instruments failed their controls ({', '.join(names)}): its verdicts are unconfirmed"
-            for suite, names in sorted(failed.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))]
+    ranked = lambda kv: (order.get(kv[0], len(order)), kv[0])   # noqa: E731
+    lines = [f"{who}'s {suite} instruments failed their controls ({', '.join(names)}): its verdicts are unconfirmed"
+             for suite, names in sorted(failed.items(), key=ranked)]
+    unchecked = {suite: [t for t in targets if (suite, t) not in checked and suite not in failed]
+                 for suite, targets in measured.items()}
+    lines += [f"{who}'s {suite} instruments were not checked on {', '.join(targets)} (no control of the suite ran "
+              "there: an older run, or the controls deselected): its verdicts there are unconfirmed"
+              for suite, targets in sorted(unchecked.items(), key=ranked) if targets]
+    return lines
 
 
 def check_figures(factor: float, floor: float) -> None:
