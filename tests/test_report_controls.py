@@ -444,6 +444,12 @@ def test_a_candidate_measured_without_its_controls_is_said_to_be_unchecked(tmp_p
     assert compare.compare(side("c"), side("d", control)).instruments == []
     skipped = {**control, "status": "skip"}
     assert compare.compare(side("e"), side("f", skipped)).instruments == [said]
+    # failed on one target, never checked on another: both said
+    failed = {**control, "status": "fail"}
+    on_cuda = test_compare.rec("ops/add/float32/forward", category="native", target="cuda")
+    lines = compare.compare(side("g", on_cuda), side("h", failed, on_cuda)).instruments
+    assert [line.split(" (")[0] for line in lines] == ["the candidate's ops instruments failed their controls",
+                                                       "the candidate's ops instruments were not checked on cuda"]
 
 
 def test_the_run_file_reader_keeps_a_control_record(tmp_path):

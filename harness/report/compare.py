@@ -409,22 +409,22 @@ def instrument_lines(side: Side, who: str = "the candidate") -> list[str]:
     checked: set[tuple[str, str]] = set()     # (suite, target) with a control that passed or failed
     measured: dict[str, list[str]] = {}       # suite -> the targets its checks ran on
     for (_, target), rec in sorted(side.records.items()):
-        suite = rec.get("suite") or "?"
+        suite, device = rec.get("suite") or "?", rec.get("target") or "any"   # the device, without a workload
         if is_control(rec):
             if rec["status"] in BAD or rec["status"] == Status.PASS:
-                checked.add((suite, records.target_of({"target": rec.get("target")})))
+                checked.add((suite, device))
             if rec["status"] in BAD:
                 failed.setdefault(suite, []).append(f"{control_of(rec).name} on {target}")
         elif rec["status"] != Status.SKIP and suite in SUITE_ORDER[1:]:   # env measures with no instrument
-            where = rec.get("target") or "any"
-            if where not in measured.setdefault(suite, []):
-                measured[suite].append(where)
+            if device not in measured.setdefault(suite, []):
+                measured[suite].append(device)
     order = {s: i for i, s in enumerate(SUITE_ORDER)}
-    ranked = lambda kv: (order.get(kv[0], len(order)), kv[0])   # noqa: E731
+
+    def ranked(item):
+        return order.get(item[0], len(order)), item[0]
     lines = [f"{who}'s {suite} instruments failed their controls ({', '.join(names)}): its verdicts are unconfirmed"
              for suite, names in sorted(failed.items(), key=ranked)]
-    unchecked = {suite: [t for t in targets if (suite, t) not in checked and suite not in failed]
-                 for suite, targets in measured.items()}
+    unchecked = {suite: [t for t in targets if (suite, t) not in checked] for suite, targets in measured.items()}
     lines += [f"{who}'s {suite} instruments were not checked on {', '.join(targets)} (no control of the suite ran "
               "there: an older run, or the controls deselected): its verdicts there are unconfirmed"
               for suite, targets in sorted(unchecked.items(), key=ranked) if targets]

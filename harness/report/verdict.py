@@ -567,8 +567,9 @@ def _unchecked(aspect: Aspect, suite: str) -> Aspect:
     if aspect.state == NONE:
         return aspect
     return dataclasses.replace(
-        aspect, state=BAD if aspect.state == BAD else WARN, line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting "
-                                 f"its controls, which run first): {aspect.line}",
+        aspect, state=BAD if aspect.state == BAD else WARN,
+        line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting its controls, "
+             f"which run first): {aspect.line}",
         short=f"{aspect.short} (unchecked)" if aspect.short else "")
 
 
