@@ -430,3 +430,19 @@ def test_a_standing_parity_failure_that_got_much_further_off_is_a_warning():
     assert compare.compare_records(off(1.5), off(2.5)) == []                       # within the factor
     assert compare.compare_records(off(1.5, check="ops/det/float32/backward"),
                                    off(45.0, check="ops/det/float32/backward")) == []
+
+
+def test_an_out_file_that_holds_something_else_is_refused_before_the_comparison(files, tmp_path, capsys):
+    """`--out README.md` replaced the user's file with the comparison."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    assert cli.main([str(files[0]), str(files[1]), "--out", str(notes)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"error: --out {notes}: it holds something other than an upgrade check's comparison (it begins "
+        "'# my notes'); replacing it would lose what it holds; give a new path or an earlier comparison\n")
+    assert notes.read_text() == "# my notes\n"
+    out = tmp_path / "cmp"   # an earlier comparison, in any of the formats, is replaced by one in any other
+    for fmt in ("table", "md", "json", "table"):
+        assert cli.main([str(files[0]), str(files[1]), "--format", fmt, "--out", str(out)]) == 1, capsys.readouterr()
+        assert out.read_text().strip() == capsys.readouterr().out.strip()

@@ -256,3 +256,20 @@ def test_the_installed_torch_has_hundreds_of_mps_kernels_including_the_well_know
     assert {"add.Tensor", "mm", "_softmax"} <= ops                                # through structured_delegate
     assert not snap.table["add.Tensor"]["dispatch_keys"].count("MPS")
     assert snap.table["dropout"]["composite"] == "implicit"                        # invisible to the table
+
+
+def test_an_out_file_that_holds_something_else_is_refused_before_any_download(wheels, tmp_path, monkeypatch, capsys):
+    """`--out README.md` replaced the user's file with a kernel table, after a download of minutes."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n\nkeep me\n")
+    monkeypatch.setattr(kernels, "load_version", lambda *a, **k: pytest.fail("downloaded before refusing --out"))
+    assert cli.main(["--torch-version", "2.8.0", "--out", str(notes)]) == 2
+    assert cli.main(["diff", "2.6.0", "2.8.0", "--out", str(notes)]) == 2
+    for line in capsys.readouterr().err.splitlines():
+        assert line == (f"error: --out {notes}: it holds something other than a kernel table or diff (it begins "
+                        "'# my notes'); replacing it would lose what it holds; give a new path"), line
+    assert notes.read_text() == "# my notes\n\nkeep me\n"
+    out = tmp_path / "k.json"   # what the tool wrote there before, a table or a diff, it replaces
+    for args in (["--wheel", str(wheels[0])], ["diff", str(wheels[0]), str(wheels[1])], ["--wheel", str(wheels[1])]):
+        assert cli.main([*args, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads(out.read_text())["torch_version"] == "2.14.1"

@@ -80,9 +80,10 @@ def test_an_interrupted_run_with_no_baseline_yet_writes_none_and_says_so(project
     assert "interrupted after 1 of 4 checks" in line and "no baseline was written to B.jsonl" in line, line
 
 
-def test_a_run_that_ends_still_keeps_its_baseline(project):
+def test_a_run_that_ends_still_keeps_its_baseline(project, recorded):
     baseline = project / "B.jsonl"
-    baseline.write_text("an earlier baseline\n")
+    baseline.write_bytes(_lines(runfiles.header("old", "e", recorded("linux_x86_64")), _record("old"),
+                                {"kind": "end", "run": "old", "exitstatus": 0}))
     res = run_pytest(project, "--device", "cpu", "--run-file", str(project / "r.jsonl"),
                      "--save-baseline", str(baseline))
     assert res.returncode == 0 and "baseline kept" in res.stdout, res.stdout + res.stderr
@@ -329,3 +330,81 @@ def test_a_run_file_named_twice_is_read_once(tmp_path):
     for paths, expected in (([run, run], [run]), ([tmp_path, run], [run, other]),
                             ([run, tmp_path / "." / "a.jsonl"], [run])):
         assert runfiles.find_run_files([str(p) for p in paths]) == ([str(f) for f in expected], []), paths
+
+
+# --------------------------------------------------------------------------- a path named that holds something else
+
+NOTES = b"# my notes\n\nkeep me\n"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("option, loses", [
+    ("--run-file", "appending this run would mix its lines into it; give a new path or a run file (*.jsonl)"),
+    ("--save-baseline", "replacing it would lose what it holds; give a new path or a run file (*.jsonl)"),
+    ("--compare-out", "replacing it would lose what it holds; give a new path or an earlier comparison"),
+], ids=["run-file", "save-baseline", "compare-out"])
+def test_a_file_named_that_holds_something_else_is_refused_and_kept(project, recorded, option, loses):
+    """`--run-file README.md` appended the run's records to README.md; `--save-baseline
+    README.md` and `--compare-out README.md` replaced it with a baseline, a comparison."""
+    notes = project / "README.md"
+    notes.write_bytes(NOTES)
+    baseline = project / "B.jsonl"
+    baseline.write_bytes(_lines(runfiles.header("old", "e", recorded("linux_x86_64")), *(_record("old", f"env/c{i}")
+                                                                                        for i in range(4))))
+    extra = {"--run-file": [], "--save-baseline": ["--run-file", str(project / "r.jsonl")],
+             "--compare-out": ["--run-file", str(project / "r.jsonl"), "--baseline", str(baseline)]}[option]
+    res = run_pytest(project, "--device", "cpu", option, str(notes), *extra, timeout=120)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 4 and len(lines) == 1, res.stdout + res.stderr
+    what = "an upgrade check's comparison" if option == "--compare-out" else "run records"
+    assert lines[0] == (f"ERROR: {option} {notes}: it holds something other than {what} (it begins "
+                        f"'# my notes'); {loses}"), lines[0]
+    assert notes.read_bytes() == NOTES and not (project / "r.jsonl").exists()
+
+
+@pytest.mark.timeout(180)
+def test_the_files_a_run_wrote_are_taken_again(project, recorded):
+    """What the refusal must not refuse: a run file, a baseline and a comparison written by
+    earlier runs (and an empty file, or one being created) take the next run's."""
+    run_file, baseline, out = project / "r.jsonl", project / "B.jsonl", project / "cmp.md"
+    baseline.touch()
+    for _ in range(2):
+        res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file), "--save-baseline", str(baseline),
+                         timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        res = run_pytest(project, "--device", "cpu", "--run-file", str(run_file), "--baseline", str(baseline),
+                         "--compare-out", str(out), timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+    kept = [runfiles.read_file(f) for f in (run_file, runfiles.archive_of(run_file))]   # older runs retired there
+    assert sum(len(f.runs) for f in kept) == 4 and not any(f.errors for f in kept), [f.errors for f in kept]
+    assert out.read_text().startswith("# Upgrade check")
+    assert json.loads(out.with_suffix(".json").read_text())["compare_schema"]
+
+
+@pytest.mark.parametrize("option", ["--run-file", "--save-baseline"])
+def test_a_compressed_name_is_refused_as_a_run_file(project, option):
+    """A run is written plain: `--run-file r.jsonl.gz` made a file no reader could open."""
+    path = project / "r.jsonl.gz"
+    res = run_pytest(project, "--device", "cpu", option, str(path),
+                     *(["--run-file", str(project / "r.jsonl")] if option != "--run-file" else []), timeout=120)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 4 and len(lines) == 1 and f"{option} {path}: its name ends in .gz" in lines[0], lines
+    assert "give a name ending in .jsonl" in lines[0] and not path.exists()
+
+
+def test_a_run_file_is_told_from_other_files_by_its_first_line(tmp_path, recorded):
+    head = runfiles.encode_line(runfiles.header("r", "e", recorded("linux_x86_64"))).encode()
+    record = runfiles.encode_line(_record("r")).encode()
+    ours = {"a header and a record": head + record, "blank lines first": b"\n\n" + head,
+            "a header cut off while written": head[:40],
+            "a header longer than what is read": head[:-2] + b" " * runfiles.HEAD_BYTES + b"}\n",
+            "a record first (a file spliced)": record, "empty": b"", "only blank lines": b"\n \n"}
+    other = {"text": NOTES, "JSON of another kind": b'{"a": 1}\n', "a JSON list": b"[1, 2]\n",
+             "a line without a run id": b'{"kind": "check"}\n', "a word cut off": b"{kind"}
+    for name, data in {**ours, **other}.items():
+        path = tmp_path / "f.jsonl"
+        path.write_bytes(data)
+        why = runfiles.run_file_problem(path)
+        assert (why is None) == (name in ours), (name, why)
+    assert runfiles.run_file_problem(tmp_path / "absent.jsonl") is None
+    assert runfiles.run_file_problem("/dev/null") is None   # not a regular file: probe_writable speaks of those

@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare the checks both sides hold even when that is under half of either side's "
                              "(default: an error; two runs of one selection share nearly all their checks)")
     args = parser.parse_args(argv)
+    if args.out:   # before the work: a mistyped --out must not cost a file
+        why = compare.output_problem(args.out)
+        if why:
+            return cli.error(f"--out {args.out}: {why}")
     try:
         base = compare.load_side([args.baseline], "baseline " + args.baseline, args.latest)
         cand = compare.load_side([args.candidate], "candidate " + args.candidate, args.latest)

@@ -86,16 +86,25 @@ def _parser() -> tuple[_Parser, _Parser]:
     return table, dif
 
 
+def out_problem(path) -> str | None:
+    """Why ``--out`` cannot be ``path``: a file that holds something other than a kernel table
+    or diff this tool wrote (their JSON begins with the schema), which replacing would lose."""
+    why = runfiles.held_otherwise(path, lambda head: head.startswith(b'{\n "schema": '), "a kernel table or diff")
+    return f"--out {path}: {why}; replacing it would lose what it holds; give a new path" if why else None
+
+
 def run(argv: list[str]) -> int:
     table_p, diff_p = _parser()
+    args = (diff_p.parse_args(argv[1:]) if argv[:1] == ["diff"] else table_p.parse_args(argv))
+    problem = out_problem(args.out) if args.out else None
+    if problem:   # before a download: a mistyped --out must not cost a file
+        raise KernelsError(problem)
     if argv[:1] == ["diff"]:
-        args = diff_p.parse_args(argv[1:])
         old, new = kernels.load_spec(args.old), kernels.load_spec(args.new)
         doc, text = kernels.diff_doc(old, new), diff_text(old, new)
         name = f"diff-{kernels.base_version(old.torch_version)}-{kernels.base_version(new.torch_version)}.json"
         summary = f"{len(doc['gained'])} gained, {len(doc['lost'])} lost, {doc['unchanged']} unchanged"
     else:
-        args = table_p.parse_args(argv)
         snap = (kernels.load_wheel(args.wheel) if args.wheel else
                 kernels.load_version(args.torch_version) if args.torch_version else kernels.load_installed())
         doc, text = kernels.table_doc(snap), table_text(snap)

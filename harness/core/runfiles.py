@@ -251,6 +251,54 @@ def probe_writable(path: str | os.PathLike, directory: bool = False, replace: bo
     return None
 
 
+HEAD_BYTES = 1 << 16   # enough of a file to tell what it holds
+
+
+def held_otherwise(path: str | os.PathLike, ours, words: str) -> str | None:
+    """Why the existing file at ``path`` must not take what this project writes there, in a
+    few words, or None when it may: absent, empty, not a regular file (``probe_writable``
+    speaks of those), unreadable (the write will say why), or a file ``ours`` recognises from
+    its first bytes (a run file, an earlier comparison, a kernel table). Asked before a run
+    that appends to or replaces a file the user named, so that a path mistyped as
+    ``README.md`` loses nothing and mixes nothing into it."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if not head.strip() or ours(head):
+        return None
+    first = next((line for line in head.splitlines() if line.strip()), b"")
+    return f"it holds something other than {words} (it begins {quoted(first.decode('utf-8', 'replace'), 50)})"
+
+
+def looks_like_run_file(head: bytes) -> bool:
+    """Whether a file's first bytes are a run file's: its first line is a run-file line (or
+    the start of one, cut off while being written or longer than ``head``)."""
+    start = len(head) - len(head.lstrip())
+    end = head.find(b"\n", start)
+    if end == -1:   # one line so far, cut off or longer than head: a run file's begins as its writer writes it
+        return head[start:].startswith(b'{"kind": "')
+    return _parsed(head[start:end], False)[1] is None
+
+
+def run_file_problem(path: str | os.PathLike, replace: bool = False) -> str | None:
+    """Why a run file named by the user (``--run-file``, appended to; ``--save-baseline``,
+    replaced whole: ``replace``) cannot be ``path``, or None: a compressed name (a run is written as
+    plain lines, which a ``.gz`` reader cannot read back), or a file that holds something
+    else (appending would mix a run into it; replacing would lose it)."""
+    if str(path).endswith(".gz"):
+        return ("its name ends in .gz, but a run is written as plain JSON lines (only the archive of superseded "
+                "runs is compressed), which could not be read back; give a name ending in .jsonl")
+    why = held_otherwise(path, looks_like_run_file, "run records")
+    if why:
+        loses = "replacing it would lose what it holds" if replace else "appending this run would mix its lines into it"
+        return f"{why}; {loses}; give a new path or a run file (*.jsonl)"
+    return None
+
+
 def write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> None:
     """Every file into the directory ``folder``, all or none: each to a temporary beside its
     target, and only when all are written, the renames. A reader, or a crash halfway, sees

@@ -84,7 +84,10 @@ def parse_check_timeout(value) -> float:
 
 
 def output_problems(config) -> list[str]:
-    """One line for each place this run will write that cannot be written (see runfiles.probe_writable)."""
+    """One line for each place this run will write that cannot be written (see
+    runfiles.probe_writable), or that holds something the run would lose or mix its lines into:
+    a ``--run-file`` or ``--save-baseline`` that is not a run file (runfiles.run_file_problem), a
+    ``--compare-out`` that is not an earlier comparison (compare.output_problem)."""
     places = []   # (what, path, a directory, replaced whole rather than appended to)
     run_file = config.getoption("--run-file")
     places.append(("--run-file", run_file, False, False) if run_file else
@@ -101,6 +104,15 @@ def output_problems(config) -> list[str]:
         if why:
             fix = "choose another place" + ("" if what.startswith("--") else " with --run-file PATH")
             problems.append(f"{what} {path}: cannot write there: {why}; {fix}")
+        elif what.startswith("--compare-out"):
+            from harness.report import compare
+            why = compare.output_problem(path)
+            if why:
+                problems.append(f"{what} {path}: {why}")
+        elif what in ("--run-file", "--save-baseline"):   # a path the user named: it may hold anything
+            why = runfiles.run_file_problem(path, replace=replaced)
+            if why:
+                problems.append(f"{what} {path}: {why}")
     return problems
 
 

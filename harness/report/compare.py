@@ -669,6 +669,18 @@ def _rows(changes: Iterable[Change], width: int | None = None) -> list[list[str]
     return [[c.check, c.target, c.rule, c.before, c.after, cut(c.detail)] for c in changes]
 
 
+COMPARISON_STARTS = (b"# Upgrade check", b"mps-compat: upgrade check", b'{\n "compare_schema"')   # render's formats
+
+
+def output_problem(path) -> str | None:
+    """Why a comparison cannot be written to ``path`` (``--compare-out``, ``tools.compare
+    --out``), or None: a file that holds something other than an earlier comparison, which
+    replacing would lose."""
+    why = runfiles.held_otherwise(path, lambda head: head.startswith(COMPARISON_STARTS),
+                                  "an upgrade check's comparison")
+    return f"{why}; replacing it would lose what it holds; give a new path or an earlier comparison" if why else None
+
+
 def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     """The comparison as a readable table (``table``), Markdown (``md``) or JSON (``json``)."""
     import json
