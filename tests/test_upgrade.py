@@ -212,6 +212,45 @@ def test_a_selection_pytest_will_refuse_stops_the_candidate_before_its_install(t
     assert upgrade.main([*args, "--", "-m", "(env or ops) and not mps", "-k", "softmax"]) == 0
 
 
+@pytest.mark.parametrize("specs,says", [
+    (["torch=2.15"], "'torch=2.15': not a requirement uv can read ("),
+    (["torch==2.15.*", "transformers 5.24"], "'transformers 5.24': not a requirement uv can read ("),
+    (["./torch-9.0-cp311-none-macosx_11_0_arm64.whl"], "./torch-9.0-cp311-none-macosx_11_0_arm64.whl: no such file"),
+], ids=["one-equals-sign", "a-space", "missing-wheel"])
+def test_specs_uv_would_refuse_stop_the_candidate_before_its_environment_is_built(tmp_path, capsys, specs, says):
+    """`./compat candidate torch=2.15` built the candidate's tox environment, the first time
+    an install of torch, before uv said it could not read the spec. No spec at all is the
+    same versions again (docs/upgrade-check.md injects a fault that way): not refused."""
+    args = ["--baseline-file", str(_baseline(tmp_path)), "--report", str(tmp_path / "c.md"), "--", "-m", "env"]
+    assert upgrade.main(["check", *specs, *args]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {says}"), line
+    wheel = tmp_path / "torch-2.16.0-cp311-none-macosx_11_0_arm64.whl"
+    wheel.write_bytes(b"")
+    for fine in ([], ["torch==2.15.*", "transformers>=5.24,<6"], ["torch[opt]==2.15.0; python_version >= '3.10'"],
+                 [str(wheel)], ["torch @ https://example.org/torch-2.16.whl"], ["git+https://example.org/t.git"]):
+        assert upgrade.main(["check", *fine, *args]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_a_named_output_that_holds_something_else_is_refused_before_the_runs(tmp_path, capsys, monkeypatch, side):
+    """`--baseline-file README.md` (or MPS_COMPAT_BASELINE) and `--report README.md` replaced
+    README.md with a baseline or a comparison after the runs."""
+    notes = tmp_path / "README.md"
+    notes.write_text("# my notes\n")
+    monkeypatch.setattr(upgrade, "install", lambda specs: pytest.fail("installed before the report was checked"))
+    runs = FakeRuns()
+    args = (["--baseline-file", str(notes)] if side == "baseline" else
+            ["torch==2.15.*", "--baseline-file", str(_baseline(tmp_path)), "--report", str(notes)])
+    for command in ([side, *args], ["check", *args]) if side == "candidate" else ([side, *args],):
+        assert upgrade.main(command, **runs.run()) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        what = "run records" if side == "baseline" else "an upgrade check's comparison"
+        assert line.startswith(f"error: --{'baseline-file' if side == 'baseline' else 'report'} {notes}: it holds "
+                               f"something other than {what} (it begins '# my notes'); replacing it would lose"), line
+    assert runs.calls == [] and notes.read_text() == "# my notes\n"
+
+
 @pytest.mark.slow
 def test_the_real_env_suite_kept_then_tried_again(tmp_path):
     """Both sides for real, on the env suite: the plugin keeps each run's part, the baseline

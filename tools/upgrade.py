@@ -26,7 +26,10 @@ same). ``candidate``: 1 when a check regressed against the baseline, 0 when none
 regression, or a machine with one standing failure could never pass. Either: 1 when the runs
 did not make a whole one, or pytest's status where a run was interrupted (2) or met a usage
 (4) or internal (3) error; 2 before anything runs when there is no usable baseline, the
-install failed, or PYTEST_ARGS hold an option the command sets itself.
+install failed, or PYTEST_ARGS hold an option the command sets itself. ``check`` (what
+./compat candidate runs before tox builds the candidate's environment): 2 when the candidate
+would stop at once (a SPEC uv cannot read, no baseline, a report that cannot be
+written or holds something else, a -m or -k pytest would refuse), 0 otherwise.
 """
 from __future__ import annotations
 
@@ -127,20 +130,46 @@ def failed(outcome: suiteplan.Outcome) -> int:
     return outcome.status or 1
 
 
-def unwritable(places: list[tuple[str, Path]]) -> str | None:
-    """The first of the places this command will write at the end that cannot be written, in
+def unwritable(places: list[tuple[str, Path]], held=None) -> str | None:
+    """The first of the places this command will write at the end that cannot be written, or
+    (``held``: path -> the problem or None) that holds something replacing it would lose, in
     one line: said before the runs, not after them."""
     for what_, path in places:
         why = runfiles.probe_writable(path, replace=True)
         if why:
             return f"{what_} {path}: cannot write there: {why}; choose another place"
+        why = held(path) if held else None
+        if why:
+            return f"{what_} {path}: {why}"
+    return None
+
+
+def spec_problem(specs: list[str]) -> str | None:
+    """What uv would refuse in the candidate's SPECs, said before tox builds its environment
+    (the first time, an install of torch: minutes): a requirement that cannot be read
+    (``torch=2.15``), a local wheel or folder that is not there. None at all is fine: the
+    candidate is then this environment's versions again (``./compat candidate -- -m perf``,
+    docs/upgrade-check.md: a fault injected, or a noise check). A URL, and a name that is not on the index, are left to uv."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    for spec in specs:
+        if "://" in spec or spec.startswith("git+"):
+            continue
+        if os.sep in spec or spec.startswith(".") or spec.endswith((".whl", ".tar.gz", ".zip")):
+            if not os.path.exists(spec):
+                return f"{spec}: no such file or folder (a local wheel or project to install as the candidate)"
+            continue
+        try:
+            Requirement(spec)
+        except InvalidRequirement as exc:
+            return (f"{spec!r}: not a requirement uv can read ({str(exc).splitlines()[0]}); write one as "
+                    "torch==2.15.* or 'transformers>=5.24,<6'")
     return None
 
 
 def keep_baseline(args, pytest_args: list[str], **run) -> int:
     """``./compat baseline``: the planned runs, joined into the baseline file when all ended."""
     target = Path(args.baseline_file)
-    problem = unwritable([("--baseline-file", target)])
+    problem = unwritable([("--baseline-file", target)], lambda path: runfiles.run_file_problem(path, replace=True))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -165,13 +194,15 @@ def keep_baseline(args, pytest_args: list[str], **run) -> int:
 
 def candidate_problem(args) -> tuple[compare.Side | None, str | None]:
     """What stops a candidate before anything is installed: no usable baseline, a report that
-    cannot be written. (the baseline, None), or (None or the baseline, the problem)."""
+    cannot be written or holds something other than a comparison. (the baseline, None), or
+    (None or the baseline, the problem)."""
     try:
         baseline = compare.load_side([args.baseline_file], "baseline")
     except compare.CompareError as exc:
         return None, f"{exc}; keep one first with ./compat baseline"
     report = Path(args.report)
-    return baseline, unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))])
+    return baseline, unwritable([("--report", report), ("--report (its .json)", report.with_suffix(".json"))],
+                                compare.output_problem)
 
 
 def selection_problem(pytest_args: list[str]) -> str | None:
@@ -192,8 +223,8 @@ def check_candidate(args, pytest_args: list[str], **run) -> int:
     """``python -m tools.upgrade check``, which ./compat candidate runs before tox builds the
     candidate's environment (the first time, an install of torch: minutes): 2 and the one line
     ``candidate`` would say after that install, or 0."""
-    _, problem = candidate_problem(args)
-    problem = problem or selection_problem(pytest_args)
+    problem = spec_problem(args.specs)
+    problem = problem or candidate_problem(args)[1] or selection_problem(pytest_args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
