@@ -396,11 +396,12 @@ def test_a_run_file_is_told_from_other_files_by_its_first_line(tmp_path, recorde
     head = runfiles.encode_line(runfiles.header("r", "e", recorded("linux_x86_64"))).encode()
     record = runfiles.encode_line(_record("r")).encode()
     ours = {"a header and a record": head + record, "blank lines first": b"\n\n" + head,
-            "a header cut off while written": head[:40],
+            "a header cut off while written": head[:40], "... and appended to since": head[:40] + b"\n" + record,
             "a header longer than what is read": head[:-2] + b" " * runfiles.HEAD_BYTES + b"}\n",
-            "a record first (a file spliced)": record, "empty": b"", "only blank lines": b"\n \n"}
+            "a record first (a file spliced)": record, "its keys in another order": b'{"run": "r", "kind": "end"}\n',
+            "empty": b"", "only blank lines": b"\n \n"}
     other = {"text": NOTES, "JSON of another kind": b'{"a": 1}\n', "a JSON list": b"[1, 2]\n",
-             "a line without a run id": b'{"kind": "check"}\n', "a word cut off": b"{kind"}
+             "a word cut off": b"{kind", "a line of no kind": b'{"run": "r", "kind": "note"}\n'}
     for name, data in {**ours, **other}.items():
         path = tmp_path / "f.jsonl"
         path.write_bytes(data)

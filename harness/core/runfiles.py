@@ -275,13 +275,13 @@ def held_otherwise(path: str | os.PathLike, ours, words: str) -> str | None:
 
 
 def looks_like_run_file(head: bytes) -> bool:
-    """Whether a file's first bytes are a run file's: its first line is a run-file line (or
-    the start of one, cut off while being written or longer than ``head``)."""
+    """Whether a file's first bytes are a run file's: its first line is a run-file line, or
+    begins as this project's writer begins one (a line cut off while being written, its
+    file appended to since, or longer than ``head``)."""
     start = len(head) - len(head.lstrip())
     end = head.find(b"\n", start)
-    if end == -1:   # one line so far, cut off or longer than head: a run file's begins as its writer writes it
-        return head[start:].startswith(b'{"kind": "')
-    return _parsed(head[start:end], False)[1] is None
+    line = head[start:] if end == -1 else head[start:end]
+    return line.startswith(b'{"kind": "') or _parsed(line, False)[1] is None
 
 
 def run_file_problem(path: str | os.PathLike, replace: bool = False) -> str | None:
