@@ -432,7 +432,8 @@ def pytest_collection_modifyitems(config, items):
     other plugin's selection (pytest's -k, -m and --deselect run inside this wrapper), the
     controls (harness.env.instruments): a suite's controls for a target are kept whenever
     any other check of that suite on that target is selected, even where -k or -m left them
-    out (a verdict is worth what its instruments are), and every control runs first."""
+    out (a verdict is worth what its instruments are), and every control runs first. A check
+    with no case on the selected targets (``_no_target``) is deselected."""
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
         ident = records.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
@@ -443,6 +444,8 @@ def pytest_collection_modifyitems(config, items):
         if ident.suite in records.CATEGORIES:   # the suites: env, ops, parity, optim, perf
             item.add_marker(ident.suite)
     held = opted_out(config.getoption("markexpr"), items)
+    out = {id(item) for item in held}
+    held += [item for item in items if id(item) not in out and _no_target(item)]
     if held:
         config.hook.pytest_deselected(items=held)
         left = {id(item) for item in held}
@@ -462,6 +465,15 @@ def pytest_collection_modifyitems(config, items):
     first = sorted((item for item in items if _is_control(item)), key=lambda item: order.get(id(item), 0))
     items[:] = first + [item for item in items if not _is_control(item)]
     return result
+
+
+def _no_target(item) -> bool:
+    """A check none of whose cases runs on the selected targets (the compiled family on a
+    stand-in that does not serve it): pytest makes one item of the empty parametrization, with
+    no target, to say "got empty parameter set". It is no check here: deselected, not counted,
+    and not warmed up for."""
+    params = getattr(getattr(item, "callspec", None), "params", None) or {}
+    return "target" in params and not isinstance(params["target"], str)
 
 
 def _is_control(item) -> bool:
