@@ -15,6 +15,13 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   values, another valid order of equal ones (an unstable sort is free to
                   do that; a stable one is left alone); unique with sorted=False
                   lists its values in descending order. Every check must pass.
+  standin-reorder  sums, means, products, norms, variances, log-sum-exp, softmax (and its
+                  gradient) and matmuls add their terms in another order: each reduced
+                  dimension (a matmul's inner one) shuffled, the same real number rounded
+                  otherwise, as a GPU's tree reduction, split-K matmul or blocked softmax
+                  rounds it. Every check the CPU passes must pass (on torch 2.15: all of
+                  suites/parity but the complex64 pseudo-inverse of a singular product, a
+                  known limit, and the CPU's own float16 NaNs).
   standin-known-bugs  reproduces each known-bug case's reported wrong result at its edge
                   (tests/reported_bugs.py): every known-bug case must fail on it.
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
@@ -229,6 +236,91 @@ class TF32(ModeStandIn):
         return RoundedToTF32()
 
 
+_A = torch.ops.aten
+# op -> how its sum runs: ("reduce", the argument naming the reduced dims; None: every dim),
+# ("contract", {argument: the dim summed over}), ("along", the arguments permuted along "dim",
+# the result permuted back)
+_REORDERED = {
+    _A.sum.dim_IntList: ("reduce", "dim"), _A.sum.default: ("reduce", None), _A.nansum.default: ("reduce", "dim"),
+    _A.mean.dim: ("reduce", "dim"), _A.mean.default: ("reduce", None),
+    _A.prod.dim_int: ("reduce", "dim"), _A.prod.default: ("reduce", None),
+    _A.logsumexp.default: ("reduce", "dim"), _A.linalg_vector_norm.default: ("reduce", "dim"),
+    _A.var.correction: ("reduce", "dim"), _A.std.correction: ("reduce", "dim"),
+    _A.var_mean.correction: ("reduce", "dim"), _A.std_mean.correction: ("reduce", "dim"),
+    _A.mm.default: ("contract", {"self": 1, "mat2": 0}), _A.bmm.default: ("contract", {"self": 2, "mat2": 1}),
+    _A.addmm.default: ("contract", {"mat1": 1, "mat2": 0}),
+    _A.baddbmm.default: ("contract", {"batch1": 2, "batch2": 1}),
+    _A.addbmm.default: ("contract", {"batch1": 2, "batch2": 1}),
+    _A.dot.default: ("contract", {"self": 0, "tensor": 0}), _A.vdot.default: ("contract", {"self": 0, "other": 0}),
+    _A.mv.default: ("contract", {"self": 1, "vec": 0}), _A.addmv.default: ("contract", {"mat": 1, "vec": 0}),
+    _A._softmax.default: ("along", ("self",)), _A._log_softmax.default: ("along", ("self",)),
+    _A._softmax_backward_data.default: ("along", ("grad_output", "output")),
+    _A._log_softmax_backward_data.default: ("along", ("grad_output", "output")),
+}
+
+
+def _permutation(n: int) -> torch.Tensor:
+    """The same shuffled order of n terms on every call and in every process."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(n))
+
+
+class Reordered(CountingMode):
+    """Sums, means, norms, variances, softmax and matmuls over their terms in another order:
+    each reduced dimension (a matmul's inner one, a softmax's own) shuffled, the result the
+    same real number, rounded differently, as a GPU's tree reduction, split-K matmul or
+    blocked softmax rounds it. Integers add up exactly in any order: unchanged. An operand
+    that is a conjugated or negated view (a complex matrix's ``.mH``) is not reordered."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        spec = _REORDERED.get(func)
+        tensors = [a for a in _pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        # A conjugated or negated view is left alone: under a dispatch mode, index_select of
+        # one gives its values conjugated on some strides and as stored on others (torch
+        # 2.15: a (2, 1) view of stride (1, 2) came back unconjugated), which would add up a
+        # conjugated operand unconjugated. A sparse one is left alone as well.
+        if spec is None or any(t.layout != torch.strided or t.is_conj() or t.is_neg() for t in tensors):
+            return func(*args, **kwargs)
+        named = {a.name: v for a, v in zip(func._schema.arguments, args)} | kwargs
+        how, where = spec
+        if how == "reduce":
+            x = named["self"]
+            dims = named.get(where) if where else None
+            dims = [dims] if isinstance(dims, int) else list(dims or range(x.dim()))
+            dims = [d % max(x.dim(), 1) for d in dims if x.dim()]
+            if not any(x.size(d) > 1 for d in dims):
+                return func(*args, **kwargs)
+            for d in dims:
+                x = x.index_select(d, _permutation(x.size(d)))
+            self.changed += 1
+            return func(**(named | {"self": x}))
+        if how == "contract":
+            first = named[next(iter(where))]
+            n = first.size(where[next(iter(where))])
+            if n < 2:
+                return func(*args, **kwargs)
+            order = _permutation(n)
+            self.changed += 1
+            return func(**(named | {name: named[name].index_select(d, order) for name, d in where.items()}))
+        dim = named["dim"] % max(named[where[0]].dim(), 1)
+        n = named[where[0]].size(dim) if named[where[0]].dim() else 1
+        if n < 2:
+            return func(*args, **kwargs)
+        order = _permutation(n)
+        self.changed += 1
+        out = func(**(named | {name: named[name].index_select(dim, order) for name in where}))
+        return out.index_select(dim, torch.argsort(order))
+
+
+class Reorder(ModeStandIn):
+    name = "standin-reorder"
+    summary = ("adds up sums, means, norms, variances, softmax and matmuls in another order (each reduced dimension "
+               "shuffled), as a GPU's tree reduction or split-K matmul does")
+
+    def mode(self):
+        return Reordered()
+
+
 class Reproducing(CountingMode):
     """Each selected reproduction of tests/reported_bugs.py sees every op's result and may
     replace it (or raise)."""
@@ -265,6 +357,6 @@ class KnownBugs(ModeStandIn):
         self.dirty = not emptied
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), TF32(), KnownBugs(), *emulated_mps.STAND_INS)
+STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), TF32(), KnownBugs(), *emulated_mps.STAND_INS)
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

@@ -88,6 +88,15 @@ KNOWN_LIMITS = {
         Known("limit", "CTC's dynamic programme over every alignment", MEASURED_ON_CPU),
     ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "float32", "backward"):
         Known("limit", "blockwise online-softmax attention recomputed in the backward", MEASURED_ON_CPU),
+    # OpInfo's singular samples take the pseudo-inverse of a product of two thin matrices: the
+    # product's smallest singular value is rounding noise near the rank cutoff, and a matmul
+    # that adds its terms in another order (a GPU's, or the CPU's own with FMA in another
+    # order) moves it across: the result jumps (0.9 off float64 where the CPU is 2e-7 off).
+    # The reference cannot see it: float64 keeps the product's rank whatever the inputs' rounding.
+    ("linalg.pinv.singular", "complex64", "forward"):
+        Known("limit", "the pseudo-inverse of a singular product jumps where rounding moves its smallest singular "
+              "value across the rank cutoff", "the stand-in standin-reorder (the CPU's matmul, its terms added in "
+              "another order), torch 2.15"),
 }
 
 
