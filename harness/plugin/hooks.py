@@ -88,6 +88,7 @@ class SessionState:
         # What this process collected: None where it collected nothing (an xdist controller,
         # until a worker's first report says it: ``heard_from``).
         self.collection: dict = {"collected": None, "selected": None, "deselected": None}
+        self.caseless: list[str] = []   # the test functions with no case on the targets selected (_no_target)
         self.per_target: Counter = Counter()   # the selected checks per target (the collection line)
         self.box = None            # the sandbox child (harness.core.isolate.Sandbox): the warm-up starts it
         self.warmed = False        # this process has warmed up (before its first check)
@@ -433,7 +434,7 @@ def pytest_collection_modifyitems(config, items):
     controls (harness.env.instruments): a suite's controls for a target are kept whenever
     any other check of that suite on that target is selected, even where -k or -m left them
     out (a verdict is worth what its instruments are), and every control runs first. A check
-    with no case on the selected targets (``_no_target``) is deselected."""
+    with no case on the selected targets (``_no_target``) is taken out, and not counted."""
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
         ident = records.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
@@ -443,9 +444,16 @@ def pytest_collection_modifyitems(config, items):
                                 "variant": ident.variant, "target": ident.target}
         if ident.suite in records.CATEGORIES:   # the suites: env, ops, parity, optim, perf
             item.add_marker(ident.suite)
+    caseless = [item for item in items if _no_target(item)]
+    if caseless:   # not checks: neither collected nor deselected (a deselection would call the run partial)
+        gone = {id(item) for item in caseless}
+        items[:] = [item for item in items if id(item) not in gone]
+        state = config.stash.get(STATE, None)
+        if state is not None:
+            state.caseless = [item.originalname for item in caseless]
+            if state.collection["collected"] is not None:
+                state.collection["collected"] -= len(caseless)
     held = opted_out(config.getoption("markexpr"), items)
-    out = {id(item) for item in held}
-    held += [item for item in items if id(item) not in out and _no_target(item)]
     if held:
         config.hook.pytest_deselected(items=held)
         left = {id(item) for item in held}
@@ -470,8 +478,8 @@ def pytest_collection_modifyitems(config, items):
 def _no_target(item) -> bool:
     """A check none of whose cases runs on the selected targets (the compiled family on a
     stand-in that does not serve it): pytest makes one item of the empty parametrization, with
-    no target, to say "got empty parameter set". It is no check here: deselected, not counted,
-    and not warmed up for."""
+    no target, to say "got empty parameter set". It is no check here: not counted as collected
+    nor as deselected (the run's selection stays whole), and not warmed up for."""
     params = getattr(getattr(item, "callspec", None), "params", None) or {}
     return "target" in params and not isinstance(params["target"], str)
 
@@ -676,7 +684,9 @@ def pytest_collection(session):
             tr.write_line(f"mps-compat: collection took {time.monotonic() - started:.1f} s: "
                           f"{state.collection['selected'] or 0:,} checks to run" + (f" ({per})" if per else "")
                           + (f", {state.collection['deselected']:,} deselected" if state.collection["deselected"]
-                             else ""))
+                             else "")
+                          + (f"; left out, no case on the targets selected: {', '.join(state.caseless)}"
+                             if state.caseless else ""))
 
 
 def pytest_collection_finish(session):
