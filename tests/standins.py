@@ -22,6 +22,11 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   rounds it. Every check the CPU passes must pass (on torch 2.15: all of
                   suites/parity but the complex64 pseudo-inverse of a singular product, a
                   known limit, and the CPU's own float16 NaNs).
+  standin-half-sums  float16 and bfloat16 sums, means and matmuls keep their running sum in
+                  the dtype itself (one rounding per term, or per block of a long sum), as a
+                  kernel with a half-precision accumulator does (a GPU's atomic adds in
+                  half, cuBLAS's reduced-precision reductions). float32 is the CPU's. Where
+                  it fails a check, the cause must be named reduced-precision.
   standin-known-bugs  reproduces each known-bug case's reported wrong result at its edge
                   (tests/reported_bugs.py): every known-bug case must fail on it.
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
@@ -47,6 +52,7 @@ that run there see the same targets.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import torch
@@ -321,6 +327,76 @@ class Reorder(ModeStandIn):
         return Reordered()
 
 
+_HALF = (torch.float16, torch.bfloat16)
+_HALF_SUMS = {_A.sum.dim_IntList, _A.sum.default, _A.mean.dim, _A.mean.default, _A.mm.default, _A.bmm.default,
+              _A.addmm.default, _A.baddbmm.default}
+_STEPS = 256   # at most this many roundings per sum: longer ones add blocks of terms in float32 first
+
+
+def _running_sum(terms, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """sum over i < n of ``terms(i, j)`` (float32 partial sums of the terms i..j-1), kept in
+    ``dtype`` between steps: rounded once per step, as a half-precision accumulator is."""
+    step = -(-n // _STEPS)
+    acc = None
+    for i in range(0, n, step):
+        part = terms(i, min(i + step, n))
+        acc = part.to(dtype) if acc is None else (acc.float() + part).to(dtype)
+    return acc
+
+
+class HalfAccumulated(CountingMode):
+    """float16 and bfloat16 sums, means and matmuls with their running sum kept in the dtype:
+    each term (or block of terms, for long sums) added to a half-precision accumulator and
+    rounded there, where the CPU keeps it in float32. The same op on float32 inputs is the
+    CPU's: the reduced-precision rerun must name it."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors = [a for a in _pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if (func not in _HALF_SUMS or not tensors or any(t.dtype not in _HALF or t.layout != torch.strided
+                                                         for t in tensors) or kwargs.get("dtype") is not None):
+            return func(*args, **kwargs)
+        named = {a.name: v for a, v in zip(func._schema.arguments, args)} | kwargs
+        dtype = tensors[0].dtype
+        if func in (_A.sum.dim_IntList, _A.sum.default, _A.mean.dim, _A.mean.default):
+            x = named["self"]
+            dims = named.get("dim") if func in (_A.sum.dim_IntList, _A.mean.dim) else None
+            dims = sorted({d % max(x.dim(), 1) for d in (dims or range(x.dim()))}) if x.dim() else []
+            n = math.prod(x.size(d) for d in dims)
+            if n < 2:
+                return func(*args, **kwargs)
+            rows = x.float().movedim(dims, list(range(x.dim() - len(dims), x.dim()))).flatten(x.dim() - len(dims))
+            out = _running_sum(lambda i, j: rows[..., i:j].sum(-1), n, dtype)
+            if func in (_A.mean.dim, _A.mean.default):
+                out = (out.float() / n).to(dtype)
+            if named.get("keepdim"):
+                for d in dims:
+                    out = out.unsqueeze(d)
+            self.changed += 1
+            return out
+        a, b = (named["self"], named["mat2"]) if func in (_A.mm.default, _A.bmm.default) else (
+            (named["mat1"], named["mat2"]) if func is _A.addmm.default else (named["batch1"], named["batch2"]))
+        n = a.size(-1)
+        if n < 2:
+            return func(*args, **kwargs)
+        a32, b32 = a.float(), b.float()
+        product = _running_sum(lambda i, j: a32[..., i:j] @ b32[..., i:j, :], n, dtype)
+        self.changed += 1
+        if func in (_A.mm.default, _A.bmm.default):
+            return product
+        beta, alpha = named.get("beta", 1), named.get("alpha", 1)
+        return (beta * named["self"].float() + alpha * product.float()).to(dtype)
+
+
+class HalfSums(ModeStandIn):
+    name = "standin-half-sums"
+    summary = ("keeps the running sum of float16 and bfloat16 sums, means and matmuls in the dtype itself, as a "
+               "kernel with a half-precision accumulator does")
+
+    def mode(self):
+        return HalfAccumulated()
+
+
 class Reproducing(CountingMode):
     """Each selected reproduction of tests/reported_bugs.py sees every op's result and may
     replace it (or raise)."""
@@ -357,6 +433,6 @@ class KnownBugs(ModeStandIn):
         self.dirty = not emptied
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), TF32(), KnownBugs(), *emulated_mps.STAND_INS)
+STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), TF32(), HalfSums(), KnownBugs(), *emulated_mps.STAND_INS)
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

@@ -106,6 +106,21 @@ def _rounded(tree, dtype: str = "float32"):
     return _pytree.tree_map(leaf, tree)
 
 
+def _in_dtypes_of(tree, like):
+    """``tree``'s tensors, each in the dtype of the tensor in the same place of ``like`` (a
+    float32 run rounded as an autocast run of the same step holds its results); ``tree`` as it
+    is where the two are not alike."""
+    import torch
+    from torch.utils import _pytree
+    leaves, spec = _pytree.tree_flatten(tree)
+    shape_of_like = _pytree.tree_flatten(like)
+    if spec != shape_of_like[1]:
+        return tree
+    return _pytree.tree_unflatten([x.to(y.dtype) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+                                   and x.is_floating_point() and y.is_floating_point() else x
+                                   for x, y in zip(leaves, shape_of_like[0])], spec)
+
+
 def runs_on(target: str, compute, of: tuple[Side, ...] | None = None) -> dict:
     """``compute(side)`` for every side of ``target`` (``of``, by default ``sides(target)``;
     the target's first in it, computed last). A stand-in target (harness.env.devices.StandIn)
@@ -368,6 +383,15 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
                     again = {**runs, "target": runs_on(target, step_of, of)["target"]}
                 judged = judge.measure_accuracy(again, out_tol, grad_tol, dtype, normwise=half)
                 return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
+            if trial == "reduced-precision" and half and "cpu" in runs:
+                # the same step on the target without autocast (float32 throughout), each
+                # tensor rounded to the dtype the autocast run gave it: what the device would
+                # give if only its half-precision arithmetic were the CPU's
+                first = (of or sides(target))[0]
+                full = runs_on(target, step_of, (dataclasses.replace(first, autocast=""),))["target"]
+                again = {**runs, "target": _in_dtypes_of(full, runs["target"])}
+                judged = judge.measure_accuracy(again, out_tol, grad_tol, dtype, normwise=half)
+                return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
             return None
         result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
     return result
@@ -518,6 +542,10 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
                 with devices.tf32(False):
                     again = runs_on(target, greedy_of, of)["target"]
                 return passes(run_of(again))
+            if trial == "reduced-precision" and half:   # as compare_steps: float32 throughout, rounded alike
+                first = (of or sides(target))[0]
+                full = runs_on(target, greedy_of, (dataclasses.replace(first, autocast=""),))["target"]
+                return passes(run_of(_in_dtypes_of(full, runs["target"])))
             return None
         result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
     return result
