@@ -769,3 +769,24 @@ def test_a_device_nan_the_cpu_gives_too_is_said_as_the_cpus_too_and_one_it_does_
     [alone] = verdict.for_records(header, [nan("pow", 0)], end)
     assert "on the CPU" not in alone.headline and "CPU gives NaN" not in next(
         a.line for a in alone.aspects if a.name == "numerics")
+
+
+def test_a_cause_found_in_several_dtypes_is_said_for_each_not_for_the_first():
+    """The failures-by-cause row of a float16 and a bfloat16 check that both keep their sums
+    in half precision said "accumulates or keeps intermediates in float16" for both: the
+    group took its words from its first record."""
+    from harness.parity.numerics import causes
+    def failed(check, dtype, kind="stand-in"):
+        return {"check": check, "suite": "parity", "target": "standin-half-sums", "status": "fail",
+                "variant": check.split("/", 2)[2], "metrics": causes.describe("reduced-precision", kind, dtype)}
+    (group,) = verdict.failure_groups([failed("parity/where/float16/backward", "float16"),
+                                       failed("parity/where/bfloat16/backward", "bfloat16"),
+                                       failed("parity/kron/float16/backward", "float16")])
+    assert group.cause == "reduced-precision" and len(group.checks) == 3
+    assert group.what == causes.CAUSES["reduced-precision"].what.format(dtype="float16 or bfloat16"), group.what
+    assert group.switch == causes.describe("reduced-precision", "stand-in", "float16")["switch"]
+    (one,) = verdict.failure_groups([failed("parity/where/float16/backward", "float16")])   # one dtype: its words
+    assert one.what == causes.describe("reduced-precision", "stand-in", "float16")["cause_what"]
+    cuda, mps = failed("parity/a/float16/forward", "float16", "cuda"), failed("parity/b/float16/forward", "float16", "mps")
+    (mixed,) = verdict.failure_groups([cuda, mps])   # two switches for one cause: both said
+    assert mixed.switch == f"{cuda['metrics']['switch']}; {mps['metrics']['switch']}"

@@ -203,16 +203,38 @@ def failure_groups(recs: list[dict] | list[tuple[str, dict]]) -> list[FailureGro
     """Broken checks (fail, error, crash, timeout) grouped by ``cause_of``, biggest group first,
     UNDETERMINED last. ``recs``: records, or (column label, record) pairs."""
     groups: dict[str, FailureGroup] = {}
+    words: dict[str, dict[tuple[str, str], str]] = {}   # cause -> each record's (what, switch) -> its dtype
     for item in recs:
         where, rec = item if isinstance(item, tuple) else ("", item)
         if cell_key(rec) not in BROKEN:
             continue
         cause = cause_of(rec)
+        said = _cause_words(rec, cause)
         if cause not in groups:
-            groups[cause] = FailureGroup(cause, *_cause_words(rec, cause), [], [])
+            groups[cause] = FailureGroup(cause, *said, [], [])
+        words.setdefault(cause, {}).setdefault(said, _dtype(rec))
         groups[cause].checks.append(rec.get("check", "?"))
         groups[cause].columns.append(where)
+    for cause, seen in words.items():
+        if len(seen) > 1:   # one cause in several dtypes: its words name each, not the first one's alone
+            groups[cause].what, groups[cause].switch = _words_of_dtypes(cause, seen)
     return sorted(groups.values(), key=lambda g: (g.cause == UNDETERMINED, -len(g.checks), g.cause))
+
+
+def _words_of_dtypes(cause: str, seen: dict[tuple[str, str], str]) -> tuple[str, str]:
+    """(what happened, the switch) of a group whose records say them for several dtypes
+    (float16 and bfloat16 checks failing for one cause): the table's words with the dtypes
+    named together, and each distinct switch; without a table entry, each record's words."""
+    dtypes = list(dict.fromkeys(d for d in seen.values() if d))
+    switches = list(dict.fromkeys(switch for _, switch in seen if switch))
+    name = cause.removesuffix(" (suspected)")
+    if name in causes.CAUSES and dtypes:
+        what = causes.CAUSES[name].what.format(dtype=" or ".join(dtypes))
+        if cause.endswith("(suspected)"):
+            what = "suspected from an older judge's metrics: " + what
+    else:
+        what = "; ".join(dict.fromkeys(w for w, _ in seen if w))
+    return what, "; ".join(switches)
 
 
 def has_bug(rec: dict) -> str:
