@@ -126,8 +126,10 @@ class ModeStandIn(devices.StandIn):
     off by 0.5, under a pass-through mode), which no real device would share: where the
     mode changed nothing, the result is the plain computation's."""
 
+    Mode: type | None = None   # the dispatch mode (a CountingMode), made anew for each run
+
     def mode(self) -> "CountingMode":
-        raise NotImplementedError
+        return self.Mode()
 
     running = False
 
@@ -205,9 +207,7 @@ class Ties(ModeStandIn):
     name = "standin-ties"
     summary = ("breaks ties in sort, topk, kthvalue, mode and median the other way round; picks another of several "
                "modes; lists unique's values in descending order where sorted=False")
-
-    def mode(self):
-        return FlippedTies()
+    Mode = FlippedTies
 
 
 _TF32_OPS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
@@ -237,9 +237,7 @@ class RoundedToTF32(CountingMode):
 class TF32(ModeStandIn):
     name = "standin-tf32"
     summary = "rounds the float32 inputs of matmuls and convolutions to TF32, as a GPU with TF32 allowed does"
-
-    def mode(self):
-        return RoundedToTF32()
+    Mode = RoundedToTF32
 
 
 _A = torch.ops.aten
@@ -322,9 +320,7 @@ class Reorder(ModeStandIn):
     name = "standin-reorder"
     summary = ("adds up sums, means, norms, variances, softmax and matmuls in another order (each reduced dimension "
                "shuffled), as a GPU's tree reduction or split-K matmul does")
-
-    def mode(self):
-        return Reordered()
+    Mode = Reordered
 
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -392,9 +388,7 @@ class HalfSums(ModeStandIn):
     name = "standin-half-sums"
     summary = ("keeps the running sum of float16 and bfloat16 sums, means and matmuls in the dtype itself, as a "
                "kernel with a half-precision accumulator does")
-
-    def mode(self):
-        return HalfAccumulated()
+    Mode = HalfAccumulated
 
 
 class Reproducing(CountingMode):
