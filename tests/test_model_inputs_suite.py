@@ -300,6 +300,25 @@ def test_a_device_that_accumulates_in_half_precision_is_named_so_in_the_autocast
     assert generated.status == Status.FAIL and generated.cause == "reduced-precision", generated.message
 
 
+@pytest.mark.parametrize("full_precision_meets_it, cause", [(True, "reduced-precision"), (False, "unexplained")])
+def test_a_failed_autocast_training_curve_is_rerun_without_autocast_to_name_its_cause(monkeypatch,
+                                                                                       full_precision_meets_it, cause):
+    """No stand-in bends a ten-step loss curve past the judge (standin-half-sums passes it at a
+    tenth of the tolerance), so the curve's judgement is made to fail the autocast run: the
+    rerun without autocast, which meets float64 or not, names reduced precision or nothing."""
+    from tests import standins  # noqa: F401  registers the stand-ins
+    calls = []
+
+    def judged(curve, reference, tol, cpu=None):
+        calls.append(list(curve))
+        return {"ok": len(calls) > 1 and full_precision_meets_it}
+    monkeypatch.setattr(judge, "judge_training", judged)
+    out, _ = _half("float16")
+    run = precision.train("gpt2", "standin-oracle", "float16", (out.rtol, out.atol), steps=2)
+    assert run.diagnosis["cause"] == cause and len(calls) == 2
+    assert calls[1] != calls[0]   # the rerun's curve is another run's: float32 throughout
+
+
 def test_the_half_sums_stand_in_keeps_its_running_sums_in_the_dtype_only():
     from tests import standins
     gen = torch.Generator().manual_seed(0)

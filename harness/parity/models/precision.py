@@ -211,6 +211,10 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
                 again = runs.on_target(target, lambda device: losses(
                     name, base, Side("target", device, "float32", dtype), steps))
                 return again["losses"] != curves["target"]
+            if trial == "reduced-precision":   # the same steps without autocast (no scaler), the same ones skipped
+                again = runs.on_target(target, lambda device: losses(
+                    name, base, Side("target", device, "float32"), steps, skip=skipped))
+                return judge.judge_training(again["losses"], curves["float64"], tol, curves.get("cpu"))["ok"]
             return None
         result.diagnosis = runs.diagnose(target, rerun, dtype, result.non_finite)
     return result
