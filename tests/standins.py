@@ -22,6 +22,9 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   rounds it. Every check the CPU passes must pass (on torch 2.15: all of
                   suites/parity but the complex64 pseudo-inverse of a singular product, a
                   known limit, and the CPU's own float16 NaNs).
+  standin-atomic  as standin-reorder, in a new order on every call (as atomic adds land):
+                  two runs on the same inputs differ in their last bits. Every check the
+                  CPU passes must pass; the repeatable checks record it as nondeterministic.
   standin-half-sums  float16 and bfloat16 sums, means and matmuls keep their running sum in
                   the dtype itself (one rounding per term, or per block of a long sum), as a
                   kernel with a half-precision accumulator does (a GPU's atomic adds in
@@ -275,6 +278,9 @@ class Reordered(CountingMode):
     blocked softmax rounds it. Integers add up exactly in any order: unchanged. An operand
     that is a conjugated or negated view (a complex matrix's ``.mH``) is not reordered."""
 
+    def order(self, n: int) -> torch.Tensor:
+        return _permutation(n)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         spec = _REORDERED.get(func)
@@ -295,7 +301,7 @@ class Reordered(CountingMode):
             if not any(x.size(d) > 1 for d in dims):
                 return func(*args, **kwargs)
             for d in dims:
-                x = x.index_select(d, _permutation(x.size(d)))
+                x = x.index_select(d, self.order(x.size(d)))
             self.changed += 1
             return func(**(named | {"self": x}))
         if how == "contract":
@@ -303,17 +309,27 @@ class Reordered(CountingMode):
             n = first.size(where[next(iter(where))])
             if n < 2:
                 return func(*args, **kwargs)
-            order = _permutation(n)
+            order = self.order(n)
             self.changed += 1
             return func(**(named | {name: named[name].index_select(d, order) for name, d in where.items()}))
         dim = named["dim"] % max(named[where[0]].dim(), 1)
         n = named[where[0]].size(dim) if named[where[0]].dim() else 1
         if n < 2:
             return func(*args, **kwargs)
-        order = _permutation(n)
+        order = self.order(n)
         self.changed += 1
         out = func(**(named | {name: named[name].index_select(dim, order) for name in where}))
         return out.index_select(dim, torch.argsort(order))
+
+
+class Unrepeatable(Reordered):
+    """Reordered, in a new order on every call: as atomic adds land in the order the threads
+    finish, two runs of the same op on the same inputs differ in their last bits."""
+    calls = 0
+
+    def order(self, n: int) -> torch.Tensor:
+        Unrepeatable.calls += 1
+        return torch.randperm(n, generator=torch.Generator().manual_seed(n * 1_000_003 + Unrepeatable.calls))
 
 
 class Reorder(ModeStandIn):
@@ -321,6 +337,13 @@ class Reorder(ModeStandIn):
     summary = ("adds up sums, means, norms, variances, softmax and matmuls in another order (each reduced dimension "
                "shuffled), as a GPU's tree reduction or split-K matmul does")
     Mode = Reordered
+
+
+class Atomic(ModeStandIn):
+    name = "standin-atomic"
+    summary = ("adds up sums, norms, softmax and matmuls in another order on every call, as atomic adds do: two "
+               "runs on the same inputs differ in their last bits")
+    Mode = Unrepeatable
 
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -427,6 +450,7 @@ class KnownBugs(ModeStandIn):
         self.dirty = not emptied
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), TF32(), HalfSums(), KnownBugs(), *emulated_mps.STAND_INS)
+STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), Atomic(), TF32(), HalfSums(), KnownBugs(),
+             *emulated_mps.STAND_INS)
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

@@ -437,8 +437,8 @@ def test_the_installed_op_db_declarations_are_read_without_error():
 STAND_IN_SLICE = ("argsort or -sort- or topk or kthvalue or -mode- or -lu- or -atan2- or -mm- or -bmm- or "
                   "nn.functional.conv2d or -softmax- or -cumsum- or -add- or test_matmul or test_topk or "
                   "(test_model_forward_backward and gpt2)")
-STAND_INS = ("standin-oracle", "standin-noisy", "standin-ties", "standin-reorder", "standin-tf32")
-AS_ACCURATE = STAND_INS[:4]
+STAND_INS = ("standin-oracle", "standin-noisy", "standin-ties", "standin-reorder", "standin-atomic", "standin-tf32")
+AS_ACCURATE = STAND_INS[:5]
 
 
 @pytest.fixture(scope="module")
