@@ -446,3 +446,19 @@ def test_an_out_file_that_holds_something_else_is_refused_before_the_comparison(
     for fmt in ("table", "md", "json", "table"):
         assert cli.main([str(files[0]), str(files[1]), "--format", fmt, "--out", str(out)]) == 1, capsys.readouterr()
         assert out.read_text().strip() == capsys.readouterr().out.strip()
+
+
+def test_a_repeatable_check_that_starts_giving_other_bits_is_a_warning_not_a_regression():
+    """Nondeterministic reruns, each as accurate as the first, pass the repeatable check: the
+    status rule is silent, and a user who compares training runs bit for bit loses them."""
+    check = "parity/matmul-3x3/float32/repeatable"
+    same = rec(check, category="repeatable", reason="10 reruns gave the first run's bits")
+    other = rec(check, category="repeatable", reason="other bits in 9 of 10 reruns", nondeterministic=True)
+    found = compare.compare_records(same, other)
+    assert found == [("warning", "nondeterministic", "now gives other bits on a rerun of the same inputs (each as "
+                                                     "accurate as the first): other bits in 9 of 10 reruns")]
+    assert compare.compare_records(other, same) == [("improvement", "nondeterministic",
+                                                      "gives the first run's bits on every rerun again")]
+    assert compare.compare_records(other, other) == [] and compare.compare_records(same, same) == []
+    wrong = rec(check, "fail", category="unrepeatable", reason="other bits, wrong ones")
+    assert [k for k, *_ in compare.compare_records(other, wrong)] == ["regression"]   # the status rule's

@@ -42,6 +42,10 @@ checks must be found in the baseline.
                                ``factor`` (default 2x) while still passing, or while failing on
                                both sides (further off than it was); margins below ``floor``
                                are ignored
+  nondeterministic warning     a repeatable check that passes on both sides now gives other
+                               bits on a rerun, each as accurate as the first (not reproducible
+                               bit for bit any more)
+                  improvement  the other way: the first run's bits on every rerun again
   coverage        warning      it ran, and now is skipped (the reason says why)
   perf-time       regression   a time (an op, a model's step, inference, generation, cold start)
                                slower by more than its tolerance, intervals apart, on the same
@@ -294,6 +298,22 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
                                          f"that precision), where some were {own}")
 
 
+def _repeatability(a: dict, b: dict) -> tuple[str, str, str] | None:
+    """A repeatability check that passes on both sides, whose reruns started or stopped giving
+    other bits (``nondeterministic``: each as accurate as the first, harness.parity.known_bugs
+    .check): no number got worse, but a run is no longer reproducible bit for bit (or is again),
+    which a user who compares training runs loses. A warning, not a regression."""
+    if a["status"] != Status.PASS or b["status"] != Status.PASS:
+        return None
+    was, now = (bool((r.get("metrics") or {}).get("nondeterministic")) for r in (a, b))
+    if was == now:
+        return None
+    if now:
+        return ("warning", "nondeterministic", f"now gives other bits on a rerun of the same inputs (each as accurate "
+                                               f"as the first): {b.get('reason') or ''}".rstrip(": "))
+    return ("improvement", "nondeterministic", "gives the first run's bits on every rerun again")
+
+
 def _inputs_note(a: dict, b: dict) -> str:
     """Did the result change on the same inputs? OpInfo generates the sample inputs anew in
     each torch release; the op-parity records carry a digest per sample (``inputs``) and the
@@ -353,7 +373,7 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
         out += _claim_changes(a, b)
     if perf:
         out += against.changes(a, b, *machines, noise, times_apart=times_apart)
-    for found in (_parity_growth(a, b, factor, floor), _parity_nan(a, b)):
+    for found in (_parity_growth(a, b, factor, floor), _parity_nan(a, b), _repeatability(a, b)):
         if found:
             out.append(found)
     return out
