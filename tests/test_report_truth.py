@@ -790,3 +790,26 @@ def test_a_cause_found_in_several_dtypes_is_said_for_each_not_for_the_first():
     cuda, mps = failed("parity/a/float16/forward", "float16", "cuda"), failed("parity/b/float16/forward", "float16", "mps")
     (mixed,) = verdict.failure_groups([cuda, mps])   # two switches for one cause: both said
     assert mixed.switch == f"{cuda['metrics']['switch']}; {mps['metrics']['switch']}"
+
+
+def test_the_known_bugs_line_says_which_ops_give_other_bits_on_a_rerun(recorded):
+    """A repeatable check that passes with other bits, each as accurate as the first, is no
+    bug; but a user comparing training runs reads the first screen for it."""
+    def repeatable(case, **metrics):
+        return {"kind": "check", "run": "R1", "check": f"parity/{case}/float32/repeatable", "suite": "parity",
+                "subject": case, "variant": "float32/repeatable", "target": "cpu", "status": "pass",
+                "category": "repeatable", "metrics": {"known_bug": case, "record_kind": records.RecordKind.REPEATABLE,
+                                                      **metrics}, "reason": "", "duration_s": 0.1}
+    header = runfiles.header("R1", "vm", recorded("linux_x86_64"))
+    checked = [{**c, "run": "R1"} for c in controls()]
+    plain = runfiles.Run("R1", header, "t", [*checked, repeatable("matmul-3x3"), repeatable("sum-rapid")],
+                         {"kind": "end"})
+    shaky = runfiles.Run("R1", header, "t", [*checked, repeatable("matmul-3x3", nondeterministic=True),
+                                             repeatable("sum-rapid")], {"kind": "end"})
+    (line,) = [a.line for a in verdict.verdicts(build([plain]))[0].aspects if a.name == "known bugs"]
+    assert line == "none of the 2 reported bugs tried is present here"
+    (aspect,) = [a for a in verdict.verdicts(build([shaky]))[0].aspects if a.name == "known bugs"]
+    assert aspect.state == verdict.GOOD and aspect.line == (
+        "none of the 2 reported bugs tried is present here; 1 op gives other bits on a rerun, each as accurate as "
+        "the first (nondeterministic, not a bug: torch.use_deterministic_algorithms(True) asks for a fixed order): "
+        "matmul-3x3"), aspect.line

@@ -513,10 +513,18 @@ def _known_bugs(recs: list[dict]) -> Aspect:
     present = sorted({(r.get("metrics") or {}).get("known_bug") or r["check"] for r in bugs
                       if has_bug(r).startswith("yes") or cell_key(r) in BROKEN})
     cases = {(r.get("metrics") or {}).get("known_bug") or r["check"] for r in bugs}
+    # other bits on a rerun, each as accurate as the first (known_bugs.check): not a bug, but
+    # a run is not reproducible bit for bit, which someone comparing training runs reads here
+    unrepeatable = sorted(r["check"].split("/")[1] for r in bugs if (r.get("metrics") or {}).get("nondeterministic"))
+    other_bits = (f"; {_n(len(unrepeatable), 'op')} {'gives' if len(unrepeatable) == 1 else 'give'} other bits on "
+                  f"a rerun, each as accurate as the first "
+                  f"(nondeterministic, not a bug: torch.use_deterministic_algorithms(True) asks for a fixed order): "
+                  + _list(unrepeatable)) if unrepeatable else ""
     if present:
         return Aspect("known bugs", BAD, f"{_n(len(present), 'reported bug')} of {len(cases)} present here: "
-                                         + _list(present), present, "known-bugs", _n(len(present), "known bug") + " present")
-    return Aspect("known bugs", GOOD, f"none of the {len(cases)} reported bugs tried is present here",
+                                         + _list(present) + other_bits, present, "known-bugs",
+                      _n(len(present), "known bug") + " present")
+    return Aspect("known bugs", GOOD, f"none of the {len(cases)} reported bugs tried is present here" + other_bits,
                   anchor="known-bugs", short="no known bug")
 
 
