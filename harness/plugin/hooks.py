@@ -41,6 +41,7 @@ from harness.env import devices, instruments  # noqa: E402
 from harness.parity.properties import profiles  # noqa: E402  (registers the hypothesis profiles)
 from harness.plugin import options  # noqa: E402
 from harness.report import selection  # noqa: E402
+from harness.report.matrix import listed  # noqa: E402
 from harness.plugin.record import Recorder, build_record, clean_xfail, message_of  # noqa: E402
 
 STATE = pytest.StashKey["SessionState"]()
@@ -434,7 +435,7 @@ def pytest_collection_modifyitems(config, items):
     controls (harness.env.instruments): a suite's controls for a target are kept whenever
     any other check of that suite on that target is selected, even where -k or -m left them
     out (a verdict is worth what its instruments are), and every control runs first. A check
-    with no case on the selected targets (``_no_target``) is taken out, and not counted."""
+    with no case on the selected targets (``_no_target``) is taken out, and not counted as a check."""
     for item in items:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}) or {})
         ident = records.identity_for(tuple(Path(str(item.path)).parts), item.originalname, params)
@@ -445,14 +446,16 @@ def pytest_collection_modifyitems(config, items):
         if ident.suite in records.CATEGORIES:   # the suites: env, ops, parity, optim, perf
             item.add_marker(ident.suite)
     caseless = [item for item in items if _no_target(item)]
-    if caseless:   # not checks: neither collected nor deselected (a deselection would call the run partial)
-        gone = {id(item) for item in caseless}
+    if caseless:   # not checks: deselected for pytest's counts, but neither collected nor deselected in the
+        gone = {id(item) for item in caseless}   # run's header (a deselection there would call the run partial)
         items[:] = [item for item in items if id(item) not in gone]
+        config.hook.pytest_deselected(items=caseless)
         state = config.stash.get(STATE, None)
         if state is not None:
-            state.caseless = [item.originalname for item in caseless]
-            if state.collection["collected"] is not None:
-                state.collection["collected"] -= len(caseless)
+            state.caseless = sorted({item.originalname for item in caseless})
+            for key in ("collected", "deselected"):
+                if state.collection[key] is not None:
+                    state.collection[key] -= len(caseless)
     held = opted_out(config.getoption("markexpr"), items)
     if held:
         config.hook.pytest_deselected(items=held)
@@ -478,8 +481,9 @@ def pytest_collection_modifyitems(config, items):
 def _no_target(item) -> bool:
     """A check none of whose cases runs on the selected targets (the compiled family on a
     stand-in that does not serve it): pytest makes one item of the empty parametrization, with
-    no target, to say "got empty parameter set". It is no check here: not counted as collected
-    nor as deselected (the run's selection stays whole), and not warmed up for."""
+    no target, to say "got empty parameter set". It is no check here: deselected for pytest's
+    own counts, but neither collected nor deselected in the run's header (its selection stays
+    whole), named in the collection line, and not warmed up for."""
     params = getattr(getattr(item, "callspec", None), "params", None) or {}
     return "target" in params and not isinstance(params["target"], str)
 
@@ -685,7 +689,7 @@ def pytest_collection(session):
                           f"{state.collection['selected'] or 0:,} checks to run" + (f" ({per})" if per else "")
                           + (f", {state.collection['deselected']:,} deselected" if state.collection["deselected"]
                              else "")
-                          + (f"; left out, no case on the targets selected: {', '.join(state.caseless)}"
+                          + (f"; left out, no case on the targets selected: {listed(state.caseless, 4)}"
                              if state.caseless else ""))
 
 
