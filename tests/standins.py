@@ -30,6 +30,11 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   kernel with a half-precision accumulator does (a GPU's atomic adds in
                   half, cuBLAS's reduced-precision reductions). float32 is the CPU's. Where
                   it fails a check, the cause must be named reduced-precision.
+  standin-half-atomic  as standin-half-sums, in a new order on every call, as CUDA's float16
+                  atomic adds land (grid_sampler's and trilinear interpolation's backward).
+                  Where a second run, in another order, misses too, the cause must be
+                  reduced-precision (a fixed order would not help); where it passes,
+                  nondeterministic, with float32 as the switch in half precision.
   standin-known-bugs  reproduces each known-bug case's reported wrong result at its edge
                   (tests/reported_bugs.py): every known-bug case must fail on it.
   standin-tf32    rounds the float32 inputs of matmuls and convolutions (mm, bmm, addmm,
@@ -352,22 +357,25 @@ _HALF_SUMS = {_A.sum.dim_IntList, _A.sum.default, _A.mean.dim, _A.mean.default, 
 _STEPS = 256   # at most this many roundings per sum: longer ones add blocks of terms in float32 first
 
 
-def _running_sum(terms, n: int, dtype: torch.dtype) -> torch.Tensor:
-    """sum over i < n of ``terms(i, j)`` (float32 partial sums of the terms i..j-1), kept in
-    ``dtype`` between steps: rounded once per step, as a half-precision accumulator is."""
-    step = -(-n // _STEPS)
-    acc = None
-    for i in range(0, n, step):
-        part = terms(i, min(i + step, n))
-        acc = part.to(dtype) if acc is None else (acc.float() + part).to(dtype)
-    return acc
-
-
 class HalfAccumulated(CountingMode):
     """float16 and bfloat16 sums, means and matmuls with their running sum kept in the dtype:
     each term (or block of terms, for long sums) added to a half-precision accumulator and
     rounded there, where the CPU keeps it in float32. The same op on float32 inputs is the
     CPU's: the reduced-precision rerun must name it."""
+
+    def blocks(self, n: int) -> list[tuple[int, int]]:
+        """The blocks of terms i..j-1 added to the accumulator, in the order they are added."""
+        step = -(-n // _STEPS)
+        return [(i, min(i + step, n)) for i in range(0, n, step)]
+
+    def running_sum(self, terms, n: int, dtype: torch.dtype) -> torch.Tensor:
+        """sum over i < n of ``terms(i, j)`` (float32 partial sums of the terms i..j-1), kept in
+        ``dtype`` between steps: rounded once per step, as a half-precision accumulator is."""
+        acc = None
+        for i, j in self.blocks(n):
+            part = terms(i, j)
+            acc = part.to(dtype) if acc is None else (acc.float() + part).to(dtype)
+        return acc
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -385,7 +393,7 @@ class HalfAccumulated(CountingMode):
             if n < 2:
                 return func(*args, **kwargs)
             rows = x.float().movedim(dims, list(range(x.dim() - len(dims), x.dim()))).flatten(x.dim() - len(dims))
-            out = _running_sum(lambda i, j: rows[..., i:j].sum(-1), n, dtype)
+            out = self.running_sum(lambda i, j: rows[..., i:j].sum(-1), n, dtype)
             if func in (_A.mean.dim, _A.mean.default):
                 out = (out.float() / n).to(dtype)
             if named.get("keepdim"):
@@ -399,7 +407,7 @@ class HalfAccumulated(CountingMode):
         if n < 2:
             return func(*args, **kwargs)
         a32, b32 = a.float(), b.float()
-        product = _running_sum(lambda i, j: a32[..., i:j] @ b32[..., i:j, :], n, dtype)
+        product = self.running_sum(lambda i, j: a32[..., i:j] @ b32[..., i:j, :], n, dtype)
         self.changed += 1
         if func in (_A.mm.default, _A.bmm.default):
             return product
@@ -412,6 +420,27 @@ class HalfSums(ModeStandIn):
     summary = ("keeps the running sum of float16 and bfloat16 sums, means and matmuls in the dtype itself, as a "
                "kernel with a half-precision accumulator does")
     Mode = HalfAccumulated
+
+
+class HalfAtomicAdds(HalfAccumulated):
+    """HalfAccumulated, its blocks added in a new order on every call: float16 atomic adds
+    (CUDA's grid_sampler and trilinear interpolation backward) round into a half-precision
+    accumulator in the order the threads finish. Two runs differ, and every order is as
+    inaccurate: the cause is the precision, not the order."""
+    calls = 0
+
+    def blocks(self, n: int) -> list[tuple[int, int]]:
+        ordered = super().blocks(n)
+        HalfAtomicAdds.calls += 1
+        gen = torch.Generator().manual_seed(n * 1_000_003 + HalfAtomicAdds.calls)
+        return [ordered[k] for k in torch.randperm(len(ordered), generator=gen).tolist()]
+
+
+class HalfAtomic(ModeStandIn):
+    name = "standin-half-atomic"
+    summary = ("as standin-half-sums, adding in a new order on every call, as float16 atomic adds do: two runs "
+               "differ, and each is as inaccurate")
+    Mode = HalfAtomicAdds
 
 
 class Reproducing(CountingMode):
@@ -450,7 +479,26 @@ class KnownBugs(ModeStandIn):
         self.dirty = not emptied
 
 
-STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), Atomic(), TF32(), HalfSums(), KnownBugs(),
+class Unlucky(devices.StandIn):
+    """Not registered: the self-tests of the cause "nondeterministic" register it for a test.
+    The CPU's result with 1e-3 x (its call count) added to every float32 tensor: on its
+    first call only (an unlucky order that a second run does not repeat), or on every call
+    (each run off, by another amount: other bits that miss as well)."""
+    name = "standin-unlucky"
+    summary = "off on the first call only, or off by another amount on every call"
+
+    def __init__(self, every_call: bool):
+        self.every_call, self.calls = every_call, 0
+
+    def finish(self, result, cpu, reference):
+        self.calls += 1
+        if not self.every_call and self.calls > 1:
+            return result
+        return _pytree.tree_map(lambda x: x + 1e-3 * self.calls if isinstance(x, torch.Tensor) and
+                                x.dtype == torch.float32 else x, result)
+
+
+STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), Atomic(), TF32(), HalfSums(), HalfAtomic(), KnownBugs(),
              *emulated_mps.STAND_INS)
 for _stand_in in STAND_INS:
     devices.register_stand_in(_stand_in)

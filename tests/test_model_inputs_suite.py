@@ -347,6 +347,29 @@ def test_sdpa_against_eager_on_a_tf32_stand_in_fails_naming_tf32():
     assert verdict.status == Status.FAIL and verdict.cause == "tf32"
 
 
+@pytest.mark.parametrize("every_call, cause", [(False, "nondeterministic"), (True, "unexplained")])
+@pytest.mark.parametrize("check", ["step", "pair", "greedy"])
+def test_a_model_rerun_with_other_bits_names_nondeterminism_only_where_it_passes(monkeypatch, check, every_call,
+                                                                                   cause):
+    """As for ops (test_op_parity_suite): a second run that differs names the order only where
+    it passes, for a model's step against float64, a pair of attention implementations and a
+    pair of greedy runs. A device off on its first call only is nondeterministic; one off by
+    another amount on every call is not."""
+    from harness.env import devices
+    from tests import standins
+    stand_in = standins.Unlucky(every_call)
+    monkeypatch.setitem(devices.STAND_INS, stand_in.name, stand_in)
+    if check == "step":
+        verdict = judge.judge_forward_backward(inputs.forward_backward("gpt2", stand_in.name, O, G), OUTPUTS,
+                                               GRADIENTS)
+    elif check == "pair":
+        verdict = judge.judge_forward_backward(references.sdpa_vs_eager("gpt2", stand_in.name, O, G), OUTPUTS,
+                                               GRADIENTS)
+    else:
+        verdict = judge.judge_generation_run(references.cache_vs_recompute("gpt2", stand_in.name, O), OUTPUTS)
+    assert verdict.status == Status.FAIL and verdict.cause == cause, verdict.message
+
+
 # --------------------------------------------------------------------------- the suite, in child pytest runs
 
 def _child_env(faults: str = "") -> dict:

@@ -46,14 +46,16 @@ def _on_target(target: str, run, attn: str):
     return runs.on_target(target, lambda device: run(Side(attn, device, "float32")))
 
 
-def _pair_diagnosis(target: str, again, passes, non_finite: int) -> dict:
+def _pair_diagnosis(target: str, again, differs, passes, non_finite: int) -> dict:
     """The cause of a failing pair: "non-finite" where the first side gave NaN or inf where
     the second has numbers (any target); else, on an accelerator, ``again()`` reruns both
-    sides (``again(compare_bits=True)``: True when the first side's result differs, for
-    "nondeterministic"), and ``passes(rerun)`` judges a rerun made with TF32 off."""
+    sides, ``differs(rerun)`` says whether the first side gave other bits than the first time,
+    and ``passes(rerun)`` judges a rerun: "nondeterministic" where a plain rerun differs and
+    passes, "tf32" where one made with TF32 off passes."""
     def rerun(trial: str):
         if trial == "nondeterministic":
-            return again(compare_bits=True)
+            repeat = again()
+            return differs(repeat) and passes(repeat)
         if trial == "tf32":
             from harness.env import devices
             with devices.tf32(False):
@@ -84,16 +86,13 @@ def sdpa_vs_eager(name: str, target: str, out_tol, grad_tol) -> StepRun:
                      setting={"compared": "sdpa against eager attention: same weights, inputs and device, float32",
                               "inputs": "padded batch"})
     if not runs.step_passed(result) or result.non_finite:
-        def again(compare_bits: bool = False):
-            rerun = both()
-            if compare_bits:
-                return any(not torch.equal(rerun["sdpa"][k], got["sdpa"][k]) for k in ("output", "loss"))
-            return rerun
+        def differs(rerun: dict) -> bool:
+            return any(not torch.equal(rerun["sdpa"][k], got["sdpa"][k]) for k in ("output", "loss"))
 
         def passes(rerun: dict) -> bool:
             judged = judge.measure(rerun["sdpa"], rerun["eager"], out_tol, grad_tol)
             return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
-        result.diagnosis = _pair_diagnosis(target, again, passes, result.non_finite)
+        result.diagnosis = _pair_diagnosis(target, both, differs, passes, result.non_finite)
     return result
 
 
@@ -120,10 +119,9 @@ def _compare_greedy(name: str, target: str, run_of, sides: tuple[str, str], out_
         return run.scores["ok"] and judge.judge_generation(run, judge.as_tolerance(out_tol))["verdict"] != "diverged"
     result = record_of(got)
     if not passes(got) or result.non_finite:
-        def again(compare_bits: bool = False):
-            pair = both()
-            return not torch.equal(pair[first]["scores"], got[first]["scores"]) if compare_bits else pair
-        result.diagnosis = _pair_diagnosis(target, again, passes, result.non_finite)
+        def differs(pair: dict) -> bool:
+            return not torch.equal(pair[first]["scores"], got[first]["scores"])
+        result.diagnosis = _pair_diagnosis(target, both, differs, passes, result.non_finite)
     return result
 
 

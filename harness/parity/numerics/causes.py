@@ -1,15 +1,17 @@
 """Why an accelerator's result is less accurate than the CPU's, and the switch that changes it.
 
 When a sample fails on a target, it is run again there in differential ways; the first
-rerun that passes (or, for nondeterminism, that differs from the first run) names the
-cause. The reruns themselves are made by the caller (harness.parity.ops.check, the property and
+rerun that passes names the cause (for nondeterminism: a plain second run that gives other
+bits and passes, so that the failure was the luck of one order; a second run that differs
+and fails as well is no explanation, and the next trial is asked: on CUDA, float16 atomic
+adds are nondeterministic and lose precision in every order). The reruns themselves are made by the caller (harness.parity.ops.check, the property and
 model checks), which knows how to run its sample; this module holds the order, the
 words and the switches, as a table.
 
   non-finite          NaN or inf where float64, rounded to the dtype, is a number: never a
                       precision limit, whatever float32 does, and named before any rerun
   cpu-fallback        MPS: the fallback warnings named ops of this run (they ran on the CPU)
-  nondeterministic    a second run on the same inputs gives other bits
+  nondeterministic    a second run on the same inputs gives other bits, and they pass
   tf32                rerun with TF32 off (devices.tf32(False): cuBLAS and cuDNN in full float32)
   reduced-precision   float16 / bfloat16: the same op on the inputs in float32, rounded back,
                       meets the rules: the kernel keeps sums or intermediates in the narrow dtype
@@ -47,8 +49,12 @@ CAUSES = {c.name: c for c in (
     Cause("cpu-fallback", "ran on the CPU through the MPS fallback (PYTORCH_ENABLE_MPS_FALLBACK=1): the mismatch "
           "is in the copy to or from the device, or in ops around the fallback",
           {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
-    Cause("nondeterministic", "two runs on the same inputs give different results (atomic adds in another order)",
-          {"*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
+    Cause("nondeterministic", "two runs on the same inputs give different results (atomic adds in another order), "
+          "and the second is within the rules: the first run's order was an unlucky one",
+          {"half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in {dtype} "
+                   "some orders of the same additions miss, and torch.use_deterministic_algorithms(True) only fixes "
+                   "the order (where the op has a deterministic kernel at all), not how much each order loses",
+           "*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
     Cause("tf32", "computed in TF32 (cuDNN's default for float32 convolutions on Ampere and newer; matmuls too "
           "when torch.backends.cuda.matmul.allow_tf32 or torch.set_float32_matmul_precision('high') allows it)",
           {"*": "for full float32: torch.backends.cudnn.allow_tf32 = False and torch.backends.cuda.matmul.allow_tf32 "
@@ -82,8 +88,9 @@ def trials_for(kind: str, dtype: str) -> list[str]:
 
 def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None], *found: dict) -> str:
     """The first cause whose rerun says yes. ``rerun(trial)`` returns True when that trial
-    explains the failure (the rerun passes; for nondeterministic, it differs from the first
-    run; for cpu-fallback, the run fell back), False when not, None when it cannot tell.
+    explains the failure (the rerun passes; for nondeterministic, a plain second run differs
+    from the first and passes; for cpu-fallback, the run fell back), False when not, None when
+    it cannot tell.
 
     ``found``: the failing comparisons. One that saw NaN or inf where float64 has a number
     (``non_finite``, from harness.parity.numerics.accuracy) is "non-finite" with no rerun:
@@ -119,12 +126,10 @@ def switch_for(cause: Cause, kind: str, dtype: str) -> str:
     """The switch of ``cause`` on a target of ``kind`` in ``dtype``: the most particular entry of
     its table, "kind:precision", then the kind, then the precision ("half" for float16 and
     bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
-    then "*"."""
+    then "*"; {dtype} in it is filled in, as in the cause's words."""
     precision = "half" if dtype in ("float16", "bfloat16") else "full"
-    for key in (f"{kind}:{precision}", kind, precision):
-        if key in cause.switch:
-            return cause.switch[key]
-    return cause.switch["*"]
+    key = next((k for k in (f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
+    return cause.switch[key].format(dtype=dtype)
 
 
 def describe(cause: str, kind: str, dtype: str) -> dict:

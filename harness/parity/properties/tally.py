@@ -110,7 +110,7 @@ class Tally:
                 errs = self._compare(op, side, ref, normwise=True)
                 self.ref_errs[key] = max(self.ref_errs[key], *(_ref_error(v) for v in errs.values()))
             if not all(v["ok"] for v in verdicts.values()):
-                self._diagnose(op, fn, example, made, cpu, ref, normwise, verdicts)
+                self._diagnose(op, fn, example, made, out, cpu, ref, normwise, verdicts)
         self._tally(example, verdicts)
         for name, v in verdicts.items():
             if v["ok"]:
@@ -142,11 +142,13 @@ class Tally:
                               "op": op_name, "source": f"{tol.source}; {tolerances.ACCURACY_SOURCE}"}
         return verdicts
 
-    def _diagnose(self, op, fn: Callable, example: Example, made: dict, cpu: dict, ref: dict, normwise: bool,
-                  verdicts: dict) -> None:
-        """Rerun the failing example on the target in differential ways (harness.parity.numerics.causes)."""
+    def _diagnose(self, op, fn: Callable, example: Example, made: dict, first: dict, cpu: dict, ref: dict,
+                  normwise: bool, verdicts: dict) -> None:
+        """Rerun the failing example on the target in differential ways (harness.parity.numerics.causes).
+        ``first``: the failing run's result, which a second run is compared with (a rerun made
+        here to compare with would be a second run already: on a device that gives other bits
+        on every run, the failing one would never be seen again)."""
         import torch
-        first = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device), cpu, ref)
 
         def passes(out: dict) -> bool:
             return all(v["ok"] for v in self._accuracy(op, out, cpu, ref, normwise).values())
@@ -154,7 +156,7 @@ class Tally:
         def rerun(trial: str) -> bool | None:
             if trial == "nondeterministic":
                 again = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device), cpu, ref)
-                return any(not torch.equal(again[k], first[k]) for k in first)
+                return any(not torch.equal(again[k], first[k]) for k in first) and passes(again)
             if trial == "tf32":
                 with devices.tf32(False):
                     return passes(self._on_target(fn, example.arguments(made, self.torch_dtype, self.device),
