@@ -61,6 +61,14 @@ FACTS_DIR = Path(__file__).parent / "fixtures" / "facts"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def no_kernels(where: Path) -> str:
+    """An empty directory beside ``where`` for tools.report's ``--kernels``: no kernel tables
+    (this checkout's reports/kernels left out; a path that is not there is refused)."""
+    empty = where.parent / f"{where.name}-no-kernels"
+    empty.mkdir(parents=True, exist_ok=True)
+    return str(empty)
+
+
 def tool(name: str) -> str | None:
     """An executable beside this interpreter (the venv's bin/: tox, uv, actionlint), else on PATH."""
     import shutil

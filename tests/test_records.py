@@ -14,7 +14,7 @@ import pytest
 
 from harness.core import records, runfiles
 from harness.report import verdict
-from tests.conftest import recorded_h100, recorded_h100_controls, recorded_h100_full, recorded_h200, ROOT
+from tests.conftest import recorded_h100, recorded_h100_controls, recorded_h100_full, recorded_h200, ROOT, no_kernels
 from tools import compare as compare_cli, report
 
 # Written by main at c4eeb0c (schema 1): the env suite and two known-bug cases on the CPU.
@@ -159,7 +159,7 @@ def test_the_hand_spelling_rule_catches_a_planted_one():
 
 def _report_of(files: list[Path], out: Path) -> str:
     """matrix.md of these run files alone (no kernel table or baseline from this checkout)."""
-    assert report.main([*map(str, files), "--out", str(out), "--kernels", str(out / "no-kernels"), "--no-baseline"]) == 0
+    assert report.main([*map(str, files), "--out", str(out), "--kernels", no_kernels(out), "--no-baseline"]) == 0
     return (out / "matrix.md").read_text()
 
 

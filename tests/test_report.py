@@ -6,7 +6,7 @@ import pytest
 
 from harness.core import records, runfiles
 from harness.report.sections import SKIPPED_NAMED
-from tests.conftest import recorded_h100
+from tests.conftest import recorded_h100, no_kernels
 from tools import report
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)> | pipe & ünïcødé ' + "long " * 200
@@ -165,7 +165,7 @@ def _op_records(n, target="mps", disagree_every=0):
 def test_a_large_suite_is_summarized_by_category_with_its_odd_rows(tmp_path, recorded):
     write_run(tmp_path / "a.jsonl", recorded("apple_silicon_native"), _op_records(400, disagree_every=100))
     out = tmp_path / "out"
-    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
     md = (out / "matrix.md").read_text()
     assert "## ops: 400 checks, by category" in md
     counts = md.split("## ops: 400 checks, by category")[1].split("###")[0]
@@ -184,7 +184,7 @@ def test_model_section_shows_measured_fallbacks_and_predicted_gaps(tmp_path, rec
                                             "predicted_without_mps_kernel": ["aten::_foo"]})]
     write_run(tmp_path / "a.jsonl", recorded("apple_silicon_native"), records)
     out = tmp_path / "out"
-    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", no_kernels(tmp_path)])
     section = (out / "matrix.md").read_text().split("## Does this model run natively")[1].split("\n## ")[0]
     assert "| bert" in section and "36 / 21 / 10" in section and "aten::nonzero" in section
     assert "aten::\\_foo" in section   # Markdown for the text aten::_foo (harness/report/render.py)
@@ -214,7 +214,7 @@ def test_the_known_bugs_section_says_which_column_has_which_bug_and_names_the_so
                 check.run_repeatability(name, target, "float32"))))
     write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
     out = tmp_path / "out"
-    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")])
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", no_kernels(tmp_path)])
     md = (out / "matrix.md").read_text()
     section = md.split("## Known accelerator bugs: does this machine have them")[1].split("\n## ")[0]
     rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in section.splitlines()
@@ -323,7 +323,7 @@ def test_markdown_escapes_cells_and_headers_so_the_text_stays_text(tmp_path, rec
     run = write_run(tmp_path / "a.jsonl", f, [rec("threads", "fail", reason=HOSTILE),
                                              rec("<script>alert(2)</script>", "pass", metrics={"x": "a\\|b"})])
     out = tmp_path / "out"
-    assert report.main([str(run), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(run), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
     md = (out / "matrix.md").read_text()
     assert "<script" not in md and "<img" not in md and "<b>" not in md
     page = markdown_html(md)
@@ -361,7 +361,7 @@ def _surrogate_run(tmp_path, recorded):
 def test_a_lone_surrogate_is_read_as_a_replacement_character(tmp_path, recorded, capsys):
     run = _surrogate_run(tmp_path, recorded)
     out = tmp_path / "out"
-    assert report.main([str(run), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(run), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
     assert capsys.readouterr().err == ""
     md, doc = (out / "matrix.md").read_text(), json.loads((out / "matrix.json").read_text())
     assert "bad\ufffd reason" in md and "env/threads\ufffd" in doc["cells"]
@@ -542,7 +542,7 @@ def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_brea
                parity("compiled.minilm", "fail", "inf", "float32/forward-backward", cause="unused-zero-grad"),
                parity("mode", "fail", "inf", "float32/forward"), parity("sub", "pass", 0.5, "float32/forward")])
     out = tmp_path / "out"
-    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
     md = (out / "matrix.md").read_text()
     summary = md.split("Numerical parity: margins per column and dtype")[1].split("###")[0]
     assert re.search(r"\|\s*float16\s*\|\s*3\s*\|\s*2\s*\|\s*1\s*\|\s*0\s*\|\s*0\.5\s*\|\s*inf: NaN/inf\s*\|",
@@ -585,7 +585,7 @@ def test_each_skip_reason_names_what_it_skips_and_counts_a_whole_absent_target(t
                 for i in range(SKIPPED_NAMED + 1)]
     write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
     out = tmp_path / "out"
-    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
     section = (out / "matrix.md").read_text().split("## Skipped, grouped by reason")[1].split("\n## ")[0]
     assert re.search(r"\|\s*cpu\s*\|\s*4\s*\|\s*1\s*\|\s*bernoulli, dropout\s*\|\s*PyTorch does not compare", section)
     assert re.search(rf"\|\s*mps\s*\|\s*{SKIPPED_NAMED + 1}\s*\|\s*1\s*\|\s*{SKIPPED_NAMED + 1} subjects\s*\|", section)

@@ -15,7 +15,7 @@ from harness.report.matrix import LEGEND
 from harness.report.render import render_html
 from harness.report.sections import Cell, Section
 from harness.report.verdict import Aspect, Verdict
-from tests.conftest import recorded_h100, CHROMIUM, needs_chromium, load_facts
+from tests.conftest import recorded_h100, CHROMIUM, needs_chromium, load_facts, no_kernels
 from tests.test_report import rec, write_run
 from tools import render_check, report
 
@@ -282,7 +282,7 @@ def small_report(tmp_path_factory):
     runs = tmp_path_factory.mktemp("small-runs")
     cpu_run(runs / "cpu.jsonl")
     out = tmp_path_factory.mktemp("small-out")
-    assert report.main([str(runs), "--out", str(out), "--kernels", str(out / "none")]) == 0
+    assert report.main([str(runs), "--out", str(out), "--kernels", no_kernels(out)]) == 0
     return out / "matrix.html"
 
 
@@ -299,7 +299,7 @@ H100_TALL = {1400: 25_000, 420: 40_000}   # px; the page before issue 25: 51,259
 def test_the_recorded_h100_runs_render_as_a_page_that_works(tmp_path, capsys):
     runs = tmp_path / "cpu.jsonl"
     cpu_run(runs)
-    assert report.main([str(H100), str(runs), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "no")]) == 0
+    assert report.main([str(H100), str(runs), "--out", str(tmp_path / "out"), "--kernels", no_kernels(tmp_path)]) == 0
     capsys.readouterr()
     assert render_check.main([str(tmp_path / "out" / "matrix.html"), "--screenshots", str(tmp_path / "shots")]) == 0
     line = capsys.readouterr().out

@@ -24,7 +24,7 @@ from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.report import compare, matrix, schema, verdict
 from harness.report.matrix import build, device_name
 from tests import test_compare
-from tests.conftest import load_facts
+from tests.conftest import load_facts, no_kernels
 from tests.test_report import write_run
 from tools import report
 
@@ -289,7 +289,7 @@ def written(tmp_path_factory):
              write_run(tmp / "good.jsonl", other, checks() + controls(), run="R2"),
              write_run(tmp / "old.jsonl", old, checks(), run="R3")]
     out = tmp / "out"
-    assert report.main([*map(str, files), "--out", str(out), "--kernels", str(tmp / "none"), "--no-baseline"]) == 0
+    assert report.main([*map(str, files), "--out", str(out), "--kernels", no_kernels(tmp), "--no-baseline"]) == 0
     runs, _, _ = report.load(list(map(str, files)))
     found = verdict.verdicts(build(runs))
     return (found, json.loads((out / "matrix.json").read_text(encoding="utf-8")),

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.conftest import CHROMIUM, needs_chromium, load_facts
+from tests.conftest import CHROMIUM, needs_chromium, load_facts, no_kernels
 from tests.test_report import rec, write_run
 from harness.report import sections as report_sections
 from tools import render_check, report
@@ -46,7 +46,7 @@ def _records(host: str, version: str, targets: tuple) -> list[dict]:
 
 
 def _report(runs, out) -> tuple[dict, str, str]:
-    assert report.main([str(runs), "--out", str(out), "--kernels", str(out / "no-kernels")]) == 0
+    assert report.main([str(runs), "--out", str(out), "--kernels", no_kernels(out)]) == 0
     return (json.loads((out / "matrix.json").read_text()), (out / "matrix.html").read_text(encoding="utf-8"),
             (out / "matrix.md").read_text(encoding="utf-8"))
 

@@ -14,7 +14,7 @@ from harness.core.records import Status
 from harness.report import schema, selection, verdict
 from harness.report.matrix import SYMBOL, build, cell_key, device_name, hardware_key, machine_name
 from harness.report.sections import sections
-from tests.conftest import recorded_h100
+from tests.conftest import recorded_h100, no_kernels
 from tests.test_report import rec, write_run
 from tests.test_report_controls import controls
 from tools import report
@@ -55,7 +55,7 @@ def h100_page(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("truth")
     cpu = cpu_run(tmp / "cpu.jsonl", load_facts("linux_x86_64"))
     out = tmp / "out"
-    status = report.main([str(H100), str(cpu), "--out", str(out), "--kernels", str(tmp / "none"),
+    status = report.main([str(H100), str(cpu), "--out", str(out), "--kernels", no_kernels(tmp),
                           "--no-baseline"])
     runs, _, _ = report.load([str(H100), str(cpu)])
     m = build(runs)
@@ -319,7 +319,7 @@ def test_runs_of_one_environment_id_on_two_machines_are_split_with_a_line(tmp_pa
     assert hardware_key(facts) != hardware_key(other)
     a = write_run(tmp_path / "a.jsonl", facts, [rec("threads", "pass")])
     b = write_run(tmp_path / "b.jsonl", other, [rec("threads", "fail", reason="slow")], run="R2")
-    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "k")]) == 0
+    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", no_kernels(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "2 different machines" in err and "not merged" in err
     assert err.startswith("note: runs of ") and "error:" not in err     # a note, not an error: exit 0
@@ -360,7 +360,7 @@ def test_a_candidate_with_another_transformers_and_the_same_torch_is_a_column_of
     newer = {**facts, "packages": {**facts["packages"], "transformers": "5.24.0"}}
     a = write_run(tmp_path / "a.jsonl", facts, [rec("threads", "pass")])
     b = write_run(tmp_path / "b.jsonl", newer, [rec("threads", "fail", reason="slow")], run="R2")
-    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", str(tmp_path / "k")]) == 0
+    assert report.main([str(a), str(b), "--out", str(tmp_path / "out"), "--kernels", no_kernels(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "had 2 different package versions (#1: transformers 5.23.0; #2: transformers 5.24.0)" in err, err
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())

@@ -14,7 +14,7 @@ import pytest
 from harness.core import records, runfiles
 from harness.ops import kernels
 from harness.report import compare
-from tests.conftest import ROOT, recorded_h100
+from tests.conftest import ROOT, recorded_h100, no_kernels
 from tools import compare as compare_cli, kernels as kernels_cli, report
 
 H100 = recorded_h100()
@@ -127,7 +127,7 @@ def test_one_field_of_another_type_never_takes_the_report_or_compare_down(tmp_pa
         clean = _write(tmp_path / f"clean{n}.jsonl", HEADER, [RECORDS[what] if what != "header" else rec])
         out = tmp_path / f"out{n}"
         status = report.main([str(bad), str(GOOD), "--out", str(out), "--no-baseline", "--kernels",
-                              str(tmp_path / "none")])
+                              no_kernels(tmp_path)])
         err = capsys.readouterr().err
         named = re.findall(rf"^error: {re.escape(str(bad))}:(\d+): ", err, re.M)
         if "internal error" in err or not (out / "matrix.json").is_file():
@@ -160,7 +160,7 @@ def test_a_header_fact_of_another_type_is_left_out_and_said_and_its_records_kept
     header = {**_with(HEADER, ("facts", "os"), []), "run": "BAD", "env_id": "bad-env"}
     bad = _write(tmp_path / "bad.jsonl", header, [RECORDS["env"]])
     out = tmp_path / "out"
-    assert report.main([str(bad), str(GOOD), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 2
+    assert report.main([str(bad), str(GOOD), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"error: {bad}:1: header field facts.os is a list, not an object: left out"]
     doc = json.loads((out / "matrix.json").read_text())
@@ -176,7 +176,7 @@ def test_a_header_fact_of_another_type_is_left_out_and_said_and_its_records_kept
 def test_a_header_without_a_usable_env_id_skips_its_run_in_one_line(tmp_path, capsys):
     bad = _write(tmp_path / "bad.jsonl", _with(HEADER, ("env_id",), {}), [RECORDS["env"]])
     out = tmp_path / "out"
-    assert report.main([str(bad), str(GOOD), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 2
+    assert report.main([str(bad), str(GOOD), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"error: {bad}:1: header field env_id is an object, not text: this run's header and records are skipped "
         "(and 2 more problem line(s))"]
@@ -199,7 +199,7 @@ def test_a_metric_of_another_type_skips_that_record_alone_in_one_line(tmp_path, 
     bad_rec = {**RECORDS["env"], "check": "env/bad", "metrics": {**RECORDS["env"]["metrics"], metric: value}}
     bad = _write(tmp_path / "bad.jsonl", HEADER, [RECORDS["env"], bad_rec])
     out = tmp_path / "out"
-    assert report.main([str(bad), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 2
+    assert report.main([str(bad), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {bad}:3: {said}"), line
     cells = json.loads((out / "matrix.json").read_text())["cells"]
@@ -210,7 +210,7 @@ def test_a_judged_again_note_brought_by_a_run_file_is_not_taken_for_the_reports_
     rec = {**RECORDS["env"], "judged_again": "forged"}
     out = tmp_path / "out"
     assert report.main([str(_write(tmp_path / "a.jsonl", HEADER, [rec])), "--out", str(out), "--kernels",
-                        str(tmp_path / "none")]) == 0
+                        no_kernels(tmp_path)]) == 0
     cell = json.loads((out / "matrix.json").read_text())["cells"][rec["check"]]
     assert all("judged_again" not in c for c in cell.values())
 
@@ -228,7 +228,7 @@ def test_nan_and_infinity_in_a_record_leave_matrix_json_strict_json_with_the_met
     run = _write(tmp_path / "a.jsonl", {**HEADER, "judges": dict(records.JUDGES)}, recs)   # today's judge
     assert "NaN" in run.read_text() and "-Infinity" in run.read_text()
     out = tmp_path / "out"
-    assert report.main([str(run), "--out", str(out), "--kernels", str(tmp_path / "none")]) == 0
+    assert report.main([str(run), "--out", str(out), "--kernels", no_kernels(tmp_path)]) == 0
 
     def refuse(constant):
         raise ValueError(f"matrix.json holds the non-JSON literal {constant}")
@@ -247,7 +247,7 @@ def test_control_characters_are_spelt_out_in_md_html_and_the_terminal_and_kept_i
            "metrics": {**RECORDS["env"]["metrics"], "note": CONTROLS}}
     out = tmp_path / "out"
     assert report.main([str(_write(tmp_path / "a.jsonl", HEADER, [rec])), "--out", str(out), "--kernels",
-                        str(tmp_path / "none")]) == 0
+                        no_kernels(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for name in ("matrix.md", "matrix.html"):
         raw = (out / name).read_bytes()
@@ -269,7 +269,7 @@ def test_a_huge_reason_is_cut_where_it_is_shown_and_kept_whole_in_json(tmp_path,
     out = tmp_path / "out"
     header = {**HEADER, "judges": dict(records.JUDGES)}   # today's judge: the reason is the record's own
     assert report.main([str(_write(tmp_path / "a.jsonl", header, recs)), "--out", str(out), "--kernels",
-                        str(tmp_path / "none")]) == 0
+                        no_kernels(tmp_path)]) == 0
     md, page = (out / "matrix.md").read_text(), (out / "matrix.html").read_text()
     assert len(md) + len(page) < 400_000
     from harness.report.matrix import SHOWN_CHARS
@@ -320,6 +320,21 @@ def test_a_kernel_table_file_given_to_kernels_is_read_and_a_diff_there_is_one_li
     assert report.main([str(GOOD), "--out", str(out), "--kernels", str(diff)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {diff}: not a kernel table (no mps_ops: a saved diff?)")
+
+
+def test_kernels_that_are_not_there_are_one_line_and_the_matrix_is_left_as_it_was(tmp_path, capsys):
+    """`tools.report --kernels reports/kernel` (a typo) wrote the matrix without its predicted
+    section and said nothing: a path given that is not there is refused before anything is
+    written; an empty directory is no tables."""
+    out = tmp_path / "out"
+    assert report.main([str(GOOD), "--out", str(out), "--kernels", no_kernels(tmp_path), "--no-baseline"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert report.main([str(GOOD), "--out", str(out), "--kernels", str(tmp_path / "kernel"), "--no-baseline"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --kernels {tmp_path / 'kernel'}: no such file or directory (give the directory of python -m "
+        "tools.kernels --save's tables, an empty one for none, or leave the option out)"]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 @pytest.mark.parametrize("option", ["--out", "--kernels", "--baseline"])

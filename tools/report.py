@@ -34,7 +34,8 @@ one table's file given to ``--kernels``) add a *predicted* section: the static M
 list of each torch version and what changes between versions. A table that cannot be read
 is one line naming the file (and the field), and exit status 2; the others are still used.
 An empty ``--out``, ``--kernels`` or ``--baseline`` ("") is one line and exit 2, before
-anything is read: as a directory it would be the current one. So is a ``--baseline`` named
+anything is read: as a directory it would be the current one. So is a ``--kernels`` that is
+not there (a typo would leave the predicted section out, unsaid; an empty directory is none). So is a ``--baseline`` named
 that cannot be read (the matrix already written stays as it was); the default baseline,
 unreadable, is one line and exit 2 after the matrix is written without it.
 """
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.Parser(prog="python -m tools.report", description=__doc__.splitlines()[0])
     parser.add_argument("inputs", nargs="*", help="run files or directories (default: reports/runs)")
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
-    parser.add_argument("--kernels", default=str(ROOT / "reports" / "kernels"),
+    parser.add_argument("--kernels", default=None,
                         help="saved kernel tables for the predicted section: their directory, or one table's file "
                              "(default: reports/kernels)")
     parser.add_argument("--baseline", default=None,
@@ -89,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("out", "kernels", "baseline"):   # "" is no path: as a directory it would be the current one
         if getattr(args, option) == "":
             return cli.error(f"--{option} is empty: give a path, or leave the option out for its default")
+    if args.kernels is not None and not Path(args.kernels).exists():   # a typo would drop the section unsaid
+        return cli.error(f"--kernels {args.kernels}: no such file or directory (give the directory of "
+                         "python -m tools.kernels --save's tables, an empty one for none, or leave the option out)")
     inputs = args.inputs or [str(ROOT / "reports" / "runs")]
     runs, files, errors = load(inputs)
     baseline = None
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.baseline:   # asked for by name: a matrix without it is not what was asked
                 return cli.error(f"--baseline: {exc}; no matrix written (the one in {args.out} is as it was)")
             errors.append(f"--baseline: {exc}")
-    tables, kernel_errors = load_kernel_tables(Path(args.kernels))
+    tables, kernel_errors = load_kernel_tables(Path(args.kernels or ROOT / "reports" / "kernels"))
     errors += kernel_errors
     for e in errors:
         cli.error(visible(e))
