@@ -311,3 +311,20 @@ def test_an_error_line_from_a_files_contents_stays_one_visible_line(capsys):
     assert tools_cli.error("run 'a\x00b\nc\x1b[31m': bad") == 2
     err = capsys.readouterr().err
     assert err == "error: run 'a\\x00b\\x0ac\\x1b[31m': bad\n", err
+
+
+@pytest.mark.parametrize("tool", ["audit", "compare", "kernels", "rejudge", "render_check", "report", "upgrade",
+                                  "workload"])
+def test_each_tools_help_opens_with_its_whole_first_paragraph(tool, capsys):
+    """`python -m tools.workload --help` said "...: this machine's targets, or a" and
+    stopped: the description was the docstring's first line, not its first sentence."""
+    import importlib
+    module = importlib.import_module(f"tools.{tool}")
+    try:
+        status = module.main(["--help"])
+    except SystemExit as ended:
+        status = ended.code
+    assert status == 0
+    said = " ".join(capsys.readouterr().out.split())
+    first = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    assert first.endswith((".", ")")) and first in said, (first, said[:400])

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from harness.env import facts
 from harness.env.devices import TARGETS
+from tools import cli
 
 BUILTINS = ("bert", "gpt2", "t5", "llama", "minilm")  # = harness.core.models.MODELS, without importing it
 OPTIMIZERS = ("adamw", "adamw-loop", "adamw-foreach", "adamw-fused", "sgd")  # = harness.ops.audit.OPTIMIZERS
@@ -59,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m tools.audit", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m tools.audit", description=cli.summary(__doc__))
     p.add_argument("model", help=f"built-in ({', '.join(BUILTINS)}) or module:factory")
     p.add_argument("--device", default="cpu", help=f"device to run on ({', '.join(TARGETS)}; default cpu)")
     p.add_argument("--format", default="text", choices=("text", "json"))

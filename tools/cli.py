@@ -81,6 +81,12 @@ def note(message: str) -> None:
     _stderr_line("note", message)
 
 
+def summary(doc: str) -> str:
+    """A module docstring's first paragraph as one line: a tool's --help description (its
+    first line alone cut a sentence that wraps in two)."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line, exit 2, as bad input
         error(f"{message} (see --help)")

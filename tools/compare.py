@@ -42,7 +42,7 @@ def _figure(least: float, inclusive: bool):
 
 @cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m tools.compare", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.compare", description=cli.summary(__doc__))
     parser.add_argument("baseline", help="run file or directory of the reference environment")
     parser.add_argument("candidate", help="run file or directory of the environment to check")
     parser.add_argument("--format", choices=("table", "json", "md"), default="table")

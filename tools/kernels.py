@@ -27,6 +27,7 @@ from pathlib import Path
 from harness.core import runfiles
 from harness.ops import kernels
 from harness.ops.kernels import KernelsError, Snapshot
+from tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SAVE_DIR = ROOT / "reports" / "kernels"
@@ -74,7 +75,7 @@ def _parser() -> tuple[_Parser, _Parser]:
     where = common.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="FILE", help="write the JSON document to FILE")
     where.add_argument("--save", action="store_true", help=f"write the JSON document under {SAVE_DIR}")
-    table = _Parser(prog="python -m tools.kernels", parents=[common], description=__doc__.splitlines()[0],
+    table = _Parser(prog="python -m tools.kernels", parents=[common], description=cli.summary(__doc__),
                     epilog="diff: python -m tools.kernels diff A B (--help for its options)")
     source = table.add_mutually_exclusive_group()
     source.add_argument("--wheel", metavar="PATH", help="a torch wheel file")

@@ -23,7 +23,7 @@ ORDER = ("passes", "rerun", "remains", "not a parity result")
 
 @cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m tools.rejudge", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.rejudge", description=cli.summary(__doc__))
     parser.add_argument("inputs", nargs="+", help="run files or directories")
     parser.add_argument("--target", default=None, help="only this target's records (e.g. cuda)")
     parser.add_argument("--all", action="store_true", help="list every failure, not only those that remain")

@@ -35,6 +35,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from tools import cli
+
 # The tables that must fit their box at desktop width: their last column is the switch (or the
 # reason) a user came for, and a long check id once pushed it past the window's edge.
 FITTED = ("failures-by-cause", "failures")
@@ -402,7 +404,7 @@ def check(page: Path, chromium: str, timeout: float = 60.0, screenshots: Path | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.render_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.render_check", description=cli.summary(__doc__))
     parser.add_argument("page", help="the HTML file, e.g. reports/matrix.html")
     parser.add_argument("--screenshots", metavar="DIR", help="write desktop.png and phone.png (the first screen) here")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds each step may take (default 60)")

@@ -75,7 +75,7 @@ def _cause(exc: OSError, out: Path) -> str:
 
 @cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m tools.report", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.report", description=cli.summary(__doc__))
     parser.add_argument("inputs", nargs="*", help="run files or directories (default: reports/runs)")
     parser.add_argument("--out", default=str(ROOT / "reports"), help="output directory (default: reports/)")
     parser.add_argument("--kernels", default=None,

@@ -45,7 +45,7 @@ from pathlib import Path
 from harness.core import records, runfiles
 from harness.report import compare
 from harness.report.selection import readable
-from tools import suiteplan
+from tools import cli, suiteplan
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BASELINE = ROOT / "reports" / "baseline.jsonl"
@@ -273,7 +273,7 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
 
 def main(argv: list[str] | None = None, **run) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m tools.upgrade", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.upgrade", description=cli.summary(__doc__))
     sub = parser.add_subparsers(dest="side", required=True)
     base = sub.add_parser("baseline", help="the suites in this environment, kept as the baseline")
     cand = sub.add_parser("candidate", help="the suites with candidate versions, compared with the baseline")

@@ -48,7 +48,7 @@ def table(choice: dict) -> str:
 
 @cli.guarded
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.Parser(prog="python -m tools.workload", description=__doc__.splitlines()[0])
+    parser = cli.Parser(prog="python -m tools.workload", description=cli.summary(__doc__))
     parser.add_argument("--device", default=None, help="targets to probe (default: every one present)")
     parser.add_argument("--memory-gib", type=_positive_up_to(MAX_MEMORY_GIB, "GiB"), default=None,
                         help="a device's memory, GiB (no probing)")
