@@ -60,6 +60,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main([str(empty)]) == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_a_target_no_record_has_is_one_line_not_nothing_failed(tmp_path, capsys):
+    """`--target cdua` printed empty tables and "Nothing remains.", exit 0: a typo read as a
+    clean run. A run with no parity failure says so in words."""
+    assert cli.main([str(RECORDED / "parity.jsonl"), "--target", "cdua"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        f"error: --target cdua: no record of that target in {RECORDED / 'parity.jsonl'}; its targets: cuda"]
+    from tests.test_compare import rec, write_run
+    clean = write_run(tmp_path / "clean.jsonl", [rec("parity/add/float32/forward"), rec("ops/add/float32")])
+    assert cli.main([str(clean), "--target", "cpu"]) == 0
+    assert capsys.readouterr().out == "No parity failure on record (2 check records read).\n"
+
+
 def test_the_ops_judged_another_way_are_named_as_today_s_judge_names_them():
     """rejudge names the tie and pivot ops without importing torch; they must stay the ops
     harness.parity.numerics.outputs settles another way, or an old record of a new tie op is

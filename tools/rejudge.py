@@ -6,7 +6,8 @@ Reads run files (or directories of them), takes every failed parity record and s
 the accuracy judge makes of it from the recorded metrics: passes now (and why), needs a
 rerun to tell (ties, decompositions), or remains (how much less accurate than the CPU, and
 the suspected cause). Prints the counts, then the checks that remain (``--all``: every
-one). Exit 0 with a report; 2 with one line on bad input.
+one). Exit 0 with a report; 2 with one line on bad input (a ``--target`` no record has
+included: a typo would read as "nothing failed").
 """
 from __future__ import annotations
 
@@ -39,8 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     if not records:  # the problem is said already, one line per input; else say this
         return 2 if problems else cli.error("no check records in " + ", ".join(args.inputs))
     if args.target:
+        present = sorted({str(r.get("target")) for r in records})
         records = [r for r in records if r.get("target") == args.target]
+        if not records:   # a typo would read as "nothing failed"
+            return cli.error(f"--target {args.target}: no record of that target in {', '.join(args.inputs)}; "
+                             f"its targets: {', '.join(present)}")
     judged = rejudge.rejudge(records)
+    if not judged:
+        cli.say(f"No parity failure on record ({len(records):,} check records read).\n")
+        return 2 if problems else 0
     counts = collections.Counter(j.outcome for j in judged)
     reasons = collections.Counter((j.outcome, j.why.split(":")[0]) for j in judged)
     lines = [f"{len(judged)} parity failure(s) on record, judged again by accuracy:", ""]
