@@ -292,6 +292,30 @@ def test_the_render_check_passes_a_small_report(small_report, capsys):
     assert "no JavaScript errors" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("args,says", [
+    (["--screenshots", "{file}"], "--screenshots {file}: {file} is a file, not a directory"),
+    (["--screenshots", "{file}/shots"], "--screenshots {file}/shots: {file} is a file, not a directory"),
+    (["--timeout", "0"], "argument --timeout: must be a number of seconds above 0 and at most 3600, not '0'"),
+    (["--timeout", "soon"], "argument --timeout: must be a number of seconds above 0 and at most 3600, not 'soon'"),
+], ids=["shots-a-file", "shots-under-a-file", "timeout-0", "timeout-words"])
+def test_a_wrong_option_of_the_render_check_is_one_line_and_exit_2(small_report, tmp_path, capsys, args, says):
+    """`--screenshots FILE` was reported as the page failing at desktop width (exit 1, "[Errno
+    17] File exists"); `--timeout 0` ran with no limit at all (Playwright's 0), and a
+    `--timeout` in words printed argparse's whole usage. Each is one line, exit 2, before any
+    browser starts."""
+    taken = tmp_path / "taken.txt"
+    taken.write_text("mine")
+    args = [a.format(file=taken) for a in args]
+    try:
+        status = render_check.main([str(small_report), *args])
+    except SystemExit as ended:
+        status = ended.code
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {says.format(file=taken)}" + (
+        " (give a directory for desktop.png and phone.png)" if "screenshots" in says else " (see --help)")]
+    assert taken.read_text() == "mine"
+
+
 H100_TALL = {1400: 25_000, 420: 40_000}   # px; the page before issue 25: 51,259 and 99,629
 
 

@@ -23,13 +23,15 @@ browser has run it. Playwright drives the system's Chromium (no browser is downl
 
 ``--screenshots DIR`` writes desktop.png and phone.png there: the first screen at each
 width, as the page opened. Exit 0 with one line when all of it holds; 1 with one line
-naming the first problem; 2 when the page, Chromium or Playwright is missing.
+naming the first problem; 2 when the page, Chromium or Playwright is missing, or an option
+is wrong (a ``--screenshots`` that is a file, a ``--timeout`` that is not above 0 seconds).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import sys
@@ -403,16 +405,34 @@ def check(page: Path, chromium: str, timeout: float = 60.0, screenshots: Path | 
     return (1 if result.problem else 0), result.line()
 
 
+def _seconds(text: str) -> float:
+    """--timeout's value: seconds above 0 (Playwright reads 0 as no limit at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most 3600, not {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.render_check", description=cli.summary(__doc__))
+    parser = cli.Parser(prog="python -m tools.render_check", description=cli.summary(__doc__))
     parser.add_argument("page", help="the HTML file, e.g. reports/matrix.html")
     parser.add_argument("--screenshots", metavar="DIR", help="write desktop.png and phone.png (the first screen) here")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds each step may take (default 60)")
+    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds each step may take (default 60)")
     parser.add_argument("--chromium", help="the browser binary (default: $CHROMIUM, else chromium on PATH)")
     args = parser.parse_args(argv)
     page = Path(args.page)
     if not page.is_file():
         print(f"error: {page}: no such file", file=sys.stderr)
+        return 2
+    shots = Path(args.screenshots) if args.screenshots else None
+    # a file where the folder goes was said as the page's fault, at desktop width, exit 1
+    blocking = next((p for p in ([shots, *shots.parents] if shots else []) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        print(f"error: --screenshots {shots}: {blocking} is a file, not a directory (give a directory for "
+              "desktop.png and phone.png)", file=sys.stderr)
         return 2
     chromium = find_chromium(args.chromium)
     if chromium is None:
@@ -420,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
               + "); install it or pass --chromium PATH", file=sys.stderr)
         return 2
     try:
-        status, line = check(page, chromium, args.timeout, Path(args.screenshots) if args.screenshots else None)
+        status, line = check(page, chromium, args.timeout, shots)
     except Missing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
