@@ -651,6 +651,7 @@ def test_the_nondeterministic_switch_in_half_precision_is_to_compute_in_float32(
     loss: the switch asks for float32 first, not for a fixed order alone."""
     from harness.parity.numerics import causes
     half = causes.describe("nondeterministic", "cuda", "float16")["switch"]
-    assert half.startswith("compute it in float32") and "in float16 some orders" in half
+    assert half.startswith("compute it in float32") and "in half precision some orders" in half
+    assert half == causes.describe("nondeterministic", "cuda", "bfloat16")["switch"]   # one row in the report
     assert causes.describe("nondeterministic", "cuda", "float32")["switch"].startswith(
         "torch.use_deterministic_algorithms(True)")

@@ -127,6 +127,15 @@ def test_unique_slices_along_a_dimension_are_ordered_lexicographically():
     assert unique(torch.unique(empty, dim=1), sample(empty, sorted=False, dim=1)).shape == (3, 0, 2)
 
 
+@pytest.mark.parametrize("kind", ["cuda", "mps", "stand-in", "cpu"])
+def test_a_causes_switch_is_the_same_for_float16_and_bfloat16(kind):
+    """The report shows one switch per cause and column for its float16 and bfloat16 checks
+    together (harness.report.verdict.failure_groups), joining the distinct ones: a switch
+    that named its dtype appeared twice there, word for word but the dtype."""
+    for cause in causes.CAUSES.values():
+        assert causes.switch_for(cause, kind, "float16") == causes.switch_for(cause, kind, "bfloat16"), cause.name
+
+
 def test_causes_are_tried_in_order_and_only_where_they_can_tell():
     assert causes.trials_for("cuda", "float32") == ["nondeterministic", "tf32"]
     assert causes.trials_for("mps", "float16") == ["cpu-fallback", "nondeterministic", "reduced-precision"]

@@ -51,8 +51,8 @@ CAUSES = {c.name: c for c in (
           {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
     Cause("nondeterministic", "two runs on the same inputs give different results (atomic adds in another order), "
           "and the second is within the rules: the first run's order was an unlucky one",
-          {"half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in {dtype} "
-                   "some orders of the same additions miss, and torch.use_deterministic_algorithms(True) only fixes "
+          {"half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in half "
+                   "precision some orders of the same additions miss, and torch.use_deterministic_algorithms(True) only fixes "
                    "the order (where the op has a deterministic kernel at all), not how much each order loses",
            "*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
     Cause("tf32", "computed in TF32 (cuDNN's default for float32 convolutions on Ampere and newer; matmuls too "
@@ -126,10 +126,11 @@ def switch_for(cause: Cause, kind: str, dtype: str) -> str:
     """The switch of ``cause`` on a target of ``kind`` in ``dtype``: the most particular entry of
     its table, "kind:precision", then the kind, then the precision ("half" for float16 and
     bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
-    then "*"; {dtype} in it is filled in, as in the cause's words."""
+    then "*". A switch names no dtype: the report shows one per cause for the float16 and
+    bfloat16 checks together (harness.report.verdict.failure_groups)."""
     precision = "half" if dtype in ("float16", "bfloat16") else "full"
     key = next((k for k in (f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
-    return cause.switch[key].format(dtype=dtype)
+    return cause.switch[key]
 
 
 def describe(cause: str, kind: str, dtype: str) -> dict:
