@@ -481,9 +481,10 @@ class KnownBugs(ModeStandIn):
 
 class Unlucky(devices.StandIn):
     """Not registered: the self-tests of the cause "nondeterministic" register it for a test.
-    The CPU's result with 1e-3 x (its call count) added to every float32 tensor: on its
-    first call only (an unlucky order that a second run does not repeat), or on every call
-    (each run off, by another amount: other bits that miss as well)."""
+    The CPU's result with 1e-3 x (its call count) added to every float32 tensor (and a
+    loss curve's numbers moved by as many hundredths of themselves): on its first call only
+    (an unlucky order that a second run does not repeat), or on every call (each run off, by
+    another amount: other bits that miss as well)."""
     name = "standin-unlucky"
     summary = "off on the first call only, or off by another amount on every call"
 
@@ -494,8 +495,11 @@ class Unlucky(devices.StandIn):
         self.calls += 1
         if not self.every_call and self.calls > 1:
             return result
-        return _pytree.tree_map(lambda x: x + 1e-3 * self.calls if isinstance(x, torch.Tensor) and
-                                x.dtype == torch.float32 else x, result)
+        def spoil(x):
+            if isinstance(x, torch.Tensor) and x.dtype == torch.float32:
+                return x + 1e-3 * self.calls
+            return x * (1 + 1e-2 * self.calls) if isinstance(x, float) else x
+        return _pytree.tree_map(spoil, result)
 
 
 STAND_INS = (Oracle(), Noisy(), Ties(), Reorder(), Atomic(), TF32(), HalfSums(), HalfAtomic(), KnownBugs(),

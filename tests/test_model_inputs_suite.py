@@ -303,9 +303,10 @@ def test_a_device_that_accumulates_in_half_precision_is_named_so_in_the_autocast
 @pytest.mark.parametrize("full_precision_meets_it, cause", [(True, "reduced-precision"), (False, "unexplained")])
 def test_a_failed_autocast_training_curve_is_rerun_without_autocast_to_name_its_cause(monkeypatch,
                                                                                        full_precision_meets_it, cause):
-    """No stand-in bends a ten-step loss curve past the judge (standin-half-sums passes it at a
-    tenth of the tolerance), so the curve's judgement is made to fail the autocast run: the
-    rerun without autocast, which meets float64 or not, names reduced precision or nothing."""
+    """No stand-in of a real device's rounding bends a ten-step loss curve past the judge
+    (standin-half-sums passes it at a tenth of the tolerance), so the curve's judgement is made
+    to fail the autocast run: the rerun without autocast, which meets float64 or not, names
+    reduced precision or nothing (a wrong float16 kernel bends it for real: below)."""
     from tests import standins  # noqa: F401  registers the stand-ins
     calls = []
 
@@ -317,6 +318,31 @@ def test_a_failed_autocast_training_curve_is_rerun_without_autocast_to_name_its_
     run = precision.train("gpt2", "standin-oracle", "float16", (out.rtol, out.atol), steps=2)
     assert run.diagnosis["cause"] == cause and len(calls) == 2
     assert calls[1] != calls[0]   # the rerun's curve is another run's: float32 throughout
+
+
+def test_a_curve_bent_by_float16_matmuls_alone_is_rerun_without_autocast_and_named_reduced_precision(monkeypatch):
+    """The autocast curve's float32 rerun, met for real: a device whose float16 matmuls come
+    out 1.5 x too large (float32 ones right) bends the three-step curve past the judge; the
+    same steps without autocast meet float64, and the cause is named reduced precision."""
+    from harness.env import devices
+    from tests import standins
+    aten = torch.ops.aten
+
+    class HalfMatmulsOff(standins.CountingMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in (aten.mm.default, aten.bmm.default, aten.addmm.default) and out.dtype == torch.float16:
+                self.changed += 1
+                return out * 1.5
+            return out
+
+    class HalfOff(standins.ModeStandIn):
+        name, summary, Mode = "standin-half-off", "float16 matmuls 1.5 x too large", HalfMatmulsOff
+    monkeypatch.setitem(devices.STAND_INS, HalfOff.name, HalfOff())
+    out, _ = _half("float16")
+    run = precision.train("gpt2", HalfOff.name, "float16", (out.rtol, out.atol), steps=3)
+    assert run.diagnosis["cause"] == "reduced-precision", run
+    assert run.losses["target"] != run.losses["cpu"]
 
 
 def test_the_half_sums_stand_in_keeps_its_running_sums_in_the_dtype_only():
@@ -348,13 +374,13 @@ def test_sdpa_against_eager_on_a_tf32_stand_in_fails_naming_tf32():
 
 
 @pytest.mark.parametrize("every_call, cause", [(False, "nondeterministic"), (True, "unexplained")])
-@pytest.mark.parametrize("check", ["step", "pair", "greedy"])
+@pytest.mark.parametrize("check", ["step", "pair", "greedy", "curve", "autocast-curve"])
 def test_a_model_rerun_with_other_bits_names_nondeterminism_only_where_it_passes(monkeypatch, check, every_call,
                                                                                    cause):
     """As for ops (test_op_parity_suite): a second run that differs names the order only where
-    it passes, for a model's step against float64, a pair of attention implementations and a
-    pair of greedy runs. A device off on its first call only is nondeterministic; one off by
-    another amount on every call is not."""
+    it passes, for a model's step against float64, a pair of attention implementations, a
+    pair of greedy runs and a loss curve (plain, and under float16 autocast). A device off on
+    its first call only is nondeterministic; one off by another amount on every call is not."""
     from harness.env import devices
     from tests import standins
     stand_in = standins.Unlucky(every_call)
@@ -365,8 +391,14 @@ def test_a_model_rerun_with_other_bits_names_nondeterminism_only_where_it_passes
     elif check == "pair":
         verdict = judge.judge_forward_backward(references.sdpa_vs_eager("gpt2", stand_in.name, O, G), OUTPUTS,
                                                GRADIENTS)
-    else:
+    elif check == "greedy":
         verdict = judge.judge_generation_run(references.cache_vs_recompute("gpt2", stand_in.name, O), OUTPUTS)
+    else:
+        out = _half("float16")[0] if check == "autocast-curve" else OUTPUTS
+        run = (precision.train("gpt2", stand_in.name, "float16", (out.rtol, out.atol), steps=3)
+               if check == "autocast-curve" else runs.train("gpt2", stand_in.name, steps=3, tol=O))
+        assert run.diagnosis["cause"] == cause, run.diagnosis
+        return
     assert verdict.status == Status.FAIL and verdict.cause == cause, verdict.message
 
 
