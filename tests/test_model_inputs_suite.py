@@ -295,6 +295,8 @@ def test_a_device_that_accumulates_in_half_precision_is_named_so_in_the_autocast
     verdict = judge.judge_forward_backward(run, out, grad)
     assert verdict.status == Status.FAIL and verdict.cause == "reduced-precision", verdict.message
     assert "accumulates or keeps intermediates in float16" in verdict.message and "float32" in verdict.message
+    # the switch of a run already under autocast: what autocast leaves in float16, not "use autocast"
+    assert "torch.autocast already keeps" in verdict.message and "or autocast," not in verdict.message
     gen = precision.generate("gpt2", "standin-half-sums", "float16", (out.rtol, out.atol))
     generated = judge.judge_generation_run(gen, out)
     assert generated.status == Status.FAIL and generated.cause == "reduced-precision", generated.message

@@ -133,7 +133,23 @@ def test_a_causes_switch_is_the_same_for_float16_and_bfloat16(kind):
     together (harness.report.verdict.failure_groups), joining the distinct ones: a switch
     that named its dtype appeared twice there, word for word but the dtype."""
     for cause in causes.CAUSES.values():
-        assert causes.switch_for(cause, kind, "float16") == causes.switch_for(cause, kind, "bfloat16"), cause.name
+        for autocast in (False, True):
+            assert causes.switch_for(cause, kind, "float16", autocast) == causes.switch_for(
+                cause, kind, "bfloat16", autocast), cause.name
+
+
+def test_a_model_under_autocast_is_not_told_to_use_autocast():
+    """The autocast model checks were told "compute it in float32 (x.float(), or autocast, which
+    keeps reductions in float32)": they run under autocast already. Their switch says what
+    autocast leaves in the half dtype and how to keep a layer out of it; a plain float16 op keeps
+    its own; a float32 model check has no autocast switch."""
+    for name in ("reduced-precision", "nondeterministic", "non-finite"):
+        under = causes.describe(name, "mps", "float16", autocast=True)["switch"]
+        assert under.startswith("torch.autocast already keeps") and "enabled=False" in under, name
+        assert "or autocast," not in under and under != causes.describe(name, "mps", "float16")["switch"], name
+    assert "allow_fp16_reduced_precision_reduction" in causes.describe("reduced-precision", "cuda", "float16",
+                                                                       autocast=True)["switch"]
+    assert causes.describe("tf32", "cuda", "float32", autocast=True) == causes.describe("tf32", "cuda", "float32")
 
 
 def test_causes_are_tried_in_order_and_only_where_they_can_tell():

@@ -155,14 +155,18 @@ def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) ->
     ``non_finite``: how many numbers the target gave as NaN or inf where float64 has one. Any
     is the cause "non-finite", on every target, the CPU included, and before any rerun: a NaN
     is never a precision limit, whatever float32 does. Otherwise the CPU target has no cause
-    to find (its failure is judged by the tolerance alone): an empty dict."""
+    to find (its failure is judged by the tolerance alone): an empty dict.
+
+    A model computes in a half ``dtype`` only under torch.autocast (harness.parity.models.precision):
+    the switch is autocast's (causes.switch_for), not "use autocast"."""
     from harness.parity.numerics import causes
     kind = devices.rules_of(target)   # the emulated Mac's causes are MPS's (its fallback, no TF32)
+    autocast = dtype in ("float16", "bfloat16")
     if non_finite:
-        return causes.describe("non-finite", kind, dtype)
+        return causes.describe("non-finite", kind, dtype, autocast)
     if kind == "cpu":
         return {}
-    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype)
+    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype, autocast)
 
 
 def autocast_of(side: Side):

@@ -28,14 +28,26 @@ class Cause:
     name: str
     what: str                 # what happened, in a user's terms ({dtype} is filled in)
     switch: dict              # what changes it, by "kind:precision", kind ("cuda", "mps", "stand-in", "cpu"),
-    #                           precision ("half": float16 / bfloat16, "full": any other dtype) or "*" (switch_for)
+    #                           precision ("half": float16 / bfloat16, "full": any other dtype, "autocast": a
+    #                           model run under torch.autocast) or "*" (switch_for)
 
+
+# The model checks that run under torch.autocast: what it leaves in the half dtype
+AUTOCAST_FLOAT32 = ("torch.autocast already keeps reductions, softmax and norms in float32, and leaves matmuls and "
+                    "convolutions in the half dtype: keep the layers whose numbers matter out of it (`with "
+                    "torch.autocast(device_type, enabled=False):` around them, their inputs .float()), or train in "
+                    "float32")
 
 CAUSES = {c.name: c for c in (
     Cause("non-finite", "NaN or inf in {dtype} where float64, rounded to {dtype}, is a number: a NaN is never "
           "a rounding error, and it spreads through every later step (typical: a softmax over masked entries, "
           "an overflow inside a sum or a variance)",
-          {"half": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
+          {"autocast": "torch.autocast already keeps softmax, norms and reductions in float32: a NaN under it is "
+                       "mostly a fully masked attention row (check the masks, or select the math backend: "
+                       "torch.nn.attention.sdpa_kernel(SDPBackend.MATH)) or, in float16, an overflow in a matmul or "
+                       "an activation (bfloat16 has float32's range); else keep the layer that overflows out of "
+                       "autocast (`with torch.autocast(device_type, enabled=False):` around it, its inputs .float())",
+           "half": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
                    "attention masks, check that no query row is fully masked or select the math backend "
                    "(torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this sample",
            "cpu:full": "the values overflow or cancel in this dtype on the CPU: rescale them or compute that part in "
@@ -51,7 +63,9 @@ CAUSES = {c.name: c for c in (
           {"*": "see which ops fell back (the ops suite's record of this op) and report it to PyTorch"}),
     Cause("nondeterministic", "two runs on the same inputs give different results (atomic adds in another order), "
           "and the second is within the rules: the first run's order was an unlucky one",
-          {"half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in half "
+          {"autocast": AUTOCAST_FLOAT32 + " (some orders of the same half-precision additions miss; "
+                       "torch.use_deterministic_algorithms(True) only fixes the order)",
+           "half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in half "
                    "precision some orders of the same additions miss, and torch.use_deterministic_algorithms(True) only fixes "
                    "the order (where the op has a deterministic kernel at all), not how much each order loses",
            "*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
@@ -64,7 +78,10 @@ CAUSES = {c.name: c for c in (
                 "allow_tf32=False)`, which resets every flag it is not given"}),
     Cause("reduced-precision", "accumulates or keeps intermediates in {dtype}: the same op on float32 inputs, "
           "rounded to {dtype}, meets float64",
-          {"cuda": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32); for matmuls "
+          {"autocast": AUTOCAST_FLOAT32,
+           "cuda:autocast": AUTOCAST_FLOAT32 + "; for float16 matmuls also "
+                            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
+           "cuda": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32); for matmuls "
                    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False (allow_bf16_... for "
                    "bfloat16)",
            "*": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32)"}),
@@ -122,18 +139,20 @@ def non_finite_shared_with_cpu(metrics: dict, share: str = "non_finite_on_cpu") 
     return shared >= bad
 
 
-def switch_for(cause: Cause, kind: str, dtype: str) -> str:
+def switch_for(cause: Cause, kind: str, dtype: str, autocast: bool = False) -> str:
     """The switch of ``cause`` on a target of ``kind`` in ``dtype``: the most particular entry of
     its table, "kind:precision", then the kind, then the precision ("half" for float16 and
     bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
-    then "*". A switch names no dtype: the report shows one per cause for the float16 and
+    then "*". ``autocast``: a model run under torch.autocast in ``dtype``, where "autocast"
+    (after "kind:autocast") comes first: "use autocast" is no advice there. A switch names no dtype: the report shows one per cause for the float16 and
     bfloat16 checks together (harness.report.verdict.failure_groups)."""
     precision = "half" if dtype in ("float16", "bfloat16") else "full"
-    key = next((k for k in (f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
+    first = (f"{kind}:autocast", "autocast") if autocast and precision == "half" else ()
+    key = next((k for k in (*first, f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
     return cause.switch[key]
 
 
-def describe(cause: str, kind: str, dtype: str) -> dict:
-    """The cause as record metrics: cause, cause_what, switch."""
+def describe(cause: str, kind: str, dtype: str, autocast: bool = False) -> dict:
+    """The cause as record metrics: cause, cause_what, switch (``autocast``: switch_for's)."""
     c = CAUSES[cause]
-    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": switch_for(c, kind, dtype)}
+    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": switch_for(c, kind, dtype, autocast)}
