@@ -14,6 +14,10 @@
   nan:<op>    every graph inductor compiles that calls <op> makes every NAN_EVERY-th element of
               <op>'s output (in its flat order) NaN: a compiled kernel that gives NaN where
               eager gives a number
+  flaky:<op>  the compiled code of every graph that calls <op> gives its floating outputs times
+              (1 + 2^-8) on its first call, third, fifth ...: a kernel whose result changes
+              between runs, wrong on an unlucky one
+  drift:<op>  as flaky, off by k x 2^-8 on its k-th call: other bits on every run, each as wrong
 
 Both wrap ``torch._inductor.compile_fx.compile_fx``, what torch.compile's default backend calls,
 so eager and the lighter backends (``backend="eager"``, ``"aot_eager"``: the reruns that name a
@@ -34,7 +38,7 @@ VAR = "MPS_COMPAT_COMPILE_FAULTS"
 FACTOR = 1 + 2 ** -8
 NAN_EVERY = 7
 MODULE = "torch._inductor.compile_fx"
-KINDS = ("off", "fail", "nan")
+KINDS = ("off", "fail", "nan", "flaky", "drift")
 MARK = "mps_compat_compile_fault"    # on a graph already handled (compile_fx calls itself with config patches)
 INJECTED = "injected compile failure"
 
@@ -44,7 +48,7 @@ def faults() -> list[tuple[str, str]]:
     for item in filter(None, os.environ.get(VAR, "").split(",")):
         kind, _, op = item.partition(":")
         if kind not in KINDS or not op:
-            raise ValueError(f"{VAR}: unknown fault {item!r}; known: off:<op>, fail:<op>, nan:<op>")
+            raise ValueError(f"{VAR}: unknown fault {item!r}; known: " + ", ".join(f"{k}:<op>" for k in KINDS))
         out.append((kind, op))
     return out
 
@@ -85,6 +89,24 @@ def _poison(gm, nodes) -> None:
     gm.recompile()
 
 
+def unsteady(compiled_fn, kind: str):
+    """``compiled_fn`` (what compile_fx returns, called with the graph's inputs at every run)
+    whose floating outputs are scaled at run time as ``kind`` says (flaky, drift)."""
+    import torch
+    from torch.utils import _pytree
+    runs = [0]
+
+    def run(*args, **kwargs):
+        out = compiled_fn(*args, **kwargs)
+        runs[0] += 1
+        factor = (FACTOR if runs[0] % 2 else 1.0) if kind == "flaky" else 1 + 2 ** -8 * runs[0]
+        return _pytree.tree_map(lambda t: t * factor if isinstance(t, torch.Tensor) and t.is_floating_point()
+                                else t, out)
+    for name, value in vars(compiled_fn).items() if hasattr(compiled_fn, "__dict__") else ():
+        setattr(run, name, value)   # _boxed_call and the like: how dynamo calls it
+    return run
+
+
 def wrap(module) -> None:
     """Put the faults around ``module.compile_fx`` (torch._inductor.compile_fx)."""
     real = module.compile_fx
@@ -92,6 +114,7 @@ def wrap(module) -> None:
     @functools.wraps(real)
     def compile_fx(gm, example_inputs, *args, **kwargs):
         meta = getattr(gm, "meta", None)
+        at_run_time = []
         if isinstance(meta, dict) and not meta.get(MARK):
             meta[MARK] = True
             for kind, op in FAULTS:
@@ -102,7 +125,12 @@ def wrap(module) -> None:
                     _scale(gm, found)
                 if found and kind == "nan":
                     _poison(gm, found)
-        return real(gm, example_inputs, *args, **kwargs)
+                if found and kind in ("flaky", "drift"):
+                    at_run_time.append(kind)
+        out = real(gm, example_inputs, *args, **kwargs)
+        for kind in at_run_time:
+            out = unsteady(out, kind)
+        return out
     module.compile_fx = compile_fx
 
 
