@@ -35,9 +35,10 @@ list of each torch version and what changes between versions. A table that canno
 is one line naming the file (and the field), and exit status 2; the others are still used.
 An empty ``--out``, ``--kernels`` or ``--baseline`` ("") is one line and exit 2, before
 anything is read: as a directory it would be the current one. So is a ``--kernels`` that is
-not there (a typo would leave the predicted section out, unsaid; an empty directory is none). So is a ``--baseline`` named
-that cannot be read (the matrix already written stays as it was); the default baseline,
-unreadable, is one line and exit 2 after the matrix is written without it.
+not there (a typo would leave the predicted section out, unsaid; an empty directory is
+none). So is a ``--baseline`` named that cannot be read (the matrix already written stays as
+it was); the default baseline, unreadable, is one line and exit 2 after the matrix is
+written without it.
 """
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ When a sample fails on a target, it is run again there in differential ways; the
 rerun that passes names the cause (for nondeterminism: a plain second run that gives other
 bits and passes, so that the failure was the luck of one order; a second run that differs
 and fails as well is no explanation, and the next trial is asked: on CUDA, float16 atomic
-adds are nondeterministic and lose precision in every order). The reruns themselves are made by the caller (harness.parity.ops.check, the property and
-model checks), which knows how to run its sample; this module holds the order, the
-words and the switches, as a table.
+adds are nondeterministic and lose precision in every order). The reruns themselves are
+made by the caller (harness.parity.ops.check, the property and model checks), which knows
+how to run its sample; this module holds the order, the words and the switches, as a table.
 
   non-finite          NaN or inf where float64, rounded to the dtype, is a number: never a
                       precision limit, whatever float32 does, and named before any rerun
@@ -66,8 +66,8 @@ CAUSES = {c.name: c for c in (
           {"autocast": AUTOCAST_FLOAT32 + " (some orders of the same half-precision additions miss; "
                        "torch.use_deterministic_algorithms(True) only fixes the order)",
            "half": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32): in half "
-                   "precision some orders of the same additions miss, and torch.use_deterministic_algorithms(True) only fixes "
-                   "the order (where the op has a deterministic kernel at all), not how much each order loses",
+                   "precision some orders of the same additions miss, and "
+                   "torch.use_deterministic_algorithms(True) only fixes the order (where the op has a deterministic kernel at all), not how much each order loses",
            "*": "torch.use_deterministic_algorithms(True) (CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8)"}),
     Cause("tf32", "computed in TF32 (cuDNN's default for float32 convolutions on Ampere and newer; matmuls too "
           "when torch.backends.cuda.matmul.allow_tf32 or torch.set_float32_matmul_precision('high') allows it)",
@@ -144,8 +144,9 @@ def switch_for(cause: Cause, kind: str, dtype: str, autocast: bool = False) -> s
     its table, "kind:precision", then the kind, then the precision ("half" for float16 and
     bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
     then "*". ``autocast``: a model run under torch.autocast in ``dtype``, where "autocast"
-    (after "kind:autocast") comes first: "use autocast" is no advice there. A switch names no dtype: the report shows one per cause for the float16 and
-    bfloat16 checks together (harness.report.verdict.failure_groups)."""
+    (after "kind:autocast") comes first: "use autocast" is no advice there. A switch names no
+    dtype: the report shows one per cause for the float16 and bfloat16 checks together
+    (harness.report.verdict.failure_groups)."""
     precision = "half" if dtype in ("float16", "bfloat16") else "full"
     first = (f"{kind}:autocast", "autocast") if autocast and precision == "half" else ()
     key = next((k for k in (*first, f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
