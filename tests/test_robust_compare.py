@@ -328,3 +328,38 @@ def test_each_tools_help_opens_with_its_whole_first_paragraph(tool, capsys):
     said = " ".join(capsys.readouterr().out.split())
     first = " ".join(module.__doc__.strip().split("\n\n")[0].split())
     assert first.endswith((".", ")")) and first in said, (first, said[:400])
+
+
+def test_a_run_judged_from_its_side_lists_no_baseline_check_it_did_not_set_out_to_run(tmp_path):
+    """`pytest suites -m env --baseline B` listed B's 84 parity checks as disappeared: checks
+    this run never asked for buried the ones that went. The baseline is narrowed to the suites
+    and targets the run took whole; a check missing there is still disappeared."""
+    baseline = compare.load_side([str(write_run(tmp_path / "b.jsonl", [
+        rec("env/python-arm64"), rec("env/tokenizers-native"), rec("env/gone-check"),
+        rec("parity/add/float32/forward"), rec("parity/mm/float32/forward"),
+        rec("env/python-arm64", target="mps")]))])
+
+    def run_of(records, **selection):
+        side = compare.load_side([str(write_run(tmp_path / f"r{len(selection)}.jsonl", records, run_id="r2"))])
+        side.header["selection"] = {"markexpr": "", "keyword": "", "args": ["suites"], **selection}
+        return side
+    env_run = run_of([rec("env/python-arm64"), rec("env/tokenizers-native")], markexpr="env and cpu")
+    asked, outside = compare.within_selection(baseline, env_run)
+    assert outside == 3   # the two parity checks and the mps one: not asked for
+    cmp = compare.compare(asked, env_run)
+    assert [c.check for c in cmp.of("disappeared")] == ["env/gone-check"]   # env on cpu taken whole: it went
+    keyword_run = run_of([rec("parity/add/float32/forward")], markexpr="parity", keyword="add")
+    asked, outside = compare.within_selection(baseline, keyword_run)
+    assert outside == 5 and not compare.compare(asked, keyword_run).of("disappeared")
+
+
+def test_pytest_baseline_says_how_many_checks_were_outside_the_run(tmp_path):
+    baseline = write_run(tmp_path / "kept.jsonl", [
+        rec("env/tokenizers-native"), rec("parity/add/float32/forward"), rec("ops/add/float32")])
+    res = subprocess.run([sys.executable, "-m", "pytest", "suites/env", "-q", "-p", "no:cacheprovider",
+                          "-k", "cpu-tokenizers-native", "--run-file", str(tmp_path / "run.jsonl"),
+                          "--baseline", str(baseline)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert ("note: 2 check(s) of the baseline are outside this run's selection (suites, targets, -m, -k or paths "
+            "it did not take whole): not compared, and not counted as disappeared") in res.stdout
+    assert "0 disappeared" in res.stdout

@@ -313,8 +313,13 @@ class SessionState:
             problem = compare.overlap_problem(self.baseline, this_side, compare.FROM_CANDIDATE)
             if problem:
                 self.write_errors.append(f"{self.baseline.label}: {problem}")
-            else:
-                self.comparison = compare.compare(self.baseline, this_side)
+            else:   # the baseline's checks this run did not set out to run are no news
+                asked, outside = compare.within_selection(self.baseline, this_side)
+                self.comparison = compare.compare(asked, this_side)
+                if outside:
+                    self.comparison.notes.append(
+                        f"{outside:,} check(s) of the baseline are outside this run's selection (suites, targets, "
+                        "-m, -k or paths it did not take whole): not compared, and not counted as disappeared")
             out = self.config.getoption("--compare-out")
             if out and self.comparison is not None:
                 try:

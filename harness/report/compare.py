@@ -18,7 +18,8 @@ the other (two runs of one selection share nearly all; under half is another sel
 target or --workload); ``--partial`` accepts any overlap but none. ``pytest --baseline``
 judges from this run's side: a ``-k`` / ``-m`` subset of the baseline is the normal case
 there (the baseline's other checks were not run, not lost), so at least half of this run's
-checks must be found in the baseline.
+checks must be found in the baseline, and the baseline's checks outside what the run took
+whole are counted in a note, not listed as disappeared (``within_selection``).
 
   rule            kind         when
   status          regression   it ran without failing, and now fails / errors / crashes / times out
@@ -587,6 +588,25 @@ def switch_notes(baseline: Side, candidate: Side, compared: list[dict]) -> list[
             f"candidate with {said[1]}; those switches change the kernels MPS runs (fast math, the Metal matmul), so a "
             "change on mps may be the switch's doing, not the versions'; run both sides with the same "
             f"{' and '.join(fitness.KERNEL_VARS)}"]
+
+
+def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
+    """``baseline`` narrowed to what ``run`` (one pytest run, judged from its side: ``pytest
+    --baseline``) set out to run, and how many of the baseline's checks that leaves out. A
+    baseline check that the run has no record of was not asked for here when the run ran
+    nothing of its suite on its target, or did not take that suite and target whole (a
+    ``-k``, a ``-m`` that leaves some of it out, a path inside the suite, ``--deselect``:
+    harness.report.selection.whole_for). Listed as disappeared, such checks buried the ones
+    that went (`pytest suites -m env --baseline B` listed 84 parity checks of B). Where the
+    run took a suite and target whole, a check it lacks did disappear, and stays listed."""
+    from harness.report import selection
+    sel = selection.selection_of(run.header)
+    ran = {_bare(r) for r in run.records.values()}
+    whole = {pair: selection.whole_for(sel, *pair) for pair in {(r.get("suite"), r.get("target"))
+                                                                for r in run.records.values()}}
+    keep = {key: rec for key, rec in baseline.records.items()
+            if _bare(rec) in ran or whole.get((rec.get("suite"), rec.get("target")), False)}
+    return dataclasses.replace(baseline, records=keep), len(baseline.records) - len(keep)
 
 
 def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
