@@ -269,3 +269,42 @@ def test_the_real_env_suite_kept_then_tried_again(tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert "mps-compat: against the baseline" not in again.stdout   # the run compared nothing itself
     assert "0 regression(s)" in report.read_text() and "comparison written to" in again.stdout
+
+
+class SelectedRuns(FakeRuns):
+    """FakeRuns whose runs say in their headers that they ran ``-m MARKEXPR`` (as pytest's runs
+    of ``./compat candidate ... -- -m MARKEXPR`` do); a phase with no records writes no part."""
+
+    def __init__(self, markexpr: str, **kwargs):
+        super().__init__(**kwargs)
+        self.markexpr = markexpr
+
+    def execute(self, plan, argv, extra=None):
+        outcome = super().execute(plan, argv, extra)
+        for args in self.calls:
+            part = args[args.index("--save-baseline") + 1]
+            try:
+                lines = open(part).read().splitlines()
+            except FileNotFoundError:
+                continue
+            header = {**json.loads(lines[0]), "selection": {"markexpr": self.markexpr, "keyword": "",
+                                                            "args": ["suites"]}}
+            open(part, "w").write("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+        return outcome
+
+
+def test_a_candidate_of_a_narrower_selection_than_the_baseline_lists_no_check_it_did_not_run(tmp_path, capsys):
+    """A whole baseline and a candidate of `-m "env or ops or parity or compile"`: the optim and
+    perf checks were not asked for, and are one note, not disappeared; a parity check the
+    candidate lacks, its suite taken whole, did disappear, though no parity check ran at all.
+    (`-m parity` alone leaves the compile family out: parity is not taken whole then, as the
+    report says of such a run.)"""
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    narrower = {"untimed": RECORDS["untimed"][:2], "optim": [], "perf": []}
+    expr = "env or ops or parity or compile"
+    runs = SelectedRuns(expr, records=narrower, env_id="host-a-torch2.10")
+    assert upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report), "--", "-m", expr],
+                        **runs.run()) == 0
+    data = json.loads(report.with_suffix(".json").read_text())
+    assert [c["check"] for c in data["changes"] if c["kind"] == "disappeared"] == ["parity/gelu/float32/forward"]
+    assert any(n.startswith("2 check(s) of the baseline are outside the candidate's selection") for n in data["notes"])

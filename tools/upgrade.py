@@ -250,11 +250,20 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
                   file=sys.stderr)
             return failed(outcome)
         candidate = compare.load_side([str(p) for p in parts], "candidate")
+        headers = [run.header for p in parts for run in runfiles.read_file(p).runs]
     try:
-        cmp = compare.compare(baseline, candidate, judged_from=compare.FROM_CANDIDATE)
+        problem = compare.overlap_problem(baseline, candidate, compare.FROM_CANDIDATE)
+        if problem:
+            raise compare.CompareError(problem)
+        asked, outside = compare.within_selection(baseline, candidate, headers)   # the rest is no news
+        cmp = compare.compare(asked, candidate)
     except compare.CompareError as exc:
         print(f"no comparison: {exc}", file=sys.stderr)
         return 1
+    if outside:
+        cmp.notes.append(f"{outside:,} check(s) of the baseline are outside the candidate's selection (suites, "
+                         "targets, -m, -k or paths it did not take whole): not compared, and not counted as "
+                         "disappeared")
     print("\n" + compare.render(cmp, "table").rstrip())
     try:
         for path, fmt in ((Path(args.report), "md"), (Path(args.report).with_suffix(".json"), "json")):

@@ -590,22 +590,24 @@ def switch_notes(baseline: Side, candidate: Side, compared: list[dict]) -> list[
             f"{' and '.join(fitness.KERNEL_VARS)}"]
 
 
-def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
-    """``baseline`` narrowed to what ``run`` (one pytest run, judged from its side: ``pytest
-    --baseline``) set out to run, and how many of the baseline's checks that leaves out. A
-    baseline check that the run has no record of was not asked for here when the run ran
-    nothing of its suite on its target, or did not take that suite and target whole (a
-    ``-k``, a ``-m`` that leaves some of it out, a path inside the suite, ``--deselect``:
+def within_selection(baseline: Side, run: Side, headers: Iterable[dict] = ()) -> tuple[Side, int]:
+    """``baseline`` narrowed to what ``run`` (judged from its side: ``pytest --baseline``, and
+    ./compat candidate's runs) set out to run, and how many of the baseline's checks that
+    leaves out. A baseline check that the run has no record of was not asked for here when no
+    selection of the run took its suite and target whole (a ``-m`` that leaves some or all of
+    it out, a ``-k``, a path inside the suite or beside it, ``--deselect``:
     harness.report.selection.whole_for). Listed as disappeared, such checks buried the ones
-    that went (`pytest suites -m env --baseline B` listed 84 parity checks of B). Where the
-    run took a suite and target whole, a check it lacks did disappear, and stays listed."""
+    that went (`pytest suites -m env --baseline B` listed 84 parity checks of B). Where the run
+    took a suite and target whole, a check it lacks did disappear, and stays listed, even when
+    the whole suite is gone. ``headers``: the headers of the runs that make up ``run`` (./compat
+    candidate's parts, each with its own selection); by default ``run.header``."""
     from harness.report import selection
-    sel = selection.selection_of(run.header)
+    chosen = [selection.selection_of(h) for h in (list(headers) or [run.header])]
     ran = {_bare(r) for r in run.records.values()}
-    whole = {pair: selection.whole_for(sel, *pair) for pair in {(r.get("suite"), r.get("target"))
-                                                                for r in run.records.values()}}
+    pairs = {(r.get("suite"), r.get("target")) for r in baseline.records.values()}
+    whole = {pair for pair in pairs if any(selection.whole_for(sel, *pair) for sel in chosen)}
     keep = {key: rec for key, rec in baseline.records.items()
-            if _bare(rec) in ran or whole.get((rec.get("suite"), rec.get("target")), False)}
+            if _bare(rec) in ran or (rec.get("suite"), rec.get("target")) in whole}
     return dataclasses.replace(baseline, records=keep), len(baseline.records) - len(keep)
 
 
