@@ -353,6 +353,23 @@ def test_a_run_judged_from_its_side_lists_no_baseline_check_it_did_not_set_out_t
     assert outside == 5 and not compare.compare(asked, keyword_run).of("disappeared")
 
 
+def test_a_baseline_of_the_same_narrowed_selection_keeps_its_disappeared_checks(tmp_path):
+    """The documented flow: `./compat baseline -m "parity and cpu"`, then the candidate with the
+    same -m. That -m does not take parity whole (the compile family is opt-in), but the
+    baseline's checks were made by the same selection: one the candidate lacks did disappear."""
+    def side(name, records, run_id):
+        made = compare.load_side([str(write_run(tmp_path / name, records, run_id=run_id))])
+        made.headers[run_id]["selection"] = {"markexpr": "parity and cpu", "keyword": "", "args": ["suites"]}
+        return made
+    baseline = side("b.jsonl", [rec("parity/add/float32/forward"), rec("parity/mm/float32/forward")], "r1")
+    candidate = side("c.jsonl", [rec("parity/add/float32/forward")], "r2")
+    asked, outside = compare.within_selection(baseline, candidate)
+    assert outside == 0
+    assert [c.check for c in compare.compare(asked, candidate).of("disappeared")] == ["parity/mm/float32/forward"]
+    candidate.headers["r2"]["selection"] = {"markexpr": "parity and cpu", "keyword": "add", "args": ["suites"]}
+    assert compare.within_selection(baseline, candidate)[1] == 1   # another selection: mm was not asked for
+
+
 def test_pytest_baseline_says_how_many_checks_were_outside_the_run(tmp_path):
     baseline = write_run(tmp_path / "kept.jsonl", [
         rec("env/tokenizers-native"), rec("parity/add/float32/forward"), rec("ops/add/float32")])

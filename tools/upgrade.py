@@ -250,12 +250,11 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
                   file=sys.stderr)
             return failed(outcome)
         candidate = compare.load_side([str(p) for p in parts], "candidate")
-        headers = [run.header for p in parts for run in runfiles.read_file(p).runs]
     try:
         problem = compare.overlap_problem(baseline, candidate, compare.FROM_CANDIDATE)
         if problem:
             raise compare.CompareError(problem)
-        asked, outside = compare.within_selection(baseline, candidate, headers)   # the rest is no news
+        asked, outside = compare.within_selection(baseline, candidate)   # the rest is no news
         cmp = compare.compare(asked, candidate)
     except compare.CompareError as exc:
         print(f"no comparison: {exc}", file=sys.stderr)

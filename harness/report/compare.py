@@ -127,6 +127,7 @@ class Side:
     sources: list[str]
     # run id -> the suites beside perf in that run (matrix.company_of); a run not in it: unknown
     company: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    headers: dict[str, dict] = dataclasses.field(default_factory=dict)   # run id -> its header
 
     @property
     def packages(self) -> dict:
@@ -169,7 +170,8 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     # make up for the checks it missed (harness.report.selection)
     _, cut = selection.uncovered([r.header for r in runs], list(newest.values()),
                                  [r.run_id for r in runs if not r.complete])
-    return Side(label, envs[0], runs[-1].header, newest, not cut, sources, company_of(runs))
+    return Side(label, envs[0], runs[-1].header, newest, not cut, sources, company_of(runs),
+                {r.run_id: r.header for r in runs})
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
@@ -590,24 +592,32 @@ def switch_notes(baseline: Side, candidate: Side, compared: list[dict]) -> list[
             f"{' and '.join(fitness.KERNEL_VARS)}"]
 
 
-def within_selection(baseline: Side, run: Side, headers: Iterable[dict] = ()) -> tuple[Side, int]:
+def _selected_as(header: dict) -> tuple[str, str, tuple[str, ...]]:
+    """A run's selection as something to compare: its -m, its -k, its paths inside a suite."""
+    sel = selection.selection_of(header)
+    return ((sel.get("markexpr") or "").strip(), (sel.get("keyword") or "").strip(),
+            tuple(sorted(selection.narrowed_paths(sel))))
+
+
+def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
     """``baseline`` narrowed to what ``run`` (judged from its side: ``pytest --baseline``, and
     ./compat candidate's runs) set out to run, and how many of the baseline's checks that
-    leaves out. A baseline check that the run has no record of was not asked for here when no
-    selection of the run took its suite and target whole (a ``-m`` that leaves some or all of
-    it out, a ``-k``, a path inside the suite or beside it, ``--deselect``:
-    harness.report.selection.whole_for). Listed as disappeared, such checks buried the ones
-    that went (`pytest suites -m env --baseline B` listed 84 parity checks of B). Where the run
-    took a suite and target whole, a check it lacks did disappear, and stays listed, even when
-    the whole suite is gone. ``headers``: the headers of the runs that make up ``run`` (./compat
-    candidate's parts, each with its own selection); by default ``run.header``."""
-    from harness.report import selection
-    chosen = [selection.selection_of(h) for h in (list(headers) or [run.header])]
+    leaves out. Listed as disappeared, the checks a run never asked for buried the ones that
+    went (`pytest suites -m env --baseline B` listed 84 parity checks of B). A baseline check
+    the run has no record of stays, and is listed as disappeared, when a selection of the run
+    (each of its runs' own: ./compat candidate's parts) took its suite and target whole
+    (harness.report.selection.whole_for), even where the whole suite is gone, or when the
+    baseline's run of it made the same selection as one of the run's (the same -m, -k and paths
+    inside a suite: `./compat baseline -m "parity and cpu"`, then the candidate with it). Else
+    (a -m, -k, path or --deselect that leaves it out) it was not asked for here."""
+    chosen = [selection.selection_of(h) for h in (run.headers.values() or [run.header])]
+    same = {_selected_as(h) for h in (run.headers.values() or [run.header])}
     ran = {_bare(r) for r in run.records.values()}
     pairs = {(r.get("suite"), r.get("target")) for r in baseline.records.values()}
     whole = {pair for pair in pairs if any(selection.whole_for(sel, *pair) for sel in chosen)}
+    alike = {run_id for run_id, header in baseline.headers.items() if _selected_as(header) in same}
     keep = {key: rec for key, rec in baseline.records.items()
-            if _bare(rec) in ran or (rec.get("suite"), rec.get("target")) in whole}
+            if _bare(rec) in ran or (rec.get("suite"), rec.get("target")) in whole or rec.get("run") in alike}
     return dataclasses.replace(baseline, records=keep), len(baseline.records) - len(keep)
 
 
