@@ -340,7 +340,8 @@ def test_a_run_judged_from_its_side_lists_no_baseline_check_it_did_not_set_out_t
         rec("env/python-arm64", target="mps")]))])
 
     def run_of(records, **selection):
-        side = compare.load_side([str(write_run(tmp_path / f"r{len(selection)}.jsonl", records, run_id="r2"))])
+        side = compare.load_side([str(write_run(tmp_path / f"r{len(list(tmp_path.iterdir()))}.jsonl", records,
+                                                run_id="r2"))])
         side.header["selection"] = {"markexpr": "", "keyword": "", "args": ["suites"], **selection}
         return side
     env_run = run_of([rec("env/python-arm64"), rec("env/tokenizers-native")], markexpr="env and cpu")
@@ -350,7 +351,12 @@ def test_a_run_judged_from_its_side_lists_no_baseline_check_it_did_not_set_out_t
     assert [c.check for c in cmp.of("disappeared")] == ["env/gone-check"]   # env on cpu taken whole: it went
     keyword_run = run_of([rec("parity/add/float32/forward")], markexpr="parity", keyword="add")
     asked, outside = compare.within_selection(baseline, keyword_run)
-    assert outside == 5 and not compare.compare(asked, keyword_run).of("disappeared")
+    assert outside == 5 and not compare.compare(asked, keyword_run).of("disappeared")   # -m parity: not whole
+    # `pytest suites -k "mm or gone" --baseline B`: what the -k matches and did not run went; the rest was not asked
+    keyword_alone = run_of([rec("parity/add/float32/forward")], keyword="mm or gone")
+    asked, outside = compare.within_selection(baseline, keyword_alone)
+    assert sorted(c.check for c in compare.compare(asked, keyword_alone).of("disappeared")) == [
+        "env/gone-check", "parity/mm/float32/forward"] and outside == 3
 
 
 def test_a_baseline_of_the_same_narrowed_selection_keeps_its_disappeared_checks(tmp_path):

@@ -200,6 +200,22 @@ def whole_for(sel: dict, suite: str, target: str) -> bool:
     return not (isinstance(sel.get("deselected"), int) and sel["deselected"] > 0)   # --deselect, --lf
 
 
+def selects(sel: dict, rec: dict) -> bool:
+    """Whether a run with selection ``sel`` certainly selected the check of record ``rec``
+    (``whole_for`` its suite and target, or, under a ``-k``, its node id matched: a ``-k`` whose
+    ``-m`` and paths take the suite and target whole, the ``-k`` read as pytest reads it,
+    ``keyword_selects``). A record without a node id (an older file) is judged by
+    ``whole_for`` alone."""
+    suite, target = rec.get("suite"), rec.get("target")
+    if whole_for(sel, suite, target):
+        return True
+    nodeid = rec.get("nodeid")
+    if not sel.get("keyword") or not isinstance(nodeid, str):
+        return False
+    rest = {**sel, "keyword": ""}   # the -m and paths must take the suite whole; the -k picks within it
+    return whole_for(rest, suite, target) and keyword_selects(sel["keyword"], nodeid, (suite, target))
+
+
 def narrowed_paths(sel: dict) -> list[str]:
     """The path arguments narrower than a suite (a file, a folder inside one, a node id)."""
     return [a for a in sel.get("args") or [] if len(_within_suites(a) or ()) > 1]
