@@ -491,6 +491,35 @@ def test_the_tf32_stand_in_fails_only_float32_matmuls_and_convolutions_each_nami
             "parity/mm/float16/forward", "parity/lu/float32/forward"} <= passed
 
 
+@pytest.mark.slow
+def test_half_precision_accumulators_name_their_cause_through_the_sandbox_children(tmp_path):
+    """The half-precision stand-ins end to end, in the suite's sandbox children (about 14 s on
+    2 cores): the gradients whose broadcast sums run in float16 or bfloat16 fail there, each
+    with a cause that float32 mends. standin-half-sums: reduced-precision; standin-half-atomic
+    (a new order on every call): reduced-precision, or nondeterministic where a second order
+    passed, with float32 as the switch; never unexplained, and nothing in float32."""
+    import subprocess
+    import sys
+
+    from harness.core import runfiles
+    from tests.conftest import ROOT
+    run_file = tmp_path / "run.jsonl"
+    res = subprocess.run([sys.executable, "-m", "pytest", "suites/parity", "-p", "tests.standins", "--device",
+                          "standin-half-sums,standin-half-atomic", "-k", "index_fill or kron or cartesian_prod", "-q",
+                          "-p", "no:cacheprovider", "-n", "2", "--check-timeout", "600", "--run-file", str(run_file)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    records = [r for run in runfiles.read_file(run_file).runs for r in run.records] if run_file.exists() else []
+    failed = [r for r in records if r["status"] == "fail"]
+    assert res.returncode == 1 and len(records) > 60, res.stdout[-3000:]
+    assert all(r["variant"].split("/")[0] in ("float16", "bfloat16") for r in failed), [r["check"] for r in failed]
+    sums = {r["check"]: r["metrics"]["cause"] for r in failed if r["target"] == "standin-half-sums"}
+    assert set(sums.values()) == {"reduced-precision"} and {"parity/index_fill/float16/backward",
+                                                             "parity/index_fill/bfloat16/backward"} <= set(sums)
+    atomic = [r for r in failed if r["target"] == "standin-half-atomic"]
+    assert atomic and {r["metrics"]["cause"] for r in atomic} <= {"reduced-precision", "nondeterministic"}
+    assert all(r["metrics"]["switch"].startswith("compute it in float32") for r in atomic)
+
+
 def _mode_sensitive(x):
     """Doubles its input when any Python dispatch mode is active: like torch 2.15's
     linalg.polar complex64, whose H comes out wrong under a pass-through mode."""
