@@ -30,6 +30,16 @@ SLICE = ("gelu or (softmax and not log_softmax) or log_softmax-float32-forward o
 
 # --------------------------------------------------------------------------- the cases
 
+def _suite_module():
+    import importlib.util
+
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("_compiled_suite", ROOT / SUITE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_cases_have_stable_readable_ids_one_per_op_dtype_pass_and_model():
     ops, models_ = compiled.op_cases(), compiled.model_cases()
     assert ops == compiled.op_cases() and models_ == compiled.model_cases()   # the same table, in the same order
@@ -49,6 +59,10 @@ def test_the_cases_have_stable_readable_ids_one_per_op_dtype_pass_and_model():
         where = ("suites", "parity", "test_compiled.py")
         return records.identity_for(where, name, {"case": case, "target": "cpu"}).check
     ids = {check_id(c) for c in [*ops, *models_]}
+    # what a record says of its compile marker (a comparison reads -m "parity" by it): every id of the family
+    assert all(records.opt_in_of(i.split("/")[1]) == ("compile",) for i in ids)
+    marks = getattr(_suite_module(), "pytestmark", [])
+    assert any(m.name == "compile" for m in (marks if isinstance(marks, list) else [marks]))
     assert {"parity/compiled.softmax/float16/backward", "parity/compiled.nn.functional.gelu/float32/forward",
             "parity/compiled.bert/float32/forward-backward", "parity/compiled.minilm/float32/forward-backward"} <= ids
     softmax = next(c for c in ops if c.op_key == "softmax" and c.dtype == "float16" and c.pass_ == "backward")

@@ -359,10 +359,27 @@ def test_a_run_judged_from_its_side_lists_no_baseline_check_it_did_not_set_out_t
         "env/gone-check", "parity/mm/float32/forward"] and outside == 3
 
 
+def test_a_marker_selection_counts_the_opt_in_family_it_leaves_out_as_not_asked(tmp_path):
+    """`-m parity` selects every parity check but the compile family (opt-in: it must be
+    named), as pytest's run did: a plain parity check it lacks disappeared, a compiled one was
+    not asked for; `-m "parity or compile"` asked for both."""
+    baseline = compare.load_side([str(write_run(tmp_path / "b.jsonl", [
+        rec("parity/add/float32/forward"), rec("parity/mm/float32/forward"),
+        rec("parity/compiled.softmax/float16/backward")]))])
+    for markexpr, gone, outside in (("parity", ["parity/mm/float32/forward"], 1),
+                                    ("parity or compile", ["parity/compiled.softmax/float16/backward",
+                                                           "parity/mm/float32/forward"], 0)):
+        run = compare.load_side([str(write_run(tmp_path / f"{outside}.jsonl", [rec("parity/add/float32/forward")],
+                                               run_id="r2"))])
+        run.header["selection"] = {"markexpr": markexpr, "keyword": "", "args": ["suites"]}
+        asked, left = compare.within_selection(baseline, run)
+        assert sorted(c.check for c in compare.compare(asked, run).of("disappeared")) == gone and left == outside
+
+
 def test_a_baseline_of_the_same_narrowed_selection_keeps_its_disappeared_checks(tmp_path):
     """The documented flow: `./compat baseline -m "parity and cpu"`, then the candidate with the
-    same -m. That -m does not take parity whole (the compile family is opt-in), but the
-    baseline's checks were made by the same selection: one the candidate lacks did disappear."""
+    same -m: the baseline's checks were made by the same selection, so one the candidate lacks
+    did disappear, whatever the selection (here a -k too, which no record's node id decides)."""
     def side(name, records, run_id):
         made = compare.load_side([str(write_run(tmp_path / name, records, run_id=run_id))])
         made.headers[run_id]["selection"] = {"markexpr": "parity and cpu", "keyword": "", "args": ["suites"]}
@@ -374,6 +391,9 @@ def test_a_baseline_of_the_same_narrowed_selection_keeps_its_disappeared_checks(
     assert [c.check for c in compare.compare(asked, candidate).of("disappeared")] == ["parity/mm/float32/forward"]
     candidate.headers["r2"]["selection"] = {"markexpr": "parity and cpu", "keyword": "add", "args": ["suites"]}
     assert compare.within_selection(baseline, candidate)[1] == 1   # another selection: mm was not asked for
+    for side_ in (baseline, candidate):   # the same -k on both sides: mm, made by it, went
+        next(iter(side_.headers.values()))["selection"]["keyword"] = "add"
+    assert compare.within_selection(baseline, candidate)[1] == 0
 
 
 def test_pytest_baseline_says_how_many_checks_were_outside_the_run(tmp_path):

@@ -137,6 +137,14 @@ ALL_CATEGORIES = tuple(dict.fromkeys(c for cats in CATEGORIES.values() for c in 
 # -m (pytest suites/, ./compat suites) include them. The report reads a -m run as whole for
 # such a suite only when it names the marker (harness.report.selection).
 OPT_IN: dict[str, tuple[str, ...]] = {"compile": ("parity",)}
+# The subject each opt-in family's check ids begin with (parity/compiled.softmax/float16/backward):
+# what a record says of the marker its check carried (harness.report.selection.selects).
+OPT_IN_SUBJECT: dict[str, str] = {"compile": "compiled."}
+
+
+def opt_in_of(subject: str) -> tuple[str, ...]:
+    """The opt-in markers (OPT_IN) a check of this subject carries."""
+    return tuple(m for m, prefix in OPT_IN_SUBJECT.items() if subject.startswith(prefix))
 
 
 # the metric on a check an emulated device cannot answer (skipped: only the device itself can);

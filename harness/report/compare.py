@@ -605,9 +605,8 @@ def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
     leaves out. Listed as disappeared, the checks a run never asked for buried the ones that
     went (`pytest suites -m env --baseline B` listed 84 parity checks of B). A baseline check
     the run has no record of stays, and is listed as disappeared, when a selection of the run
-    (each of its runs' own: ./compat candidate's parts) took its suite and target whole
-    (harness.report.selection.whole_for; under a -k, the checks whose node ids it matches:
-    selection.selects), even where the whole suite is gone, or when the
+    (each of its runs' own: ./compat candidate's parts) certainly selected it (its paths, -m
+    and -k: harness.report.selection.selects), even where the whole suite is gone, or when the
     baseline's run of it made the same selection as one of the run's (the same -m, -k and paths
     inside a suite: `./compat baseline -m "parity and cpu"`, then the candidate with it). Else
     (a -m, -k, path or --deselect that leaves it out) it was not asked for here."""
@@ -615,13 +614,9 @@ def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
     same = {_selected_as(h) for h in (run.headers.values() or [run.header])}
     ran = {_bare(r) for r in run.records.values()}
     alike = {run_id for run_id, header in baseline.headers.items() if _selected_as(header) in same}
-    pairs = {(r.get("suite"), r.get("target")) for r in baseline.records.values()}
-    whole = {pair for pair in pairs if any(selection.whole_for(sel, *pair) for sel in chosen)}
-    picking = [sel for sel in chosen if sel.get("keyword")]   # a -k: the checks whose node ids it matches
 
     def asked(rec: dict) -> bool:
-        return (_bare(rec) in ran or rec.get("run") in alike or (rec.get("suite"), rec.get("target")) in whole
-                or any(selection.selects(sel, rec) for sel in picking))
+        return _bare(rec) in ran or rec.get("run") in alike or any(selection.selects(sel, rec) for sel in chosen)
     keep = {key: rec for key, rec in baseline.records.items() if asked(rec)}
     return dataclasses.replace(baseline, records=keep), len(baseline.records) - len(keep)
 

@@ -22,6 +22,7 @@ them out (harness.plugin.hooks.opted_out).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from typing import Callable, Collection, Iterable
@@ -201,19 +202,35 @@ def whole_for(sel: dict, suite: str, target: str) -> bool:
 
 
 def selects(sel: dict, rec: dict) -> bool:
-    """Whether a run with selection ``sel`` certainly selected the check of record ``rec``
-    (``whole_for`` its suite and target, or, under a ``-k``, its node id matched: a ``-k`` whose
-    ``-m`` and paths take the suite and target whole, the ``-k`` read as pytest reads it,
-    ``keyword_selects``). A record without a node id (an older file) is judged by
-    ``whole_for`` alone."""
+    """Whether a run with selection ``sel`` certainly selected the check of record ``rec``: its
+    paths take the check's suite whole, its ``-m`` holds for the check's markers (suite,
+    target, and the opt-in family its subject says: records.opt_in_of) whatever other markers
+    it carries, and its ``-k`` matches the check's node id as pytest reads it
+    (``keyword_selects``; a record without a node id, from an older file, is not known to
+    match). Without ``-m`` or ``-k``, a run that deselected checks (``--deselect``, ``--lf``)
+    does not say which."""
     suite, target = rec.get("suite"), rec.get("target")
-    if whole_for(sel, suite, target):
-        return True
-    nodeid = rec.get("nodeid")
-    if not sel.get("keyword") or not isinstance(nodeid, str):
+    if not _paths_whole(sel.get("args") or [], suite):
+        return False   # a path inside the suite: which of its checks, only pytest's collection knew
+    families = records.opt_in_of(str(rec.get("subject") or ""))
+    markexpr, keyword = sel.get("markexpr"), sel.get("keyword")
+    if markexpr and not _marks_select(markexpr, suite, target, families):
         return False
-    rest = {**sel, "keyword": ""}   # the -m and paths must take the suite whole; the -k picks within it
-    return whole_for(rest, suite, target) and keyword_selects(sel["keyword"], nodeid, (suite, target))
+    if not markexpr and not keyword and isinstance(sel.get("deselected"), int) and sel["deselected"] > 0:
+        return False
+    if keyword:
+        nodeid = rec.get("nodeid")
+        return isinstance(nodeid, str) and keyword_selects(keyword, nodeid, (suite, target, *families))
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _marks_select(markexpr: str, suite: str, target: str, families: tuple[str, ...]) -> bool:
+    """Whether ``-m markexpr`` selects every check of ``suite`` on ``target`` that carries the
+    opt-in markers ``families`` (and no other opt-in one), whatever its other markers."""
+    if any(not names(markexpr, m) for m in families):
+        return False   # an opt-in marker the expression does not name leaves the check out
+    return always(markexpr, _known(suite, target, records.CATEGORIES) | {m: m in families for m in records.OPT_IN})
 
 
 def narrowed_paths(sel: dict) -> list[str]:
