@@ -260,9 +260,8 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
         print(f"no comparison: {exc}", file=sys.stderr)
         return 1
     if outside:
-        cmp.notes.append(f"{outside:,} check(s) of the baseline are outside the candidate's selection (suites, "
-                         "targets, -m, -k or paths it did not take whole): not compared, and not counted as "
-                         "disappeared")
+        cmp.notes.append(f"{outside:,} check(s) of the baseline are outside the candidate's selection (its paths, "
+                         "-m and -k do not take them): not compared, and not counted as disappeared")
     print("\n" + compare.render(cmp, "table").rstrip())
     try:
         for path, fmt in ((Path(args.report), "md"), (Path(args.report).with_suffix(".json"), "json")):

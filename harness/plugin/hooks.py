@@ -318,8 +318,8 @@ class SessionState:
                 self.comparison = compare.compare(asked, this_side)
                 if outside:
                     self.comparison.notes.append(
-                        f"{outside:,} check(s) of the baseline are outside this run's selection (suites, targets, "
-                        "-m, -k or paths it did not take whole): not compared, and not counted as disappeared")
+                        f"{outside:,} check(s) of the baseline are outside this run's selection (its paths, -m and "
+                        "-k do not take them): not compared, and not counted as disappeared")
             out = self.config.getoption("--compare-out")
             if out and self.comparison is not None:
                 try:
