@@ -373,6 +373,8 @@ def test_an_emulated_mac_is_named_as_emulated_on_the_host_s_cpu_never_by_a_mac_c
     chip_as_cpu = {k: v for k, v in mac.items() if k != "mac"}   # an older header: the chip only as the CPU's model
     assert device_name(chip_as_cpu, "standin-mps") == "emulated Mac (standin-mps) on the host's CPU"
     assert not matrix.is_emulated("standin-mpsx") and not matrix.is_emulated("cpu")
+    # a plain stand-in's card read "AMD EPYC · torch 2.15.0 · standin-half-atomic", as a device's would
+    assert device_name(FACTS, "standin-half-atomic") == "stand-in accelerator (standin-half-atomic) on AMD EPYC"
     v = verdict_of(checks("standin-mps") + controls(target="standin-mps"), mac)
     assert v.title.startswith("emulated Mac (standin-mps) on the host's CPU · torch ") and "M3" not in v.title
 

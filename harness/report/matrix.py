@@ -193,10 +193,18 @@ def emulated_device(facts: dict, target: str) -> str:
     return f"emulated Mac ({short(target)}) on {on}"
 
 
+STAND_IN_PREFIX = "standin-"   # the test-only stand-in accelerators' targets (tests/standins.py)
+
+
 def device_name(facts: dict, target: str) -> str:
-    """What ``target`` runs on in the machine ``facts`` describe."""
+    """What ``target`` runs on in the machine ``facts`` describe. A stand-in accelerator that
+    emulates no device (standin-tf32 ...) is said to be one, on the CPU it ran on: its card
+    must not read as a device."""
     if is_emulated(target):
         return emulated_device(facts, target)
+    if (target or "").startswith(STAND_IN_PREFIX):
+        cpu = _clean((facts.get("cpu") or {}).get("model")) or "the host's CPU"
+        return f"stand-in accelerator ({short(target)}) on {cpu}"
     if target == "cuda":
         return gpu_names(facts) or ("no CUDA device" if not (facts.get("torch") or {}).get("cuda_available")
                                     else "CUDA device (not recorded)")
