@@ -425,8 +425,9 @@ class HalfSums(ModeStandIn):
 class HalfAtomicAdds(HalfAccumulated):
     """HalfAccumulated, its blocks added in a new order on every call: float16 atomic adds
     (CUDA's grid_sampler and trilinear interpolation backward) round into a half-precision
-    accumulator in the order the threads finish. Two runs differ, and every order is as
-    inaccurate: the cause is the precision, not the order."""
+    accumulator in the order the threads finish. Two runs differ, and each order loses about
+    as much (a lucky one now and then passes the judge): the cause is the precision, not the
+    order."""
     calls = 0
 
     def blocks(self, n: int) -> list[tuple[int, int]]:
@@ -495,6 +496,7 @@ class Unlucky(devices.StandIn):
         self.calls += 1
         if not self.every_call and self.calls > 1:
             return result
+
         def spoil(x):
             if isinstance(x, torch.Tensor) and x.dtype == torch.float32:
                 return x + 1e-3 * self.calls
