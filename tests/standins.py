@@ -276,6 +276,16 @@ def _permutation(n: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(n))
 
 
+_CALLS = [0]   # the calls of _new_permutation in this process
+
+
+def _new_permutation(n: int) -> torch.Tensor:
+    """Another shuffled order of n terms on every call, as atomic adds land in the order the
+    threads finish (the same sequence of orders in every process that calls alike)."""
+    _CALLS[0] += 1
+    return torch.randperm(n, generator=torch.Generator().manual_seed(n * 1_000_003 + _CALLS[0]))
+
+
 class Reordered(CountingMode):
     """Sums, means, norms, variances, softmax and matmuls over their terms in another order:
     each reduced dimension (a matmul's inner one, a softmax's own) shuffled, the result the
@@ -330,11 +340,9 @@ class Reordered(CountingMode):
 class Unrepeatable(Reordered):
     """Reordered, in a new order on every call: as atomic adds land in the order the threads
     finish, two runs of the same op on the same inputs differ in their last bits."""
-    calls = 0
 
     def order(self, n: int) -> torch.Tensor:
-        Unrepeatable.calls += 1
-        return torch.randperm(n, generator=torch.Generator().manual_seed(n * 1_000_003 + Unrepeatable.calls))
+        return _new_permutation(n)
 
 
 class Reorder(ModeStandIn):
@@ -428,19 +436,16 @@ class HalfAtomicAdds(HalfAccumulated):
     accumulator in the order the threads finish. Two runs differ, and each order loses about
     as much (a lucky one now and then passes the judge): the cause is the precision, not the
     order."""
-    calls = 0
 
     def blocks(self, n: int) -> list[tuple[int, int]]:
         ordered = super().blocks(n)
-        HalfAtomicAdds.calls += 1
-        gen = torch.Generator().manual_seed(n * 1_000_003 + HalfAtomicAdds.calls)
-        return [ordered[k] for k in torch.randperm(len(ordered), generator=gen).tolist()]
+        return [ordered[k] for k in _new_permutation(len(ordered)).tolist()]
 
 
 class HalfAtomic(ModeStandIn):
     name = "standin-half-atomic"
     summary = ("as standin-half-sums, adding in a new order on every call, as float16 atomic adds do: two runs "
-               "differ, and each is as inaccurate")
+               "differ, and each loses about as much")
     Mode = HalfAtomicAdds
 
 

@@ -669,7 +669,7 @@ def test_half_precision_atomic_adds_are_named_reduced_precision_not_nondetermini
     misses in most orders (margin 7 on standin-half-sums); here the second run differs and
     misses too, and the float32 rerun names the cause, with the switch that mends it. (Its
     orders follow a count of calls, set here: in some, the second order passes.)"""
-    monkeypatch.setattr(standins.HalfAtomicAdds, "calls", 0)
+    monkeypatch.setattr(standins, "_CALLS", [0])
     found = check.judge(check.run_case("index_fill", "standin-half-atomic", "float16", "backward"))
     assert found.status == "fail" and found.metrics["cause"] == "reduced-precision", found.message
     assert "compute it in float32" in found.message
