@@ -446,21 +446,30 @@ def weigh(w) -> dict:
     tracked bytes: a cross-check made of the figures it checks would agree with them however
     the allocator reads. The claim adds that rise to the step's resident tensors, adopted by
     name (harness.optim.techniques.allocator_view)."""
-    backend = devices.backend(w.target.split(":")[0])   # an emulated device reads its own memory API
+    micro = weigh_micro_batches(w.setup)
+    losses = []   # the weighed step's loss: a technique that lowers memory and breaks training does not help
+    m = weigh_call(w.target, w.model, lambda tracker: losses.append(w.step(tracker, micro)), w.resident())
+    if micro is not None:
+        m["micro_batches_weighed"] = f"{micro} of {w.setup.grad_accum}"
+    m["loss"] = losses[-1] if losses else None
+    return m
+
+
+def weigh_call(target: str, model, call: Callable[[MemoryTracker], Any], resident: dict) -> dict:
+    """``measure_memory`` of ``call(tracker)`` (labelled: it marks its phases and labels what it
+    makes) with ``resident`` adopted by category, and the allocator's own peak read over the same
+    call on ``target`` where the device keeps one (``allocator_peak``), with what the allocator
+    held before it (``allocator_held``). ``weigh`` (a claim's step) and the perf suite's model
+    checks (a training step, inference, generation) weigh through it."""
+    backend = devices.backend(target.split(":")[0])   # an emulated device reads its own memory API
     held = None
     if not isinstance(backend, devices.CPUBackend) and getattr(backend, "name", "") != "cpu":
         backend.synchronize()
         held = backend.memory_current()
-    micro = weigh_micro_batches(w.setup)
-    losses = []   # the weighed step's loss: a technique that lowers memory and breaks training does not help
-    with allocator_peak(backend, w.model) as reading:
-        m = measure_memory(lambda tracker: losses.append(w.step(tracker, micro)), resident=w.resident(),
-                           labelled=True)
+    with allocator_peak(backend, model) as reading:
+        m = measure_memory(call, resident=resident, labelled=True)
     if reading["allocator_peak"] is not None and held is not None:
         reading["allocator_held"] = held
-    if micro is not None:
-        m["micro_batches_weighed"] = f"{micro} of {w.setup.grad_accum}"
-    m["loss"] = losses[-1] if losses else None
     return {**m, **reading}
 
 
