@@ -51,7 +51,7 @@ CONTROLS = {
     ("optim", "memory-sees-allocation"): (optim_controls.memory_sees_allocation, "standin-mps-frozen"),
     ("optim", "timing-sees-queued-work"): (optim_controls.timing_sees_queued_work, "standin-mps-blind"),
     ("optim", "smaller-batch-lowers-memory"): (optim_controls.smaller_batch_lowers_memory, "standin-mps-frozen"),
-    ("perf", "memory-sees-allocation"): (instruments.memory_sees_allocation, "standin-mps-frozen"),
+    ("perf", "memory-sees-allocation"): (optim_controls.memory_sees_allocation, "standin-mps-frozen"),
     ("perf", "timing-sees-queued-work"): (perf_timing, "standin-mps-blind"),
 }
 IDS = [f"{suite}-{name}" for suite, name in CONTROLS]

@@ -17,7 +17,9 @@ and perf suites both use (the memory reading and the timer):
   ``ControlRun``   what a control found, made in the sandbox child (harness.core.isolate)
   ``verdict``      its record (category ``control``, ``metrics.record_kind`` "control")
   ``ControlCase``  a row of a suite's control table (``<suite>/controls/<name>``)
-  ``memory_sees_allocation``   64 MiB allocated on the device moves the reading by 64 MiB
+  ``allocation_readings`` / ``memory_judged``   64 MiB allocated on the device moves the
+                               reading by 64 MiB (the memory control, with the storage count
+                               both suites weigh by: harness/optim/controls.py)
   ``timing_sees_queued_work``  k matmuls twice the size (8x the work, the same launches)
                                take at least 3x as long through the timer
 
@@ -216,15 +218,6 @@ def memory_judged(figures: dict, also_held: tuple[bool, str] | None = None) -> C
         held = held and also_held[0]
     return ControlRun(MEMORY, held, expected, ", ".join(seen), MEMORY_CAUSE, MEMORY_SWITCH,
                       {**figures, "current_moved": moved, "peak_moved": peak_moved})
-
-
-def memory_sees_allocation(target: str) -> ControlRun:
-    """The sandbox child's entry: a known allocation seen through the device's memory readings
-    (the readings perf's memory checks take, harness.perf.memory.reader, and the optimization
-    suite's allocator cross-check: devices.backend)."""
-    expected = f"the memory reading to move by {mib(ALLOCATION)}"
-    return guarded(MEMORY, expected, MEMORY_CAUSE, MEMORY_SWITCH,
-                   lambda: memory_judged(allocation_readings(target)))
 
 
 # --------------------------------------------------------------------------- timing

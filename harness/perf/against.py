@@ -21,6 +21,17 @@ a regression when the candidate's cost per new shape exceeds the baseline's by m
 ``SHAPE_TOLERANCE`` of a step, intervals apart. Memory that grows where it did not is a
 regression; memory that stopped growing, an improvement.
 
+**Peak memory** (``perf-peak``). A model's training step, inference and generation are also
+weighed (harness.perf.models.weighed): the tensor bytes live at the call's peak, counted from
+the storages its ops make, as the optimization suite counts them. That count is the same to the
+byte for the same call in every run (no noise to allow for, no load to weigh, nothing to
+measure again), so a peak larger than the baseline's by more than ``PEAK_TOLERANCE`` (and
+``PEAK_FLOOR``) at the same model and shape on the same machine is a regression: an upgrade
+that makes a step hold more is one after which a batch that fitted may not. The detail says
+which part grew (activations, temporaries, optimizer state ...). Smaller by as much is an
+improvement. Another machine may pick other kernels, which keep other tensors: its peak is not
+compared.
+
 **Load.** The control says how fast the host ran, not how busy it was: a neighbour that
 comes and goes (another session, a build, the other worker on a 2-core VM) takes cores and
 memory bandwidth from the measurement without slowing the control's pure Python alike. Every
@@ -58,6 +69,14 @@ SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations o
 SPREAD_CAP = 6.0
 LOAD_GAP = 0.5             # tasks per core: two runs' loads further apart than this are not alike
 CONFIRMATIONS = 2          # fresh processes that measure again a figure that looks like a regression
+# A weighed call's peak may grow by this much of the baseline's before it regresses: the count is
+# exact, so this is not noise but what counts as a loss (a few more temporaries in a new
+# transformers are not one; a tenth more of a step's memory is a batch that may no longer fit),
+# and at least PEAK_FLOOR bytes, so a tiny model's few kilobytes never are.
+PEAK_TOLERANCE = 0.10
+PEAK_FLOOR = 2 ** 20
+PEAKED = ("train-step", "inference", "generate")   # the model checks that are weighed
+TIME_RULES = ("perf-time", "perf-shape")           # the rules whose figures a fresh process may read otherwise
 
 
 def kind_of(rec: dict) -> str | None:
@@ -261,6 +280,32 @@ def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
     return []
 
 
+def _mib(n: float) -> str:
+    return f"{n / 2 ** 20:.4g} MiB"
+
+
+def _peak(ma: dict, mb: dict) -> list[tuple[str, str, str]]:
+    a, b = _num(ma, "peak_bytes"), _num(mb, "peak_bytes")
+    if a is None or b is None or a <= 0 or any(ma.get(k) != mb.get(k) for k in ("model", "shape")):
+        return []
+    allowed = max(PEAK_TOLERANCE * a, PEAK_FLOOR)
+    pa, pb = (m.get("peak_at") if isinstance(m.get("peak_at"), dict) else {} for m in (ma, mb))
+    moves = sorted(((_num(pb, c) or 0.0) - (_num(pa, c) or 0.0), c) for c in set(pa) | set(pb))
+    grew = [f"{c.replace('_', ' ')} {d / 2 ** 20:+.3g} MiB" for d, c in reversed(moves) if d > 0][:3]
+    shrank = [f"{c.replace('_', ' ')} {d / 2 ** 20:+.3g} MiB" for d, c in moves if d < 0][:3]
+    phases = (f", reached in {ma['peak_phase']} -> {mb['peak_phase']}"
+              if ma.get("peak_phase") != mb.get("peak_phase") and ma.get("peak_phase") and mb.get("peak_phase") else "")
+    figures = (f"peak {_mib(a)} -> {_mib(b)} of tensors, {b / a:.3g}x; tolerance {PEAK_TOLERANCE:.0%} "
+               f"(the storages' bytes, the same in every run of the same call){phases}")
+    if b - a > allowed:
+        return [("regression", "perf-peak", f"needs more memory at its peak: {figures}"
+                 + (f"; at the peak: {', '.join(grew)}" if grew else ""))]
+    if a - b > allowed:
+        return [("improvement", "perf-peak", f"needs less memory at its peak: {figures}"
+                 + (f"; at the peak: {', '.join(shrank)}" if shrank else ""))]
+    return []
+
+
 def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
             noise: float = 0.0, provisional: bool = False, times_apart: bool = False) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one perf check seen in both runs; ``noise``: the two runs'
@@ -271,12 +316,13 @@ def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
     kind = kind_of(b)
     if kind == "memory":
         return _memory(a, b)
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    peak = _peak(ma, mb) if kind in PEAKED and host_a and host_a == host_b else []   # bytes: no load, no threads
     if (kind is None or a.get("category") not in Category.TIMES or times_apart
             or comparable(a, b, host_a, host_b)):
-        return []
-    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+        return peak
     found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)
-    return found if provisional else measured_once(mb, under_load(ma, mb, found))
+    return (found if provisional else measured_once(mb, under_load(ma, mb, found))) + peak
 
 
 # --------------------------------------------------------------------------- confirming a figure
@@ -296,7 +342,7 @@ def looks_slower(baseline: dict | None, check: str, verdict: Verdict, machine_a:
     if baseline is None:
         return False
     found = changes(baseline, provisional(check, verdict), machine_a, machine_b, provisional=True)
-    return any(kind == "regression" for kind, _, _ in found)
+    return any(kind == "regression" and rule in TIME_RULES for kind, rule, _ in found)   # a peak reads the same again
 
 
 def figure_of(run: dict) -> float:

@@ -133,6 +133,8 @@ class Trainer:
 
     def __init__(self, arch: str, workload: str, device: str):
         import torch
+
+        from harness.optim import measure, workloads  # noqa: F401  the step's, imported here: a cold start's first step times no import
         self.arch, self.device = arch, device
         self.model, self.vocab, self.about = build(arch, workload, device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
@@ -142,18 +144,20 @@ class Trainer:
     def batch(self, seq: int | None = None, batch: int | None = None, seed: int = SEED) -> dict:
         return make_batch(self.arch, self.vocab, batch or self.dims.batch, seq or self.dims.seq, self.device, seed)
 
-    def step(self, batch: dict) -> float:
+    def step(self, batch: dict, tracker=None) -> float:
+        """One training step; a harness.optim.measure tracker, when given, is told its phases and
+        what it makes (activations, gradients, optimizer state), as the optimization suite's are."""
         if self._context:
             with on_target(self.device):
-                return self._step(batch)
-        return self._step(batch)
+                return self._step(batch, tracker)
+        return self._step(batch, tracker)
 
-    def _step(self, batch: dict) -> float:
-        loss = loss_of(self.model(**batch))
-        loss.backward()
-        self.optimizer.step()
+    def _step(self, batch: dict, tracker=None) -> float:
+        from harness.optim import measure, workloads
+        pack = workloads.activations_labeller(tracker) if tracker is not None else None
+        loss = measure.training_step(self.model, batch, self.optimizer, lambda out, _: loss_of(out), tracker, pack)
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return loss
 
 
 def _clock(device: str) -> DeviceClock:
@@ -179,11 +183,35 @@ def _rate(t: Trainer, fn, what: str, device: str, workload: str, count: int, uni
             "unit": unit, "threads": _threads(), **extra}
 
 
+def weighed(t: Trainer, call, batch: dict) -> dict:
+    """The peak memory of one ``call(tracker)``, counted as the optimization suite counts it
+    (harness.optim.measure.weigh_call: tensor storages, the same bytes for the same call in
+    every run, with the device allocator's own peak beside it where the device keeps one): the
+    model's weights, its optimizer state and ``batch`` resident, the rest made by the call.
+    What an upgrade makes a user's step, inference or generation hold at its peak is what
+    decides whether their batch still fits (harness.perf.against's ``perf-peak``)."""
+    from harness.optim import measure, workloads
+    m = measure.weigh_call(t.device, t.model, call, workloads.resident_of(t.model, t.optimizer, [batch]))
+    return {"peak_bytes": m["peak_bytes"], "peak_phase": m["peak_phase"], "peak_at": m["at_peak"],
+            **{k: m[k] for k in ("allocator_peak", "allocator_method", "allocator_reason", "allocator_held")
+               if m.get(k) is not None}}
+
+
+def _within(device: str, fn, phase: str):
+    """``fn`` as a weighed call: inside the target's context, its one phase marked."""
+    def call(tracker):
+        tracker.mark(phase)
+        with on_target(device):
+            return fn()
+    return call
+
+
 def train_step(arch: str, device: str, workload: str) -> dict:
     t = Trainer(arch, workload, device)
     batch = t.batch()
-    return _rate(t, lambda: t.step(batch), "train-step", device, workload, t.dims.batch, "samples/s",
-                 f"batch {t.dims.batch}, length {t.dims.seq}")
+    run = _rate(t, lambda: t.step(batch), "train-step", device, workload, t.dims.batch, "samples/s",
+                f"batch {t.dims.batch}, length {t.dims.seq}")
+    return {**run, **weighed(t, lambda tracker: t.step(batch, tracker), batch)}   # a warm step: the state exists
 
 
 def inference(arch: str, device: str, workload: str) -> dict:
@@ -195,8 +223,9 @@ def inference(arch: str, device: str, workload: str) -> dict:
     def forward():
         with torch.no_grad():
             return t.model(**batch)
-    return _rate(t, forward, "inference", device, workload, t.dims.tokens, "tokens/s",
-                 f"batch {t.dims.batch}, length {t.dims.seq}")
+    run = _rate(t, forward, "inference", device, workload, t.dims.tokens, "tokens/s",
+                f"batch {t.dims.batch}, length {t.dims.seq}")
+    return {**run, **weighed(t, _within(device, forward, "forward"), batch)}
 
 
 def generate(arch: str, device: str, workload: str) -> dict:
@@ -214,9 +243,10 @@ def generate(arch: str, device: str, workload: str) -> dict:
     with on_target(device):
         out = decode()
     new = int(out.shape[-1] - (1 if arch == "t5" else prompt["input_ids"].shape[-1]))   # T5: the start token
-    return _rate(t, decode, "generate", device, workload, batch * new, "tokens/s",
-                 f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens", warmup=1,
-                 new_tokens=new)
+    run = _rate(t, decode, "generate", device, workload, batch * new, "tokens/s",
+                f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens", warmup=1,
+                new_tokens=new)
+    return {**run, **weighed(t, _within(device, decode, "generate"), prompt)}   # the KV cache is the call's
 
 
 def lengths_for(seq: int, count: int, seed: int = SEED) -> list[int]:
@@ -446,8 +476,28 @@ def judge(run: dict) -> Verdict:
                 f"; slowest cold start {spread:.2g}x the fastest")
         return Verdict(v.status, v.category, v.message + note, {**v.metrics, "spread": spread})
     extra.update(per_second=run["per_second"], unit=run["unit"])
+    extra.update({k: run[k] for k in PEAK_METRICS if k in run})
     v = time_verdict(run, f"{run['model']} {what} at {run['shape']}", extra)
-    return Verdict(v.status, v.category, v.message + f"; {run['per_second']:.4g} {run['unit']}", v.metrics)
+    return Verdict(v.status, v.category, v.message + f"; {run['per_second']:.4g} {run['unit']}" + peak_note(run),
+                   v.metrics)
+
+
+# What a weighed model check keeps of its peak (``weighed``), compared with a baseline's by
+# harness.perf.against (perf-peak).
+PEAK_METRICS = ("peak_bytes", "peak_phase", "peak_at", "allocator_peak", "allocator_method", "allocator_reason",
+                "allocator_held")
+
+
+def peak_note(run: dict) -> str:
+    """"; peak 71.2 MiB of tensors (in backward: activations 30.1 MiB, ...)", or "" unweighed."""
+    if not isinstance(run.get("peak_bytes"), int):
+        return ""
+    parts = sorted(((n, c) for c, n in (run.get("peak_at") or {}).items() if n), reverse=True)
+    made_of = ", ".join(f"{c.replace('_', ' ')} {n / 2 ** 20:.3g} MiB" for n, c in parts[:3])
+    note = f"; peak {run['peak_bytes'] / 2 ** 20:.4g} MiB of tensors"
+    where = f"in {run['peak_phase']}" if run.get("peak_phase") not in (None, "step", "setup") else ""
+    inner = ": ".join(x for x in (where, made_of) if x)
+    return note + (f" ({inner})" if inner else "")   # the allocator's own figures stay in the metrics, beside it
 
 
 def shape_verdict(run: dict) -> Verdict:

@@ -59,6 +59,10 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                perf alone: against.company_apart): not compared, said in a note
                   improvement  faster by as much, intervals apart
   perf-shape      regression   a new input shape costs more than it did, by over 15% of a step
+  perf-peak       regression   a model's training step, inference or generation holds more memory
+                               at its peak, beyond 10% (tensor storages counted, exact: the same
+                               bytes in every run), at the same model and shape on the same machine
+                  improvement  it holds less by as much
   perf-memory     regression   memory grows over a long run, and did not
                   improvement  it no longer grows
 
@@ -680,7 +684,8 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     if timed and machines[0] != machines[1]:
         notes.append(f"{len(timed)} perf time(s) not compared: the baseline ran on "
                      f"{machines[0] or 'an unnamed machine'}, "
-                     f"the candidate on {machines[1] or 'an unnamed machine'}; times compare on one machine only "
+                     f"the candidate on {machines[1] or 'an unnamed machine'}; times (and the models' peak memory, "
+                     "which another device's kernels change) compare on one machine only "
                      "(keep a baseline on this machine: ./compat baseline -m perf)")
     elif timed:
         apart: dict[tuple[str, str], int] = {}

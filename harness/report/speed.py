@@ -4,8 +4,8 @@ long run, and what changed against a kept baseline of the same machine.
 A time on its own says how fast this machine ran, not whether an upgrade hurt it; that takes a
 baseline (``./compat baseline -m perf``). So the first perf section, when a baseline is given
 (``python -m tools.report --baseline``, by default ``reports/baseline.jsonl`` where it exists),
-lists per column what got slower, faster, or started to grow, by the upgrade check's own rules
-(harness.report.compare, harness.perf.against); then the figures.
+lists per column what got slower, faster, holds more memory at its peak, or started to grow, by
+the upgrade check's own rules (harness.report.compare, harness.perf.against); then the figures.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import math
 
 from harness.core import records
 from harness.core.records import Category, Status
+from harness.perf import against
 from harness.perf.ops import ms
 from harness.report import compare
 from harness.report.matrix import Matrix
@@ -73,15 +74,27 @@ def model_section(m: Matrix) -> Section:
                     if isinstance(met.get("import_s"), (int, float)) and isinstance(met.get("warm_s"), (int, float))
                     else "")
         rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label, metric=False), figure,
-                     _interval(met), rate, rec.get("category") or "",
+                     _interval(met), rate, _peak(met), rec.get("category") or "",
                      str(met.get("rounds", len(met.get("lengths") or []) or ""))])
     return Section("Speed: models", ["model", "what", "column", "result", "time", "95% interval", "rate / note",
-                                     "figure", "rounds"], rows, level=2,
+                                     "peak memory", "figure", "rounds"], rows, level=2,
                    empty="No model was timed (the perf suite did not run).",
                    intro="Each architecture at the column's training workload: a warm training step, inference, "
                          "generation (tokens/s), the first step of a cold process, and what a new input length costs "
                          "a step (the same lengths stepped twice: first sight minus second). 'noisy' marks a figure "
-                         "whose interval spans more than a quarter of it: the machine was busy.")
+                         "whose interval spans more than a quarter of it: the machine was busy. 'peak memory' is "
+                         "the tensors live at the call's peak (their storages counted, the same bytes in every "
+                         f"run), and the phase it was reached in; more than {against.PEAK_TOLERANCE:.0%} over the "
+                         "baseline's is a regression.")
+
+
+def _peak(met: dict) -> str:
+    """A weighed call's peak: "136 MiB (backward)"; "" where the check was not weighed."""
+    peak = _real(met.get("peak_bytes"))
+    if peak is None:
+        return ""
+    phase = met.get("peak_phase")
+    return f"{_mib(peak)} MiB" + (f" ({phase})" if phase in ("forward", "backward", "optimizer") else "")
 
 
 def ops_section(m: Matrix) -> Section:
@@ -150,7 +163,8 @@ def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
                                                                    "improvement": "pass"}[c.kind]), c.rule, c.detail])
     intro = ("What the upgrade check's rules say of this page's perf figures against the baseline "
              f"{baseline.describe()}: slower or faster beyond the check's tolerance with the intervals apart, a new "
-             "shape costing more, memory that now grows; 'warning' is inconclusive (too noisy to tell)."
+             "shape costing more, a model's step, inference or generation holding more memory at its peak, memory that "
+             "now grows; 'warning' is inconclusive (too noisy to tell)."
              if baseline is not None else "")
     if notes:
         intro += " " + "; ".join(notes) + "."

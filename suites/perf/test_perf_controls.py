@@ -2,16 +2,17 @@
 allocation, and does the suite's clock see 8x the work take longer?
 
 One check per control (``perf/controls/<name>``), in the sandbox child (harness/env/
-instruments.py): the memory readings perf's long runs take (devices.backend), and perf's clock
-(harness.env.timing.Clock: the device's events where it has them), timed alone on the machine
-as every perf measurement is. A control that fails marks the column "instrument not
+instruments.py): the memory readings perf's long runs take (devices.backend) and the storage
+count its model checks are weighed by (harness.optim.measure, read by the optimization suite's
+own memory control, harness/optim/controls.py), and perf's clock (harness.env.timing.Clock: the
+device's events where it has them), timed alone on the machine as every perf measurement is. A control that fails marks the column "instrument not
 trustworthy here" and the perf figures there as unconfirmed (harness/report).
 """
 import pytest
 
 from harness.env import instruments
 
-CASES = instruments.table({instruments.MEMORY: ("harness.env.instruments:memory_sees_allocation",),
+CASES = instruments.table({instruments.MEMORY: ("harness.optim.controls:memory_sees_allocation",),
                            instruments.TIMING: ("harness.env.instruments:timing_sees_queued_work", "clock", True)})
 
 
