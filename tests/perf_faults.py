@@ -8,6 +8,9 @@ cold-start processes they start, so the fault is where the measurement is.
                 slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched
   leak          every optimizer step keeps ``LEAK_BYTES`` of new tensor alive (a leak that grows
                 step by step, as in pytorch#121113)
+  serve-leak    every ``torch.nn.functional.embedding`` call under ``torch.inference_mode()`` keeps
+                ``LEAK_BYTES`` of new tensor alive (inference whose memory grows request by request,
+                as in pytorch#181213); training is untouched
   per-shape     ``torch.nn.functional.embedding`` sleeps ``SHAPE_COST_S`` the first time a table
                 sees an input shape (what the MPS graph cache does when it builds a graph per
                 shape: per model, so another model's shapes do not count)
@@ -77,6 +80,15 @@ def _bloated(fn):
     return embedding
 
 
+def _serving_leak(fn):
+    @functools.wraps(fn)
+    def embedding(input, weight, *args, **kwargs):
+        if torch.is_inference_mode_enabled():
+            _KEPT.append(torch.ones(LEAK_BYTES // 4))   # written, so the pages are resident
+        return fn(input, weight, *args, **kwargs)
+    return embedding
+
+
 def _release(optimizer, args, kwargs):
     _HELD.clear()
 
@@ -89,8 +101,10 @@ for fault in FAULTS:
         register_optimizer_step_post_hook(_leak)
     elif fault == "per-shape":
         torch.nn.functional.embedding = _per_shape(torch.nn.functional.embedding)
+    elif fault == "serve-leak":
+        torch.nn.functional.embedding = _serving_leak(torch.nn.functional.embedding)
     elif fault == "bloat":
         torch.nn.functional.embedding = _bloated(torch.nn.functional.embedding)
         register_optimizer_step_post_hook(_release)
     else:
-        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>, leak, per-shape, bloat")
+        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>, leak, serve-leak, per-shape, bloat")

@@ -1,11 +1,15 @@
-"""Memory over a long run: does a training run's memory keep growing, step after step?
+"""Memory over a long run: does a training or inference run's memory keep growing, step after step?
 
 A leak does not show in one step's peak (the optimization suite's measure): it shows as a
 trend. PyTorch's tracker has MPS runs whose memory grows every step (the graph cache, driver
-memory outside torch's tensor counters) and Trainer runs with varying lengths that grow until
-the machine swaps. So a check here trains for ``STEPS`` steps the way users do (lengths that
-vary from batch to batch, an LR scheduler, AdamW), through a plain loop
-(``perf/memory-<arch>/loop``) or through transformers' Trainer (``perf/memory-<arch>/trainer``),
+memory outside torch's tensor counters), Trainer runs with varying lengths that grow until
+the machine swaps, and inference with varying lengths whose process and driver memory grow
+without bound while the tensors stay flat (pytorch#181213, torch 2.7.1 on macOS 26: driver
+allocation rebuilt toward 13-14 GiB against 0.24 GiB of tensors). So a check here trains for
+``STEPS`` steps the way users do (lengths that vary from batch to batch, an LR scheduler,
+AdamW), through a plain loop (``perf/memory-<arch>/loop``) or through transformers' Trainer
+(``perf/memory-<arch>/trainer``), or serves as many forwards of varying length under
+``torch.inference_mode()``, each output moved to the CPU (``perf/memory-<arch>/inference``),
 and reads after every step what the device offers:
 
   rss        the process's resident memory (psutil), on every device; on glibc (Linux) after
@@ -178,13 +182,38 @@ def trainer_run(arch: str, device: str, workload: str, steps: int = STEPS, warmu
             "lengths": f"{min(lengths)}..{max(lengths)}", **_finish(series, read, device)}
 
 
+def inference_run(arch: str, device: str, workload: str, steps: int = STEPS, warmup: int = WARMUP) -> dict:
+    """Inference as a service runs it: the model in eval mode, each call a batch of another
+    length under ``torch.inference_mode()``, its output moved to the CPU and dropped."""
+    import torch
+    t = Trainer(arch, workload, device)
+    t.model.eval()
+    total = steps + warmup
+    read = reader(device)
+    series: dict[str, list[int]] = {}
+    lengths = step_lengths(t.dims.seq, total)
+    for i, n in enumerate(lengths):
+        batch = {k: v for k, v in t.batch(seq=n, batch=BATCH, seed=SEED + i).items()
+                 if k != "labels" or arch == "t5"}   # T5's decoder starts from its labels
+        with on_target(device), torch.inference_mode():
+            out = t.model(**batch)[0].to("cpu")
+        del out, batch
+        for name, value in read().items():
+            series.setdefault(name, []).append(value)
+    return {"entry": "inference", "model": t.about, "steps": total, "warmup": warmup, "batch": BATCH,
+            "lengths": f"{min(lengths)}..{max(lengths)}", **_finish(series, read, device)}
+
+
+RUNS = {"loop": loop_run, "trainer": trainer_run, "inference": inference_run}
+
+
 def measure(arch: str, entry: str, device: str, workload: str) -> dict:
     """The sandbox's entry: one memory check, alone on the machine (its steps would slow
     another check's timing; harness.env.timing.alone)."""
     from harness.perf.models import import_models
     import_models()   # paid once per child, outside the lock
     with timing.alone():
-        return (loop_run if entry == "loop" else trainer_run)(arch, device, workload)
+        return RUNS[entry](arch, device, workload)
 
 
 # --------------------------------------------------------------------------- the judgement
@@ -220,6 +249,9 @@ def _mib(n: float) -> str:
 
 FIX = ("if it grows on every run, train in shorter runs or restart between epochs, compare with the torch "
        "release before (./compat candidate), and report it to PyTorch with this run file")
+FIX_INFERENCE = ("pad requests to a few fixed lengths (buckets), so fewer input shapes reach the device, or restart "
+                 "the serving process every so many requests (pytorch#181213's workaround); compare with the torch "
+                 "release before (./compat candidate), and report it to PyTorch with this run file")
 
 
 def judge(run: dict) -> Verdict:
@@ -232,15 +264,18 @@ def judge(run: dict) -> Verdict:
                      f"[{_mib(g['ci_low'])}, {_mib(g['ci_high'])}], tolerance {_mib(g['tolerance_bytes'])})"
                      for n, g in trends.items())
     back = ", ".join(f"{n} {_mib(v)}" for n, v in run["given_back"].items())
-    where = f"{run['model']} through the {run['entry']}, {run['steps']} steps of batch {run['batch']}, " \
-            f"lengths {run['lengths']}"
+    where = (f"{run['model']} through the {run['entry']}, {run['steps']} steps of batch {run['batch']}, "
+             if run["entry"] != "inference" else
+             f"{run['model']} in inference, {run['steps']} forwards of batch {run['batch']} under inference_mode, ") \
+        + f"lengths {run['lengths']}"
     metrics = {"trends": trends, "given_back": run["given_back"], "entry": run["entry"], "model": run["model"],
                "steps": run["steps"], "warmup": run["warmup"], "batch": run["batch"],
                "series_mib": {n: [round(v / MIB, 2) for v in values] for n, values in run["series"].items()}}
     if grows:
         return Verdict(Status.FAIL, Category.GROWS,
                        f"memory grows over a long run: {', '.join(grows)} kept growing after {run['warmup']} warm-up "
-                       f"steps ({where}): {said}; empty_cache gave back {back}; {FIX}", metrics)
+                       f"steps ({where}): {said}; empty_cache gave back {back}; "
+                       f"{FIX_INFERENCE if run['entry'] == 'inference' else FIX}", metrics)
     category = Category.INCONCLUSIVE if unsure else Category.STEADY
     lead = ("no verdict: " + ", ".join(unsure) + " moved within the interval's reach of the tolerance"
             if unsure else "steady")
@@ -259,4 +294,5 @@ class MemoryCase:
         return targets()
 
 
-CASES = tuple(MemoryCase(arch, "loop") for arch in ARCHS) + tuple(MemoryCase(a, "trainer") for a in TRAINER_ARCHS)
+CASES = (tuple(MemoryCase(arch, "loop") for arch in ARCHS) + tuple(MemoryCase(a, "trainer") for a in TRAINER_ARCHS)
+         + tuple(MemoryCase(arch, "inference") for arch in ARCHS))
