@@ -295,14 +295,15 @@ def _peak(ma: dict, mb: dict) -> list[tuple[str, str, str]]:
     shrank = [f"{c.replace('_', ' ')} {d / 2 ** 20:+.3g} MiB" for d, c in moves if d < 0][:3]
     phases = (f", reached in {ma['peak_phase']} -> {mb['peak_phase']}"
               if ma.get("peak_phase") != mb.get("peak_phase") and ma.get("peak_phase") and mb.get("peak_phase") else "")
-    figures = (f"peak {_mib(a)} -> {_mib(b)} of tensors, {b / a:.3g}x; tolerance {PEAK_TOLERANCE:.0%} "
-               f"(the storages' bytes, the same in every run of the same call){phases}")
+
+    def said(parts: list[str]) -> str:   # what moved first: the terminal's table cuts a long detail
+        return (f"{_mib(a)} -> {_mib(b)} of tensors, {b / a:.3g}x" + (f" ({', '.join(parts)})" if parts else "")
+                + f"{phases}; tolerance {PEAK_TOLERANCE:.0%} (the storages' bytes, the same in every run of the "
+                  "same call)")
     if b - a > allowed:
-        return [("regression", "perf-peak", f"needs more memory at its peak: {figures}"
-                 + (f"; at the peak: {', '.join(grew)}" if grew else ""))]
+        return [("regression", "perf-peak", f"holds more memory at its peak: {said(grew)}")]
     if a - b > allowed:
-        return [("improvement", "perf-peak", f"needs less memory at its peak: {figures}"
-                 + (f"; at the peak: {', '.join(shrank)}" if shrank else ""))]
+        return [("improvement", "perf-peak", f"holds less memory at its peak: {said(shrank)}")]
     return []
 
 
