@@ -193,8 +193,7 @@ def weighed(t: Trainer, call, batch: dict) -> dict:
     from harness.optim import measure, workloads
     m = measure.weigh_call(t.device, t.model, call, workloads.resident_of(t.model, t.optimizer, [batch]))
     return {"peak_bytes": m["peak_bytes"], "peak_phase": m["peak_phase"], "peak_at": m["at_peak"],
-            **{k: m[k] for k in ("allocator_peak", "allocator_method", "allocator_reason", "allocator_held")
-               if m.get(k) is not None}}
+            **{k: m[k] for k in PEAK_METRICS[3:] if m.get(k) is not None}}
 
 
 def _within(device: str, fn, phase: str):
@@ -485,7 +484,7 @@ def judge(run: dict) -> Verdict:
 # What a weighed model check keeps of its peak (``weighed``), compared with a baseline's by
 # harness.perf.against (perf-peak).
 PEAK_METRICS = ("peak_bytes", "peak_phase", "peak_at", "allocator_peak", "allocator_method", "allocator_reason",
-                "allocator_held")
+                "allocator_held", "allocator_driver_peak")   # the last: MPS's whole Metal heap, where it is sampled
 
 
 def peak_note(run: dict) -> str:
