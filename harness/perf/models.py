@@ -134,7 +134,8 @@ class Trainer:
     def __init__(self, arch: str, workload: str, device: str):
         import torch
 
-        from harness.optim import measure, workloads  # noqa: F401  the step's, imported here: a cold start's first step times no import
+        # the step's modules, imported while building: a cold start's first step times no import
+        from harness.optim import measure, workloads  # noqa: F401
         self.arch, self.device = arch, device
         self.model, self.vocab, self.about = build(arch, workload, device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
@@ -193,7 +194,7 @@ def weighed(t: Trainer, call, batch: dict) -> dict:
     from harness.optim import measure, workloads
     m = measure.weigh_call(t.device, t.model, call, workloads.resident_of(t.model, t.optimizer, [batch]))
     return {"peak_bytes": m["peak_bytes"], "peak_phase": m["peak_phase"], "peak_at": m["at_peak"],
-            **{k: m[k] for k in PEAK_METRICS[3:] if m.get(k) is not None}}
+            **{k: m[k] for k in ALLOCATOR_METRICS if m.get(k) is not None}}
 
 
 def _within(device: str, fn, phase: str):
@@ -483,8 +484,9 @@ def judge(run: dict) -> Verdict:
 
 # What a weighed model check keeps of its peak (``weighed``), compared with a baseline's by
 # harness.perf.against (perf-peak).
-PEAK_METRICS = ("peak_bytes", "peak_phase", "peak_at", "allocator_peak", "allocator_method", "allocator_reason",
-                "allocator_held", "allocator_driver_peak")   # the last: MPS's whole Metal heap, where it is sampled
+ALLOCATOR_METRICS = ("allocator_peak", "allocator_method", "allocator_reason", "allocator_held",
+                     "allocator_driver_peak")   # the last: MPS's whole Metal heap, where it is sampled
+PEAK_METRICS = ("peak_bytes", "peak_phase", "peak_at", *ALLOCATOR_METRICS)
 
 
 def peak_note(run: dict) -> str:
