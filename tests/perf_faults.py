@@ -13,7 +13,9 @@ cold-start processes they start, so the fault is where the measurement is.
                 as in pytorch#181213); training is untouched
   per-shape     ``torch.nn.functional.embedding`` sleeps ``SHAPE_COST_S`` the first time a table
                 sees an input shape (what the MPS graph cache does when it builds a graph per
-                shape: per model, so another model's shapes do not count)
+                shape: per model, so another model's shapes do not count), for a table's first
+                ``SHAPE_LIMIT`` shapes: the varying-length run's; the long memory runs, which
+                no shape cost can fail, would otherwise sleep for each of their 40 lengths
   bloat         every ``torch.nn.functional.embedding`` call also makes ``BLOAT_BYTES`` of tensor
                 on the table's device, held until the next optimizer step (the last
                 ``BLOAT_HELD`` of them without one): a step, inference or generation that holds
@@ -26,6 +28,7 @@ import collections
 import functools
 import os
 import time
+import weakref
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -36,6 +39,7 @@ SLOW_REPEATS = 16       # beyond compare's noise allowance on loaded CI (exp(6 x
 LEAK_BYTES = 2 * 2 ** 20
 SHAPE_COST_S = 0.25      # about a step of the small BERT on a loaded 2-core CI machine (150-300 ms): 80 ms fell
                          # inside the tolerance (15% of a step, times the host's drift) there once
+SHAPE_LIMIT = 7          # the varying-length run's fixed length and its 6 new ones (harness.perf.models.SHAPE_STEPS)
 
 BLOAT_BYTES = 16 * 2 ** 20   # per lookup: GPT-2 looks up twice a forward, 32 MiB on a small-workload step of ~200 MiB,
                              # beyond perf-peak's 10%
@@ -44,7 +48,7 @@ BLOAT_HELD = 4               # lookups held where no optimizer steps (inference,
 FAULTS = [f for f in os.environ.get(VAR, "").split(",") if f]
 _KEPT: list = []          # what the leak keeps alive
 _HELD: collections.deque = collections.deque(maxlen=BLOAT_HELD)   # what the bloat holds
-_SEEN: set = set()        # the shapes the per-shape cost has been paid for
+_SEEN: dict = {}          # id of a live table -> the shapes the per-shape cost has been paid for
 
 
 def _slowed(fn):
@@ -63,9 +67,13 @@ def _leak(optimizer, args, kwargs):
 def _per_shape(fn):
     @functools.wraps(fn)
     def embedding(input, weight, *args, **kwargs):
-        key = (weight.data_ptr(), tuple(input.shape))
-        if key not in _SEEN:
-            _SEEN.add(key)
+        # per table object, forgotten with it: a new model's table may reuse a freed one's memory
+        if id(weight) not in _SEEN:
+            _SEEN[id(weight)] = set()
+            weakref.finalize(weight, _SEEN.pop, id(weight), None)
+        seen = _SEEN[id(weight)]
+        if tuple(input.shape) not in seen and len(seen) < SHAPE_LIMIT:
+            seen.add(tuple(input.shape))
             time.sleep(SHAPE_COST_S)
         return fn(input, weight, *args, **kwargs)
     return embedding

@@ -512,6 +512,31 @@ INJECTED = {("perf/softmax/float32/forward", "perf-time"), ("perf/model-bert/var
             ("perf/model-gpt2/train-step", "perf-peak")}
 
 
+def test_the_per_shape_fault_charges_each_table_its_first_shapes_once(monkeypatch):
+    """The fault the end-to-end test injects: a table pays for a new shape once, for its first
+    SHAPE_LIMIT shapes (the varying-length run's fixed length and its new ones, so it pays for
+    every shape that check measures), and a new table pays again even where it reuses a freed
+    table's memory."""
+    import gc
+
+    import torch
+
+    from tests import perf_faults
+    assert perf_faults.SHAPE_LIMIT == models.SHAPE_STEPS + 1
+    slept = []
+    monkeypatch.setattr(perf_faults.time, "sleep", slept.append)
+    embedding = perf_faults._per_shape(torch.nn.functional.embedding)
+    table = torch.nn.Parameter(torch.ones(50, 4))
+    for n in (*range(2, 2 + perf_faults.SHAPE_LIMIT + 3), 2, 3):   # three shapes past the limit, two seen again
+        embedding(torch.zeros(1, n, dtype=torch.long), table)
+    assert len(slept) == perf_faults.SHAPE_LIMIT
+    del table
+    gc.collect()
+    assert perf_faults._SEEN == {}
+    embedding(torch.zeros(1, 2, dtype=torch.long), torch.nn.Parameter(torch.ones(50, 4)))   # a new model's table
+    assert len(slept) == perf_faults.SHAPE_LIMIT + 1
+
+
 def upgrade_side(tmp_path, side, baseline, *args, env=None):
     """One side of the upgrade check as ./compat runs it (tools/upgrade.py: the planned runs,
     here the perf run alone), on this file's slice of the perf suite."""
