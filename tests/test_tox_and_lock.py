@@ -338,6 +338,33 @@ def test_compat_has_uv_compile_the_bytecode_where_python_would_cache_none(stubbe
                      "--compile-bytecode"], calls
 
 
+def test_compat_caches_the_bytecode_under_the_venv_where_python_would_cache_none(stubbed, tmp_path):
+    """Every child pytest and sandbox child would otherwise compile harness/ and tests/ again.
+    The cache goes under the venv, not beside the sources; a prefix of the user's own is kept,
+    and MPS_COMPAT_PYCACHE=off writes none."""
+    setup, project, venv, _ = stubbed
+    setup()   # synced: the runs below go straight to their python
+    log = tmp_path / "python.log"
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").write_text(
+        f'#!/bin/sh\necho "$* | ${{PYTHONDONTWRITEBYTECODE:-}} | ${{PYTHONPYCACHEPREFIX:-}}" >> {log}\n'
+        f'exec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+
+    def seen(**extra: str) -> str:
+        log.unlink(missing_ok=True)
+        env = {k: v for k, v in clean_env(MPS_COMPAT_VENV=str(venv)).items()   # this run's own (compat sets them)
+               if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "MPS_COMPAT_PYCACHE")} | extra
+        subprocess.run(["bash", str(project / "compat"), "report"], capture_output=True, text=True, timeout=60, env=env)
+        (line,) = [ln for ln in log.read_text().splitlines() if ln.startswith("-m tools.report")]
+        return line.split(" | ", 1)[1]
+
+    assert seen(PYTHONDONTWRITEBYTECODE="1") == f" | {venv}/.pycache"
+    assert seen(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX="/elsewhere") == "1 | /elsewhere"
+    assert seen(PYTHONDONTWRITEBYTECODE="1", MPS_COMPAT_PYCACHE="off") == "1 | "
+    assert not list(project.rglob("__pycache__"))
+
+
 def test_compat_installs_the_locked_uv_first_when_the_venv_has_another(stubbed):
     setup, project, venv, stub = stubbed
     stub(venv / "bin" / "uv", "venv-uv", "0.0.1")
