@@ -26,13 +26,34 @@ def pytest_suites(tmp_path, *args):
 
 @pytest.mark.slow
 def test_mps_selection_is_all_skipped_with_a_reason_each(tmp_path):
-    res, run_file = pytest_suites(tmp_path, "-m", "mps")
+    """Every mps check is skipped with the reason MPS is not here, in the run file, in pytest's
+    skip summary (at the check's own line, not the plugin's) and in a JUnit file, without a
+    fixture set up for it (harness.plugin.hooks.skip_where_the_target_is_absent); the env
+    suite's cpu checks between them are set up and torn down as in any run."""
+    import xml.etree.ElementTree as ET
+
+    from harness.env import devices
+    why = devices.backend("mps").availability().reason
+    junit = tmp_path / "junit.xml"
+    res, run_file = pytest_suites(tmp_path, "-m", "mps or (env and cpu)", "-rs", "--junitxml", str(junit))
     assert res.returncode == 0, res.stdout[-3000:]
     rf = runfiles.read_file(run_file)
     records = [r for run in rf.runs for r in run.records]
     assert records and rf.errors == []
-    assert {r["target"] for r in records} == {"mps"}
-    assert all(r["status"] == "skip" and r["reason"] for r in records)
+    mps = [r for r in records if r["target"] == "mps"]
+    assert {r["target"] for r in records} == {"mps", "cpu"} and len(mps) > 10_000
+    assert all(r["status"] == "skip" and r["reason"] for r in mps)
+    assert {r["reason"] for r in mps if r["suite"] != "env"} == {why}   # the env suite judges the facts: "not applicable"
+    cpu = {r["subject"]: r["status"] for r in records if r["target"] == "cpu"}
+    assert cpu["threads"] == "pass" and cpu["tokenizers-native"] == "pass", cpu
+    said = [ln for ln in res.stdout.splitlines() if ln.startswith("SKIPPED [")]
+    absent = [ln for ln in said if ln.endswith(f": {why}")]
+    assert absent and all(ln.split("] ", 1)[1].startswith("suites/") for ln in absent), absent[:3]
+    assert sum(int(ln[9:].split("]")[0]) for ln in absent) == sum(r["reason"] == why for r in mps)
+    cases = ET.parse(junit).getroot().iter("testcase")
+    skipped = [c.find("skipped") for c in cases if "[mps" in c.get("name")]
+    assert len(skipped) == len(mps) and all(s is not None and s.get("message") for s in skipped)
+    assert sum(s.get("message") == why for s in skipped) == sum(r["reason"] == why for r in mps)
 
 
 def test_env_suite_runs_for_real_on_cpu(tmp_path):

@@ -414,6 +414,7 @@ def pytest_configure(config):
                 raise pytest.UsageError(f"--baseline: {exc}") from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, "mps-compat-journal")
+    config.pluginmanager.register(AbsentTargets(config), "mps-compat-absent-targets")
 
 
 # --------------------------------------------------------------------------- targets
@@ -617,6 +618,65 @@ def backend(target):
     if not avail.available:
         pytest.skip(avail.reason)
     return b
+
+
+ABSENT = pytest.StashKey[dict]()   # target -> why it is not here ("" where it is), decided once per process
+
+
+def absent_reason(item) -> str:
+    """Why the target of a check that asks for its ``backend`` is not on this machine (the
+    reason the ``backend`` fixture would skip it with); "" where it is, or where the check
+    takes no target."""
+    if "backend" not in getattr(item, "fixturenames", ()):
+        return ""
+    target = (getattr(getattr(item, "callspec", None), "params", None) or {}).get("target")
+    if not isinstance(target, str):
+        return ""
+    known = item.config.stash.setdefault(ABSENT, {})
+    if target not in known:
+        avail = devices.backend(target).availability()
+        known[target] = "" if avail.available else avail.reason
+    return known[target]
+
+
+class AbsentTargets:
+    """A check on a target this machine does not have is skipped, with the reason, before its
+    setup, as the ``backend`` fixture would skip it: the same record, and pytest's report of a
+    setup that skipped at the check's own line, then its teardown, made through pytest's own
+    hooks (makereport, logreport) without setting up a fixture or capturing logs for a setup
+    that cannot run. pytest's logging plugin attaches its handlers to every non-propagating
+    logger (torch has 46) in each phase: the 11,441 mps checks of ``pytest suites/ -m mps`` on
+    a machine without MPS took 31 s that way. The teardown is pytest's runner's own (it tears
+    down what the next check does not share; the other plugins' teardown expects their
+    setup, which did not run). Every other check, and every check where this pytest has no
+    such runner, runs pytest's own protocol. Registered as a plugin (``pytest_configure``)."""
+
+    def __init__(self, config):
+        runner = config.pluginmanager.get_plugin("runner")
+        self.teardown = getattr(runner, "pytest_runtest_teardown", None)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        reason = absent_reason(item) if self.teardown is not None else ""
+        if not reason:
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+
+        def skip():
+            pytest.skip(reason)
+        if item.session.shouldfail or item.session.shouldstop:
+            nextitem = None
+        phases = (("setup", skip), ("teardown", lambda: self.teardown(item, nextitem)))
+        reraise = (pytest.exit.Exception,) + (() if item.config.getoption("usepdb", False) else (KeyboardInterrupt,))
+        path, line = item.reportinfo()[:2]
+        for when, run in phases:
+            report = ihook.pytest_runtest_makereport(item=item, call=pytest.CallInfo.from_call(run, when, reraise))
+            if report.skipped and isinstance(report.longrepr, tuple):   # at the check's line, not this one
+                report.longrepr = (os.fspath(path), line + 1, report.longrepr[2])
+            ihook.pytest_runtest_logreport(report=report)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
 
 
 @pytest.fixture(scope="session")
