@@ -669,11 +669,8 @@ class AbsentTargets:
             nextitem = None
         phases = (("setup", skip), ("teardown", lambda: self.teardown(item, nextitem)))
         reraise = (pytest.exit.Exception,) + (() if item.config.getoption("usepdb", False) else (KeyboardInterrupt,))
-        path, line = item.reportinfo()[:2]
-        for when, run in phases:
+        for when, run in phases:   # the skip is said at the check's line (at_the_checks_line)
             report = ihook.pytest_runtest_makereport(item=item, call=pytest.CallInfo.from_call(run, when, reraise))
-            if report.skipped and isinstance(report.longrepr, tuple):   # at the check's line, not this one
-                report.longrepr = (os.fspath(path), line + 1, report.longrepr[2])
             ihook.pytest_runtest_logreport(report=report)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
@@ -819,9 +816,26 @@ def pytest_runtest_call(item):
         return (yield)
 
 
+HARNESS = Path(__file__).resolve().parents[1]
+
+
+def at_the_checks_line(item, report) -> None:
+    """A skip raised by the harness (a verdict's ``conclude``, an absent target) is reported
+    at the check's own line, as a skip mark's or a fixture's is: pytest's skip summary (``-rs``)
+    and a JUnit file would otherwise point every such check at harness/plugin/."""
+    if not (report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3):
+        return
+    if HARNESS not in Path(report.longrepr[0]).resolve().parents:
+        return
+    path, line = item.reportinfo()[:2]
+    if line is not None:
+        report.longrepr = (os.fspath(path), line + 1, report.longrepr[2])
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    at_the_checks_line(item, report)
     state = item.config.stash.get(STATE, None)
     if state is not None and not state.told:   # this process's first report: what it collected, its warm-up
         state.told = True
