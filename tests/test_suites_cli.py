@@ -12,6 +12,7 @@ import time
 import pytest
 
 from harness.core import runfiles
+from harness.core.records import SCHEMA as RECORD_SCHEMA
 from harness.report import selection
 from tests.conftest import ROOT
 from tools import suiteplan
@@ -562,6 +563,73 @@ def test_earlier_records_are_this_environments_newest_per_check(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     newest, runs = suiteplan.earlier_records(tmp_path, env)
     assert {k: v["duration_s"] for k, v in newest.items()} == {"a": 3.0, "b": 2.0} and runs == 2
+
+
+def _figures_run(path, runs):
+    """A run file of whole ./compat suites runs: (started, pytest args, [(nodeid, target, seconds, waited)])."""
+    lines = []
+    for i, (started, args, checks) in enumerate(runs):
+        run = f"r{i}"
+        lines.append(json.dumps({"kind": "header", "schema": RECORD_SCHEMA, "run": run, "env_id": "vm",
+                                 "started": started, "pytest_args": args,
+                                 "facts": {"host": "vm", "cpu": {"model": "Xeon", "usable": 2},
+                                           "packages": {"torch": "2.15.0"}}}))
+        for nodeid, target, seconds, waited in checks:
+            lines.append(json.dumps({"kind": "check", "run": run, "check": nodeid, "suite": "x", "subject": "x",
+                                     "variant": "", "target": target, "status": "pass", "category": "pass",
+                                     "metrics": {"waited_s": waited} if waited else {}, "reason": "",
+                                     "duration_s": seconds, "nodeid": nodeid}))
+        lines.append(json.dumps({"kind": "end", "run": run, "finished": started, "exitstatus": 0, "counts": {}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_figures_are_measured_from_whole_runs_the_larger_over_the_files(tmp_path):
+    """The first-run estimate's figures come from run files, not from numbers typed in: each
+    file's cpu durations less their wait for the timing lock (the newest record of a check in
+    a file), the larger over the files, the checks per target of the newest file; a run
+    narrowed by -m is no whole run and is left out."""
+    untimed = ["suites/", "-p", "tools.suiteplan", "--only-suites", "env,ops,parity", "-n", "2"]
+    perf = ["suites/", "-p", "tools.suiteplan", "--only-suites", "perf"]
+    a, b = "suites/ops/test_ops.py::test_op[cpu-{}]", "suites/perf/test_perf.py::test_p[{}-x]"
+    older = _figures_run(tmp_path / "older.jsonl", [
+        ("2026-12-01T10:00:00", untimed, [(a.format(1), "cpu", 4.0, 0), (a.format(1), "cpu", 6.0, 0),   # rerun: the newest
+                                          (a.format(2), "cpu", 3.0, 0), (a.format(3), "mps", 0.0, 0)]),
+        ("2026-12-01T10:10:00", perf, [(b.format("cpu"), "cpu", 50.0, 20.0)]),
+        ("2026-12-01T10:20:00", ["suites/", "-p", "tools.suiteplan", "--only-suites", "perf", "-m", "perf and cpu"],
+         [(b.format("cpu"), "cpu", 900.0, 0)])])
+    newer = _figures_run(tmp_path / "newer.jsonl", [
+        ("2026-12-02T10:00:00", untimed, [(a.format(1), "cpu", 5.0, 0), (a.format(3), "cuda", 0.0, 0)]),
+        ("2026-12-02T10:10:00", perf, [(b.format("cpu"), "cpu", 40.0, 0), (b.format("mps"), "mps", 0.0, 0)])])
+    files, sources = suiteplan.measure_figures([older, newer])
+    assert files == {"suites/ops/test_ops.py": {"cpu_s": 9, "checks": {"cpu": 1, "cuda": 1, "mps": 0}},
+                     "suites/perf/test_perf.py": {"cpu_s": 40, "checks": {"cpu": 1, "cuda": 0, "mps": 1}}}
+    assert [(s["file"], s["cpu_s"], s["cpu"]) for s in sources] == [("older.jsonl", 39, "Xeon"), ("newer.jsonl", 45, "Xeon")]
+    assert suiteplan.main(["figures", str(tmp_path / "missing.jsonl")]) == 2
+    narrowed = _figures_run(tmp_path / "narrowed.jsonl", [("2026-12-02", ["suites/", "-k", "softmax"], [(a.format(1), "cpu", 1.0, 0)])])
+    assert suiteplan.main(["figures", str(narrowed)]) == 2
+
+
+def test_the_shipped_figures_cover_every_suite_file_with_its_checks():
+    """A suite file without a figure would be estimated at nothing on a first run; the counts
+    are what the estimate scales a narrowed earlier run by, so they are this tree's own."""
+    import collections
+    assert set(suiteplan.FIGURES) == {f for files in suiteplan.suites_here().values() for f in files}
+    assert suiteplan.FIGURES == suiteplan.load_figures()
+    doc = json.loads(suiteplan.FIGURES_FILE.read_text())
+    assert doc["runs"] and all(r["cores"] == 2 and r["cpu_s"] > 0 for r in doc["runs"])
+    res = subprocess.run([sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", "compile or not compile"],   # every check: the compile family is in only when named
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    counted = collections.Counter()
+    for line in res.stdout.splitlines():
+        if "::" in line and "[" in line:
+            file, rest = line.split("::", 1)
+            counted[(file, rest.split("[", 1)[1].split("-", 1)[0].rstrip("]"))] += 1
+    for file, fig in suiteplan.FIGURES.items():
+        for target, n in fig["checks"].items():
+            assert counted[(file, target)] == n, (file, target, counted[(file, target)], n)
+    assert suiteplan.load_figures(suiteplan.ROOT / "no-such.json") == {}
 
 
 # --------------------------------------------------------------------------- the plugin: one run's suites

@@ -3,6 +3,7 @@ workers, and about how long that takes.
 
     python -m tools.suiteplan [pytest args]     # the plan, one line each
     python -m tools.suiteplan run [--python PY] [-- pytest args]   # run it (./compat suites)
+    python -m tools.suiteplan figures [--write] RUNFILE...        # the first-run figures, measured
 
 and, loaded with ``-p tools.suiteplan``, the pytest plugin that narrows one of those runs
 to its suites (``--only-suites env,ops,parity``).
@@ -94,43 +95,34 @@ OP_TABLE_S = 20.0    # a run with op checks (ops, parity) also imports OpInfo's 
 OP_SUITES = ("ops", "parity")
 WORKER_START_S = 10.0  # the workers' own imports and collection, in parallel
 AFTER_S = 10.0       # tools.kernels --save and tools.report after the runs
-SKIP_S = 0.005       # a check skipped because its target is absent (recorded skips: ~4 ms each)
+SKIP_S = 0.0015      # a check skipped because its target is absent: skipped before its set-up
+                     # (harness.plugin.hooks.AbsentTargets), `pytest suites/ -m mps` on the VM
+                     # skips 11,441 in 21 s, 6.6 s of it collection: 1.3 ms each
 
 # Seconds each test file's checks take on the cpu target, run serially, and how many checks
-# it has per target (torch 2.15.0+cu132: `pytest suites/ --collect-only`). Measured on the
-# developers' 2-core Linux VM (no GPU, AMD EPYC, load 1 to 2) in two whole `./compat suites`
-# runs from fresh clones (2026-11-25: 12 min 28 s and 11 min 25 s, the venv's install
-# included), each file's recorded durations added up less their wait for the timing lock,
-# the larger of the two runs; the optimization suite's from a run with an empty inductor
-# cache (the compile family always has one: a cache of its own per run); the perf suite's
-# from three serial runs of it alone (2026-11-27, the largest). Under -n 2 those
-# sums are what the estimate divides by 2 x EFFICIENCY, as it does with a user's own runs.
-# The estimate uses them only where this environment has no run of its own, and assumes an
-# available GPU target takes what the cpu takes: rough, and said to be.
-FIGURES: dict[str, dict] = {
-    "suites/env/test_env.py": {"cpu_s": 1, "checks": {"cpu": 5, "cuda": 7, "mps": 13}},
-    "suites/ops/test_models.py": {"cpu_s": 5, "checks": {"cpu": 5, "cuda": 5, "mps": 5}},
-    "suites/parity/test_known_bugs.py": {"cpu_s": 7, "checks": {"cpu": 32, "cuda": 32, "mps": 32}},
-    "suites/parity/test_properties.py": {"cpu_s": 14, "checks": {"cpu": 75, "cuda": 78, "mps": 78}},
-    "suites/parity/test_model_inputs.py": {"cpu_s": 12, "checks": {"cpu": 45, "cuda": 45, "mps": 45}},
-    "suites/parity/test_attention.py": {"cpu_s": 10, "checks": {"cpu": 30, "cuda": 60, "mps": 45}},
-    "suites/parity/test_model_parity.py": {"cpu_s": 6, "checks": {"cpu": 13, "cuda": 13, "mps": 13}},
-    "suites/ops/test_ops.py": {"cpu_s": 90, "checks": {"cpu": 5338, "cuda": 5394, "mps": 5482}},
-    "suites/parity/test_op_parity.py": {"cpu_s": 140, "checks": {"cpu": 3621, "cuda": 5394, "mps": 5482}},
-    # the compile family: the slowest file by far (every check compiles, from an empty cache)
-    "suites/parity/test_compiled.py": {"cpu_s": 355, "checks": {"cpu": 137, "cuda": 132, "mps": 137}},
-    # 92 s with inductor's cache from earlier runs, 97 s with an empty one
-    "suites/optim/test_claims.py": {"cpu_s": 100, "checks": {"cpu": 58, "cuda": 58, "mps": 58}},
-    # 108-111 s in three serial runs of perf alone (under -n 2: about 305 s, 65 s of it waiting
-    # for the timing lock, in runs that took 159-164 s against 111-115 s serially); 2026-12-01,
-    # with the model checks weighed and the five inference memory runs: 129 s + 13 s, one run
-    "suites/perf/test_perf.py": {"cpu_s": 142, "checks": {"cpu": 130, "cuda": 176, "mps": 176}},
-    "suites/ops/test_ops_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/parity/test_parity_controls.py": {"cpu_s": 1, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/optim/test_optim_controls.py": {"cpu_s": 4, "checks": {"cpu": 3, "cuda": 3, "mps": 3}},
-    "suites/perf/test_perf_controls.py": {"cpu_s": 2, "checks": {"cpu": 2, "cuda": 2, "mps": 2}},
-}
-FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suiteplan.py)"
+# it has per target: tools/suite_figures.json, written by ``python -m tools.suiteplan figures
+# --write RUNFILE...`` from whole ``./compat suites`` runs on the developers' 2-core Linux VM
+# (each file's recorded durations added up less their wait for the timing lock, the larger
+# over the runs given; the counts from the newest run's records, skips included). The file
+# says when, where and from which runs. Under -n 2 those sums are what the estimate divides
+# by 2 x EFFICIENCY, as it does with a user's own runs. The estimate uses them only where this
+# environment has no run of its own, and assumes an available GPU target takes what the cpu
+# takes: rough, and said to be.
+FIGURES_FILE = Path(__file__).with_name("suite_figures.json")
+
+
+def load_figures(path: Path = FIGURES_FILE) -> dict[str, dict]:
+    """The figures per test file; none (the estimate then says it has nothing to go on) when
+    the file is missing or unreadable."""
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return files if isinstance(files, dict) else {}
+
+
+FIGURES: dict[str, dict] = load_figures()
+FIGURES_WHERE = "figures measured on a 2-core Linux VM (tools/suite_figures.json)"
 EARLIER = "this environment's earlier runs"
 # The files whose checks carry the `compile` marker (their pytestmark), which a -m
 # expression includes only when it names `compile` (harness.core.records.OPT_IN).
@@ -545,6 +537,92 @@ def plan_here(argv: list[str]) -> Plan:
                 targets_here=available_targets())
 
 
+# --------------------------------------------------------------------------- the figures, measured
+
+def _whole_run(header: dict) -> bool:
+    """A run ./compat suites planned over all of suites/: no -m, -k, file or node id narrowed it."""
+    args = [str(a) for a in header.get("pytest_args") or []]
+    if "--only-suites" not in args:
+        return False
+    rest = [a for i, a in enumerate(args) if not (i and args[i - 1] in ("-p", "--only-suites", "-n", "--run-file"))]
+    return bool(rest) and set(rest) <= {"suites/", "suites", "-p", "--only-suites", "-n", "--run-file"}
+
+
+def measure_figures(paths: list[Path]) -> tuple[dict[str, dict], list[dict]]:
+    """Per test file of suites/, the figures the estimate falls back on, from the whole runs in
+    ``paths``: the cpu target's durations added up less their wait for the timing lock (the
+    newest record of each check in a file; the larger over the files), and the checks per
+    target of the newest file. Also what each file contributed, for the figures' own record."""
+    from harness.core import runfiles
+    seconds: dict[str, float] = {}
+    newest: tuple[str, dict[str, dict]] = ("", {})
+    sources = []
+    for path in paths:
+        run_file = runfiles.read_file(path)
+        whole = [run for run in run_file.runs if _whole_run(run.header)]
+        if not whole:
+            continue
+        checks: dict[str, dict] = {}
+        for run in whole:
+            for r in run.records:
+                if r.get("nodeid") and isinstance(r.get("duration_s"), (int, float)):
+                    checks[r["nodeid"]] = r
+        sums: dict[str, float] = {}
+        counts: dict[str, dict[str, int]] = {}
+        for nodeid, r in checks.items():
+            file = nodeid.split("::")[0]
+            target = r.get("target")
+            per = counts.setdefault(file, {t: 0 for t in TARGETS})
+            if target in per:
+                per[target] += 1
+            if target == "cpu":
+                waited = (r.get("metrics") or {}).get("waited_s") or 0
+                sums[file] = sums.get(file, 0.0) + r["duration_s"] - waited
+        for file, total in sums.items():
+            seconds[file] = max(seconds.get(file, 0.0), total)
+        started = max(str(run.header.get("started") or "") for run in whole)
+        if started >= newest[0]:
+            newest = (started, counts)
+        header = whole[0].header
+        facts = header.get("facts") or {}
+        sources.append({"file": Path(path).name, "started": started,
+                        "cpu": (facts.get("cpu") or {}).get("model"), "cores": (facts.get("cpu") or {}).get("usable"),
+                        "torch": (facts.get("packages") or {}).get("torch"),
+                        "cpu_s": round(sum(sums.values()))})
+    files = {file: {"cpu_s": round(seconds.get(file, 0.0)), "checks": per}
+             for file, per in sorted(newest[1].items())}
+    return files, sources
+
+
+def figures_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.suiteplan figures",
+        description="the first-run estimate's figures (tools/suite_figures.json), measured from whole "
+                    "./compat suites runs: their run files, as reports/runs/ keeps them")
+    parser.add_argument("run_files", nargs="+", type=Path, metavar="RUNFILE")
+    parser.add_argument("--write", action="store_true", help=f"write them to {FIGURES_FILE.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.run_files if not p.is_file()]
+    if missing:
+        print(f"suiteplan figures: no such run file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    files, sources = measure_figures(args.run_files)
+    if not files:
+        print("suiteplan figures: none of these files holds a whole ./compat suites run "
+              "(one with no -m, -k or path narrowing it)", file=sys.stderr)
+        return 2
+    doc = {"how": "python -m tools.suiteplan figures --write RUNFILE...: each file's cpu-target durations "
+                  "added up less their wait for the timing lock, the larger over the runs; the checks per "
+                  "target from the newest run", "runs": sources, "files": files}
+    for file, fig in files.items():
+        old = FIGURES.get(file, {}).get("cpu_s")
+        print(f"{file:45s} {fig['cpu_s']:6d} s (was {old if old is not None else '-'})  checks {fig['checks']}")
+    if args.write:
+        FIGURES_FILE.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {FIGURES_FILE.relative_to(ROOT)}")
+    return 0
+
+
 # --------------------------------------------------------------------------- running the plan
 
 def phase_args(phase: Phase) -> list[str]:
@@ -630,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m tools.suiteplan [PYTEST ARGS]`` prints the plan's lines;
     ``python -m tools.suiteplan run [--python PY] [-- PYTEST ARGS]`` runs it (./compat suites)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["figures"]:
+        return figures_main(argv[1:])
     if argv[:1] == ["run"]:
         parser = argparse.ArgumentParser(prog="python -m tools.suiteplan run",
                                          description="run the suites as ./compat suites does")
