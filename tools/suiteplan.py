@@ -604,7 +604,7 @@ def figures_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.run_files if not p.is_file()]
     if missing:
-        print(f"suiteplan figures: no such run file: {', '.join(missing)}", file=sys.stderr)
+        print(f"suiteplan figures: not a file: {', '.join(missing)}", file=sys.stderr)
         return 2
     files, sources = measure_figures(args.run_files)
     if not files:
