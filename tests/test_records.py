@@ -233,7 +233,7 @@ def test_the_whole_optim_suite_ran_on_the_h200_and_the_report_judges_every_claim
     assert "; 4 claims hold with no saving, as documented (" in optim, optim
     [cuda] = [v for v in verdict.for_records(run.header, run.records, run.end) if v.title.endswith("· cuda")]
     detail = next(a.detail for a in cuda.aspects if a.name == "optimizations")
-    assert "holds, no saving: pin-memory time x0.98 (large workload)" in detail, detail
+    assert "holds, no saving: pin-memory time through the Trainer x0.98 (large workload)" in detail, detail
     assert "`OK` instruments" in lines[column + 1] and "3 controls passed (optim)" in lines[column + 1]
 
 

@@ -527,6 +527,27 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"
 
 
+def test_a_claim_through_the_trainer_is_named_apart_from_the_same_claim_in_the_loop():
+    """A CPU card listed "helps: adamw-8bit memory x0.26" and "does not hold: adamw-8bit memory
+    x0.38": the plain loop's measurement and the Trainer's, named alike. And a 4% slowdown read
+    "x1" beside an "x0.97" saving: near 1 a ratio is given to the hundredth."""
+    header = {"run": "T1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+
+    def claim(variant, category, ratio):
+        return {"run": "T1", "check": f"optim/adamw-8bit/{variant}", "suite": "optim", "subject": "adamw-8bit",
+                "variant": variant, "target": "cpu", "status": Status.PASS if category == "holds" else Status.XFAIL,
+                "category": category, "reason": "",
+                "metrics": {"bound": 0.263, "mem_ratio": ratio, "kind": "lower", "claimed_ratio": 0.25}}
+    recs = [claim("memory", "holds", 0.26), claim("memory/trainer", "does-not-hold", 0.381)]
+    [found] = verdict.for_records(header, recs + controls(), {"kind": "end", "run": "T1", "exitstatus": 0})
+    optim = next(a for a in found.aspects if a.name == "optimizations")
+    assert optim.detail == ["helps: adamw-8bit memory x0.26",
+                            "does not hold: adamw-8bit memory through the Trainer x0.38, documented x0.25"]
+    assert [verdict.ratio_text(r) for r in (1.037, 0.974, 0.998, 1.0, 1.12, 0.0086, 14.2)] == [
+        "1.04", "0.97", "1", "1", "1.1", "0.0086", "14"]
+
+
 def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_its_interval_does():
     """The optimizations line named the claims whose ratio was under 1 as savings and left the
     claims that held at x1 or over out of every count: two runs of one lock read "15
