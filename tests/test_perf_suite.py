@@ -26,6 +26,36 @@ def test_a_figure_has_its_interval_its_control_and_its_clock():
     assert run["control_s"] > 0 and run["inner"] >= 1
 
 
+def test_mps_is_timed_by_its_events_only_from_torch_2_15_and_never_waits_on_the_event(monkeypatch):
+    """Before torch 2.15 an MPS event's synchronize() then elapsed_time() could wait forever, and
+    its times were host callbacks' (pytorch#196395): there MPS takes the wall clock with the
+    device drained. From 2.15 the events time it, drained by the device's synchronize, never by
+    the event's own."""
+    import types
+
+    import torch
+    seen = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+        def record(self):
+            seen.append("record")
+        def synchronize(self):
+            raise AssertionError("the event waited on: this could hang before torch 2.15")
+        def elapsed_time(self, end):
+            return 4.0    # milliseconds
+    monkeypatch.setattr(torch, "mps", types.SimpleNamespace(event=types.SimpleNamespace(Event=Event)), raising=False)
+    for version, method in (("2.2.2", "wall clock"), ("2.14.1", "wall clock"), ("2.15.0", "mps events"),
+                            ("2.16.0.dev20261201", "mps events"), ("garbage", "wall clock")):
+        monkeypatch.setattr(torch, "__version__", version)
+        assert timing.Clock("mps", lambda: seen.append("sync")).method == method, version
+    seen.clear()
+    monkeypatch.setattr(torch, "__version__", "2.15.0")
+    assert timing.Clock("mps", lambda: seen.append("sync")).seconds(lambda: seen.append("call"), inner=2) == 0.002
+    assert seen == ["sync", "record", "call", "call", "record", "sync"]
+
+
 class _SteadyClock:
     """A clock that reads 100 us per call, whatever runs: what inner_for must size rounds by."""
     method = "steady"

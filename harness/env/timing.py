@@ -11,8 +11,8 @@ How a figure is taken (``time_rounds``):
 
 * the device is drained before and after what is timed (``Backend.synchronize``), so queued
   kernels are inside the figure; where the device has timing events (``torch.cuda.Event``;
-  ``torch.mps.event.Event`` on the torch versions that have it) the figure is the device's own
-  elapsed time between two events, else the host's wall clock (``Clock``);
+  ``torch.mps.event.Event`` from torch 2.15, before which it could hang) the figure is the
+  device's own elapsed time between two events, else the host's wall clock (``Clock``);
 * ``warmup`` calls are discarded (first-call compilation, allocator growth, caches);
 * a round repeats the call ``inner`` times, chosen so a round lasts at least ``min_round_s``
   (a clock's resolution and a launch's overhead stay small in it); the figure is seconds per
@@ -176,12 +176,33 @@ def control_work(loops: int = CONTROL_LOOPS) -> int:
 
 # --------------------------------------------------------------------------- the device's clock
 
+MPS_EVENT_TIMING_SINCE = "2.15"
+MPS_EVENT_TIMING_SOURCE = (
+    "pytorch#196395 (2026-09, in torch 2.15): before it, an MPS event's record() and synchronize() "
+    "shared one completion flag, so end.synchronize() then start.elapsed_time(end) could wait forever "
+    "(pytorch#162872), and the times were host callbacks' clock_gettime, which a short interval could "
+    "give in reverse ('End event ... was not recorded after start event'); from 2.15 an event's time is "
+    "its command buffer's GPUEndTime")
+
+
+def mps_events_time_the_device(torch_version: str) -> bool:
+    """Whether ``torch.mps.event.Event`` timing is the device's own and cannot hang: from torch
+    2.15 only (MPS_EVENT_TIMING_SOURCE). Before it, MPS is timed by the wall clock with the
+    device drained before and after, as a device without events is."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(Version(torch_version.split("+")[0]).base_version) >= Version(MPS_EVENT_TIMING_SINCE)
+    except InvalidVersion:
+        return False
+
+
 class Clock:
     """Times ``inner`` calls of a function on ``device`` (``"cpu"``, ``"cuda"``, ``"mps"``...).
 
     ``method`` says how: ``cuda events`` / ``mps events`` (the device's elapsed time between two
     events recorded around the calls; documented APIs, looked up with getattr so a torch without
-    them falls back), else ``wall clock`` with the device drained before and after.
+    them falls back; MPS's only from torch 2.15, ``mps_events_time_the_device``), else ``wall
+    clock`` with the device drained before and after.
     """
 
     def __init__(self, device: str, sync: Callable[[], None] | None = None, events: bool = True):
@@ -192,9 +213,10 @@ class Clock:
         self._event = None
         if events and kind == "cuda" and torch.cuda.is_available():
             self._event = torch.cuda.Event
-        elif events and kind == "mps":
+        elif events and kind == "mps" and mps_events_time_the_device(torch.__version__):
             self._event = getattr(getattr(getattr(torch, "mps", None), "event", None), "Event", None)
         self.method = f"{kind} events" if self._event is not None else "wall clock"
+        self._kind = kind
 
     def seconds(self, fn: Callable[[], Any], inner: int = 1) -> float:
         """Seconds per call of ``inner`` back-to-back calls."""
@@ -211,7 +233,10 @@ class Clock:
         for _ in range(inner):
             fn()
         end.record()
-        end.synchronize()
+        if self._kind == "mps":
+            self.sync()          # the device drained, not the event waited on (see mps_events_time_the_device)
+        else:
+            end.synchronize()
         return start.elapsed_time(end) / 1000.0 / inner
 
 
