@@ -42,7 +42,7 @@ texts also checked in the strings of the torch 2.15.0 macOS arm64 wheel's libtor
   a Mac. complex128 has no MPS data type (OperationUtils.mm, ``getMPSDataType``).
 * bfloat16 and the complex types from macOS 14 only (EmptyTensor.cpp for bf16,
   OperationUtils.mm's ``checkSupportsComplex``, in the releases that ran on macOS 13), judged on
-  the recorded Mac's macOS version. From torch 2.12 the macOS wheels need macOS 14, and the 2.15
+  the recorded Mac's macOS version. From torch 2.9 MPS needs macOS 14 (2.12's wheels are tagged so), and the 2.15
   binary no longer holds those texts but says "The MPS backend is supported on macOS 15.0+"; so
   the gate only bites for a recorded Mac on an older torch. ``MacOS13`` shows it.
 * Memory (torch/mps/__init__.py): only the functions the installed torch's ``torch.mps`` defines

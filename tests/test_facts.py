@@ -136,21 +136,25 @@ def test_the_mps_kernel_switches(machine, fast, metal, outcome, says):
     assert (outcome == "fail") == bool(v.fix)
 
 
-@pytest.mark.parametrize("torch_version, macos, needed", [
-    ("2.11.0", "13.6", None), ("2.12.0", "13.6", "14"), ("2.14.1", "14.5", None),
-    ("2.15.0", "14.5", "15"), ("2.15.0", "15.0", None), ("2.16.0.dev20261101", "14.7", "15"),
-    ("2.15.0.dev20260901", "14.7", "15")])
-def test_the_macos_each_torch_needs_for_mps(torch_version, macos, needed):
-    """torch 2.12 needs macOS 14 for MPS, torch 2.15 macOS 15 (its wheel still installs on 14)."""
+@pytest.mark.parametrize("torch_version, macos, needed, below", [
+    ("2.5.1", "12.7", None, None), ("2.6.0", "12.7", "13", "2.6"), ("2.8.0", "13.6", None, None),
+    ("2.9.1", "13.6", "14", "2.9"), ("2.11.0", "13.6", "14", "2.9"), ("2.12.0", "13.6", "14", "2.9"),
+    ("2.14.1", "14.5", None, None), ("2.15.0", "14.5", "15", "2.15"), ("2.15.0", "13.6", "15", "2.9"),
+    ("2.15.0", "12.7", "15", "2.6"), ("2.15.0", "15.0", None, None), ("2.16.0.dev20261101", "14.7", "15", "2.15"),
+    ("2.15.0.dev20260901", "14.7", "15", "2.15")])
+def test_the_macos_each_torch_needs_for_mps(torch_version, macos, needed, below):
+    """The macOS each torch's MPS needs, as the real wheels' binaries say it: 12.3 to torch 2.5,
+    13 from 2.6, 14 from 2.9, 15 from 2.15 (the wheels of 2.6 to 2.11 install on macOS 11, and
+    2.15's on 14). The way back names the torch below the first floor this macOS misses: torch
+    2.12 on macOS 13 is told 'torch<2.9', since 2.11 needs macOS 14 as well."""
     f = load_facts("apple_silicon_native")
     f["mac"]["version"], f["torch"]["version"] = macos, torch_version
     v = fitness.judge_macos_version(f)
     if needed is None:
         assert v.outcome == "ok", v
         return
-    floor = "2.12" if needed == "14" else "2.15"
     assert v.outcome == "fail" and f"macOS {needed}+ only" in v.summary and f"macOS {macos}" in v.summary
-    assert f"update macOS to {needed}" in v.fix and f"pip install 'torch<{floor}'" in v.fix
+    assert f"update macOS to {needed}" in v.fix and f"pip install 'torch<{below}'" in v.fix, v.fix
     f["torch"]["mps_available"] = False
     cause, fix = fitness.mps_unavailable_cause(f)
     assert f"supports MPS on macOS {needed}+ only" in cause and fix == v.fix

@@ -250,7 +250,9 @@ MACOS = {"mac15": 15, "mac14": 14, "mac13": 13}
 def test_lock_has_a_torch_wheel_for_every_platform_compat_runs_on(python, platform):
     """Per Python and platform the lock selects one torch, and that torch has a wheel there (torch >= 2.12
     has macOS 14 wheels only: a macOS 13 Mac gets an older one) whose MPS backend runs on that macOS
-    (torch 2.15's wheel installs on macOS 14, but its MPS needs macOS 15: a macOS 14 Mac gets an older one)."""
+    (torch 2.15's wheel installs on macOS 14, but its MPS needs macOS 15: a macOS 14 Mac gets an older one;
+    torch 2.9's installs on macOS 13, but its MPS needs macOS 14: a macOS 13 Mac gets torch 2.8). Python
+    3.14 on macOS 13 is left out: no torch before 2.9 has a wheel for it (pyproject.toml's [tool.uv])."""
     data = lock()
     requires = SpecifierSet(data["requires-python"])
     assert Version(f"{python}.0") in requires

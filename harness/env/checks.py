@@ -44,7 +44,7 @@ ALL = devices.TARGETS
 CHECKS: tuple[EnvCheck, ...] = (
     EnvCheck("python-arch", ("mps",), "Is Python native to this Mac (arm64 on Apple silicon)?", fitness.judge_python_arch),
     EnvCheck("not-rosetta", ("mps",), "Does Python run outside Rosetta 2?", fitness.judge_not_rosetta),
-    EnvCheck("macos-version", ("mps",), "Is macOS 12.3 or newer?", fitness.judge_macos_version),
+    EnvCheck("macos-version", ("mps",), "Is macOS new enough for MPS with this torch (12.3; 13 from torch 2.6, 14 from 2.9, 15 from 2.15)?", fitness.judge_macos_version),
     EnvCheck("torch-version", ("mps",), "Is torch new enough for MPS?", fitness.judge_torch_for_mps),
     EnvCheck("backend-built", ("mps",), "Was torch built with MPS?", fitness.judge_mps_built),
     EnvCheck("device-available", ("mps",), "Is the MPS device available, and if not, why?", fitness.judge_mps_available),

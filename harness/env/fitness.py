@@ -92,12 +92,22 @@ class Gate:
 GATES = {
     "mps": Gate("the MPS backend", torch="1.12", macos="12.3",
                 source="PyTorch 1.12 release notes; HF perf_train_special (seed 001): macOS 12.3+"),
-    # The macOS a torch's MPS backend needs rises with torch (MPS_MACOS_FLOORS reads these two).
-    # When the device cannot be made (an older macOS, or no Metal device), the MPS device's constructor
-    # warns with that text and torch.backends.mps.is_available() is False.
+    # The macOS a torch's MPS backend needs rises with torch (MPS_MACOS_FLOORS reads these). When
+    # the device cannot be made (an older macOS, or no Metal device), the MPS device's constructor
+    # warns with that text and torch.backends.mps.is_available() is False. The texts were read in
+    # the macOS arm64 wheels of torch 2.2.0 to 2.15.0 (strings of torch/lib/libtorch_cpu.dylib):
+    # 2.2-2.5 say 12.3+, 2.6-2.8 13.0+, 2.9-2.14 14.0+, 2.15 15.0+; the wheels before 2.12 are
+    # tagged macosx_11_0, so pip installs them on a macOS whose MPS they then refuse.
+    "mps-torch-2.6": Gate("torch >= 2.6 on macOS", torch="2.6", macos="13",
+                          source="the torch 2.6.0 to 2.8.0 macOS arm64 binaries (libtorch_cpu.dylib) say 'The MPS "
+                                 "backend is supported on MacOS 13.0+'; their wheels are tagged macosx_11_0"),
+    "mps-torch-2.9": Gate("torch >= 2.9 on macOS", torch="2.9", macos="14",
+                          source="the torch 2.9.0 to 2.11.0 macOS arm64 binaries say 'The MPS backend is supported "
+                                 "on MacOS 14.0+' (pytorch#159275 removed macOS 13); their wheels are tagged "
+                                 "macosx_11_0"),
     "mps-torch-2.12": Gate("torch >= 2.12 on macOS", torch="2.12", macos="14",
-                           source="torch arm64 wheels are tagged macosx_14_0 from 2.12; the 2.14 binary says "
-                                  "'The MPS backend is supported on macOS 14.0+'"),
+                           source="torch arm64 wheels are tagged macosx_14_0 from 2.12; the 2.12 to 2.14 binaries "
+                                  "say 'The MPS backend is supported on macOS 14.0+'"),
     "mps-torch-2.15": Gate("torch >= 2.15 on macOS", torch="2.15", macos="15",
                            source="the torch 2.15.0 macOS arm64 binary (libtorch_cpu.dylib) says 'The MPS backend is "
                                   "supported on macOS 15.0+'; its wheel is still tagged macosx_14_0, so pip installs "
@@ -111,13 +121,13 @@ GATES = {
 }
 
 
-MPS_MACOS_FLOORS = ("mps-torch-2.12", "mps-torch-2.15")
+MPS_MACOS_FLOORS = ("mps-torch-2.6", "mps-torch-2.9", "mps-torch-2.12", "mps-torch-2.15")
 
 
 def mps_macos_floor(tv: Version | None) -> Gate | None:
     """The gate naming the macOS that torch ``tv``'s MPS backend needs beyond MPS's own 12.3
     (the newest of MPS_MACOS_FLOORS whose torch ``tv`` reaches; a nightly of a release counts as
-    that release); None before torch 2.12."""
+    that release); None before torch 2.6."""
     floor = None
     for key in MPS_MACOS_FLOORS:
         if tv is not None and Version(tv.base_version) >= Version(GATES[key].torch):
@@ -131,9 +141,12 @@ def _macos_too_old_for(tv: Version | None, mv: Version | None) -> Gate | None:
     return floor if floor is not None and mv is not None and mv < Version(floor.macos) else None
 
 
-def _older_torch_or_newer_macos(floor: Gate) -> str:
+def _older_torch_or_newer_macos(floor: Gate, mv: Version) -> str:
+    """The two ways out: the macOS ``floor`` needs, or the torch below the first floor that macOS
+    ``mv`` misses (torch 2.12 on macOS 13: below 2.9, not 2.12, whose 2.11 needs macOS 14 too)."""
+    first = next(GATES[k] for k in MPS_MACOS_FLOORS if mv < Version(GATES[k].macos))
     return (f"update macOS to {floor.macos} (System Settings > General > Software Update), "
-            f"or stay on a torch older than {floor.torch}: pip install 'torch<{floor.torch}'")
+            f"or stay on a torch older than {first.torch}: pip install 'torch<{first.torch}'")
 
 
 def gate_gaps(gate: Gate, f: dict) -> list[str]:
@@ -212,7 +225,7 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
                 "source builds need USE_MPS=1")
     if (floor := _macos_too_old_for(tv, mv)) is not None:
         return (f"MPS unavailable: torch {tv} supports MPS on macOS {floor.macos}+ only, and this is macOS {mv}",
-                _older_torch_or_newer_macos(floor))
+                _older_torch_or_newer_macos(floor, mv))
     where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
     return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
             "no usable Metal device",
@@ -264,7 +277,7 @@ def judge_macos_version(f: dict) -> Fitness:
     tv = torch_version(f)
     if (floor := _macos_too_old_for(tv, mv)) is not None:
         return fail(f"macOS {mv} with torch {tv}: torch {floor.torch} and newer support MPS on macOS "
-                    f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor),
+                    f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor, mv),
                     macos=str(mv), macos_needed=floor.macos, source=floor.source)
     return ok(f"macOS {mv} >= {need}", macos=str(mv))
 
