@@ -131,6 +131,27 @@ def test_nan_where_float64_has_a_number_fails_with_its_own_cause_on_the_cpu_too(
     assert judge.judge_forward_backward(_step_run(False), *_half("bfloat16")).status == Status.PASS
 
 
+def test_float16_training_on_mps_before_torch_2_8_is_not_offered_and_says_why(monkeypatch):
+    """torch 2.5 to 2.7 make torch.amp.GradScaler("mps"), but its unscale_ takes the scale to
+    float64, which MPS refuses, at the first step: the check is "not offered here", with the
+    way out, before any model is built, not a TypeError mid-training."""
+    import torch
+
+    from harness.parity.models import precision
+    assert precision.scaler_unsupported("mps", "2.8.0") is None and precision.scaler_unsupported("cuda", "2.2.0") is None
+    why = precision.scaler_unsupported("mps", "2.7.1")
+    assert "from torch 2.8" in why and "float64" in why and "bfloat16" in why and "upgrade torch" in why
+    monkeypatch.setattr(precision, "unsupported", lambda target, dtype: None)
+    monkeypatch.setattr(precision, "_rules_of", lambda target: "mps")
+    monkeypatch.setattr(torch, "__version__", "2.7.1")
+    import types
+    monkeypatch.setitem(precision.models.MODELS, "bert", types.SimpleNamespace(make=lambda: pytest.fail("a model was built")))
+    assert precision.train("bert", "cpu", "float16", tol=None) == why
+    monkeypatch.setattr(torch, "__version__", "2.8.0")
+    with pytest.raises(pytest.fail.Exception, match="a model was built"):   # 2.8: it goes on to train
+        precision.train("bert", "cpu", "float16", tol=None)
+
+
 def test_a_gradscaler_that_skips_every_step_fails_as_non_finite_and_one_skip_is_calibration(monkeypatch):
     tol = TABLE[("model", "float16")]
     curve = [6.0, 5.9, 5.8, 5.7]

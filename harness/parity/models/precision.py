@@ -56,6 +56,26 @@ AUTOCAST_SINCE = {("cpu", "bfloat16"): "1.10", ("cpu", "float16"): "2.5",
                   ("mps", "float16"): "2.5", ("mps", "bfloat16"): "2.6"}
 
 
+# where -> the torch version from which torch.amp.GradScaler steps there: on MPS, 2.8. Before
+# it the scaler is made, but its unscale_ takes the scale to float64 (MPS refuses: "Cannot
+# convert a MPS Tensor to float64 dtype") and MPS has no _amp_foreach_non_finite_check_and_unscale_
+# or _amp_update_scale_ kernel (torch/amp/grad_scaler.py and native_functions.yaml of torch 2.5
+# to 2.8; accelerate's get_grad_scaler asks the same 2.8 of MPS)
+SCALER_SINCE = {"mps": "2.8"}
+
+
+def scaler_unsupported(rules: str, torch_version: str) -> str | None:
+    """Why float16 training with loss scaling cannot run under ``rules``' GradScaler in this
+    torch, in words a user can act on; None where it can."""
+    from packaging.version import Version
+    since = SCALER_SINCE.get(rules)
+    if since is None or Version(Version(torch_version.split("+")[0]).base_version) >= Version(since):
+        return None
+    return (f"torch.amp.GradScaler({rules!r}) steps from torch {since}: before it its unscale_ takes the scale to "
+            f"float64, which {rules.upper()} refuses; this is torch {torch_version}: to train in float16 with loss "
+            f"scaling upgrade torch, or train under bfloat16 autocast, which needs no scaler")
+
+
 def _device_of(target: str) -> str:
     """Where a target computes: a stand-in on the CPU."""
     return devices.place(target)
@@ -171,6 +191,8 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
     import torch
     why = unsupported(target, dtype)
     if why:
+        return why
+    if dtype == "float16" and (why := scaler_unsupported(_rules_of(target), torch.__version__)):
         return why
     base = models.MODELS[name].make()
     of = sides(target, dtype)
