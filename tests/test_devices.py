@@ -30,10 +30,17 @@ def test_mps_availability_reasons_come_from_the_facts(machine, available, says):
     assert avail.available is available and says in avail.reason
 
 
-def test_mps_dtypes_follow_macos():
-    assert torch.float64 not in devices.backend("mps", load_facts("apple_silicon_native")).dtypes()
-    assert torch.bfloat16 in devices.backend("mps", load_facts("apple_silicon_native")).dtypes()
+def test_mps_dtypes_follow_macos_and_torch():
+    """bfloat16 and complex64 on MPS from macOS 14 and torch 2.3: torch 2.2, an Intel Mac's last,
+    has neither on any macOS ("BFloat16 is not supported on MPS" in its binary)."""
+    mac = load_facts("apple_silicon_native")
+    assert torch.float64 not in devices.backend("mps", mac).dtypes()
+    assert {torch.bfloat16, torch.complex64} <= set(devices.backend("mps", mac).dtypes())
     assert torch.bfloat16 not in devices.backend("mps", load_facts("intel_mac")).dtypes()  # macOS 13
+    for version, offered in (("2.2.2", False), ("2.3.0", True), ("2.3.0.dev20240101", True), ("2.15.0", True)):
+        mac["torch"]["version"] = version
+        got = set(devices.backend("mps", mac).dtypes()) & {torch.bfloat16, torch.complex64}
+        assert got == ({torch.bfloat16, torch.complex64} if offered else set()), version
 
 
 def test_cuda_absent_here_with_reason():

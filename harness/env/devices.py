@@ -201,13 +201,19 @@ class MPSBackend(Backend):
 
     def dtypes(self) -> list:
         import torch
-        # No float64 on MPS (LACKS, below); bf16 and complex need macOS 14.
+        # No float64 on MPS (LACKS, below); bf16 and complex need macOS 14 and torch 2.3: the
+        # torch 2.2 binary says "BFloat16 is not supported on MPS" and "Complex types are
+        # unsupported on MPS" whatever the macOS, 2.3's "MPS BFloat16 is only supported on
+        # MacOS 14 or newer" (macOS arm64 wheels, libtorch_cpu.dylib). 2.2 is the Intel Macs'
+        # last torch, and they run macOS 14.
         types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
-        mv = fitness.macos_version(self.facts)
-        if mv is not None and mv.major >= 14:
+        mv, tv = fitness.macos_version(self.facts), fitness.torch_version(self.facts)
+        if mv is not None and mv.major >= 14 and (tv is None or Version(tv.base_version) >= Version(HALF_AND_COMPLEX_SINCE)):
             types += [torch.bfloat16, torch.complex64]
         return types
 
+
+HALF_AND_COMPLEX_SINCE = "2.3"   # MPSBackend.dtypes: bfloat16 and complex64 on MPS from torch 2.3 (and macOS 14)
 
 _BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}
 

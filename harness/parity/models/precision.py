@@ -98,7 +98,7 @@ def unsupported(target: str, dtype: str) -> str | None:
     named = target if devices.is_emulated(target) else device
     backend = devices.backend(target if devices.is_emulated(target) else device)
     if getattr(torch, dtype) not in backend.dtypes():
-        extra = "; bfloat16 on MPS needs macOS 14 or newer" if rules == "mps" and dtype == "bfloat16" else ""
+        extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
         return f"{named} does not offer {dtype} here{extra}"
     since = AUTOCAST_SINCE.get((rules, dtype))
     if since and Version(torch.__version__.split("+")[0]) < Version(since):
