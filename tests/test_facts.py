@@ -136,6 +136,24 @@ def test_the_mps_kernel_switches(machine, fast, metal, outcome, says):
     assert (outcome == "fail") == bool(v.fix)
 
 
+def test_a_kernel_switch_the_installed_torch_predates_switches_nothing():
+    """PYTORCH_MPS_PREFER_METAL is read from torch 2.3, PYTORCH_MPS_FAST_MATH from 2.5 (the first
+    macOS binaries that name them): set on an older torch, they change no kernel, and two runs
+    of it are not 'compared across different kernel switches'."""
+    f = load_facts("apple_silicon_native")
+    f["env"]["PYTORCH_MPS_FAST_MATH"], f["env"]["PYTORCH_MPS_PREFER_METAL"] = "1", "1"
+    f["torch"]["version"] = "2.2.2"
+    v = fitness.judge_kernel_env(f)
+    assert v.outcome == "ok" and v.summary.startswith("MPS kernels as torch ships them"), v
+    assert "PYTORCH_MPS_FAST_MATH is set but torch 2.2.2 does not read it (from torch 2.5)" in v.summary
+    assert fitness.kernel_switches(f["env"], "2.2.2") == []
+    assert fitness.kernel_switches(f["env"], "2.4.1") == ["PYTORCH_MPS_PREFER_METAL=1"]
+    assert fitness.kernel_switches(f["env"], "2.5.0") == fitness.kernel_switches(f["env"]) == [
+        "PYTORCH_MPS_FAST_MATH=1", "PYTORCH_MPS_PREFER_METAL=1"]
+    f["env"]["PYTORCH_MPS_PREFER_METAL"] = "0"   # a value it would misread, on a torch that does not read it
+    assert fitness.judge_kernel_env(f).outcome == "ok"
+
+
 @pytest.mark.parametrize("torch_version, macos, needed, below", [
     ("2.5.1", "12.7", None, None), ("2.6.0", "12.7", "13", "2.6"), ("2.8.0", "13.6", None, None),
     ("2.9.1", "13.6", "14", "2.9"), ("2.11.0", "13.6", "14", "2.9"), ("2.12.0", "13.6", "14", "2.9"),

@@ -49,6 +49,12 @@ WATCHED = (
     "PYTORCH_MPS_LOW_WATERMARK_RATIO",
     "PYTORCH_MPS_FAST_MATH",        # these two change which kernels MPS runs (fitness.KERNEL_VARS)
     "PYTORCH_MPS_PREFER_METAL",
+    # new in torch 2.15's binary, and they change kernels too: recorded in each run's header, not
+    # judged (how torch reads their values is not in its docs): one is read beside the MPS
+    # attention kernel (sdpa_general_mps), the other picks the Metal language version the
+    # kernels are built for ("expected 3.1, 3.2 or 4.0")
+    "PYTORCH_MPS_DISABLE_PREFILL_ATTENTION",
+    "PYTORCH_MPS_METAL_VERSION",
     "HF_HUB_OFFLINE",
     "TRANSFORMERS_OFFLINE",
     "HF_DATASETS_OFFLINE",

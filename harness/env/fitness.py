@@ -392,16 +392,27 @@ def judge_watermark_env(f: dict) -> Fitness:
 # - PYTORCH_MPS_PREFER_METAL: matmuls run on torch's own Metal kernel instead of MPSGraph's.
 #   torch reads only whether the variable is set (LinearAlgebra.mm, use_metal_mm: getenv !=
 #   nullptr, later c10::utils::has_env), so "0" turns it on as well.
+# Each from the first torch whose macOS arm64 binary (libtorch_cpu.dylib) names it: PREFER_METAL
+# from 2.3, FAST_MATH from 2.5; an older torch ignores the variable, and nothing is switched.
 FAST_MATH_VAR, PREFER_METAL_VAR = "PYTORCH_MPS_FAST_MATH", "PYTORCH_MPS_PREFER_METAL"
 KERNEL_VARS = (FAST_MATH_VAR, PREFER_METAL_VAR)
+KERNEL_VAR_SINCE = {FAST_MATH_VAR: "2.5", PREFER_METAL_VAR: "2.3"}
 
 
-def kernel_switches(env: dict | None) -> list[str]:
-    """The MPS kernel switches a process environment turns on, as "NAME=value" (none: [])."""
+def _reads(var: str, torch_version: str | None) -> bool:
+    """Whether torch ``torch_version`` reads the kernel switch ``var`` (unknown version: yes)."""
+    tv = version_of(torch_version)
+    return tv is None or Version(tv.base_version) >= Version(KERNEL_VAR_SINCE[var])
+
+
+def kernel_switches(env: dict | None, torch_version: str | None = None) -> list[str]:
+    """The MPS kernel switches a process environment turns on, as "NAME=value" (none: []),
+    for torch ``torch_version`` (a switch it does not read turns nothing on)."""
     env = env if isinstance(env, dict) else {}
     fast, metal = env.get(FAST_MATH_VAR), env.get(PREFER_METAL_VAR)
-    on = [f"{FAST_MATH_VAR}={fast}"] if isinstance(fast, str) and fast != "0" else []
-    return on + ([f"{PREFER_METAL_VAR}={metal}"] if isinstance(metal, str) else [])
+    on = [f"{FAST_MATH_VAR}={fast}"] if isinstance(fast, str) and fast != "0" and _reads(FAST_MATH_VAR, torch_version) else []
+    return on + ([f"{PREFER_METAL_VAR}={metal}"] if isinstance(metal, str) and _reads(PREFER_METAL_VAR, torch_version)
+                 else [])
 
 
 KERNEL_SWITCH_EFFECT = {
@@ -421,7 +432,13 @@ def judge_kernel_env(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     env = f.get("env") or {}
+    tv = (f.get("torch") or {}).get("version")
+    unread = [v for v in KERNEL_VARS if env.get(v) is not None and not _reads(v, tv)]
+    if unread:   # set, but this torch predates the switch: torch's own kernels run
+        env = {k: v for k, v in env.items() if k not in unread}
     fast, metal = env.get(FAST_MATH_VAR), env.get(PREFER_METAL_VAR)
+    ignored = "".join(f"; {v} is set but torch {tv} does not read it (from torch {KERNEL_VAR_SINCE[v]}): it switches "
+                      "nothing" for v in unread)
     if metal is not None and metal != "1":
         return fail(f"{PREFER_METAL_VAR}={metal!r} turns torch's own Metal matmul ON: torch reads only whether the "
                     "variable is set, not its value",
@@ -431,11 +448,12 @@ def judge_kernel_env(f: dict) -> Fitness:
         return fail(f"{FAST_MATH_VAR}={fast!r} is not 0 or 1: newer torch reads every value but '0' as on, older "
                     "releases parse an integer and fail on a word",
                     f"export {FAST_MATH_VAR}=0 or unset it (1 turns fast math on)")
-    on = kernel_switches(env)
+    on = kernel_switches(env, tv)
     if not on:
         return ok(f"MPS kernels as torch ships them ({FAST_MATH_VAR} and {PREFER_METAL_VAR} not set, or 0 for fast "
-                  "math)")
-    return ok(f"{switch_words(on)}. This run's mps numbers and times are of those kernels, not of torch's defaults")
+                  f"math){ignored}")
+    return ok(f"{switch_words(on)}. This run's mps numbers and times are of those kernels, not of torch's "
+              f"defaults{ignored}")
 
 
 def judge_tokenizers_native(f: dict) -> Fitness:

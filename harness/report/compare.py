@@ -586,7 +586,9 @@ def switch_notes(baseline: Side, candidate: Side, compared: list[dict]) -> list[
     harness.env.fitness.KERNEL_VARS) and mps checks were compared: their numbers and times are
     of different kernels, so a change there may be the switch's doing, not the versions'."""
     mps = sum(r.get("target") == "mps" for r in compared)
-    on = [fitness.kernel_switches((s.header.get("facts") or {}).get("env")) for s in (baseline, candidate)]
+    on = [fitness.kernel_switches((s.header.get("facts") or {}).get("env"),
+                                  ((s.header.get("facts") or {}).get("torch") or {}).get("version"))
+          for s in (baseline, candidate)]
     if not mps or on[0] == on[1]:
         return []
     said = [", ".join(o) if o else "neither switch" for o in on]

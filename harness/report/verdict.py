@@ -356,8 +356,9 @@ def kernel_switches(headers: list[dict], target: str) -> list[str]:
     runs of an mps column had on, as "NAME=value", each once; [] for any other target."""
     if target != "mps":
         return []
-    envs = [h["facts"].get("env") for h in headers if isinstance(h.get("facts"), dict)]
-    return list(dict.fromkeys(s for env in envs for s in fitness.kernel_switches(env)))
+    facts = [h["facts"] for h in headers if isinstance(h.get("facts"), dict)]
+    return list(dict.fromkeys(s for f in facts for s in fitness.kernel_switches(f.get("env"),
+                                                                              (f.get("torch") or {}).get("version"))))
 
 
 def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
