@@ -107,7 +107,7 @@ def test_fallback_variable_values(value, torch_v, outcome, says):
     ("apple_silicon_native", "-1", None, "fail"), ("apple_silicon_native", "2.5", None, "fail"),
     ("apple_silicon_native", "1.0", "1.5", "fail"),
     ("apple_silicon_native", "1.0", None, "fail"),   # the default low ratio 1.4 exceeds it
-    ("intel_mac", "1.0", None, "ok"),                # discrete GPU before torch 2.14: default low 1.0
+    ("intel_mac", "1.0", None, "ok"),                # discrete GPU before torch 2.13: default low 1.0
     ("apple_silicon_native", None, "x", "fail"),
 ])
 def test_watermark_ratios(machine, high, low, outcome):
@@ -472,3 +472,16 @@ def test_recorded_fact_sets_without_the_new_keys_still_judge_and_name():
     assert "gpu_cores" not in f["mac"] and "mps_recommended_max_memory" not in f["torch"]
     assert f["facts_schema"] == facts.FACTS_SCHEMA == 1
     assert fitness.mps_unavailable_cause(f) is None and facts.env_id(f) == "mac-py3.11.7-torch2.15.0"
+
+
+def test_an_intel_mac_on_torch_2_13_is_told_that_mps_needs_unified_memory_there():
+    """torch 2.13's binary refuses a GPU without unified memory ('MPS backend is only supported
+    on devices with unified memory'): an Intel Mac's AMD GPU is told so, with the torch that
+    still took it; before 2.13 the advice is the Metal-capable GPU's."""
+    f = load_facts("intel_mac")
+    f["mac"]["version"], f["torch"]["mps_available"] = "14.6", False
+    f["torch"]["version"] = "2.13.0"
+    cause, fix = fitness.mps_unavailable_cause(f)
+    assert "no usable Metal device" in cause and "from torch 2.13 one with unified memory" in fix, fix
+    f["torch"]["version"] = "2.12.1"
+    assert "unified memory" not in fitness.mps_unavailable_cause(f)[1]

@@ -227,9 +227,13 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
         return (f"MPS unavailable: torch {tv} supports MPS on macOS {floor.macos}+ only, and this is macOS {mv}",
                 _older_torch_or_newer_macos(floor, mv))
     where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
+    intel = ("on Intel Macs MPS needs a Metal-capable GPU, and from torch 2.13 one with unified memory "
+             "(torch 2.13's binary: 'MPS backend is only supported on devices with unified memory', so an AMD "
+             "GPU is refused: torch 2.12 or older, built from source, since PyPI's last Intel-Mac wheel is 2.2.2); ")
     return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
             "no usable Metal device",
-            "on Intel Macs MPS needs a Metal-capable AMD GPU; in a VM or over some remote sessions Metal is absent")
+            (intel if not apple_silicon(f) and tv is not None and tv >= Version("2.13") else
+             "on Intel Macs MPS needs a Metal-capable AMD GPU; ") + "in a VM or over some remote sessions Metal is absent")
 
 
 # --------------------------------------------------------------------------- the judges
@@ -340,7 +344,8 @@ def judge_fallback_env(f: dict) -> Fitness:
 WATERMARK_VARS = ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_LOW_WATERMARK_RATIO")
 # aten/src/ATen/mps/MPSAllocator.{h,mm} (torch 2.0-2.15): high defaults to 1.7 and must lie
 # in [0, 2.0] (0 lifts the limit); low defaults to 1.4 on unified memory (1.0 on a discrete
-# GPU before 2.14) and must lie in [0, high] (or [0, 2.0] when high is 0). Values are read
+# GPU, which torch 2.13 and later refuse: "only supported on devices with unified memory") and
+# must lie in [0, high] (or [0, 2.0] when high is 0). Values are read
 # with strtod, so text that is not a number silently becomes 0.0: no limit at all.
 WATERMARK_UPPER = 2.0
 WATERMARK_DEFAULT_HIGH = 1.7
@@ -348,7 +353,7 @@ WATERMARK_DEFAULT_HIGH = 1.7
 
 def _watermark_default_low(f: dict) -> float:
     tv = torch_version(f)
-    discrete = is_mac(f) and not apple_silicon(f) and (tv is None or tv < Version("2.14"))
+    discrete = is_mac(f) and not apple_silicon(f) and (tv is None or tv < Version("2.13"))
     return 1.0 if discrete else 1.4
 
 
