@@ -114,3 +114,15 @@ def test_an_optimization_step_on_cuda_sets_its_tf32_switch_after_opinfo(monkeypa
             m.setattr(torch.cuda, "is_available", lambda: True)
             w.step_without_update()
     assert seen == [(True, True), (False, False)] and _switches() == before
+
+
+def test_mps_memory_to_plan_with_is_the_working_set_limit_less_what_the_process_holds(monkeypatch):
+    """recommended_max_memory is Metal's limit, which does not shrink as this process allocates:
+    a second sizing in a child that already holds a model would plan as if nothing were resident."""
+    import types
+    gib = 2 ** 30
+    monkeypatch.setattr(torch, "mps", types.SimpleNamespace(recommended_max_memory=lambda: 16 * gib,
+                                                            driver_allocated_memory=lambda: 3 * gib), raising=False)
+    assert devices.memory_of("mps") == (13 * gib, "torch.mps.recommended_max_memory less torch.mps.driver_allocated_memory")
+    monkeypatch.setattr(torch, "mps", types.SimpleNamespace(recommended_max_memory=lambda: 16 * gib), raising=False)
+    assert devices.memory_of("mps") == (16 * gib, "torch.mps.recommended_max_memory")

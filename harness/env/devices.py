@@ -231,7 +231,10 @@ CPU_MEMORY_CAP = 8 * GIB  # the CPU trains the small shapes only, however much R
 def memory_of(device: str) -> tuple[int, str]:
     """The memory a check may plan with on ``device`` ("cuda:0", "mps", "cpu"), and where the
     figure comes from: free memory on CUDA (``torch.cuda.mem_get_info``), the Metal
-    working-set limit on MPS (``torch.mps.recommended_max_memory``), and on the CPU the
+    working-set limit on MPS (``torch.mps.recommended_max_memory``, from torch 2.5) less what
+    this process's Metal heap already holds (``driver_allocated_memory``: the limit does not
+    shrink as the process allocates, so a second sizing would plan as if nothing were
+    resident), and on the CPU the
     available RAM capped at CPU_MEMORY_CAP, so a big server does not train a large model on
     its CPU (harness.optim.workloads sizes the training shape with it)."""
     import torch
@@ -240,9 +243,13 @@ def memory_of(device: str) -> tuple[int, str]:
         free, total = torch.cuda.mem_get_info()
         return int(free), f"free of {total / GIB:.3g} GiB, torch.cuda.mem_get_info"
     if kind == "mps":
-        fn = getattr(getattr(torch, "mps", None), "recommended_max_memory", None)
+        mps = getattr(torch, "mps", None)
+        fn = getattr(mps, "recommended_max_memory", None)
         if fn is not None:
-            return int(fn()), "torch.mps.recommended_max_memory"
+            held = getattr(mps, "driver_allocated_memory", None)
+            used = int(held()) if held is not None else 0
+            return (max(int(fn()) - used, 0),
+                    "torch.mps.recommended_max_memory" + (" less torch.mps.driver_allocated_memory" if held else ""))
     import psutil
     available = int(psutil.virtual_memory().available)
     if kind == "cpu":
