@@ -567,3 +567,28 @@ def test_the_controls_section_lists_as_unchecked_only_columns_that_ran_something
     section = controls_section(build(runs))
     unchecked = section.intro.split("Without controls (instruments unchecked): ")[1]
     assert " cpu" in unchecked and " mps" not in unchecked and " cuda" not in unchecked, unchecked
+
+
+def test_a_later_runs_controls_do_not_vouch_for_an_earlier_run_without_any(tmp_path):
+    """A column merges its runs, the newest record of each check winning: an older run file with
+    no controls (written before mps-compat had them) and a newer one with them read "instruments
+    checked" for the older run's measurements too. A record is vouched for by the controls of its
+    own run; where the earlier run had its controls, a later run's replacing them changes nothing."""
+    def page(first_has_controls: bool):
+        first = checks() + (controls() if first_has_controls else [])
+        old = runfiles.read_file(write_run(tmp_path / "old.jsonl", FACTS, first, run="R1")).runs
+        new = runfiles.read_file(write_run(tmp_path / "new.jsonl", FACTS, controls() + [
+            check("ops/mul/float32", category=Category.NATIVE)], run="R2")).runs
+        new[0].header["pytest_args"] = ["suites/", "-k", "mul"]   # a later run of one check (and, so, the controls)
+        runs = old + new
+        (card,) = [v for v in verdict.verdicts(build(runs)) if v.title.endswith("· cpu")]
+        return card
+    merged = page(first_has_controls=False)
+    assert aspect(merged, "instruments").state == verdict.GOOD   # R2's controls passed
+    for name in ("ops", "numerics", "optimizations", "speed and memory"):
+        a = aspect(merged, name)
+        assert a.state == verdict.WARN and a.line.startswith("unchecked (no "), (name, a)
+    assert aspect(merged, "environment").state == verdict.GOOD
+    vouched = page(first_has_controls=True)
+    assert [a.name for a in vouched.aspects if a.line.startswith("unchecked")] == []
+    assert vouched.state == verdict.GOOD, vouched

@@ -310,6 +310,9 @@ class Instruments:
     failed: list[Control] = dataclasses.field(default_factory=list)
     passed: list[Control] = dataclasses.field(default_factory=list)
     skipped: list[Control] = dataclasses.field(default_factory=list)
+    # suite -> the runs in which a control of it passed or failed: a record measured in another
+    # run (an older run file merged in) was not vouched for by these controls
+    checked_runs: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -338,9 +341,12 @@ def _in_suite_order(suites) -> list[str]:
     return sorted(suites, key=_suite_rank)
 
 
-def instruments_of(recs) -> Instruments:
-    """The Instruments of a column's records (the newest record of each check), suite by suite."""
-    found = Instruments()
+def instruments_of(recs, checked_runs: dict[str, set[str]] | None = None) -> Instruments:
+    """The Instruments of a column's records (the newest record of each check), suite by suite;
+    ``checked_runs`` (``checked_runs_of``): the runs each suite's controls ran in, from every
+    record of the runs, where the newest ones alone would forget a run whose controls a later
+    run's replaced; without it, the runs of the controls among ``recs``."""
+    found = Instruments(checked_runs=checked_runs if checked_runs is not None else checked_runs_of(recs))
     for rec in sorted((r for r in recs if is_control(r)),
                       key=lambda r: (_suite_rank(r.get("suite") or ""), r.get("check", ""))):
         control = control_of(rec)
@@ -500,7 +506,7 @@ def build(runs: list[Run]) -> Matrix:
     rows = [c for s in ordered_suites.values() for c in s]
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
-    _mark_instruments(ordered, cells)
+    _mark_instruments(ordered, cells, checked_runs_of(rec for rs in by_env.values() for run in rs for rec in run.records))
     return Matrix(ordered, rows, ordered_suites, cells, notes, company_of(runs))
 
 
@@ -635,7 +641,17 @@ def judged_again(rec: dict, header: dict) -> dict:
     return {**out, "judged_again": note}
 
 
-def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict]) -> None:
+def checked_runs_of(recs) -> dict[str, set[str]]:
+    """suite -> the run ids in which a control of that suite passed or failed."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for rec in recs:
+        if is_control(rec) and (rec["status"] in Status.BAD or rec["status"] in Status.WORKS) and rec.get("run"):
+            out[rec.get("suite") or ""].add(rec["run"])
+    return dict(out)
+
+
+def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict],
+                      checked_runs: dict[str, set[str]] | None = None) -> None:
     """Each column's Instruments, from the controls of its machine and target (its workloads
     together: the optimization suite's controls are one for the small and the large workload)."""
     groups: dict[tuple[str, str], list[Column]] = defaultdict(list)
@@ -646,7 +662,7 @@ def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict])
         if is_control(rec):
             by_column[col_id].append(rec)
     for cols in groups.values():
-        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])])
+        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])], checked_runs)
         for col in cols:
             col.instruments = found
 

@@ -595,11 +595,17 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
 
 def unchecked_suites(found: Instruments, recs: list[dict]) -> list[str]:
     """The suites that measured here (a check that ran, not a control) with no control of
-    theirs passed or failed: their instruments were never checked in this column (an older run
-    merged in, controls deselected, or every control of theirs skipped)."""
+    theirs passed or failed, or with records of a run in which none did: their instruments were
+    never checked there (an older run merged in, controls deselected, or every control of
+    theirs skipped). A later run's controls do not vouch for an earlier run's measurements."""
     checked = {c.suite for c in found.passed + found.failed}
-    return [s for s in ASPECTS_OF_SUITE if s not in checked
-            and any(r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r) for r in recs)]
+    out = []
+    for s in ASPECTS_OF_SUITE:
+        measured = [r for r in recs if r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r)]
+        runs = found.checked_runs.get(s)
+        if measured and (s not in checked or (runs and any(r.get("run") and r["run"] not in runs for r in measured))):
+            out.append(s)
+    return out
 
 
 def _unchecked(aspect: Aspect, suite: str) -> Aspect:
@@ -819,7 +825,11 @@ def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
             aspects = [_the_cpus_times(a) for a in aspects]
         if switches:
             aspects = [_timed_with(a, switches) for a in aspects]
-        found = instruments_of(recs)   # the same as each column's (matrix.Column.instruments)
+        runs_checked: dict[str, set[str]] = {}   # from every run's controls, as each column's were
+        for c in cols:
+            for suite, ids_ in c.instruments.checked_runs.items():
+                runs_checked.setdefault(suite, set()).update(ids_)
+        found = instruments_of(recs, runs_checked)   # the same as each column's (matrix.Column.instruments)
         instruments, instruments_note = _instruments(found, recs)
         failed = found.failed_suites()
         for suite in failed:
