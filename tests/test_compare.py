@@ -3,6 +3,7 @@ found exactly, identical runs give none, and bad input is one line and exit 2.""
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
@@ -21,10 +22,15 @@ def rec(check: str, status: str = "pass", category: str = "n/a", target: str = "
             "metrics": metrics, "reason": reason, "duration_s": 0.1, "nodeid": check}
 
 
-def write_run(path, records, env_id="host-a-torch2.8", torch_version="2.8.0", run_id="r1", end=True):
+def write_run(path, records, env_id="host-a-torch2.8", torch_version="2.8.0", run_id="r1", end=True, judges=None):
+    """A run file of ``records``; its header says today's judges (records.JUDGES), or ``judges``
+    where given: ``{}`` is a header written before headers named them (records.judge_of)."""
     w = runfiles.Writer(path)
     facts = {"host": "host-a", "packages": {"torch": torch_version, "transformers": "5.0.0"}}
-    w.write(runfiles.header(run_id, env_id, facts))
+    header = runfiles.header(run_id, env_id, facts)
+    if judges is not None:
+        header = {k: v for k, v in header.items() if k != "judges"} | ({"judges": judges} if judges else {})
+    w.write(header)
     for r in records:
         w.write({**r, "run": run_id})
     if end:
@@ -462,3 +468,128 @@ def test_a_repeatable_check_that_starts_giving_other_bits_is_a_warning_not_a_reg
     assert compare.compare_records(other, other) == [] and compare.compare_records(same, same) == []
     wrong = rec(check, "fail", category="unrepeatable", reason="other bits, wrong ones")
     assert [k for k, *_ in compare.compare_records(other, wrong)] == ["regression"]   # the status rule's
+
+
+# --------------------------------------------------------------------------- two revisions of the parity judge
+
+def judged_by(judge: int, status: str = "pass", check: str = "parity/matrix_exp/float16/forward", **metrics) -> dict:
+    """A cuda parity record as revision ``judge`` of the parity judge writes it: revision 1 held
+    the device against the CPU in the same dtype (``reference`` "cpu"), revision 2 holds it
+    against float64 with the CPU's own error as the yardstick. The defaults are the recorded
+    H100's float16 ``matrix_exp``: equal to the CPU bit for bit, NaN where float64 is a number
+    (the CPU's too), so judge 1 passed it and judge 2 fails the same output."""
+    said = (dict(reference="cpu", max_abs_err=0.0, margin=0.0, target_ref_err=0.0, cpu_ref_err=0.0,
+                 more_accurate="same") if judge == 1 else
+            dict(reference="float64", accuracy_source="float64, the CPU's own error the yardstick", max_abs_err=0.0,
+                 margin="inf", vs_cpu_max_abs_err=0.0, target_ref_err=0.0, cpu_ref_err=0.0, more_accurate="same",
+                 non_finite=25, cause="non-finite"))
+    reason = "sample 0: 25 element(s) NaN or inf in float16 where float64 is a number" if status == "fail" else ""
+    return rec(check, status, "parity", "cuda", reason, **{**said, **metrics})
+
+
+def judged_runs(tmp_path, baseline: list[dict], candidate: list[dict], judges=(1, 2)):
+    """A baseline and a candidate run file of one torch, written by the parity judges ``judges``."""
+    def header_says(judge):
+        return {} if judge == 1 else {"parity": judge}   # judge 1's headers named no judge
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return (write_run(tmp_path / "base.jsonl", baseline, judges=header_says(judges[0])),
+            write_run(tmp_path / "cand.jsonl", candidate, run_id="r2", judges=header_says(judges[1])))
+
+
+def test_a_verdict_that_only_the_judge_changed_is_no_regression_and_the_note_says_so_first(tmp_path, capsys):
+    """The recorded H100's 12 'pass -> fail' regressions: judge 1 passed the output as equal to
+    the CPU's, judge 2 fails the same output against float64. The yardstick changed, not torch:
+    not comparable, a warning, exit 0, and one note before the tables says what to do."""
+    base, cand = judged_runs(tmp_path, [judged_by(1)], [judged_by(2, "fail")])
+    assert cli.main([str(base), str(cand)]) == 0
+    text = capsys.readouterr().out
+    result = compare.compare(compare.load_side([str(base)]), compare.load_side([str(cand)]))
+    assert result.regressions == [] and result.unchanged == 0
+    (change,) = result.changes
+    assert (change.kind, change.rule, change.before, change.after) == ("warning", "judge", "pass", "fail")
+    assert change.detail.startswith("not comparable: judged by parity judge 1 in the baseline, judge 2 in the "
+                                    "candidate; keep the baseline again")
+    (line,) = result.judges
+    assert line.startswith("1 parity check(s) were judged by two revisions of the parity judge: judge 1 (agreement "
+                           "with the CPU in the same dtype) wrote the baseline's records, judge 2")
+    assert "not regressions" in line and "./compat baseline" in line
+    assert text.index(f"note: {line}") < text.index("Warnings (1)")          # said first, not under the tables
+    assert json.loads(compare.render(result, "json"))["notes"][0] == line
+    assert f"**note: {line}**" in compare.render(result, "md")
+
+
+@pytest.mark.parametrize("judge", [1, 2])
+def test_the_same_judge_passing_then_failing_is_still_a_regression(tmp_path, capsys, judge):
+    """The rules hold as ever between records of one judge, today's or an older one's (two old
+    run files): only a change of judge is not compared."""
+    base, cand = judged_runs(tmp_path, [judged_by(judge)], [judged_by(judge, "fail")], judges=(judge, judge))
+    assert cli.main([str(base), str(cand)]) == 1
+    result = compare.compare(compare.load_side([str(base)]), compare.load_side([str(cand)]))
+    assert [(c.kind, c.rule) for c in result.changes] == [("regression", "status")]
+    assert "two revisions" not in capsys.readouterr().out and not result.notes
+
+
+def test_margins_of_two_judges_are_not_compared(tmp_path):
+    """Judge 1's margin measured agreement with the CPU (0 where equal to it), judge 2's the
+    error against float64: 336 'parity-growth' warnings on the recorded H100, same torch."""
+    grown = dict(margin=0.6, max_abs_err=0.0625)
+    across = compare.compare(*(compare.load_side([str(f)]) for f in judged_runs(
+        tmp_path, [judged_by(1, margin=0.01)], [judged_by(2, non_finite=0, **grown)])))
+    assert across.changes == [] and across.unchanged == 1 and len(across.judges) == 1
+    same = compare.compare(*(compare.load_side([str(f)]) for f in judged_runs(
+        tmp_path / "same", [judged_by(2, margin=0.01)], [judged_by(2, non_finite=0, **grown)], judges=(2, 2))))
+    assert [(c.kind, c.rule) for c in same.changes] == [("warning", "parity-growth")]
+
+
+def test_an_older_failure_is_judged_again_and_what_no_judge_says_is_compared_as_ever(tmp_path):
+    """Judge 1 failed ``exp`` where the device was as accurate as the CPU: judged again from its
+    metrics it passes, as it does under judge 2 (unchanged, no 'improvement'); where judge 2
+    fails it, the estimate does not make a regression (not comparable). An error is no judge's
+    word: a pass that now errors is a regression whichever judge wrote the pass."""
+    cleared = judged_by(1, "fail", "parity/exp/float16/forward", max_abs_err=1e-3, margin=3.0, target_ref_err=1e-3,
+                        cpu_ref_err=1e-3)
+    errs = rec("parity/add/float16/forward", "error", "n/a", "cuda", "RuntimeError: CUDA error")
+    base, cand = judged_runs(tmp_path, [cleared, judged_by(1, check="parity/add/float16/forward")],
+                             [judged_by(2, check="parity/exp/float16/forward", non_finite=0, margin=0.4), errs])
+    result = compare.compare(compare.load_side([str(base)]), compare.load_side([str(cand)]))
+    assert [(c.check, c.kind, c.rule) for c in result.changes] == [
+        ("parity/add/float16/forward", "regression", "status")]
+    assert result.unchanged == 1 and "2 parity check(s)" in result.judges[0]
+    base, cand = judged_runs(tmp_path / "fails", [cleared], [judged_by(2, "fail", "parity/exp/float16/forward")])
+    (change,) = compare.compare(compare.load_side([str(base)]), compare.load_side([str(cand)])).changes
+    assert (change.kind, change.rule) == ("warning", "judge")
+    assert "the baseline's fail would read pass today (an estimate from its largest errors)" in change.detail
+
+
+def test_the_recorded_h100_runs_of_one_torch_under_two_judges_regress_nothing(capsys):
+    """The same torch build and GPU, recorded on 2026-11-22 (parity judge 1) and 2026-11-24
+    (judge 2): 12 regressions, 336 warnings and 342 improvements that were the judge's, among
+    them 9 'the kernel's result changed'; what remains is the 8 checks judge 2 skips."""
+    from tests.conftest import recorded_h100, recorded_h100_controls
+    assert cli.main([str(recorded_h100()), str(recorded_h100_controls()), "--partial", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    kinds = Counter((c["kind"], c["rule"]) for c in out["changes"] if c["kind"] not in ("appeared", "disappeared"))
+    assert kinds == {("warning", "judge"): 86, ("warning", "coverage"): 8}
+    assert out["notes"][0].startswith("4,824 parity check(s) were judged by two revisions of the parity judge")
+    assert not any("kernel's result changed" in c["detail"] for c in out["changes"])
+
+
+def test_the_reports_baseline_card_takes_the_change_of_judge_the_same_way(tmp_path):
+    """The page's "against the baseline" compares each column with the baseline by these rules
+    (harness.report.speed.against_baseline); the column's records are judged again already
+    (matrix.build), which a page of older runs against a newer baseline reads."""
+    from harness.report.matrix import build
+    from harness.report.speed import against_baseline
+    for older_first in (True, False):
+        base, cand = judged_runs(tmp_path / str(older_first), [judged_by(1)], [judged_by(2, "fail")])
+        if not older_first:   # a baseline kept today, a page of runs written by judge 1
+            base, cand = judged_runs(tmp_path / "newer", [judged_by(2, "fail")], [judged_by(1)], judges=(2, 1))
+        found = against_baseline(build(runfiles.read_file(cand).runs), compare.load_side([str(base)]))
+        (against,) = found.values()
+        assert [(c.kind, c.rule) for c in against.changes] == [("warning", "judge")] and against.compared == 1
+
+
+def test_every_revision_of_a_judge_has_the_words_a_comparison_across_two_names():
+    from harness.core import records
+    assert {suite: set(words) for suite, words in records.YARDSTICKS.items()} == {
+        suite: set(range(1, n + 1)) for suite, n in records.JUDGES.items()}

@@ -42,6 +42,10 @@ SCHEMA = 2
 # run's header. parity 2: an accelerator judged by its accuracy against float64 with the CPU's
 # own error as the yardstick (revision 1 judged same-dtype agreement with the CPU).
 JUDGES = {"parity": 2}
+# What each revision of a suite's judge held a result against, in a reader's words: a
+# comparison of records of two revisions names both (harness.report.compare).
+YARDSTICKS = {"parity": {1: "agreement with the CPU in the same dtype",
+                         2: "accuracy against float64, the CPU's own error the yardstick"}}
 # What a report shows for a record of an older judge whose metrics cannot settle what today's
 # judge would say (a tie in an index output, a copy read before it completed): run it again.
 RERUN = "rerun"

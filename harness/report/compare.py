@@ -48,6 +48,13 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                bit for bit any more)
                   improvement  the other way: the first run's bits on every rerun again
   coverage        warning      it ran, and now is skipped (the reason says why)
+  judge           warning      two revisions of the check's judge wrote its records (a baseline
+                               kept before this project was upgraded: records.judge_of), and
+                               their verdicts differ even with the older one judged again from
+                               its metrics where they allow: not comparable, whatever the two
+                               statuses; between such records no verdict or margin is compared
+                               (``across_judges``), and a note first counts them and says to keep
+                               the baseline again
   perf-time       regression   a time (an op, a model's step, inference, generation, cold start)
                                slower by more than its tolerance, intervals apart, on the same
                                machine (harness/perf/against.py has the allowances)
@@ -87,16 +94,20 @@ from typing import Iterable
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.env import fitness
-from harness.parity.numerics import causes
+from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
-from harness.report.matrix import SUITE_ORDER, company_of, control_of, is_control
+from harness.report.matrix import SUITE_ORDER, as_written, company_of, control_of, is_control, judged_again
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
 KINDS = ("regression", "warning", "improvement", "appeared", "disappeared")
 BAD = Status.BAD
 WORKS = Status.WORKS
+VERDICTS = (Status.PASS, Status.FAIL, Status.XFAIL, Status.XPASS)   # what a judge says of a result
+# The rules that read a judge's verdict or its margin: between records of two revisions of the
+# judge they would compare two yardsticks, not two versions (``across_judges``)
+JUDGED_RULES = ("status", "limitation", "parity-growth", "parity-nan")
 FALLBACK_ORDER = {Category.NATIVE: 0, Category.CPU_FALLBACK: 1, Category.UNSUPPORTED: 2}
 DEFAULT_FACTOR = 2.0
 DEFAULT_FLOOR = 0.01         # margin (error / allowed): below 1% of the tolerance, growth is rounding
@@ -132,6 +143,9 @@ class Side:
     # run id -> the suites beside perf in that run (matrix.company_of); a run not in it: unknown
     company: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     headers: dict[str, dict] = dataclasses.field(default_factory=dict)   # run id -> its header
+    # its records are judged again already, as today's judge sees them (matrix.judged_again: a
+    # report's column); a side read from run files holds them as their judges wrote them
+    judged_again: bool = False
 
     @property
     def packages(self) -> dict:
@@ -141,6 +155,22 @@ class Side:
     def machine(self) -> str | None:
         """The machine its times belong to (harness.perf.against.machine_of)."""
         return against.machine_of(self.header.get("facts"))
+
+    def header_of(self, rec: dict) -> dict:
+        """The header of the run that wrote ``rec`` (which judges wrote it: records.judge_of)."""
+        return self.headers.get(rec.get("run"), self.header)
+
+    def judge_of(self, rec: dict) -> int | None:
+        """The revision of the judge that wrote ``rec``, by its own run's header (records.judge_of)."""
+        return records.judge_of(rec, self.header_of(rec))
+
+    def today(self, rec: dict) -> dict:
+        """``rec`` as today's judge sees it, where its metrics allow (matrix.judged_again)."""
+        return rec if self.judged_again else judged_again(rec, self.header_of(rec))
+
+    def as_written(self, rec: dict) -> dict:
+        """``rec`` with the status and margin its own judge gave it (matrix.as_written)."""
+        return as_written(rec) if self.judged_again else rec
 
     def describe(self) -> str:
         p = self.packages
@@ -386,6 +416,81 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
     return out
 
 
+def _is_verdict(rec: dict) -> bool:
+    """Whether a record's status is its judge's word on a result: a pass, an expected mismatch,
+    an unexpected pass, or a failure of a result it compared (rejudge.has_result); not a skip,
+    an error, a crash, a timeout, nor a run that failed before anything was compared."""
+    return rec["status"] in VERDICTS and (rec["status"] != Status.FAIL or rejudge.has_result(rec))
+
+
+def across_judges(baseline: Side, candidate: Side, a: dict, b: dict, judges: tuple[int | None, int | None],
+                  **rules) -> list[tuple[str, str, str]]:
+    """(kind, rule, detail) for one check whose two records were written by two revisions of
+    its judge (``judges``: records.judge_of; a baseline kept before this project was upgraded).
+    Their verdicts and margins are of two yardsticks, not two versions: on one torch build, the
+    recorded H100's float16 ``matrix_exp`` passed under parity judge 1, equal to the CPU bit for
+    bit, and fails under judge 2, which finds NaN where float64 has numbers (the CPU's as well).
+    So the rules that read a verdict or a margin (JUDGED_RULES) are not applied between them.
+    Each record is taken as today's judge sees it where its metrics allow (matrix.judged_again:
+    an older failure that accuracy clears passes), and where the two verdicts still differ the
+    check is a warning, ``judge``: not comparable, keep the baseline again. A verdict judged
+    again is an estimate from largest errors (harness.parity.numerics.rejudge), so it never
+    makes a regression either. What no judge says (a skip, an error, a crash, a timeout, a
+    fallback, a rerun's other bits) is compared by the rules as ever; ``rules`` are
+    compare_records' figures."""
+    wa, wb = baseline.as_written(a), candidate.as_written(b)
+    both = _is_verdict(wa) and _is_verdict(wb)
+    out = [found for found in compare_records(wa, wb, **rules)
+           if found[1] not in JUDGED_RULES or (found[1] == "status" and not both)]
+    if both:
+        ta, tb = baseline.today(a), candidate.today(b)
+        if ta["status"] != tb["status"]:
+            out.insert(0, ("warning", "judge", _not_comparable(wb, (ta, tb), judges)))
+    return out
+
+
+def _not_comparable(b: dict, today: tuple[dict, dict], judges: tuple[int | None, int | None]) -> str:
+    """The ``judge`` warning's detail: which judge wrote each side, what to do, what judging the
+    older record again made of it, and the candidate's reason (what each judge held a result
+    against is said once, in judge_lines)."""
+    parts = [f"not comparable: judged by {b.get('suite')} judge {judges[0]} in the baseline, judge {judges[1]} in "
+             "the candidate; keep the baseline again with this mps-compat (./compat baseline) to compare them"]
+    for who, rec in zip(("baseline", "candidate"), today):
+        note = rec.get("judged_again")
+        if not isinstance(note, dict) or note.get("outcome") == "kept":
+            continue
+        if note.get("outcome") == "rerun":
+            parts.append(f"judge {note['judge']}'s metrics cannot settle the {who}'s {note['was']}: {note['why']}")
+        else:
+            still = "still " if rec["status"] == note["was"] else ""
+            parts.append(f"judged again from judge {note['judge']}'s metrics, the {who}'s {note['was']} would "
+                         f"{still}read {rec['status']} today (an estimate from its largest errors): {note['why']}")
+    if b["status"] != Status.PASS and b.get("reason"):
+        parts.append(f"the candidate's {b['status']}: {b['reason']}")
+    return "; ".join(parts)
+
+
+def judge_lines(judged: Counter, not_comparable: Counter) -> list[str]:
+    """One line per pair of judge revisions the two sides' records were written by (``judged``:
+    (suite, the baseline's revision, the candidate's) -> checks; ``not_comparable``: the same
+    -> its ``judge`` warnings), said before anything else: an upgrade of this project between
+    the baseline and the candidate changed the yardstick, not torch, and every change below
+    reads differently for it."""
+    lines = []
+    for (suite, ja, jb), n in sorted(judged.items(), key=lambda kv: -kv[1]):
+        words = records.YARDSTICKS.get(suite, {})
+        said = [f"{j} ({words[j]})" if j in words else str(j) for j in (ja, jb)]
+        k = not_comparable[(suite, ja, jb)]
+        differ = (f"the {k:,} whose verdicts still differ are warnings ('judge': not comparable), not regressions"
+                  if k else "none of their verdicts differ once judged so, but their margins are not compared")
+        lines.append(f"{n:,} {suite} check(s) were judged by two revisions of the {suite} judge: judge {said[0]} "
+                     f"wrote the baseline's records, judge {said[1]} the candidate's; their verdicts and "
+                     "margins are not compared with each other (an older failure is judged again from its metrics "
+                     f"where they allow), and {differ}; to compare them, keep the baseline again with this "
+                     "mps-compat (./compat baseline)")
+    return lines
+
+
 # --------------------------------------------------------------------------- the comparison
 
 @dataclasses.dataclass
@@ -399,6 +504,7 @@ class Comparison:
     notes: list[str] = dataclasses.field(default_factory=list)
     shared: int = 0                     # checks compared: held by both sides
     instruments: list[str] = dataclasses.field(default_factory=list)   # instrument_lines of the candidate
+    judges: list[str] = dataclasses.field(default_factory=list)   # judge_lines: said first, the JSON's first notes
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -423,7 +529,7 @@ class Comparison:
                 "baseline": side(self.baseline), "candidate": side(self.candidate),
                 "versions": [{"package": k, "baseline": a, "candidate": b} for k, a, b in self.version_changes()],
                 "factor": self.factor, "floor": self.floor, "counts": self.counts(), "in_common": self.shared,
-                "notes": self.notes, "instruments": self.instruments,
+                "notes": self.judges + self.notes, "instruments": self.instruments,
                 "changes": [c.as_dict() for c in self.changes]}
 
 
@@ -651,13 +757,22 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                             and kb not in unlike])
     entries = ([(kb, a, b) for a, b, kb in pairs] + [(k, baseline.records[k], None) for k in found_pairs.only_baseline]
                + [(k, None, candidate.records[k]) for k in found_pairs.only_candidate])
+    judged: Counter = Counter()       # (suite, the baseline's judge, the candidate's) -> checks (judge_lines)
+    not_comparable: Counter = Counter()   # the same -> its 'judge' warnings
     for key, a, b in sorted(entries, key=lambda e: e[0]):
         if a is None or b is None:
             rec = a or b
             changes.append(Change("disappeared" if b is None else "appeared", "presence", key[0], key[1],
                                   _state(a) if a else "", _state(b) if b else "", rec.get("reason") or ""))
             continue
-        found = compare_records(a, b, factor, floor, machines, noise, times_apart=key in unlike)
+        judges = (baseline.judge_of(a), candidate.judge_of(b))
+        rules = dict(factor=factor, floor=floor, machines=machines, noise=noise, times_apart=key in unlike)
+        if judges[0] != judges[1]:   # a baseline kept before this project was upgraded
+            found = across_judges(baseline, candidate, a, b, judges, **rules)
+            judged[(a.get("suite"), *judges)] += 1
+            not_comparable[(a.get("suite"), *judges)] += sum(rule == "judge" for _, rule, _ in found)
+        else:
+            found = compare_records(a, b, **rules)
         if key in found_pairs.untagged:
             bare = "baseline" if not records.workload_of(a) else "candidate"
             caution = (f"(matched across a missing workload tag: the {bare}'s record has no workload tag, "
@@ -711,7 +826,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                        "SPEC, or ./compat suites -m perf and python -m tools.compare), and keep baselines at a "
                        "quiet moment too (./compat baseline)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
-                      instrument_lines(candidate))
+                      instrument_lines(candidate), judge_lines(judged, not_comparable))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -765,6 +880,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
     if md:   # a page is read from the top: its verdict first (a terminal's last line is the one seen)
         lines += ["", f"**{summary}**"]
     lines.append("")
+    for line in cmp.judges:   # first: a yardstick that changed between the sides reads as changes below
+        lines += [f"**note: {esc(line)}**" if md else f"note: {line}", ""]
     for line in cmp.instruments:   # before the regressions: a candidate whose instruments failed proves nothing
         lines += [f"**{esc(line)}**" if md else line, ""]
     titles = {"regression": "Regressions", "warning": "Warnings", "improvement": "Improvements",

@@ -641,6 +641,19 @@ def judged_again(rec: dict, header: dict) -> dict:
     return {**out, "judged_again": note}
 
 
+def as_written(rec: dict) -> dict:
+    """A record ``judged_again`` returned, with the status and margin its own judge gave it:
+    what a comparison with a record of that same judge reads (harness.report.compare); a
+    record without the note is returned as it is."""
+    note = rec.get("judged_again")
+    if not isinstance(note, dict):
+        return rec
+    metrics = dict(rec.get("metrics") or {})
+    if "older_judge_margin" in metrics:
+        metrics["margin"] = metrics.pop("older_judge_margin")
+    return {**rec, "status": note["was"], "metrics": metrics}
+
+
 def checked_runs_of(recs) -> dict[str, set[str]]:
     """suite -> the run ids in which a control of that suite passed or failed."""
     out: dict[str, set[str]] = defaultdict(set)

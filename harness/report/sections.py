@@ -488,7 +488,8 @@ def regressions_section(m: Matrix, regressions: dict) -> Section:
                    intro="The upgrade check's rules (python -m tools.compare) applied to each column of the "
                          "baseline's machine and target: the regressions, then the warnings ('inconclusive': a "
                          "slowdown seen in one process only, or one the host's own slowness or the noise leaves "
-                         "undecided; a claim now too close to its bound to call; a check now skipped).")
+                         "undecided; a claim now too close to its bound to call; a check now skipped; a parity "
+                         "verdict of another revision of its judge than the baseline's, not comparable).")
 
 
 def history_section(m: Matrix) -> Section:

@@ -142,7 +142,8 @@ def memory_section(m: Matrix) -> Section:
 
 def _column_side(m: Matrix, col) -> compare.Side:
     recs = {(check, records.target_of(rec)): rec for (check, col_id), rec in m.cells.items() if col_id == col.id}
-    return compare.Side(col.label, col.env_id, col.header, recs, col.complete, [], m.company)
+    return compare.Side(col.label, col.env_id, col.header, recs, col.complete, [], m.company,
+                        dict(zip(col.runs, col.headers)), judged_again=True)
 
 
 def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
@@ -199,9 +200,9 @@ def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
     warnings: the slowdowns that would be regressions had they been measured again (a plain
     run's figures, seen in one process only: harness.perf.against.seen_once) and what the rules
     could not call (a host that ran slower, a claim now too close to its bound, a check now
-    skipped); with how many of the column's checks the baseline holds too. For the columns of
-    the baseline's machine (host and hardware) whose target the baseline ran; other columns
-    are left out."""
+    skipped, a parity verdict of another revision of its judge: compare.across_judges); with
+    how many of the column's checks the baseline holds too. For the columns of the baseline's
+    machine (host and hardware) whose target the baseline ran; other columns are left out."""
     from harness.report.matrix import hardware_key
     facts = baseline.header.get("facts") or {}
     out: dict[str, Against] = {}
@@ -215,7 +216,9 @@ def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
             if any(r.get("target") == col.target for r in baseline.records.values()):
                 out[col.id] = Against([], 0, len(mine))
             continue
-        side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company)
+        # the page's records, judged again already (matrix.build), with the headers that say which judge wrote them
+        side = compare.Side(col.label, col.env_id, col.header, mine, col.complete, [], m.company,
+                            dict(zip(col.runs, col.headers)), judged_again=True)
         base = compare.Side(baseline.label, baseline.env_id, baseline.header, theirs, baseline.complete,
                             baseline.sources, baseline.company)
         found = compare.compare(base, side)

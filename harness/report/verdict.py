@@ -663,7 +663,8 @@ def _against(found: list | None) -> Aspect | None:
     warnings of the upgrade check's rules, and how many checks were compared), or None where
     no baseline was compared. The slowdowns seen in one process only are told apart from the
     rest (a slowdown the host's own slowness or the noise leaves undecided, a claim now too
-    close to its bound, a check now skipped, an error that grew). Where the baseline holds
+    close to its bound, a check now skipped, an error that grew, a verdict of another revision of
+    its judge than the baseline's: compare.across_judges). Where the baseline holds
     only part of the column ("nothing regressed" speaks for the checks both hold), the line
     says how much."""
     if found is None:

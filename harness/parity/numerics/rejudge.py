@@ -45,6 +45,14 @@ class Rejudged:
     cause: str | None = None   # for "remains": the suspected cause (harness.parity.numerics.causes), if any
 
 
+def has_result(rec: dict) -> bool:
+    """Whether a parity record holds a compared result (a margin, or the float64 errors): a
+    failure without one is the run's own (no weights, an error before anything was compared),
+    which no judge said and none can say again."""
+    met = rec.get("metrics") or {}
+    return "margin" in met or "target_ref_err" in met
+
+
 def classify(rec: dict) -> Rejudged:
     """What the accuracy judge makes of one failed parity record (see the module docstring)."""
     met = rec.get("metrics") or {}
@@ -53,7 +61,7 @@ def classify(rec: dict) -> Rejudged:
     op = rec.get("subject", "")
     out = lambda outcome, why, cause=None: Rejudged(rec["check"], rec.get("target") or "", outcome, why,  # noqa: E731
                                                     cause)
-    if "margin" not in met and "target_ref_err" not in met:
+    if not has_result(rec):
         return out("not a parity result", f"the run itself failed: {(rec.get('reason') or '')[:120]}")
     if op in TIE_OPS:
         return out("rerun", "a tie in an index output: judged now by the values the indices select (and a "
