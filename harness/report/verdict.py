@@ -33,7 +33,7 @@ from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.env import fitness
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
-from harness.parity.numerics import causes
+from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
@@ -331,14 +331,21 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     return Aspect("ops", state, ", ".join(parts) + run, detail, "ops", short)
 
 
-NUMBERS_WRONG = (Category.PARITY, Category.UNREPEATABLE)   # a parity failure that judged numbers
-
-
 def judged_wrong(rec: dict) -> bool:
     """Whether a broken parity check broke on its numbers (against float64, or a rerun that gave
     other bits), as opposed to one that broke before any number was judged: a compile that
-    failed, a target that raised, a crash, a hang, the check's own error."""
-    return cell_key(rec) in BROKEN and rec.get("category") in NUMBERS_WRONG
+    failed, a target that raised, a crash, a hang, the check's own error, a run that failed
+    before its comparison (rejudge.no_number: the H100's MiniLM checks, "the run itself failed:
+    OSError: ... no file named model.safetensors", written under the parity category with no
+    margin; a record of an older judge says so in its ``judged_again``, whose outcome is
+    rejudge's classification of the record as it was written)."""
+    if cell_key(rec) not in BROKEN:
+        return False
+    if rec.get("category") == Category.UNREPEATABLE:   # other bits on a rerun: no margin, yet numbers compared
+        return True
+    again = rec.get("judged_again")
+    unjudged = again.get("outcome") == rejudge.NOT_A_RESULT if again else rejudge.no_number(rec)
+    return rec.get("category") == Category.PARITY and not unjudged
 
 
 def wrong_on_the_cpu_too(rec: dict) -> bool:
@@ -837,7 +844,7 @@ def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
             outcomes = Counter(r["judged_again"]["outcome"] for r in older)
             judged = ", ".join(f"{n:,} {word}" for word, n in (
                 ("pass now", outcomes.get("passes", 0)), ("need a rerun", outcomes.get("rerun", 0)),
-                ("still fail", outcomes.get("remains", 0) + outcomes.get("not a parity result", 0)),
+                ("still fail", outcomes.get("remains", 0) + outcomes.get(rejudge.NOT_A_RESULT, 0)),
                 ("kept as they were", outcomes.get("kept", 0))) if n)
             older_note = (f"{_n(len(older), 'record was', 'records were')} written by an older judge (parity revision "
                           f"{min(r['judged_again']['judge'] for r in older)}; today's is "

@@ -36,13 +36,25 @@ DEFINED_OPS = {"linalg.lu": _LU, "linalg.lu_factor": _LU, "linalg.lu_factor_ex":
                          "indices and counts following"}
 
 
+NOT_A_RESULT = "not a parity result"   # the outcome of a record that holds no judged number (``no_number``)
+
+
 @dataclasses.dataclass(frozen=True)
 class Rejudged:
     check: str
     target: str
-    outcome: str     # "passes" | "rerun" | "remains" | "not a parity result"
+    outcome: str     # "passes" | "rerun" | "remains" | NOT_A_RESULT
     why: str
     cause: str | None = None   # for "remains": the suspected cause (harness.parity.numerics.causes), if any
+
+
+def no_number(rec: dict) -> bool:
+    """Whether a failed parity record holds no judged number: neither a margin nor float64
+    errors, because the run itself failed before any comparison (a model whose weights are
+    missing, an error). The report counts such a check apart from the numbers found wrong
+    (harness.report.verdict.judged_wrong), as ``classify`` does."""
+    met = rec.get("metrics") or {}
+    return "margin" not in met and "target_ref_err" not in met
 
 
 def classify(rec: dict) -> Rejudged:
@@ -53,8 +65,8 @@ def classify(rec: dict) -> Rejudged:
     op = rec.get("subject", "")
     out = lambda outcome, why, cause=None: Rejudged(rec["check"], rec.get("target") or "", outcome, why,  # noqa: E731
                                                     cause)
-    if "margin" not in met and "target_ref_err" not in met:
-        return out("not a parity result", f"the run itself failed: {(rec.get('reason') or '')[:120]}")
+    if no_number(rec):
+        return out(NOT_A_RESULT, f"the run itself failed: {(rec.get('reason') or '')[:120]}")
     if op in TIE_OPS:
         return out("rerun", "a tie in an index output: judged now by the values the indices select (and a "
                             "gradient within each group of equal values)")
