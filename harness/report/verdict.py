@@ -28,9 +28,10 @@ import dataclasses
 from collections import Counter
 from typing import Collection
 
-from harness.core import records, runfiles
+from harness.core import errors, models, records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.env import fitness
+from harness.ops import opsweep
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
 from harness.parity.numerics import causes, rejudge
@@ -119,10 +120,40 @@ def cause_of(rec: dict) -> str:
     if key in (Status.CRASH, Status.TIMEOUT):
         return {Status.CRASH: "crashed", Status.TIMEOUT: "timed out"}[key]
     if key == Status.ERROR:
-        return "the check itself errored"
+        return CHECK_ERRORED
     if cause == "unexplained":
         return "unexplained by any rerun (the kernel itself)"
-    return UNDETERMINED
+    return error_cause(rec).get("cause", UNDETERMINED)
+
+
+OP_RAISED = "the op raised: "   # the cause of an op check whose op raised, its error's first line after it
+CHECK_ERRORED = "the check itself errored"
+
+
+def error_cause(rec: dict) -> dict:
+    """The cause, what happened and switch of a broken check whose record names no cause but
+    whose reason is an error the harness knows: a library asking torch for a name it lacks
+    (harness.core.errors.gap_metrics), a pretrained model whose files are missing
+    (harness.core.models.missing_files: the H100's MiniLM checks, "the audit itself failed:
+    OSError: Error no file named model.safetensors ..."), or an op check whose op raised on
+    its target (category error: "the op raised: " and the error's first line, so the checks
+    one error broke are one group). {} for any other record: it stays UNDETERMINED."""
+    reason = rec.get("reason") or ""
+    found = errors.gap_metrics(reason) or models.missing_files(reason)
+    if found or rec.get("suite") != "ops" or rec.get("category") != Category.ERROR:
+        return found
+    line = records.first_line(reason.removeprefix(f"{Category.ERROR}: "))
+    if not line or line.startswith(opsweep.ITSELF_FAILED):   # the sandbox's, not the op's
+        return {"cause": CHECK_ERRORED} if line else {}
+    target = rec.get("target") or "this target"
+    switch = "report it to PyTorch with the op, the dtype and this error (the check's id names them)"
+    if target == "mps" or is_emulated(target):
+        switch += ("; PYTORCH_ENABLE_MPS_FALLBACK=1 does not help: the fallback sends to the CPU only ops that have "
+                   "no MPS kernel, and this one has one. Until it is fixed, compute that op on the CPU (x.cpu())")
+    return {"cause": OP_RAISED + line,
+            "cause_what": f"the op raised this on {target}: it has a kernel there for this dtype (an op without one "
+                          "is counted unsupported), and that kernel rejected these inputs or failed on them",
+            "switch": switch}
 
 
 def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
@@ -139,6 +170,9 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
         if cause.endswith("(suspected)"):
             what = "suspected from an older judge's metrics: " + what
         return what, switch
+    found = error_cause(rec)
+    if found.get("cause") == cause and found.get("cause_what"):
+        return found["cause_what"], found["switch"]
     return {
         CONTROL_FAILED: ("a check whose answer is known in advance gave another on this device: the suite's "
                          "instrument cannot be trusted here, and its other verdicts in this column are unconfirmed",
@@ -146,8 +180,7 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
         "crashed": ("the process died in the check", "report it to PyTorch with the record (op, dtype, shape)"),
         "timed out": ("the check ran past its time limit", "--check-timeout SECONDS raises the limit; a hang is a "
                                                            "bug to report"),
-        "the check itself errored": ("the check's own code raised, not the op", "see the reason; report it to "
-                                                                                "mps-compat"),
+        CHECK_ERRORED: ("the check's own code raised, not the op", "see the reason; report it to mps-compat"),
     }.get(cause, ("no rerun named a cause; each record's reason says what was seen",
                   "read the reason of each check; rerun with today's judge where the record is older"))
 
