@@ -900,3 +900,35 @@ def test_an_op_that_raises_and_a_model_without_its_weights_have_their_cause_and_
     on_cuda = {g.cause: g for g in verdict.failure_groups(_h100_errors("cuda")[0])}   # no MPS fallback on a GPU
     raised = on_cuda["the op raised: RuntimeError: expected scalar type Float but found Half"]
     assert "report it to PyTorch" in raised.switch and "MPS" not in raised.switch
+
+
+def test_a_cpu_finding_where_the_cpu_met_float64s_rules_is_neither_listed_nor_counted():
+    """The H100's fmod and remainder in bfloat16 (11-24) passed with a cpu_finding of margin 0
+    (the CPU's error 0, the target's 0), which "Numerical parity: where the CPU is the
+    inaccurate side" listed and the card counted in "the CPU was the less accurate side in
+    22": a margin of 1 or less is the CPU meeting float64's rules. A margin past 1, an infinite
+    one (NaN where float64 has a number) and a generation whose CPU tokens parted from float64's
+    are findings."""
+    header = {"run": "F1", "env_id": "vm-py3.12-torch2.11.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cuda": {"selected": True, "available": True}}}
+
+    def passed(op, **finding):
+        return {"run": "F1", "check": f"parity/{op}/bfloat16/forward", "suite": "parity", "subject": op,
+                "variant": "bfloat16/forward", "target": "cuda", "status": Status.PASS, "category": "parity",
+                "reason": "the CPU is the inaccurate side: ...",
+                "metrics": {"margin": 0.0, "reference": "float64", "cpu_finding": finding}}
+    recs = [passed("fmod", cpu_margin=0.0, cpu_err=0.0, target_err=0.0, sample=5),
+            passed("remainder", cpu_margin=1.0, cpu_err=0.0, target_err=0.0, sample=5),
+            passed("grid_sample", cpu_margin=32.5, cpu_err=0.013, target_err=4e-4, sample=0),
+            passed("exp", cpu_margin="inf", cpu_err=0.0, target_err=0.0, sample=1, cpu_non_finite=2),
+            passed("generate", cpu_margin=0.3, cpu_err=0.1, target_err=0.1, cpu_verdict="diverged")]
+    run = runfiles.Run("F1", header, "t", recs + [{**c, "run": "F1"} for c in controls(target="cuda")],
+                       {"kind": "end", "run": "F1"})
+    m = build([run])
+    [card] = verdict.verdicts(m)
+    numerics = next(a for a in card.aspects if a.name == "numerics")
+    assert "the CPU was the less accurate side in 3 (findings about the CPU" in numerics.line, numerics.line
+    section = next(s for s in sections(m, [], []) if s.anchor == "cpu-findings")
+    assert [row[0] for row in section.rows] == ["parity/exp/bfloat16/forward", "parity/generate/bfloat16/forward",
+                                                "parity/grid_sample/bfloat16/forward"], section.rows
+    assert section.rows[0][4] == "inf"

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
+from harness.parity.numerics import causes
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
@@ -631,9 +632,9 @@ def cause_sections(m: Matrix) -> list[Section]:
                      shown(g.what), shown(g.switch)])
     for (check, col_id), rec in sorted(m.cells.items()):
         finding = (rec.get("metrics") or {}).get("cpu_finding")
-        if rec.get("suite") == "parity" and isinstance(finding, dict):
+        if rec.get("suite") == "parity" and causes.cpu_misses_float64(finding):   # the CPU met float64's rules: none
             cpu_off.append([check, labels.get(col_id, col_id), num(finding.get("cpu_err")),
-                            num(finding.get("target_err")), num(finding.get("cpu_margin"))])
+                            num(finding.get("target_err")), num(records.recorded_number(finding.get("cpu_margin")))])
     return [
         Section("Failures by cause", ["cause", "column", "checks", "suites", "for example", "what happened",
                                       "the switch"], rows, anchor="failures-by-cause",

@@ -412,7 +412,7 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     unrun = failure_groups([r for r in par if cell_key(r) in BROKEN and not judged_wrong(r)])
     wrong, failed = (sum(len(g.checks) for g in gs) for gs in (groups, unrun))
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
-    cpu_side = sum(1 for r in par if isinstance((r.get("metrics") or {}).get("cpu_finding"), dict))
+    cpu_side = sum(1 for r in par if causes.cpu_misses_float64((r.get("metrics") or {}).get("cpu_finding")))
     said = []
     if wrong:
         said.append(f"{_n(wrong, 'check')} wrong against float64: "
