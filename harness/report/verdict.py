@@ -77,7 +77,7 @@ class Verdict:
 
 # ----------------------------------------------------------------------------- one record
 
-PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
+PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED, Category.DOES_NOT_HOLD)   # cell keys to act on (FINDINGS)
 BROKEN = Status.BAD                                             # cell keys of a check that ran and did not hold
 UNDETERMINED = "cause not determined"
 CONTROL_FAILED = "an instrument failed its control"   # the cause of a failed control (matrix.is_control)
