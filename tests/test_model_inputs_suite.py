@@ -194,6 +194,27 @@ def test_where_the_cpu_misses_float64_and_the_target_does_not_it_is_a_finding_ab
     assert verdict.metrics["cpu_finding"] == finding
 
 
+def test_nan_positions_that_differ_where_float64_has_no_number_are_no_finding_about_the_cpu():
+    """A CPU run whose output differs from float64's only where float64 is NaN itself met the
+    rules (margin 0.1), yet was written "the CPU is the inaccurate side"; a NaN of the CPU's
+    where float64 has a number is a miss the margin did not count (it skips non-finite
+    elements): infinite."""
+    out, grad = _half("float16")
+    exact = {"output": torch.linspace(1, 2, 8, dtype=torch.float64), "loss": torch.tensor(2.0, dtype=torch.float64),
+             "grads": {"w": torch.ones(4, dtype=torch.float64)}}
+    close = {"output": exact["output"].half(), "loss": exact["loss"].float(), "grads": {"w": torch.ones(4)}}
+
+    def with_nan(side, dtype):
+        x = side["output"].clone()
+        x[0] = float("nan")
+        return {**side, "output": x.to(dtype)}
+    undefined = {"target": with_nan(close, torch.float16), "cpu": close, "float64": with_nan(exact, torch.float64)}
+    assert judge.cpu_finding(undefined, out, grad, normwise=True) is None
+    finding = judge.cpu_finding({"target": close, "cpu": with_nan(close, torch.float16), "float64": exact}, out, grad,
+                                normwise=True)
+    assert finding["cpu_margin"] == float("inf") and finding["cpu_non_finite"] == 1 and finding["missed"] == ["output"]
+
+
 def _generation_run(target_scores, reference_scores, dtype="bfloat16", yardstick=None):
     def side(scores):
         scores = torch.tensor(scores, dtype=torch.float64).unsqueeze(0)

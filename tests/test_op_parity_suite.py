@@ -393,6 +393,28 @@ def test_a_cpu_further_from_float64_than_the_target_is_a_finding_about_the_cpu(s
     assert verdict.message.startswith("the CPU is the inaccurate side")
 
 
+def test_the_cpu_is_called_the_inaccurate_side_only_where_it_misses_float64s_rules():
+    """On the H100 (11-24) fmod and remainder in bfloat16 passed with "the CPU is the inaccurate
+    side: sample 5 is off float64 by 0 on the CPU (margin 0)": their NaN positions differed
+    where float64 has no number either, which fails assert_close but is no error of the CPU's.
+    A finding now needs the CPU past float64's rules: a margin over 1, or NaN or inf where
+    float64 has a number (an infinite margin, counted)."""
+    tol = T.TABLE[("default", "bfloat16")]
+    nan = float("nan")
+
+    def finding(cpu, target, ref):
+        cpu, target = (torch.tensor(x, dtype=torch.bfloat16) for x in (cpu, target))
+        ref = torch.tensor(ref, dtype=torch.float64)
+        return check.cpu_off(cpu, target, ref, tol, accuracy.compare(cpu, ref, tol), 5)
+    assert finding([1.0, 2.0], [nan, 2.0], [nan, 2.0]) is None   # a number where float64 has none: no miss
+    off = finding([nan, 2.0], [1.0, 2.0], [1.0, 2.0])            # NaN where float64 has a number: a miss
+    assert off["cpu_margin"] == float("inf") and off["cpu_non_finite"] == 1 and off["sample"] == 5
+    off = finding([1.5, 2.0], [1.0, 2.0], [1.0, 2.0])            # far off float64, the target on it
+    assert off["cpu_margin"] > 1 and off["cpu_err"] == 0.5 and off["target_err"] == 0
+    assert finding([1.5, 2.0], [1.5, 2.0], [1.0, 2.0]) is None   # the target as far off: not the CPU's alone
+    assert finding([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]) is None
+
+
 def _declaring(*decorate_infos):
     """An op that declares tolerances the way OpInfo entries do (torch's own DecorateInfo and
     toleranceOverride), whatever the installed torch's op_db happens to declare."""

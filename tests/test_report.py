@@ -527,6 +527,32 @@ def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
     assert html.index("Verdict per machine") < html.index("Environments")
 
 
+def test_the_failures_table_counts_each_kind_apart_and_lists_the_claims_that_do_not_hold(tmp_path, recorded):
+    """The fleet's page said "Every failure, by cause and family (150)" of 53 failures and 97
+    unexpected passes, and its intro promised the claims that do not hold, which the table never
+    listed (21 on that page). The title counts each kind apart, and the claims are listed after
+    the failures, the unsupported ops and the unexpected passes, as the intro says."""
+    records = [rec("softmax", "fail", suite="ops", category="error", reason="error: RuntimeError: boom"),
+               rec("erf", "xpass", suite="ops", category="native"),
+               rec("lgamma", "xpass", suite="ops", category="native"),
+               rec("ndtri", "fail", suite="ops", category="unsupported", reason="NotImplementedError: no kernel"),
+               rec("freeze-backbone", "xfail", suite="optim", category="does-not-hold", variant="time",
+                   check="optim/freeze-backbone/time", reason="x0.81, documented x0.26",
+                   metrics={"time_ratio": 0.81, "claimed_ratio": 0.26}),
+               rec("ok", "pass")]
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
+    out = tmp_path / "out"
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out), "--no-baseline"])
+    md = (out / "matrix.md").read_text()
+    title = ("Every failure, by cause and family (1 failure, 2 unexpected passes, 1 unsupported op, 1 claim that does "
+             "not hold)")
+    assert f"## {title}" in md
+    table = md.split(f"## {title}")[1].split("\n## ")[0]
+    order = ["ops/softmax", "ops/ndtri", "ops/erf", "ops/lgamma", "optim/freeze-backbone/time"]
+    assert all(check in table for check in order) and sorted(order, key=table.index) == order, table
+    assert title in (out / "matrix.html").read_text()
+
+
 def test_a_nan_where_float64_has_a_number_heads_the_worst_parity_checks_and_breaks_no_margin_summary(tmp_path,
                                                                                                      recorded):
     """A non-finite failure's margin is infinite, spelled "inf" in the run file: it is the

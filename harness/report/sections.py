@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
+from harness.parity.numerics import causes
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
@@ -237,16 +238,18 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 group[1].add(col.label)
                 group[2].setdefault(rec.get("subject") or check, None)
     order = {g.cause: i for i, g in enumerate(verdict.failure_groups([rec for _, rec, _ in broken]))}
+    kinds = [kind for kind, _ in verdict.FINDINGS]   # after the failures, the other findings in the page's order
     rows = sorted(([shown(verdict.cause_of(rec) if cell_key(rec) in verdict.BROKEN else verdict.finding_of(rec) or ""),
                     verdict.family_of(rec), rec["check"], col.label, result,
                     shown(records.without_cause(rec.get("reason") or "", rec.get("metrics") or {}))]
                    for col, rec, result in broken),
-                  key=lambda r: (r[0] not in order, order.get(r[0], 0), r[0], r[1], r[2]))
+                  key=lambda r: (r[0] not in order, order.get(r[0], 0),
+                                 kinds.index(r[0]) if r[0] in kinds else len(kinds), r[0], r[1], r[2]))
     skipped = [[t, str(n), str(len(cols)), _skipped_what(list(subjects)), r]
                for (t, r), (n, cols, subjects) in sorted(skips.items(), key=lambda item: item[0])]
     limited = [[check, ", ".join(cols), result, reason] for (check, reason), (cols, result) in limits.items()]
     return [
-        Section(f"Every failure, by cause and family ({len(rows):,})",
+        Section(f"Every failure, by cause and family ({_tally([rec for _, rec, _ in broken])})",
                 ["cause", "family", "check", "column", "result", "reason"], rows, anchor="failures",
                 fold=len(rows) > LONG, empty="No failures.",
                 intro="Fails, errors, crashes and timeouts grouped by the cause their judge or reruns found ("
@@ -266,6 +269,20 @@ def outcome_sections(m: Matrix) -> list[Section]:
         Section("Skipped, grouped by reason", ["target", "checks", "columns", "what", "reason"], skipped,
                 empty="Nothing skipped.", fold=len(skipped) > LONG, anchor="skipped"),
     ]
+
+
+TALLY_WORDS = {"failure": ("failure", "failures"), Status.XPASS: ("unexpected pass", "unexpected passes"),
+               Category.UNSUPPORTED: ("unsupported op", "unsupported ops"),
+               Category.DOES_NOT_HOLD: ("claim that does not hold", "claims that do not hold")}
+
+
+def _tally(recs: list[dict]) -> str:
+    """What the failures table holds, each kind counted apart ("53 failures, 97 unexpected
+    passes, 21 claims that do not hold"): the fleet's title said "(150)" of 53 failures and 97
+    unexpected passes, as if all were failures."""
+    keys = Counter("failure" if cell_key(r) in verdict.BROKEN else cell_key(r) for r in recs)
+    return ", ".join(f"{keys[k]:,} {words[keys[k] != 1]}" for k, words in TALLY_WORDS.items()
+                     if keys[k] or k == "failure")
 
 
 SKIPPED_NAMED = 40   # a reason that skips more subjects than this (a whole absent target) counts them
@@ -632,9 +649,9 @@ def cause_sections(m: Matrix) -> list[Section]:
                      shown(g.what), shown(g.switch)])
     for (check, col_id), rec in sorted(m.cells.items()):
         finding = (rec.get("metrics") or {}).get("cpu_finding")
-        if rec.get("suite") == "parity" and isinstance(finding, dict):
+        if rec.get("suite") == "parity" and causes.cpu_misses_float64(finding):   # the CPU met float64's rules: none
             cpu_off.append([check, labels.get(col_id, col_id), num(finding.get("cpu_err")),
-                            num(finding.get("target_err")), num(finding.get("cpu_margin"))])
+                            num(finding.get("target_err")), num(records.recorded_number(finding.get("cpu_margin")))])
     return [
         Section("Failures by cause", ["cause", "column", "checks", "suites", "for example", "what happened",
                                       "the switch"], rows, anchor="failures-by-cause",

@@ -28,12 +28,13 @@ import dataclasses
 from collections import Counter
 from typing import Collection
 
-from harness.core import records, runfiles
+from harness.core import errors, models, records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.env import fitness
+from harness.ops import opsweep
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
-from harness.parity.numerics import causes
+from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
@@ -76,7 +77,7 @@ class Verdict:
 
 # ----------------------------------------------------------------------------- one record
 
-PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED)   # cell keys to act on
+PROBLEMS = (*Status.BAD, Status.XPASS, Category.UNSUPPORTED, Category.DOES_NOT_HOLD)   # cell keys to act on (FINDINGS)
 BROKEN = Status.BAD                                             # cell keys of a check that ran and did not hold
 UNDETERMINED = "cause not determined"
 CONTROL_FAILED = "an instrument failed its control"   # the cause of a failed control (matrix.is_control)
@@ -119,10 +120,40 @@ def cause_of(rec: dict) -> str:
     if key in (Status.CRASH, Status.TIMEOUT):
         return {Status.CRASH: "crashed", Status.TIMEOUT: "timed out"}[key]
     if key == Status.ERROR:
-        return "the check itself errored"
+        return CHECK_ERRORED
     if cause == "unexplained":
         return "unexplained by any rerun (the kernel itself)"
-    return UNDETERMINED
+    return error_cause(rec).get("cause", UNDETERMINED)
+
+
+OP_RAISED = "the op raised: "   # the cause of an op check whose op raised, its error's first line after it
+CHECK_ERRORED = "the check itself errored"
+
+
+def error_cause(rec: dict) -> dict:
+    """The cause, what happened and switch of a broken check whose record names no cause but
+    whose reason is an error the harness knows: a library asking torch for a name it lacks
+    (harness.core.errors.gap_metrics), a pretrained model whose files are missing
+    (harness.core.models.missing_files: the H100's MiniLM checks, "the audit itself failed:
+    OSError: Error no file named model.safetensors ..."), or an op check whose op raised on
+    its target (category error: "the op raised: " and the error's first line, so the checks
+    one error broke are one group). {} for any other record: it stays UNDETERMINED."""
+    reason = rec.get("reason") or ""
+    found = errors.gap_metrics(reason) or models.missing_files(reason)
+    if found or rec.get("suite") != "ops" or rec.get("category") != Category.ERROR:
+        return found
+    line = records.first_line(reason.removeprefix(f"{Category.ERROR}: "))
+    if not line or line.startswith(opsweep.ITSELF_FAILED):   # the sandbox's, not the op's
+        return {"cause": CHECK_ERRORED} if line else {}
+    target = rec.get("target") or "this target"
+    switch = "report it to PyTorch with the op, the dtype and this error (the check's id names them)"
+    if target == "mps" or is_emulated(target):
+        switch += ("; PYTORCH_ENABLE_MPS_FALLBACK=1 does not help: the fallback sends to the CPU only ops that have "
+                   "no MPS kernel, and this one has one. Until it is fixed, compute that op on the CPU (x.cpu())")
+    return {"cause": OP_RAISED + line,
+            "cause_what": f"the op raised this on {target}: it has a kernel there for this dtype (an op without one "
+                          "is counted unsupported), and that kernel rejected these inputs or failed on them",
+            "switch": switch}
 
 
 def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
@@ -139,6 +170,9 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
         if cause.endswith("(suspected)"):
             what = "suspected from an older judge's metrics: " + what
         return what, switch
+    found = error_cause(rec)
+    if found.get("cause") == cause and found.get("cause_what"):
+        return found["cause_what"], found["switch"]
     return {
         CONTROL_FAILED: ("a check whose answer is known in advance gave another on this device: the suite's "
                          "instrument cannot be trusted here, and its other verdicts in this column are unconfirmed",
@@ -146,8 +180,7 @@ def _cause_words(rec: dict, cause: str) -> tuple[str, str]:
         "crashed": ("the process died in the check", "report it to PyTorch with the record (op, dtype, shape)"),
         "timed out": ("the check ran past its time limit", "--check-timeout SECONDS raises the limit; a hang is a "
                                                            "bug to report"),
-        "the check itself errored": ("the check's own code raised, not the op", "see the reason; report it to "
-                                                                                "mps-compat"),
+        CHECK_ERRORED: ("the check's own code raised, not the op", "see the reason; report it to mps-compat"),
     }.get(cause, ("no rerun named a cause; each record's reason says what was seen",
                   "read the reason of each check; rerun with today's judge where the record is older"))
 
@@ -331,14 +364,21 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     return Aspect("ops", state, ", ".join(parts) + run, detail, "ops", short)
 
 
-NUMBERS_WRONG = (Category.PARITY, Category.UNREPEATABLE)   # a parity failure that judged numbers
-
-
 def judged_wrong(rec: dict) -> bool:
     """Whether a broken parity check broke on its numbers (against float64, or a rerun that gave
     other bits), as opposed to one that broke before any number was judged: a compile that
-    failed, a target that raised, a crash, a hang, the check's own error."""
-    return cell_key(rec) in BROKEN and rec.get("category") in NUMBERS_WRONG
+    failed, a target that raised, a crash, a hang, the check's own error, a run that failed
+    before its comparison (not rejudge.has_result: the H100's MiniLM checks, "the run itself failed:
+    OSError: ... no file named model.safetensors", written under the parity category with no
+    margin; a record of an older judge says so in its ``judged_again``, whose outcome is
+    rejudge's classification of the record as it was written)."""
+    if cell_key(rec) not in BROKEN:
+        return False
+    if rec.get("category") == Category.UNREPEATABLE:   # other bits on a rerun: no margin, yet numbers compared
+        return True
+    again = rec.get("judged_again")
+    unjudged = again.get("outcome") == rejudge.NOT_A_RESULT if again else not rejudge.has_result(rec)
+    return rec.get("category") == Category.PARITY and not unjudged
 
 
 def wrong_on_the_cpu_too(rec: dict) -> bool:
@@ -373,7 +413,7 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     unrun = failure_groups([r for r in par if cell_key(r) in BROKEN and not judged_wrong(r)])
     wrong, failed = (sum(len(g.checks) for g in gs) for gs in (groups, unrun))
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
-    cpu_side = sum(1 for r in par if isinstance((r.get("metrics") or {}).get("cpu_finding"), dict))
+    cpu_side = sum(1 for r in par if causes.cpu_misses_float64((r.get("metrics") or {}).get("cpu_finding")))
     said = []
     if wrong:
         said.append(f"{_n(wrong, 'check')} wrong against float64: "
@@ -849,7 +889,7 @@ def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
             outcomes = Counter(r["judged_again"]["outcome"] for r in older)
             judged = ", ".join(f"{n:,} {word}" for word, n in (
                 ("pass now", outcomes.get("passes", 0)), ("need a rerun", outcomes.get("rerun", 0)),
-                ("still fail", outcomes.get("remains", 0) + outcomes.get("not a parity result", 0)),
+                ("still fail", outcomes.get("remains", 0) + outcomes.get(rejudge.NOT_A_RESULT, 0)),
                 ("kept as they were", outcomes.get("kept", 0))) if n)
             older_note = (f"{_n(len(older), 'record was', 'records were')} written by an older judge (parity revision "
                           f"{min(r['judged_again']['judge'] for r in older)}; today's is "

@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from harness.core.records import Category, Status, Verdict, with_cause
-from harness.parity.numerics import tolerances
+from harness.parity.numerics import causes, tolerances
 from harness.parity.numerics.tolerances import Tolerance
 
 CATEGORY = Category.PARITY
@@ -240,7 +240,11 @@ def cpu_finding(runs: dict, out_tol: Tolerance, grad_tol: Tolerance, normwise: b
     """On an accelerator: where the CPU's own run misses float64 by the rules the target was
     held to (output, loss or a gradient), how far it and the target are: the report lists it
     apart ("where the CPU is the inaccurate side"), as a finding about the CPU, not a failure
-    of the target. None where the CPU meets them."""
+    of the target. None where the CPU meets them: a margin of 1 or less (causes.cpu_misses_float64),
+    as where NaN positions differ only where float64 has no number either. The margins count
+    the elements both sides give as numbers; NaN or inf on the CPU where float64 has a number
+    (accuracy.non_finite) makes the CPU's margin infinite."""
+    from harness.parity.numerics import accuracy
     cpu = measure(runs["cpu"], runs["float64"], out_tol, grad_tol, normwise)
     missed = [what for what in ("output", "loss") if not cpu[what]["ok"]] + [
         g["name"] for g in cpu["grads"] if not g["ok"]]
@@ -248,9 +252,14 @@ def cpu_finding(runs: dict, out_tol: Tolerance, grad_tol: Tolerance, normwise: b
         return None
     target = measure(runs["target"], runs["float64"], out_tol, grad_tol, normwise)
     worst = max(cpu["grads"], key=lambda g: g["margin"], default={"margin": 0.0})
-    return {"missed": missed[:8], "cpu_err": cpu["output"]["max_abs_err"],
-            "target_err": target["output"]["max_abs_err"],
-            "cpu_margin": max(cpu["output"]["margin"], cpu["loss"]["margin"], worst["margin"])}
+    side, ref = runs["cpu"], runs["float64"]
+    nan = sum(accuracy.non_finite(side[what], ref[what]) for what in ("output", "loss")) + sum(
+        accuracy.non_finite(grad, ref["grads"].get(name)) for name, grad in side["grads"].items())
+    finding = {"missed": missed[:8], "cpu_err": cpu["output"]["max_abs_err"],
+               "target_err": target["output"]["max_abs_err"],
+               "cpu_margin": math.inf if nan else max(cpu["output"]["margin"], cpu["loss"]["margin"], worst["margin"]),
+               **({"cpu_non_finite": nan} if nan else {})}
+    return finding if causes.cpu_misses_float64(finding) else None
 
 
 def _comparable(tokens, reference):

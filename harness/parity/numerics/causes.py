@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from harness.core.records import recorded_number
+
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
@@ -137,6 +139,21 @@ def non_finite_shared_with_cpu(metrics: dict, share: str = "non_finite_on_cpu") 
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (bad, shared)) or bad <= 0:
         return None
     return shared >= bad
+
+
+def cpu_misses_float64(finding) -> bool:
+    """Whether a record's finding about the CPU (``cpu_finding``: the target passed, and the
+    CPU's own run in the same dtype was held to float64's rules) is one: the CPU's margin
+    past 1 (infinite where it gives NaN or inf where float64 has a number), or, for greedy
+    generation, its tokens parting from float64's (``cpu_verdict``). A margin of 1 or less is
+    the CPU meeting the rules, whatever else the record says: the H100's fmod and remainder in
+    bfloat16 (11-24) were written "the CPU is the inaccurate side: ... off float64 by 0 on
+    the CPU (margin 0)", a NaN position float64 itself does not give a number at, and the
+    report listed and counted them as findings about the CPU."""
+    if not isinstance(finding, dict):
+        return False
+    margin = recorded_number(finding.get("cpu_margin"))
+    return (margin is not None and margin > 1) or finding.get("cpu_verdict") == "diverged"
 
 
 def switch_for(cause: Cause, kind: str, dtype: str, autocast: bool = False) -> str:

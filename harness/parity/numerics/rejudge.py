@@ -36,11 +36,14 @@ DEFINED_OPS = {"linalg.lu": _LU, "linalg.lu_factor": _LU, "linalg.lu_factor_ex":
                          "indices and counts following"}
 
 
+NOT_A_RESULT = "not a parity result"   # the outcome of a record that holds no judged number (not ``has_result``)
+
+
 @dataclasses.dataclass(frozen=True)
 class Rejudged:
     check: str
     target: str
-    outcome: str     # "passes" | "rerun" | "remains" | "not a parity result"
+    outcome: str     # "passes" | "rerun" | "remains" | NOT_A_RESULT
     why: str
     cause: str | None = None   # for "remains": the suspected cause (harness.parity.numerics.causes), if any
 
@@ -48,7 +51,8 @@ class Rejudged:
 def has_result(rec: dict) -> bool:
     """Whether a parity record holds a compared result (a margin, or the float64 errors): a
     failure without one is the run's own (no weights, an error before anything was compared),
-    which no judge said and none can say again."""
+    which no judge said and none can say again. The report counts such a check apart from the
+    numbers found wrong (harness.report.verdict.judged_wrong), as ``classify`` does."""
     met = rec.get("metrics") or {}
     return "margin" in met or "target_ref_err" in met
 
@@ -62,7 +66,7 @@ def classify(rec: dict) -> Rejudged:
     out = lambda outcome, why, cause=None: Rejudged(rec["check"], rec.get("target") or "", outcome, why,  # noqa: E731
                                                     cause)
     if not has_result(rec):
-        return out("not a parity result", f"the run itself failed: {(rec.get('reason') or '')[:120]}")
+        return out(NOT_A_RESULT, f"the run itself failed: {(rec.get('reason') or '')[:120]}")
     if op in TIE_OPS:
         return out("rerun", "a tie in an index output: judged now by the values the indices select (and a "
                             "gradient within each group of equal values)")

@@ -494,11 +494,9 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
         run.target_ref = worse(run.target_ref, accuracy.compare(tgt_s, ref_s, tol))
         cpu_vs_ref = accuracy.compare(cpu_s, ref_s, tol)
         run.cpu_ref = worse(run.cpu_ref, cpu_vs_ref)
-        if found["ok"] and not cpu_vs_ref["ok"] and not accuracy.compare(cpu_s, ref_s, tol, normwise=True)["ok"]:
-            target_vs_ref = accuracy.compare(tgt_s, ref_s, tol, normwise=True)
-            if target_vs_ref["ok"] and (run.cpu_off is None or cpu_vs_ref["margin"] > run.cpu_off["cpu_margin"]):
-                run.cpu_off = {"cpu_margin": cpu_vs_ref["margin"], "cpu_err": cpu_vs_ref["max_abs_err"],
-                               "target_err": target_vs_ref["max_abs_err"], "sample": run.samples - 1}
+        off = cpu_off(cpu_s, tgt_s, ref_s, tol, cpu_vs_ref, run.samples - 1) if found["ok"] else None
+        if off and (run.cpu_off is None or off["cpu_margin"] > run.cpu_off["cpu_margin"]):
+            run.cpu_off = off
     if not found["ok"]:
         dtype = str(dt).removeprefix("torch.")
 
@@ -524,6 +522,28 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
         found.update(causes.describe(causes.diagnose(run.kind, dtype, rerun, found), run.kind, dtype),
                      fallback_ops=fell_back)
     return found
+
+
+def cpu_off(cpu, target, ref, tol: Tolerance, cpu_vs_ref: dict, sample: int) -> dict | None:
+    """Where the target passed a sample: the CPU's miss of float64 there, as a finding about
+    the CPU (the report lists it apart), or None where the CPU meets float64's rules too.
+    ``cpu_vs_ref``: the CPU's result against float64 (accuracy.compare), whose margin counts
+    the elements both give as numbers only; where the CPU gives NaN or inf and float64, rounded
+    to the dtype, a number (accuracy.non_finite), the margin is infinite, as a NaN is no
+    distance. A mismatch of NaN positions alone where float64 is not finite either (fmod and
+    remainder in bfloat16 on the H100: the CPU gave a number where float64 gives NaN) leaves a
+    margin of 0: the CPU met the rules, and the record said "the CPU is the inaccurate side:
+    ... off float64 by 0 (margin 0)"; it is no finding (causes.cpu_misses_float64)."""
+    from harness.parity.numerics import accuracy
+    if cpu_vs_ref["ok"] or accuracy.compare(cpu, ref, tol, normwise=True)["ok"]:
+        return None
+    target_vs_ref = accuracy.compare(target, ref, tol, normwise=True)
+    if not target_vs_ref["ok"]:
+        return None
+    nan = accuracy.non_finite(cpu, ref)
+    off = {"cpu_margin": math.inf if nan else cpu_vs_ref["margin"], "cpu_err": cpu_vs_ref["max_abs_err"],
+           "target_err": target_vs_ref["max_abs_err"], "sample": sample, **({"cpu_non_finite": nan} if nan else {})}
+    return off if causes.cpu_misses_float64(off) else None
 
 
 def _machinery_check(op, sample, device: str, dt, pass_: str, cpu, passes) -> None:
@@ -715,7 +735,10 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
         if run.cpu_off:
             off = run.cpu_off
             metrics["cpu_finding"] = off
-            note = (f"the CPU is the inaccurate side: sample {off['sample']} is off float64 by {off['cpu_err']:.3g} "
+            note = (f"the CPU is the inaccurate side: sample {off['sample']} gives {off['cpu_non_finite']} element(s) "
+                    f"NaN or inf on the CPU where float64 has a number, and none on the target" if off.get(
+                        "cpu_non_finite") else
+                    f"the CPU is the inaccurate side: sample {off['sample']} is off float64 by {off['cpu_err']:.3g} "
                     f"on the CPU (margin {off['cpu_margin']:.3g}) and by {off['target_err']:.3g} on the target")
         if run.beyond:
             note = "; ".join(filter(None, (note, f"{run.beyond} sample(s) set aside: {beyond} them")))
