@@ -135,8 +135,12 @@ def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check
                     env={"MPS_COMPAT_OPTIM_SABOTAGE": "ga-unscaled"})
     records = {r["variant"]: r for r in recs}
     assert res.returncode == 1, res.stdout[-2000:]
-    assert records["gradient-accumulation"]["status"] == "fail"
-    assert "gradients differ" in records["gradient-accumulation"]["reason"]
+    broken = records["gradient-accumulation"]
+    assert broken["status"] == "fail" and broken["reason"].startswith("gradients differ in "), broken["reason"]
+    assert broken["metrics"]["cause"] == same_result.CHANGES_THE_RESULT, broken["metrics"]
+    # the terminal's verdict says what changed and the switch, not a measurement that failed
+    assert "1 optimization changes the result" in res.stdout and "measurement failed" not in res.stdout, res.stdout[-3000:]
+    assert same_result.SWITCH["gradient-accumulation"] in " ".join(res.stdout.split()), res.stdout[-3000:]
     refusal = dynamo_refuses("bert")   # torch 2.6 under transformers 5.24: the compiled step never runs
     assert {v: r["status"] for v, r in records.items() if v != "gradient-accumulation"} == {
         "gradient-checkpointing": "pass", "torch-compile": "fail" if refusal else "pass", "freeze-backbone": "pass",
@@ -258,12 +262,29 @@ def test_the_same_result_verdict_for_trained_parameters(trainable, changed, ever
 
 def test_the_same_result_verdict_for_gradients():
     same = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 2.0]])
-    assert same_result.same_result_verdict(same).status == "pass"
-    off = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 2.1]])
-    assert "gradients differ: w" in same_result.same_result_verdict(off).message
-    missing = same_result.Gradients(["w"], [[1.0, 2.0]], [None])
-    assert "w: no gradient" in same_result.same_result_verdict(missing).message
-    assert same_result.same_result_verdict(same_result.Gradients([], [], [])).status == "fail"
+    assert same_result.same_result_verdict(same, "gradient-accumulation").status == "pass"
+    off = same_result.Gradients(["v", "w"], [[1.0], [1.0, 2.0]], [[1.0], [1.0, 2.1]])
+    said = same_result.same_result_verdict(off, "gradient-accumulation")
+    assert said.status == "fail" and said.message.startswith("gradients differ in 1 of 2 parameters (worst ")
+    assert said.message.endswith(": w (margin " + f"{said.metrics['margin']:.3g})") and said.metrics["margin"] > 1
+    missing = same_result.Gradients(["u", "w"], [[1.0], [1.0, 2.0]], [[1.5], None])
+    said = same_result.same_result_verdict(missing, "torch-compile")
+    assert said.message.startswith("gradients differ in 2 of 2 parameters (worst ") and ": w: no gradient, u (" in said.message
+    nothing = same_result.same_result_verdict(same_result.Gradients([], [], []), "torch-compile")
+    assert nothing.status == "fail" and nothing.cause is None   # nothing compared: no finding about the technique
+
+
+@pytest.mark.parametrize("technique", same_result.TECHNIQUES)
+def test_a_technique_that_changes_the_result_names_that_cause_its_meaning_and_its_switch(technique):
+    """The failure groups (harness.report.verdict) read the cause, what happened and the switch
+    from the record: each technique's own, never "cause not determined"."""
+    if technique in same_result.SAME_GRADIENTS:
+        said = same_result.same_result_verdict(same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 3.0]]), technique)
+    else:
+        said = same_result.same_result_verdict(same_result.Trained(["a"], ["a", "b"], ["a", "b"]), technique)
+    assert said.status == "fail" and said.cause == same_result.CHANGES_THE_RESULT
+    assert said.metrics["cause_what"] == same_result.WHAT[technique] and said.metrics["switch"] == same_result.SWITCH[technique]
+    assert len(set(same_result.SWITCH.values())) == len(same_result.TECHNIQUES)   # each its own
 
 
 def test_seed_003_path_times_each_row_in_interleaved_rounds_against_the_baseline(monkeypatch):

@@ -528,6 +528,44 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     assert next(a for a in right.aspects if a.name == "numerics").line == "as right as the CPU: 1 check, none wrong"
 
 
+def test_a_technique_that_changes_the_result_is_said_first_and_one_that_keeps_it_is_counted():
+    """`-k keeps` ran five same-result checks, all passing, and the first screen said "only the
+    controls ran"; with gradient accumulation's loss left unscaled it said "1 optimization
+    measurement failed: cause not determined". A technique that changes what training computes
+    is now said as such, before anything it saves, with its own switch; one that keeps the
+    result is counted."""
+    from harness.optim import same_result
+    header = {"run": "K1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+
+    def kept(technique, verdict_):
+        return {"run": "K1", "check": f"optim/{same_result.SUBJECT}/{technique}", "suite": "optim",
+                "subject": same_result.SUBJECT, "variant": technique, "target": "cpu", "status": verdict_.status,
+                "category": "n/a", "reason": verdict_.message,
+                "metrics": {**verdict_.metrics, **({"cause": verdict_.cause} if verdict_.cause else {})}}
+    same = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 2.0]])
+    off = same_result.Gradients(["w"], [[1.0, 2.0]], [[1.0, 4.0]])
+    good = [kept(t, same_result.same_result_verdict(same, t)) for t in same_result.SAME_GRADIENTS]
+    [found] = verdict.for_records(header, good + controls(), {"kind": "end", "run": "K1", "exitstatus": 0})
+    optim = next(a for a in found.aspects if a.name == "optimizations")
+    assert found.headline == "3 of 3 keep the result" and optim.state == verdict.GOOD, found.headline
+    assert optim.line.startswith("3 of 3 techniques keep the result (gradient-accumulation, "), optim.line
+    broken = [kept("gradient-accumulation", same_result.same_result_verdict(off, "gradient-accumulation"))] + good[1:]
+    claim = {"run": "K1", "check": "optim/gradient-checkpointing/memory", "suite": "optim",
+             "subject": "gradient-checkpointing", "variant": "memory", "target": "cpu", "status": Status.PASS,
+             "category": "holds", "reason": "", "metrics": {"mem_ratio": 0.6, "bound": 0.9, "kind": "lower"}}
+    [found] = verdict.for_records(header, broken + [claim] + controls(), {"kind": "end", "run": "K1", "exitstatus": 1})
+    optim = next(a for a in found.aspects if a.name == "optimizations")
+    assert found.state == verdict.BAD and found.headline.startswith("1 optimization changes the result, "), found.headline
+    assert optim.line.startswith("1 technique changes what training computes, whatever it saves (gradient-accumulation: "
+                                 "gradients differ in 1 of 1 parameters (worst "), optim.line
+    assert "measurement failed" not in optim.line and "; 2 of 3 techniques keep the result" in optim.line
+    assert same_result.SWITCH["gradient-accumulation"] in optim.detail[0], optim.detail
+    [group] = verdict.failure_groups(broken)
+    assert group.cause == same_result.CHANGES_THE_RESULT and group.what == same_result.WHAT["gradient-accumulation"]
+    assert group.switch == same_result.SWITCH["gradient-accumulation"]
+
+
 def test_a_claim_through_the_trainer_is_named_apart_from_the_same_claim_in_the_loop():
     """A CPU card listed "helps: adamw-8bit memory x0.26" and "does not hold: adamw-8bit memory
     x0.38": the plain loop's measurement and the Trainer's, named alike. And a 4% slowdown read

@@ -17,6 +17,36 @@ from harness.optim.workloads import Setup, Workload
 SAME_GRADIENTS = ("gradient-accumulation", "gradient-checkpointing", "torch-compile")
 TRAINS_SOME = ("freeze-backbone", "peft-lora")
 TECHNIQUES = SAME_GRADIENTS + TRAINS_SOME
+SUBJECT = "optimization_keeps_the_result"   # the checks' subject: optim/optimization_keeps_the_result/<technique>
+
+# A technique that changes what training computes is no optimization, whatever it saves: the
+# failure says so as its cause (metrics.cause, harness.report.verdict's failure groups), with
+# what was compared and the switch, in the user's terms.
+CHANGES_THE_RESULT = "changes-the-result"
+WHAT = {
+    "gradient-accumulation": "the accumulated gradients are not the big batch's: training with accumulation is not "
+                             "the training it stands in for",
+    "gradient-checkpointing": "the gradients with checkpointing are not those without it: checkpointing should only "
+                              "trade memory for recomputation",
+    "torch-compile": "the compiled model's gradients are not eager's: the compiled training step computes something "
+                     "else",
+    "freeze-backbone": "one step did not train exactly the parameters left trainable: the freeze is not what it says",
+    "peft-lora": "one step did not train exactly LoRA's adapters: the adapters are not what trains",
+}
+SWITCH = {
+    "gradient-accumulation": "divide each micro-batch's loss by the number of accumulation steps (the Trainer's "
+                             "gradient_accumulation_steps does); where that is done, report it to transformers with "
+                             "this record, and train without accumulation until then",
+    "gradient-checkpointing": "train without gradient checkpointing (drop gradient_checkpointing=True / "
+                              "model.gradient_checkpointing_enable()) until it matches, and report it to transformers "
+                              "with this record",
+    "torch-compile": "train eager (drop torch.compile) until it matches; torch.compile(model, backend='aot_eager') "
+                     "tells whether inductor's kernels are the cause; report it to PyTorch with this record",
+    "freeze-backbone": "check each parameter's requires_grad (model.named_parameters()) and that the optimizer is "
+                       "built after the freeze, over the trainable parameters only",
+    "peft-lora": "check peft's target_modules and that the optimizer is built from the peft model's trainable "
+                 "parameters (model.print_trainable_parameters())",
+}
 
 
 @dataclasses.dataclass
@@ -81,8 +111,17 @@ def keeps_the_result(name: str, device: str) -> Gradients | Trained:
     return Trained(trainable, changed, sorted(before))
 
 
-def same_result_verdict(r: Gradients | Trained) -> Verdict:
-    """Judge what ``keeps_the_result`` returned: pass, or fail with what diverged.
+def _changed(technique: str, message: str, metrics: dict) -> Verdict:
+    """The failure of a technique that changes the result: its cause, what that means and the
+    switch (for a technique this module does not know, the message alone)."""
+    if technique in WHAT:
+        metrics = {**metrics, "cause_what": WHAT[technique], "switch": SWITCH[technique]}
+    return Verdict(Status.FAIL, None, message, metrics, cause=CHANGES_THE_RESULT)
+
+
+def same_result_verdict(r: Gradients | Trained, technique: str = "") -> Verdict:
+    """Judge what ``keeps_the_result`` returned for ``technique``: pass, or fail with what
+    diverged, as the cause CHANGES_THE_RESULT with what it means and the switch.
 
     Gradients are compared normwise per parameter against the whole-model gradient tolerance
     (harness.parity.numerics.tolerances, "model-grad" float32); a parameter without a gradient on the variant
@@ -98,26 +137,31 @@ def same_result_verdict(r: Gradients | Trained) -> Verdict:
         worst, diverged = None, []
         for name, a, b in zip(r.names, r.a, r.b):
             if b is None:
-                diverged.append(f"{name}: no gradient")
+                diverged.append((float("inf"), f"{name}: no gradient"))
                 continue
             res = accuracy.compare(torch.tensor(b), torch.tensor(a), tol, normwise=True)
             worst = res if worst is None or res["margin"] > worst["margin"] else worst
             if not res["ok"]:
-                diverged.append(f"{name} (margin {res['margin']:.3g})")
+                diverged.append((res["margin"], f"{name} (margin {res['margin']:.3g})"))
         metrics = {"margin": worst["margin"] if worst else None, "max_abs_err": worst["max_abs_err"] if worst else None,
                    "params_compared": len(r.names), "rtol": tol.rtol, "atol": tol.atol,
                    "tolerance_source": tol.source}
-        ok = bool(r.names) and not diverged
-        message = "" if ok else ("no gradients to compare" if not r.names else
-                                 "gradients differ: " + ", ".join(diverged))
-        return Verdict(Status.PASS if ok else Status.FAIL, None, message, metrics)
+        if not r.names:   # nothing was compared: no finding about the technique
+            return Verdict(Status.FAIL, None, "no gradients to compare", metrics)
+        if diverged:   # how many, how far (the margin: the error over the tolerance), then which, the worst first
+            diverged = [said for _, said in sorted(diverged, key=lambda d: -d[0])]
+            far = f" (worst {worst['margin']:.3g}x the tolerance)" if worst and not worst["ok"] else ""
+            return _changed(technique, f"gradients differ in {len(diverged)} of {len(r.names)} parameters{far}: "
+                            + ", ".join(diverged[:5])
+                            + (f", and {len(diverged) - 5} more" if len(diverged) > 5 else ""), metrics)
+        return Verdict(Status.PASS, None, "", metrics)
     trainable, changed, everything = set(r.trainable), set(r.changed), r.all
     metrics = {"trainable": len(trainable), "changed": len(changed), "params": len(everything)}
     if changed != trainable:
-        return Verdict(Status.FAIL, None, f"trained {len(changed)} parameters, {len(trainable)} are trainable: "
-                       f"unexpected {sorted(changed - trainable)[:5]}, untouched {sorted(trainable - changed)[:5]}",
-                       metrics)
+        return _changed(technique, f"trained {len(changed)} parameters, {len(trainable)} are trainable: "
+                        f"unexpected {sorted(changed - trainable)[:5]}, untouched {sorted(trainable - changed)[:5]}",
+                        metrics)
     if not 0 < len(trainable) < len(everything):
-        return Verdict(Status.FAIL, None, f"{len(trainable)} of {len(everything)} parameters trainable: the technique "
-                       "froze nothing or everything", metrics)
+        return _changed(technique, f"{len(trainable)} of {len(everything)} parameters trainable: the technique "
+                        "froze nothing or everything", metrics)
     return Verdict(Status.PASS, None, "", metrics)

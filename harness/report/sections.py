@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
+from harness.optim import same_result
 from harness.parity.numerics import causes
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
@@ -722,11 +723,14 @@ def optim_sections(m: Matrix) -> list[Section]:
     """The optimization claims: each measured ratio against the claim's bound, and seed
     003's path with a chart of it (measured against the seed, both as x baseline)."""
     labels = {c.id: c.label for c in m.columns}
-    claims_rows, paths, points = [], [], []
+    claims_rows, paths, points, kept_rows = [], [], [], []
     for (check, col_id), rec in sorted(m.cells.items()):
         if rec.get("suite") != "optim" or rec["status"] == Status.SKIP or is_control(rec):
             continue   # a control's known answer is in the Instruments section, not a document's claim
         met = rec.get("metrics") or {}
+        if rec.get("subject") == same_result.SUBJECT:
+            kept_rows.append(_kept_row(rec, labels.get(col_id, col_id)))
+            continue
         if records.kind_of(rec) == RecordKind.SEED_003_PATH and met.get("rows"):
             paths.append((labels.get(col_id, col_id), rec))
             continue
@@ -760,9 +764,31 @@ def optim_sections(m: Matrix) -> list[Section]:
                          "interleaved rounds, per sample, with a bootstrap interval). A claim holds when the whole "
                          "interval is within the bound (the claimed ratio with the claim's tolerance).",
                    image=ratio_chart(charted, title=ratio_caption) if points else None, image_name="optim_ratios.png")]
+    if kept_rows:
+        out.append(Section("Do the techniques keep the result", ["technique", "column", "verdict", "compared", "what was seen",
+                                                                 "switch"], kept_rows, level=3,
+                           anchor="optimizations-keep-the-result",
+                           intro="Each technique with and without it on a tiny BERT, dropout off, on the same device: "
+                                 "gradient accumulation, checkpointing and torch.compile must give the plain step's "
+                                 "gradients (float32's model-gradient tolerance, per parameter); freezing and LoRA must "
+                                 "train exactly the parameters they leave trainable. One that changes the result is no "
+                                 "optimization, whatever it saves."))
     for label, rec in paths:
         out.append(_path_section(label, rec))
     return out
+
+
+def _kept_row(rec: dict, label: str) -> list:
+    """A row of the keeps-the-result table: what was compared, what was seen and the switch."""
+    met = rec.get("metrics") or {}
+    if "params_compared" in met:
+        compared = f"gradients of {met['params_compared']} parameters, worst margin {num(met.get('margin'))}"
+    elif "trainable" in met:
+        compared = f"{met.get('changed')} of {met.get('params')} parameters changed, {met.get('trainable')} trainable"
+    else:
+        compared = ""
+    return [rec.get("variant") or "", label, cell_of(rec, label, metric=False), compared,
+            shown(rec.get("reason") or ""), shown(met.get("switch") or "")]
 
 
 def _path_section(label: str, rec: dict) -> Section:

@@ -32,6 +32,7 @@ from harness.core import errors, models, records, runfiles
 from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.env import fitness
 from harness.ops import opsweep
+from harness.optim import same_result
 from harness.optim.claims import ANY_REDUCTION_SRC
 from harness.parity import compiled
 from harness.parity.numerics import causes, rejudge
@@ -516,9 +517,17 @@ def _optimizations(recs: list[dict]) -> Aspect:
               and isinstance((r.get("metrics") or {}).get("mem_ratio", (r.get("metrics") or {}).get("time_ratio")),
                              (int, float))]
     claimed = {id(r) for r in claims}
+    # Does each technique keep what training computes (harness.optim.same_result)? One that does
+    # not is said as such, first, and not as a measurement that failed; one that does is counted.
+    kept = [r for r in recs if r.get("suite") == "optim" and r.get("subject") == same_result.SUBJECT
+            and r["status"] != Status.SKIP]
+    keeps = [r for r in kept if cell_key(r) == Status.PASS]
+    changes = [r for r in kept if cell_key(r) in BROKEN
+               and (r.get("metrics") or {}).get("cause") == same_result.CHANGES_THE_RESULT]
+    claimed |= {id(r) for r in changes}
     failed = failure_groups([r for r in recs if r.get("suite") == "optim" and not is_control(r)
                              and id(r) not in claimed and cell_key(r) in BROKEN])
-    if not claims and not failed:
+    if not claims and not failed and not kept:
         return Aspect("optimizations", NONE, "not measured here (pytest suites/ -m optim)", anchor="optimizations")
 
     def ratio(r):
@@ -534,7 +543,11 @@ def _optimizations(recs: list[dict]) -> Aspect:
                     or r.get("category") == Category.DOES_NOT_HOLD), key=miss)
     unsure = [r for r in claims if r.get("category") == Category.INCONCLUSIVE]
     line = (f"{_n(len(helps), 'measured saving')} as documented (best: {_list((_ratio_words(r) for r in helps), 2)})"
-            if helps else "no documented saving was measured here")
+            if helps else "" if kept and not claims and not failed else "no documented saving was measured here")
+    if changes:   # before anything it saves: the training it stands in for is not what it computes
+        line = (f"{_n(len(changes), 'technique changes', 'techniques change')} what training computes, whatever "
+                f"{'it saves' if len(changes) == 1 else 'they save'} ({_list(_changes_words(r) for r in changes)})"
+                + (f"; {line}" if line else ""))
     if fails:   # before the claims that hold with no saving: what to act on, first where a terminal cuts the line
         line += (f"; {_n(len(fails), 'claim does', 'claims do')} not hold "
                  f"({_list((_ratio_words(r, True) for r in fails), 2)})")
@@ -545,16 +558,31 @@ def _optimizations(recs: list[dict]) -> Aspect:
         line += f"; {len(unsure):,} inconclusive"
     broke = sum(len(g.checks) for g in failed)   # a measurement that raised, crashed or hung: no ratio
     if broke:
-        line += f"; {_n(broke, 'measurement')} failed: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in failed)
-    detail = ([f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
+        line += ("; " if line else "") + f"{_n(broke, 'measurement')} failed: " + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in failed)
+    if keeps:
+        line += ("; " if line else "") + (
+            f"{len(keeps):,} of {_n(len(kept), 'technique')} {'keeps' if len(keeps) == 1 else 'keep'} the result "
+            f"({_list(r['variant'] for r in keeps)}: the same gradients, or exactly the parameters they should train)")
+    detail = ([f"changes the result: {_changes_words(r)}: {shown(r['metrics'].get('switch') or '')}" for r in changes]
+              + [f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
               + [f"holds, no saving: {_ratio_words(r)}" for r in level]
               + [f"inconclusive: {_ratio_words(r)}" for r in unsure]
-              + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed])
+              + [f"failed, {shown(g.cause)} ({', '.join(g.checks)}): {shown(g.switch)}" for g in failed]
+              + [f"keeps the result: {r['variant']}" for r in keeps])
     do_not = f", {len(fails)} {'does' if len(fails) == 1 else 'do'} not" if fails else ""
-    parts = ([_n(len(helps), "optimization helps", "optimizations help") + do_not] if claims else []) + (
-        [f"{_n(broke, 'optimization measurement')} failed"] if broke else [])
+    parts = ([f"{_n(len(changes), 'optimization changes', 'optimizations change')} the result"] if changes else []) + (
+        [_n(len(helps), "optimization helps", "optimizations help") + do_not] if claims else []) + (
+        [f"{_n(broke, 'optimization measurement')} failed"] if broke else []) + (
+        [f"{len(keeps):,} of {len(kept):,} keep the result"] if keeps and not claims else [])
     short = ", ".join(parts)
-    return Aspect("optimizations", BAD if broke else WARN if fails else GOOD, line, detail, "optimizations", short)
+    return Aspect("optimizations", BAD if broke or changes else WARN if fails else GOOD, line, detail, "optimizations",
+                  short)
+
+
+def _changes_words(rec: dict) -> str:
+    """A technique that changes the result, as the first screen names it: which, and what was seen."""
+    said = records.first_line(rec.get("reason") or "").split(": ", 1)[0]   # how many and how far; which: the record
+    return f"{rec.get('variant') or rec.get('check')}: {shown(said, 120)}" if said else str(rec.get("variant"))
 
 
 def _known_bugs(recs: list[dict]) -> Aspect:

@@ -114,4 +114,4 @@ def test_optimization_keeps_the_result(technique, target, backend, env_facts, sa
     if skip is not None:
         record.conclude(skip)
     outcome = sandbox.call("harness.optim.same_result:keeps_the_result", technique, target, timeout=TIMEOUT["small"])
-    record.conclude(same_result.same_result_verdict(record.value_of(outcome, "the measurement")))
+    record.conclude(same_result.same_result_verdict(record.value_of(outcome, "the measurement"), technique))
