@@ -619,7 +619,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
         "1 claim does not hold (freeze-backbone time x0.81, documented x0.26); "
         "3 claims hold with no saving, as documented (gradient-accumulation time x1.7, fused-adamw memory x1 "
         "and 1 more); 1 inconclusive")
-    assert optim.short == "2 optimizations help, 1 does not"
+    assert optim.short == "2 of 7 optimizations help, 1 claim does not hold"
     assert "holds, no saving: sdpa-attention time x1" in optim.detail
     # the same claim at x1.04 in another run of the same lock: the same counts
     recs[2]["metrics"].update(time_ratio=1.04, ci_low=1.01, ci_high=1.06)
@@ -627,7 +627,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
     [one] = verdict.for_records(header, recs[:1] + recs[2:4] + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
-    assert next(a for a in one.aspects if a.name == "optimizations").short == "1 optimization helps"
+    assert next(a for a in one.aspects if a.name == "optimizations").short == "1 of 3 optimizations helps"
     # a saving whose step's loss turned NaN: its ratio beside "does not hold" must not read as a contradiction
     broke = claim("gradient-checkpointing", "does-not-hold", mem_ratio=0.55, kind="lower", claimed_ratio=0.6,
                   ratio_category="holds")
