@@ -96,7 +96,8 @@ DOM = """() => {
     cards: all('#verdicts article.card').map(c => ({
       cls: c.className, title: text(c.querySelector('.card-title')), headline: text(c.querySelector('.headline')),
       notes: all('.note', c).map(text),
-      idle: c.querySelector('.idle') && text(c.querySelector('.idle')),
+      idle: c.querySelector('.idle summary') && text(c.querySelector('.idle summary')),
+      idleLines: all('.idle li', c).map(text),
       aspects: all('li.aspect', c).map(a => ({cls: a.className, state: text(a.querySelector('.state')),
         links: all(':scope > a', a).map(x => x.getAttribute('href')),
         detail: a.querySelector('details') ? [a.querySelector('details').open, all('details li', a).length] : null}))})),
@@ -135,7 +136,10 @@ def test_a_verdict_card_per_column_with_its_aspects_notes_and_links(known):
     assert good["notes"] == []  # no note where there is nothing to say
     env, numerics, ops = bad["aspects"]   # what did not run is one line, not an aspect each
     assert [a["cls"] for a in bad["aspects"]] == ["aspect good", "aspect bad", "aspect warn"]
-    assert bad["idle"] == "Not run here: known bugs." and good["idle"] is None
+    assert bad["idle"] == "Not run here: known bugs" and good["idle"] is None
+    # and how to run it, on a tap too (a title shows only under a mouse): the line the Markdown gives
+    assert len(bad["idleLines"]) == 1 and bad["idleLines"][0].startswith("known bugs: ")
+    assert bad["idleLines"][0] != "known bugs: " and good["idleLines"] == []
     assert numerics["links"] == ["#failures"] and numerics["detail"] == [False, 30]  # all 30, folded
     assert ops["links"] == [] and ops["detail"] == [False, 2]  # its anchor names no section: no dead link
     assert env["detail"] is None
