@@ -562,7 +562,7 @@ def _optimizations(recs: list[dict]) -> Aspect:
     if keeps:
         line += ("; " if line else "") + (
             f"{len(keeps):,} of {_n(len(kept), 'technique')} {'keeps' if len(keeps) == 1 else 'keep'} the result "
-            f"({_list(r['variant'] for r in keeps)}: the same gradients, or exactly the parameters they should train)")
+            f"({_list((r['variant'] for r in keeps), 2)})")
     detail = ([f"changes the result: {_changes_words(r)}: {shown(r['metrics'].get('switch') or '')}" for r in changes]
               + [f"helps: {_ratio_words(r)}" for r in helps] + [f"does not hold: {_ratio_words(r, True)}" for r in fails]
               + [f"holds, no saving: {_ratio_words(r)}" for r in level]
