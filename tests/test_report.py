@@ -518,6 +518,7 @@ def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
     assert "`XX` bad (not fit" in first and "`--` not run here" in first
     cards = [x for x in first.splitlines() if x.startswith("- ")]
     assert cards and all(re.match(r"- `(OK|!!|XX|--)` \*\*", x) for x in cards), cards
+    assert not [x for x in first.splitlines() if x.startswith("| `")]   # one column: no table at a glance
     aspects = [x for x in first.splitlines() if x.startswith("  - ") and x.lstrip("- ").startswith("`")]
     assert any(x.startswith("  - `XX` environment: not fit for cpu") for x in aspects), aspects
     failures = md.split("## Every failure, by cause and family")[1].split("\n## ")[0]
@@ -525,6 +526,22 @@ def test_the_page_opens_on_one_verdict_per_column(tmp_path, recorded):
     assert "env/ok" not in failures
     html = (out / "matrix.html").read_text()
     assert html.index("Verdict per machine") < html.index("Environments")
+
+
+def test_every_column_at_a_glance_before_the_lists(two_versions, tmp_path):
+    """Seven machines made seven lists, and a terminal or a Markdown viewer's first screen held
+    two. With more than one column, a table comes first: a row per column with its state, its
+    name and its headline, as its list says them."""
+    out = tmp_path / "out"
+    report.main([str(p) for p in two_versions] + ["--out", str(out)])
+    first = (out / "matrix.md").read_text().split("## Verdict per machine")[1].split("\n## ")[0]
+    cards = [x for x in first.splitlines() if x.startswith("- ")]
+    glance = [x for x in first.splitlines() if x.startswith("| `")]
+    assert len(glance) == len(cards) > 1 and first.index(glance[-1]) < first.index(cards[0])
+    for row, card in zip(glance, cards):
+        state, title, headline = (x.strip() for x in re.split(r"(?<!\\)\|", row.strip()[1:-1]))   # an escaped pipe is text
+        assert card.startswith(f"- {state} **{title}** (") and card.endswith(f": {headline}"), (row, card)
+    assert any("torch 2.6.0" in g for g in glance) and any("torch 2.15.0" in g and "`XX`" in g for g in glance)
 
 
 def test_the_failures_table_counts_each_kind_apart_and_lists_the_claims_that_do_not_hold(tmp_path, recorded):

@@ -146,6 +146,49 @@ def test_a_verdict_card_per_column_with_its_aspects_notes_and_links(known):
     assert good["aspects"][0]["links"] == ["#search-2"]  # to the section that asked for "search"
 
 
+def fleet_sections(machines: int = 8) -> list[Section]:
+    """A verdicts section of many machines, each card as tall as a real one (a long headline, six
+    aspects): more than fit on the first screen as cards."""
+    cards = [Verdict(f"h{i}/cuda", f"host {i} · torch 2.{i}.0 · cuda", f"host {i}: GPU {i}, Linux x86_64",
+                     "bad" if i % 3 == 0 else "good",
+                     f"fit; ops {5000 + i} native; {i} numerically wrong; {i} of 18 optimizations help",
+                     [Aspect(name, "good", f"{name} of host {i}: a line long enough to wrap once or twice in a card "
+                             "of the width the grid gives it, as the real ones do") for name in
+                      ("instruments", "environment", "ops", "numerics", "optimizations", "known bugs")])
+             for i in range(machines)]
+    return [Section("Verdict per machine", [], [], kind="verdicts", verdicts=cards, anchor="verdicts"),
+            Section("Notes", ["note"], [["a note"]])]
+
+
+@needs_chromium
+def test_every_machine_is_named_on_the_first_screen_however_many_there_are(tmp_path, capsys):
+    """Seven recorded machines made seven cards, and the first screen showed three: a user with a
+    fleet could not see, without scrolling, which machine was bad. Each machine has a line at a
+    glance above the cards, its state, its name linking to its card, and its headline; the render
+    check fails a page where a machine is named on no line of the first screen."""
+    path = tmp_path / "fleet.html"
+    path.write_text(render_html(fleet_sections(), ["runs/a.jsonl"]), encoding="utf-8")
+    with _open(path) as o:
+        lines = o.page.evaluate("""() => Array.from(document.querySelectorAll('#verdicts .glance li')).map(li => ({
+          cls: li.className, text: li.textContent.replace(/\\s+/g, ' ').trim(),
+          href: li.querySelector('a').getAttribute('href'), bottom: li.getBoundingClientRect().bottom,
+          card: document.querySelector(li.querySelector('a').getAttribute('href')).getBoundingClientRect().top}))""")
+    assert len(lines) == 8
+    assert lines[0]["cls"] == "bad" and lines[1]["cls"] == "good"
+    assert lines[3]["text"] == "bad host 3 · torch 2.3.0 · cuda: fit; ops 5003 native; 3 numerically wrong; 3 of 18 " \
+                               "optimizations help"
+    assert all(x["bottom"] <= 900 for x in lines)            # all eight on the first screen
+    assert sum(x["card"] < 900 for x in lines) < 8           # where the cards alone are not
+    assert render_check.main([str(path), "--timeout", "15"]) == 0
+    capsys.readouterr()
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text(path.read_text(encoding="utf-8").replace("</head>", "<style>.glance{display:none}</style></head>"),
+                      encoding="utf-8")
+    assert render_check.main([str(hidden), "--timeout", "15"]) == 1
+    err = capsys.readouterr().err
+    assert "of 8 machines are not named on the first screen at 1400x900: host " in err, err
+
+
 @needs_chromium
 def test_the_legend_chart_caption_and_code_in_the_report_s_own_text(known):
     with _open(known) as o:

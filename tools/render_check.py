@@ -9,7 +9,8 @@ browser has run it. Playwright drives the system's Chromium (no browser is downl
 - run without a JavaScript error: an uncaught exception (Playwright's pageerror), an error
   on the console, or one the page's first script wrote onto ``<html data-js-errors>``;
 - finish: its last script sets ``<html data-rendered="yes">``;
-- show the verdict cards on the first screen: ``#verdicts`` starts above the fold;
+- show the verdict cards on the first screen: ``#verdicts`` starts above the fold, and (desktop)
+  every machine is named there: its line at a glance (``.glance``), or its card's title;
 - not overflow sideways: the document is no wider than the window (wide tables scroll in
   their own box); at desktop width the failure tables (``FITTED``: what failed, why, and the
   switch that changes it) fit their box, so that their last columns are read without scrolling;
@@ -178,7 +179,14 @@ FACTS = """(fitted) => {
   const overflowing = fitted.map(id => document.querySelector('#' + id + ' .scroll'))
     .filter(box => box && box.getClientRects().length && box.scrollWidth > box.clientWidth + 1)
     .map(box => [box.closest('section').id, box.scrollWidth, box.clientWidth]);
-  return {overflowing: overflowing, rendered: root.getAttribute('data-rendered') === 'yes', verdicts: !!verdicts, verdictsTop: top,
+  // each machine named on the first screen: its line at a glance, or its card's title
+  const glance = new Map(Array.from(document.querySelectorAll('.glance a')).map(a => [a.getAttribute('href').slice(1), a]));
+  const onScreen = el => !!el && el.getClientRects().length > 0 && el.getBoundingClientRect().bottom <= innerHeight;
+  const unnamed = Array.from(document.querySelectorAll('article.card'))
+    .filter(card => !onScreen(glance.get(card.id)) && !onScreen(card.querySelector('.card-title')))
+    .map(card => { const t = card.querySelector('.card-title'), st = t.querySelector('.state');
+                   return t.textContent.slice(st ? st.textContent.length : 0).trim(); });
+  return {unnamed: unnamed, cards: document.querySelectorAll('article.card').length, overflowing: overflowing, rendered: root.getAttribute('data-rendered') === 'yes', verdicts: !!verdicts, verdictsTop: top,
           scrollWidth: Math.max(doc.scrollWidth, document.body.scrollWidth), scrollHeight: doc.scrollHeight,
           widest: widest, broken: broken, toc: !!toc, unlisted: sections.map(s => s.id).filter(id => !linked.has(id)),
           sections: sections.length, tables: document.querySelectorAll('main table').length,
@@ -287,6 +295,10 @@ def _first_problem(opened: Opened, f: dict) -> str | None:
     if f["verdictsTop"] >= opened.height:
         return (f"the verdict cards start {f['verdictsTop']:.0f} px down, below the first screen "
                 f"({opened.height} px)")
+    if f["unnamed"] and opened.width >= VIEWPORTS[0][1]:
+        more = f" (and {len(f['unnamed']) - 1} more)" if len(f["unnamed"]) > 1 else ""
+        return (f"{len(f['unnamed'])} of {f['cards']} machines are not named on the first screen at "
+                f"{opened.width}x{opened.height}: {f['unnamed'][0]}{more}")
     if f["scrollWidth"] > opened.width:
         return (f"the page is {f['scrollWidth']} px wide in a {opened.width} px window (horizontal overflow"
                 + (f"; first past the edge: {f['widest']})" if f["widest"] else ")"))

@@ -292,7 +292,8 @@ def _verdicts(s: Section, ids: _Ids) -> list[dict]:
     for v in s.verdicts:
         aspects = [{"name": a.name, "state": _state(a.state), "line": a.line, "detail": list(a.detail or []),
                     "href": ids.resolve(a.anchor)} for a in v.aspects]
-        cards.append({"column": v.column_id, "title": v.title, "machine": v.machine, "state": _state(v.state),
+        cards.append({"id": ids.new("card-" + slugify(v.column_id)), "column": v.column_id, "title": v.title,
+                      "machine": v.machine, "state": _state(v.state),
                       "headline": v.headline, "aspects": aspects, "partial": v.partial, "older_judge": v.older_judge,
                       "instruments_note": v.instruments_note})
     return cards

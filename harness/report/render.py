@@ -107,9 +107,13 @@ def render_md(secs: list[Section], sources: list[str]) -> str:
 
 
 def _md_verdicts(found: list) -> list[str]:
-    """The verdicts as a list per column: its state and headline, then each aspect's line."""
+    """The verdicts: with more than one, a table of every column's state and headline first; then a
+    list per column: its state and headline, then each aspect's line."""
     from harness.report.verdict import SYMBOL_KEY, SYMBOLS
     out = [SYMBOL_KEY, ""] if found else []
+    if len(found) > 1:   # every machine on the first screen, however many there are: the lists follow
+        out += [tabulate([[f"`{SYMBOLS[v.state]}`", _md(v.title), _md(v.headline)] for v in found],
+                         headers=["", "machine · torch · target", "verdict"], tablefmt="github"), ""]
     for v in found:
         # the state first, as the page's badge: "`XX` fit; ..." read as "not fit"
         out += [f"- `{SYMBOLS[v.state]}` **{_md(v.title)}** ({_md(v.machine)}): {_md(v.headline)}"]
