@@ -124,6 +124,22 @@ def test_a_child_that_cannot_start_is_said_as_such_not_as_a_hung_check(tmp_path,
         box.close()
 
 
+def test_a_child_takes_what_it_holds_for_good_out_of_the_collectors_sweeps():
+    """isolate.settle: a ready child has frozen its imports (gc.freeze), and so has it what a
+    warm-up step loaded, before the step's answer; what a call creates stays swept."""
+    box = Sandbox()
+    try:
+        ready = box.call("gc:get_freeze_count")
+        assert ready.kind == "ok" and ready.value > 1000, ready
+        assert box.call(isolate.WARM, "xml.dom.minidom").kind == "ok"   # a module the child had not imported
+        warmed = box.call("gc:get_freeze_count").value
+        assert warmed > ready.value, (ready.value, warmed)
+        assert box.call("tests.sandbox_targets:double", 7).value == 14
+        assert box.call("gc:get_freeze_count").value == warmed   # a call's objects: not frozen
+    finally:
+        box.close()
+
+
 # --------------------------------------------------------------------------- limits the platform cannot wait
 
 @pytest.mark.parametrize("limit", [3e6, 1e12, float("inf")])

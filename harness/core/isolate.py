@@ -22,6 +22,7 @@ initialised Metal or CUDA is unsafe.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import os
 import signal
@@ -236,6 +237,18 @@ class Sandbox:
         return Outcome("raised", detail=str(payload), seconds=seconds)
 
 
+def settle() -> None:
+    """Take what the process holds for good (torch, OpInfo's op_db, a session's collected
+    checks) out of the cyclic garbage collector's sweeps (``gc.freeze``): every full sweep
+    otherwise walks those millions of objects again, for nothing, and the sweeps come often
+    while checks allocate. Measured (gc.callbacks) on a parity run of 3 ops on 2 cores: the
+    pytest process swept for 1.35 s without and 0.33 s with it (frozen after its start-up
+    and after collection), its sandbox child 0.77 s and 0.53 s, of about 15 s of CPU.
+    Objects created afterwards are swept as before, and a frozen object is still freed when
+    nothing refers to it."""
+    gc.freeze()
+
+
 def _resolve(target: str):
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -274,6 +287,7 @@ def _child(fd: int, preload: list[str]) -> None:
     except Exception as exc:  # a preload that fails: said to the parent in one line, as a start that failed
         conn.send(("broken", errors.one_line(exc)))
         sys.exit(1)
+    settle()
     conn.send(("ready", None))   # the parent's start-up limit ends here, and a call's begins
     while True:
         try:
@@ -284,7 +298,10 @@ def _child(fd: int, preload: list[str]) -> None:
             return
         target, args = msg
         try:
-            conn.send(("ok", _resolve(target)(*args)))
+            value = _resolve(target)(*args)
+            if target == WARM:   # what a warm-up step loaded (op_db) is held for good
+                settle()
+            conn.send(("ok", value))
         except Exception as exc:  # the function's own failure travels back as one line
             conn.send(("raised", errors.one_line(exc)))
 

@@ -727,6 +727,8 @@ def pytest_sessionstart(session):
     yield   # after pytest's own header (the terminal reporter's sessionstart is trylast)
     profiles.remember_session_profile()   # hypothesis's plugin has loaded --hypothesis-profile
     announce(session.config)
+    from harness.core.isolate import settle
+    settle()   # torch, imported for the facts, and the plugins: held for the session
 
 
 @pytest.hookimpl(wrapper=True)
@@ -757,6 +759,8 @@ def pytest_collection(session):
 
 def pytest_collection_finish(session):
     profiles.restore_session_profile()    # collecting may have imported common_utils
+    from harness.core.isolate import settle
+    settle()   # the imports and the collected checks live as long as the session
     state = session.config.stash.get(STATE, None)
     if state is not None and state.collection["collected"] is not None:
         state.collection["selected"] = len(session.items)
