@@ -194,6 +194,36 @@ def test_where_the_cpu_misses_float64_and_the_target_does_not_it_is_a_finding_ab
     assert verdict.metrics["cpu_finding"] == finding
 
 
+def test_where_the_target_misses_float64_as_the_cpu_does_neither_is_the_inaccurate_side():
+    """The note says "the CPU is the inaccurate side: ... the target does not", and nothing
+    checked the target: one that passed by the CPU's yardstick while missing the same rules
+    was written so. Such a pass is no finding about the CPU; one where the target meets the
+    rules the CPU misses is. So for greedy generation, which gave no finding where the target
+    met float64's rules and the CPU's tokens parted from them."""
+    out, grad = _half("float16")
+    exact = {"output": torch.linspace(1, 2, 8, dtype=torch.float64), "loss": torch.tensor(2.0, dtype=torch.float64),
+             "grads": {"w": torch.ones(4, dtype=torch.float64)}}
+    off = {"output": (exact["output"] * 1.01).half(), "loss": exact["loss"].float(), "grads": {"w": torch.ones(4)}}
+    also_off = {**off, "output": (exact["output"] * 1.008).half()}   # nearer float64 than the CPU, but outside it
+    runs_ = {"target": also_off, "cpu": off, "float64": exact}
+    assert judge.cpu_finding(runs_, out, grad, normwise=True) is None
+    run = StepRun("m", "mps", "float64", "logits", **judge.measure_accuracy(runs_, out, grad, "float16", normwise=True),
+                  dtype="float16", cpu_finding=judge.cpu_finding(runs_, out, grad, normwise=True))
+    verdict = judge.judge_forward_backward(run, out, grad)
+    assert verdict.status == Status.PASS and "inaccurate side" not in verdict.message
+    assert "cpu_finding" not in verdict.metrics
+    # greedy generation: the target gives float64's tokens, the CPU's own run parts from them
+    gen_out, _ = _half("bfloat16")
+    ref = [[5.0, 1.0, 0.0], [1.0, 3.0, 0.0]]
+    parted = _generation_run([[5.0, 1.0, 0.0], [4.0, 3.0, 0.0]], ref)    # step 1: token 0 where float64 gives 1
+    met = judge.judge_generation_run(_generation_run(ref, ref, yardstick=parted), gen_out)
+    assert met.status == Status.PASS and met.metrics["cpu_finding"]["cpu_verdict"] == "diverged"
+    assert met.message == ("the CPU is the inaccurate side: its own run in bfloat16 misses float64's rules (its "
+                           "tokens part from float64's at step 1), the target does not")
+    both_fine = judge.judge_generation_run(_generation_run(ref, ref, yardstick=_generation_run(ref, ref)), gen_out)
+    assert both_fine.message == "" and "cpu_finding" not in both_fine.metrics
+
+
 def test_nan_positions_that_differ_where_float64_has_no_number_are_no_finding_about_the_cpu():
     """A CPU run whose output differs from float64's only where float64 is NaN itself met the
     rules (margin 0.1), yet was written "the CPU is the inaccurate side"; a NaN of the CPU's
@@ -232,7 +262,9 @@ def test_half_precision_generation_passes_a_miss_no_worse_than_the_cpus_own_and_
     fine_cpu = _generation_run(ref, ref)
     excused = judge.judge_generation_run(_generation_run(off, ref, yardstick=worse_cpu), out)
     assert excused.status == Status.PASS and excused.metrics["rule"] == "as-accurate-as-cpu"
-    assert excused.metrics["cpu_finding"]["cpu_margin"] > excused.metrics["margin"] > 1
+    assert excused.metrics["cpu_run"]["cpu_margin"] > excused.metrics["margin"] > 1
+    # both miss float64: no finding about the CPU (the report lists those apart), and the note says so
+    assert "cpu_finding" not in excused.metrics and excused.message.startswith("as accurate as the CPU: scores out")
     assert judge.judge_generation_run(_generation_run(off, ref, yardstick=fine_cpu), out).status == Status.FAIL
     assert judge.judge_generation_run(_generation_run(off, ref), out).status == Status.FAIL
 
