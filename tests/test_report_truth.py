@@ -112,6 +112,50 @@ def test_the_older_judge_is_said_and_what_was_done(h100_page):
     assert len(reruns) == 41
 
 
+def test_a_pass_of_an_older_judge_is_unconfirmed_not_right(h100_page):
+    """Judge 1 compared with the CPU in the same dtype. On the same H100 and torch, today's judge
+    failed 12 of its passes (NaN or inf on both sides where float64 has a number; recorded
+    h100-torch2.11-2026-11-24), and nothing in those records told them from the rest. So none
+    of judge 1's passes is counted as a number confirmed right: the line says how many are
+    unconfirmed and how to confirm them, and every one of those 12 is among them."""
+    from tests.conftest import recorded_run_files
+    _, _, m, found, _, _ = h100_page
+    numerics = next(a for a in by_title(found, "cuda").aspects if a.name == "numerics")
+    older = {check: r for (check, cid), r in m.cells.items() if cid.endswith("/cuda") and verdict.older_pass(r)}
+    assert len(older) == 4_200, len(older)   # 4,116 passes and 84 unexpected passes, as written
+    assert f"{len(older):,} passes of an older judge are unconfirmed (" in numerics.line
+    assert "run the parity suite again to confirm them" in numerics.line
+    assert "none wrong" not in numerics.line
+    assert all(cell_key(r) == Status.PASS or cell_key(r) == Status.XPASS for r in older.values())
+    assert all("unconfirmed" in r["judged_again"]["why"] for r in older.values())
+    today = {}
+    for path in recorded_run_files("h100-torch2.11-2026-11-24").glob("parity*.jsonl"):
+        today.update({r["check"]: r for run in runfiles.read_file(path).runs for r in run.records
+                      if r.get("target") == "cuda"})
+    failed_now = {c for c, r in today.items() if r["status"] == Status.FAIL and c in older}
+    assert len(failed_now) == 12, sorted(failed_now)
+    assert all(today[c].get("metrics", {}).get("cause") == "non-finite" for c in failed_now), \
+        {c: today[c].get("metrics", {}).get("cause") for c in failed_now}
+
+
+def test_a_column_of_only_an_older_judge_s_passes_is_a_warning_not_numbers_right():
+    from tests.test_report_controls import verdict_of, aspect
+    old = rec("abs", "pass", suite="parity", variant="float16/forward", category="parity", target="cuda",
+              metrics={"reference": "cpu", "margin": 0.0, "target_ref_err": 0.0, "cpu_ref_err": 0.0})
+    old = {"kind": "check", "run": "R1", "check": "parity/abs/float16/forward", "reason": "", **old}
+    from harness.report.matrix import judged_again
+    kept = judged_again(old, {})
+    assert kept["judged_again"]["outcome"] == "kept" and verdict.older_pass(kept)
+    numerics = verdict._numerics([kept])
+    assert numerics.state == verdict.WARN and numerics.short == "numbers unconfirmed (an older judge's passes)"
+    assert numerics.line.startswith("none judged by today's rules; 1 pass of an older judge is unconfirmed (")
+    current = {**old, "metrics": {"reference": "float64", "margin": 0.1, "accuracy_source": "float64"}}
+    assert not verdict.older_pass(judged_again(current, {}))
+    both = verdict._numerics([kept, {**judged_again(current, {}), "check": "parity/neg/float16/forward"}])
+    assert both.state == verdict.WARN and both.short == "numbers right, 1 older pass unconfirmed"
+    assert both.line.startswith("as right as the CPU: 1 check, none wrong; 1 pass of an older judge")
+
+
 def test_a_failure_without_a_cause_is_counted_never_dropped(h100_page):
     _, _, m, found, secs, doc = h100_page
     cuda = by_title(found, "cuda")

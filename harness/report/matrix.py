@@ -624,8 +624,10 @@ def judged_again(rec: dict, header: dict) -> dict:
     note = {"judge": judge, "was": rec["status"]}
     out = {**rec, "metrics": metrics}
     if rec["status"] != Status.FAIL:
+        unconfirmed = (": unconfirmed, as today's judge also asks float64's rules and finds NaN or inf where "
+                       "float64 has a number" if rec["status"] in Status.WORKS else "")
         note.update(outcome="kept", why=f"{rec['status']} under judge {judge}, which compared with the CPU in the "
-                                        f"same dtype; run it again for today's judge")
+                                        f"same dtype{unconfirmed}; run it again for today's judge")
         return {**out, "judged_again": note}
     found = rejudge.classify(rec)
     note.update(outcome=found.outcome, why=found.why)

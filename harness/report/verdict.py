@@ -382,6 +382,22 @@ def judged_wrong(rec: dict) -> bool:
     return rec.get("category") == Category.PARITY and not unjudged
 
 
+# Why a pass of an older parity judge is not today's: the checks that judge passed and today's
+# failed on the same H100 and torch (tests/fixtures/recorded/h100-torch2.11 against
+# h100-torch2.11-2026-11-24: 12 of 4,116) were NaN or inf on both sides where float64 has a
+# number, which agreement with the CPU cannot see and no metric of that judge records.
+OLDER_PASS = ("that judge compared with the CPU in the same dtype, where today's also asks float64's rules and "
+              "finds NaN or inf where float64 has a number, which none of its metrics records: run the parity "
+              "suite again to confirm them")
+
+
+def older_pass(rec: dict) -> bool:
+    """Whether a parity record is a pass (or an unexpected pass) an older judge wrote and the
+    report kept as it was (harness.report.matrix.judged_again): its metrics cannot say what
+    today's judge would (OLDER_PASS), so it is not counted as confirmed."""
+    return (rec.get("judged_again") or {}).get("outcome") == "kept" and rec.get("status") in Status.WORKS
+
+
 def wrong_on_the_cpu_too(rec: dict) -> bool:
     """Whether a device's NaN or inf is the CPU's too: every element the check found NaN or
     inf where float64 has a number (``non_finite``) is NaN or inf in the CPU's result of the
@@ -414,6 +430,7 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     unrun = failure_groups([r for r in par if cell_key(r) in BROKEN and not judged_wrong(r)])
     wrong, failed = (sum(len(g.checks) for g in gs) for gs in (groups, unrun))
     rerun = [r["check"] for r in par if cell_key(r) == records.RERUN]
+    unconfirmed = [r for r in par if older_pass(r)]
     cpu_side = sum(1 for r in par if causes.cpu_misses_float64((r.get("metrics") or {}).get("cpu_finding")))
     said = []
     if wrong:
@@ -426,7 +443,12 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     if failed:
         said.append(f"{_n(failed, 'check')} failed before any number was judged: "
                     + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in unrun))
-    line = "; ".join(said) if said else f"as right as the CPU: {_n(len(par), 'check')}, none wrong"
+    judged = len(par) - len(unconfirmed)
+    line = "; ".join(said) if said else (
+        f"as right as the CPU: {_n(judged, 'check')}, none wrong" if judged else "none judged by today's rules")
+    if unconfirmed:
+        line += (f"; {_n(len(unconfirmed), 'pass', 'passes')} of an older judge {'is' if len(unconfirmed) == 1 else 'are'} "
+                 f"unconfirmed ({OLDER_PASS})")
     if rerun:
         line += f"; {len(rerun):,} of an older judge need a rerun to tell"
     if cpu_side:
@@ -444,11 +466,15 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
         detail.append("NaN or inf on the CPU too, at the same elements: " + ", ".join(as_cpu))
     if rerun:
         detail.append("run again for today's judge: " + ", ".join(rerun))
-    state = BAD if wrong or failed else WARN if rerun else GOOD
+    if unconfirmed:
+        detail.append(f"passed under an older judge, unconfirmed ({len(unconfirmed):,}): "
+                      + _list((r["check"] for r in unconfirmed), 12))
+    state = BAD if wrong or failed else WARN if rerun or unconfirmed else GOOD
     wrong_words = f"{wrong:,} numerically wrong" + (
         "" if not as_cpu else " (all on the CPU too)" if len(as_cpu) == wrong else f" ({len(as_cpu):,} on the CPU too)")
     parts = ([wrong_words] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"] if failed else [])
-    short = ", ".join(parts) or "numbers right"
+    short = ", ".join(parts) or ("numbers right" if not unconfirmed else "numbers unconfirmed (an older judge's passes)"
+                                 if not judged else f"numbers right, {_n(len(unconfirmed), 'older pass', 'older passes')} unconfirmed")
     return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
 
 
