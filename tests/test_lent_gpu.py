@@ -150,6 +150,8 @@ def test_running_a_part_without_the_carried_wheels_says_how_to_make_them(tmp_pat
     ("controls", "_controls.py"),
     ("compile", "test_compiled.py"),
     ("optim", "suites/optim/"),
+    ("parity", "suites/parity/"),   # the first call of the next lent machine: parity perf
+    ("perf", "suites/perf/"),
 ])
 def test_each_part_selects_its_checks_on_cuda_without_minilm(part, module):
     ids = collected(part)
@@ -158,6 +160,11 @@ def test_each_part_selects_its_checks_on_cuda_without_minilm(part, module):
     assert all(module in i for i in (checks if part != "controls" else ids)), [i for i in ids if module not in i][:5]
     assert all("[cuda" in i or "-cuda-" in i or "cuda]" in i for i in ids), [i for i in ids if "cuda" not in i][:5]
     assert not any("minilm" in i.lower() for i in ids)
+    if part == "parity":   # the op sweep and the whole models, but not the compile family, which runs only when named
+        assert any("test_op_parity.py" in i for i in ids) and any("test_model_parity.py" in i for i in ids)
+        assert not any("test_compiled.py" in i for i in ids)
+    if part == "perf":
+        assert any("test_op_time" in i for i in ids) and any("test_memory_over_a_long_run" in i for i in ids)
 
 
 @pytest.mark.slow
