@@ -152,7 +152,7 @@ def test_a_column_of_only_an_older_judge_s_passes_is_a_warning_not_numbers_right
     current = {**old, "metrics": {"reference": "float64", "margin": 0.1, "accuracy_source": "float64"}}
     assert not verdict.older_pass(judged_again(current, {}))
     both = verdict._numerics([kept, {**judged_again(current, {}), "check": "parity/neg/float16/forward"}])
-    assert both.state == verdict.WARN and both.short == "numbers right, 1 older pass unconfirmed"
+    assert both.state == verdict.WARN and both.short == "numbers right in 1 check, 1 older pass unconfirmed"
     assert both.line.startswith("as right as the CPU: 1 check, none wrong; 1 pass of an older judge")
 
 

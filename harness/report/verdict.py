@@ -473,8 +473,12 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     wrong_words = f"{wrong:,} numerically wrong" + (
         "" if not as_cpu else " (all on the CPU too)" if len(as_cpu) == wrong else f" ({len(as_cpu):,} on the CPU too)")
     parts = ([wrong_words] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"] if failed else [])
-    short = ", ".join(parts) or ("numbers right" if not unconfirmed else "numbers unconfirmed (an older judge's passes)"
-                                 if not judged else f"numbers right, {_n(len(unconfirmed), 'older pass', 'older passes')} unconfirmed")
+    # how many checks say so, on the first screen too: "numbers right" of a selection of 136
+    # compiled checks is not the op sweep's
+    right = f"numbers right in {_n(judged, 'check')}"
+    short = ", ".join(parts) or (right if not unconfirmed else "numbers unconfirmed (an older judge's passes)"
+                                 if not judged else f"{right}, {_n(len(unconfirmed), 'older pass', 'older passes')} "
+                                                    f"unconfirmed")
     return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
 
 
