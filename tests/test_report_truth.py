@@ -560,7 +560,8 @@ def test_a_check_that_failed_before_judging_a_number_is_not_called_wrong_nor_lef
     aspects = {a.name: a for a in found.aspects}
     assert aspects["numerics"].line == ("1 check wrong against float64: tf32 1; 2 checks failed before any number "
                                         "was judged: crashed 1; version-gap: transformers 1")
-    assert aspects["numerics"].short == "1 numerically wrong, 2 parity checks failed to run"
+    assert aspects["numerics"].short == ("1 numerically wrong (tf32 1), 2 parity checks failed to run (crashed 1, "
+                                         "version-gap: transformers 1)")
     optim = aspects["optimizations"]
     assert optim.state == verdict.BAD and optim.line.endswith("; 1 measurement failed: version-gap: transformers 1")
     assert any("optim/torch-compile/time" in d and gap["switch"] in d for d in optim.detail), optim.detail
@@ -862,13 +863,13 @@ def test_a_device_nan_the_cpu_gives_too_is_said_as_the_cpus_too_and_one_it_does_
     end = {"kind": "end", "run": "N1", "exitstatus": 1}
     [every] = verdict.for_records(header, [nan("matrix_exp", 4), nan("pow", 4)], end)
     numerics = next(a for a in every.aspects if a.name == "numerics")
-    assert every.state == verdict.BAD and "2 numerically wrong (all on the CPU too)" in every.headline
+    assert every.state == verdict.BAD and "2 numerically wrong (non-finite 2; all on the CPU too)" in every.headline
     assert "(all NaN or inf where the CPU gives NaN or inf too" in numerics.line, numerics.line
     assert any(d.startswith("NaN or inf on the CPU too") and "parity/pow/float16/forward" in d
                for d in numerics.detail)
     [some] = verdict.for_records(header, [nan("matrix_exp", 4), nan("pow", 3), nan("exp", None)], end)
     numerics = next(a for a in some.aspects if a.name == "numerics")
-    assert "3 numerically wrong (1 on the CPU too)" in some.headline, some.headline
+    assert "3 numerically wrong (non-finite 3; 1 on the CPU too)" in some.headline, some.headline
     assert "(1 of them NaN or inf where the CPU gives" in numerics.line
     [alone] = verdict.for_records(header, [nan("pow", 0)], end)
     assert "on the CPU" not in alone.headline and "CPU gives NaN" not in next(

@@ -470,9 +470,11 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
         detail.append(f"passed under an older judge, unconfirmed ({len(unconfirmed):,}): "
                       + _list((r["check"] for r in unconfirmed), 12))
     state = BAD if wrong or failed else WARN if rerun or unconfirmed else GOOD
-    wrong_words = f"{wrong:,} numerically wrong" + (
-        "" if not as_cpu else " (all on the CPU too)" if len(as_cpu) == wrong else f" ({len(as_cpu):,} on the CPU too)")
-    parts = ([wrong_words] if wrong else []) + ([f"{_n(failed, 'parity check')} failed to run"] if failed else [])
+    # what is wrong and why, on the first screen: the biggest causes with their counts
+    on_cpu = "" if not as_cpu else "; all on the CPU too" if len(as_cpu) == wrong else f"; {len(as_cpu):,} on the CPU too"
+    wrong_words = f"{wrong:,} numerically wrong ({_biggest(groups)}{on_cpu})"
+    parts = ([wrong_words] if wrong else []) + (
+        [f"{_n(failed, 'parity check')} failed to run ({_biggest(unrun)})"] if failed else [])
     # how many checks say so, on the first screen too: "numbers right" of a selection of 136
     # compiled checks is not the op sweep's
     right = f"numbers right in {_n(judged, 'check')}"
@@ -480,6 +482,14 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
                                  if not judged else f"{right}, {_n(len(unconfirmed), 'older pass', 'older passes')} "
                                                     f"unconfirmed")
     return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
+
+
+def _biggest(groups: list[FailureGroup], at_most: int = 2) -> str:
+    """The first ``at_most`` failure groups as "cause count", and the checks of the rest:
+    "tf32 3, reduced-precision 2, other 4"."""
+    named = ", ".join(f"{shown(g.cause)} {len(g.checks):,}" for g in groups[:at_most])
+    rest = sum(len(g.checks) for g in groups[at_most:])
+    return named + (f", other {rest:,}" if rest else "")
 
 
 def ratio_text(ratio: float) -> str:
