@@ -353,8 +353,11 @@ def _ops(recs: list[dict], target: str) -> Aspect:
     detail += [f"{r['check']}: {shown(r.get('reason') or cell_key(r))}" for r in broken]
     state = BAD if broken else WARN if (fallback_ops or unsupported or keys.get(Category.CPU_FALLBACK)) else GOOD
     short = f"ops {native:,} native"
-    if fell:
-        short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back"
+    if fell:   # and which ops, those most of its checks ran on the CPU first
+        by_checks = Counter(op for r in ops if cell_key(r) == Category.CPU_FALLBACK
+                            for op in set((r.get("metrics") or {}).get("fallback_ops") or []))
+        named = [op for op, _ in sorted(by_checks.items(), key=lambda kv: (-kv[1], kv[0]))]
+        short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back" + (f" ({_list(named, 2)})" if named else "")
     if keys.get(Category.UNSUPPORTED):
         short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
     if broken:
