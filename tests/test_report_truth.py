@@ -1034,7 +1034,9 @@ def test_the_first_screen_names_the_ops_that_fall_back_most():
     [found] = verdict.for_records(header, recs + checked, {"kind": "end", "run": "F1", "exitstatus": 0})
     ops = next(a for a in found.aspects if a.name == "ops")
     assert ops.state == verdict.WARN
-    assert ops.short == "ops 1 native, 3 fall back (aten::_linalg_svd, aten::cumprod and 1 more)", ops.short
+    assert ops.short == "ops 1 native, 3 fall back (ran on the CPU: aten::_linalg_svd, aten::cumprod and 1 more)", \
+        ops.short
     assert ops.short in found.headline
     [one] = verdict.for_records(header, recs[2:] + checked, {"kind": "end", "run": "F1", "exitstatus": 0})
-    assert next(a for a in one.aspects if a.name == "ops").short == "ops 1 native, 1 falls back (aten::special_zeta)"
+    alone = next(a for a in one.aspects if a.name == "ops")
+    assert alone.short == "ops 1 native, 1 falls back (ran on the CPU: aten::special_zeta)", alone.short

@@ -357,7 +357,7 @@ def _ops(recs: list[dict], target: str) -> Aspect:
         by_checks = Counter(op for r in ops if cell_key(r) == Category.CPU_FALLBACK
                             for op in set((r.get("metrics") or {}).get("fallback_ops") or []))
         named = [op for op, _ in sorted(by_checks.items(), key=lambda kv: (-kv[1], kv[0]))]
-        short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back" + (f" ({_list(named, 2)})" if named else "")
+        short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back" + (f" (ran on the CPU: {_list(named, 2)})" if named else "")
     if keys.get(Category.UNSUPPORTED):
         short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
     if broken:
