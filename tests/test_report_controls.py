@@ -117,6 +117,7 @@ def test_each_suite_s_control_vouches_for_its_own_verdicts(suite, name, unconfir
         if a.name in unconfirmed:
             assert a.state == verdict.WARN and a.line.startswith(
                 f"unconfirmed (the {suite} instruments failed their controls): "), (a.name, a.line)
+            assert not a.short or (a.short.startswith("unconfirmed: ") and a.short in v.headline), a.short
         else:
             assert a.state == verdict.GOOD and "unconfirmed" not in a.line, (a.name, a.line)
 
@@ -169,7 +170,7 @@ def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measu
         a = aspect(v, name)
         assert a.state == verdict.WARN and a.line.startswith(f"unchecked (no {suite} control ran here: "), (name, a)
     assert aspect(v, "environment").state == verdict.GOOD
-    assert "(unchecked)" in v.headline
+    assert "unchecked: ops" in v.headline, v.headline
     checked = verdict_of(controls() + checks())
     assert checked.state == verdict.GOOD and "unchecked" not in checked.headline
     # one suite's controls missing (an older optim run merged in): only its aspect is unchecked
@@ -182,7 +183,7 @@ def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measu
     broken = aspect(verdict_of([check("ops/add/float32", Status.FAIL, Category.NA)]), "ops")
     assert broken.state == verdict.BAD and broken.line.startswith("unchecked (no ops control ran here: ")
     falls_back = aspect(verdict_of([check("ops/add/float32", category=Category.CPU_FALLBACK)]), "ops")
-    assert falls_back.state == verdict.WARN and falls_back.short.endswith("(unchecked)"), falls_back
+    assert falls_back.state == verdict.WARN and falls_back.short.startswith("unchecked: ops"), falls_back
 
 
 def test_an_environment_run_alone_has_nothing_for_instruments_to_vouch_for():

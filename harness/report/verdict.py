@@ -736,7 +736,7 @@ def _unchecked(aspect: Aspect, suite: str) -> Aspect:
         aspect, state=BAD if aspect.state == BAD else WARN,
         line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting its controls, "
              f"which run first): {aspect.line}",
-        short=f"{aspect.short} (unchecked)" if aspect.short else "")
+        short=f"unchecked: {aspect.short}" if aspect.short else "")   # before it: a short ends in its own "(...)"
 
 
 EMULATED_TIMES = "times here are the CPU's the Mac is emulated on, not a Mac's"
@@ -767,7 +767,7 @@ def _unconfirmed(aspect: Aspect, suite: str) -> Aspect:
     return dataclasses.replace(
         aspect, state=BAD if aspect.state == BAD else WARN,
         line=f"unconfirmed (the {suite} instruments failed their controls): {aspect.line}",
-        short=f"{aspect.short} (unconfirmed)" if aspect.short else "")
+        short=f"unconfirmed: {aspect.short}" if aspect.short else "")
 
 
 def _gist(detail: str) -> str:
