@@ -665,7 +665,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
         "1 claim does not hold (freeze-backbone time x0.81, documented x0.26); "
         "3 claims hold with no saving, as documented (gradient-accumulation time x1.7, fused-adamw memory x1 "
         "and 1 more); 1 inconclusive")
-    assert optim.short == "2 of 7 optimizations help, 1 claim does not hold"
+    assert optim.short == "2 of 7 optimizations help (best: peft-lora memory x0.0086), 1 claim does not hold"
     assert "holds, no saving: sdpa-attention time x1" in optim.detail
     # the same claim at x1.04 in another run of the same lock: the same counts
     recs[2]["metrics"].update(time_ratio=1.04, ci_low=1.01, ci_high=1.06)
@@ -673,7 +673,7 @@ def test_every_claim_measured_is_counted_once_and_a_timed_ratio_saves_only_when_
     assert next(a for a in again.aspects if a.name == "optimizations").short == optim.short
     assert verdict.saves(claim("x", "holds", time_ratio=0.97, ci_low=0.95, ci_high=0.99)) is True
     [one] = verdict.for_records(header, recs[:1] + recs[2:4] + controls(), {"kind": "end", "run": "O1", "exitstatus": 0})
-    assert next(a for a in one.aspects if a.name == "optimizations").short == "1 of 3 optimizations helps"
+    assert next(a for a in one.aspects if a.name == "optimizations").short == "1 of 3 optimizations helps (best: peft-lora memory x0.0086)"
     # a saving whose step's loss turned NaN: its ratio beside "does not hold" must not read as a contradiction
     broke = claim("gradient-checkpointing", "does-not-hold", mem_ratio=0.55, kind="lower", claimed_ratio=0.6,
                   ratio_category="holds")
@@ -1040,3 +1040,25 @@ def test_the_first_screen_names_the_ops_that_fall_back_most():
     [one] = verdict.for_records(header, recs[2:] + checked, {"kind": "end", "run": "F1", "exitstatus": 0})
     alone = next(a for a in one.aspects if a.name == "ops")
     assert alone.short == "ops 1 native, 1 falls back (ran on the CPU: aten::special_zeta)", alone.short
+
+
+def test_the_best_saving_is_of_what_a_user_gains_and_says_what_its_ratio_is_of():
+    """LoRA's memory claim is of the optimizer's state (its basis): the CPU card called
+    "peft-lora memory x0.0086" the best saving where the step's peak went 135.6 -> 81.5 MiB.
+    A ratio of a part now says which part, and a saving of the whole (the peak, the time per
+    sample) is named best before one of a part; one technique is not named best twice."""
+    header = {"run": "B1", "env_id": "vm-py3.11-torch2.15.0", "facts": {"host": "vm"}, "pytest_args": ["suites/"],
+              "targets": {"cpu": {"selected": True, "available": True}}}
+
+    def claim(subject, variant, ratio, basis):
+        return {"run": "B1", "check": f"optim/{subject}/{variant}", "suite": "optim", "subject": subject,
+                "variant": variant, "target": "cpu", "status": Status.PASS, "category": "holds", "reason": "",
+                "metrics": {"bound": 0.9, "mem_ratio": ratio, "kind": "lower", "claimed_ratio": 0.5, "basis": basis}}
+    recs = [claim("peft-lora", "memory", 0.0086, "optimizer-state"), claim("adafactor", "memory", 0.6, "peak"),
+            claim("adafactor", "memory/trainer", 0.55, "peak"), claim("gradient-checkpointing", "memory", 0.7, "peak")]
+    [found] = verdict.for_records(header, recs + controls(), {"kind": "end", "run": "B1", "exitstatus": 0})
+    optim = next(a for a in found.aspects if a.name == "optimizations")
+    assert optim.line.startswith("4 measured savings as documented (best: adafactor memory through the Trainer x0.55, "
+                                 "gradient-checkpointing memory x0.7 and 2 more)"), optim.line
+    assert optim.short == "3 of 3 optimizations help (best: adafactor memory through the Trainer x0.55)", optim.short
+    assert "helps: peft-lora optimizer-state memory x0.0086" in optim.detail, optim.detail
