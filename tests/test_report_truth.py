@@ -1062,3 +1062,8 @@ def test_the_best_saving_is_of_what_a_user_gains_and_says_what_its_ratio_is_of()
                                  "gradient-checkpointing memory x0.7 and 2 more)"), optim.line
     assert optim.short == "3 of 3 optimizations help (best: adafactor memory through the Trainer x0.55)", optim.short
     assert "helps: peft-lora optimizer-state memory x0.0086" in optim.detail, optim.detail
+    m = build([runfiles.Run("B1", {**header, "kind": "header"}, "test", recs, {"kind": "end", "run": "B1"})])
+    table = next(x for x in sections(m, [], []) if x.title.startswith("Optimizations: the documents' claims"))
+    assert sorted((row[0], row[1]) for row in table.rows) == [
+        ("adafactor", "memory"), ("adafactor", "memory/trainer"), ("gradient-checkpointing", "memory"),
+        ("peft-lora", "memory (optimizer state)")]

@@ -99,6 +99,17 @@ class Expect:
         assert self.source
 
 
+# The bases whose ratio is of one part of a step (an Expect's ``basis``), in words: "peak" and
+# "per-sample" are of the whole step, what a user's batch must fit in and waits for.
+PART_BASES = {"optimizer-state": "optimizer state", "optimizer-step": "optimizer step"}
+
+
+def part_of(basis) -> str | None:
+    """The part of a step a ratio of this basis is of, in words (PART_BASES); None for the whole
+    step, and for anything a run file may hold there that is no basis."""
+    return PART_BASES.get(basis) if isinstance(basis, str) else None
+
+
 def lower(ratio: float, source: str, basis: str, scale: str | None = None) -> Expect:
     return Expect(ClaimKind.LOWER, ratio, source, basis, scale)
 

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from harness.core import records, runfiles
 from harness.core.records import Category, RecordKind, Status
 from harness.optim import same_result
+from harness.optim.claims import part_of
 from harness.parity.numerics import causes
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
@@ -742,7 +743,9 @@ def optim_sections(m: Matrix) -> list[Section]:
         verdict_cell.text = f"{SYMBOL[verdict_cell.key]} {rec.get('category') or verdict_cell.key}"
         if met.get("ratio_category") not in (None, rec.get("category")):   # the ratio alone said otherwise
             verdict_cell.text += f": breaks training (its loss is not finite; the ratio alone: {met['ratio_category']})"
-        claims_rows.append([rec["subject"], rec["variant"], label, verdict_cell, num(ratio),
+        part = part_of(met.get("basis"))   # a ratio of one part of the step says which part
+        claims_rows.append([rec["subject"], f"{rec['variant']} ({part})" if part else rec["variant"], label,
+                            verdict_cell, num(ratio),
                             f"[{num(met.get('ci_low'))}, {num(met.get('ci_high'))}]"
                             if met.get("ci_low") is not None and met.get("ci_high") is not None else "",
                             f"{'<' if met.get('kind') == 'lower' else '<='} {num(met.get('bound'))}"

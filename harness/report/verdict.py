@@ -33,7 +33,7 @@ from harness.core.records import Category, ClaimKind, RecordKind, Status
 from harness.env import fitness
 from harness.ops import opsweep
 from harness.optim import same_result
-from harness.optim.claims import ANY_REDUCTION_SRC
+from harness.optim.claims import ANY_REDUCTION_SRC, part_of
 from harness.parity import compiled
 from harness.parity.numerics import causes, rejudge
 from harness.perf import against
@@ -503,11 +503,6 @@ def ratio_text(ratio: float) -> str:
     return f"{ratio:.2g}"
 
 
-# How a claim's ratio is named where it is not of the peak or the time per sample (the claims'
-# ``basis``, harness.optim.claims).
-BASIS_WORDS = {"optimizer-state": "optimizer-state memory", "optimizer-step": "optimizer-step time"}
-
-
 def _ratio_words(rec: dict, claimed: bool = False, notes: bool = True) -> str:
     """A claim's measurement in a few words: "peft-lora memory x0.0024 (large workload)";
     with ``claimed``, what the document said beside it, so that a claim that does not hold
@@ -520,7 +515,7 @@ def _ratio_words(rec: dict, claimed: bool = False, notes: bool = True) -> str:
     what = "memory" if "mem_ratio" in met else "time"
     # a ratio of the part a technique moves (its basis, harness.optim.claims) is named so: LoRA's
     # x0.0086 is of the optimizer's state, where the peak a batch must fit in went x0.6
-    what = BASIS_WORDS.get(met.get("basis"), what)
+    what = f"{met['basis']} {what}" if part_of(met.get("basis")) else what
     workload = records.workload_of(rec)
     # the same claim measured in the plain loop and through the Trainer are two measurements:
     # named alike, one could read as helping and as not holding on the same line
@@ -588,8 +583,8 @@ def _optimizations(recs: list[dict]) -> Aspect:
         return met.get("mem_ratio", met.get("time_ratio"))
     holds = [r for r in claims if r.get("category") == Category.HOLDS]
     # the best first, a saving of the whole (the peak, the time per sample) before one of a part
-    # (the optimizer's state or step: BASIS_WORDS), which says less of what a user gains
-    helps = sorted((r for r in holds if saves(r)), key=lambda r: (r["metrics"].get("basis") in BASIS_WORDS, ratio(r)))
+    # (the optimizer's state or step: PART_BASES), which says less of what a user gains
+    helps = sorted((r for r in holds if saves(r)), key=lambda r: (part_of(r["metrics"].get("basis")) is not None, ratio(r)))
     level = sorted((r for r in holds if not saves(r)), key=ratio, reverse=True)
     def miss(r):   # how far past its bound a claim that does not hold went: the widest misses are named first
         bound = r["metrics"].get("bound")
