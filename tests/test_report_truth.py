@@ -1067,3 +1067,16 @@ def test_the_best_saving_is_of_what_a_user_gains_and_says_what_its_ratio_is_of()
     assert sorted((row[0], row[1]) for row in table.rows) == [
         ("adafactor", "memory"), ("adafactor", "memory/trainer"), ("gradient-checkpointing", "memory"),
         ("peft-lora", "memory (optimizer state)")]
+
+
+def test_the_first_screen_says_why_ops_fail_with_an_op_s_own_errors_as_one_cause(h100_page):
+    """The recorded H100's ops said "3 fail": two ops that raised (each its own error) and a
+    model whose weights were not there. The headline says which causes, the ops' errors as one."""
+    _, _, _, found, _, _ = h100_page
+    ops = next(a for a in by_title(found, "cuda").aspects if a.name == "ops")
+    assert ops.short.endswith("ops 4,845 native, 3 fail (the op raised 2, model files missing 1)"), ops.short
+    groups = verdict.failure_groups([
+        {"check": f"ops/{n}/float32", "status": Status.FAIL, "category": "error", "reason": f"error: RuntimeError: {n}",
+         "metrics": {"cause": f"{verdict.OP_RAISED}RuntimeError: {n}"}} for n in ("a", "b", "c")]
+        + [{"check": "ops/d/float32", "status": Status.CRASH, "metrics": {}}] * 2)
+    assert verdict._biggest(groups) == "the op raised 3, crashed 2", [(g.cause, len(g.checks)) for g in groups]

@@ -360,8 +360,8 @@ def _ops(recs: list[dict], target: str) -> Aspect:
         short += f", {fell:,} {'falls' if fell == 1 else 'fall'} back" + (f" (ran on the CPU: {_list(named, 2)})" if named else "")
     if keys.get(Category.UNSUPPORTED):
         short += f", {keys[Category.UNSUPPORTED]:,} unsupported"
-    if broken:
-        short += f", {len(broken):,} {'fails' if len(broken) == 1 else 'fail'}"
+    if broken:   # and why, as the numbers' part says it
+        short += f", {len(broken):,} {'fails' if len(broken) == 1 else 'fail'} ({_biggest(failure_groups(broken))})"
     run = f" (of {len(ops):,} op checks run" + (f"; {untold:,} more that only the device itself can answer: the "
                                                 "CPU it is emulated on lacks the kernel or dtype, or takes a path a "
                                                 "Mac may not)" if untold else ")")
@@ -488,10 +488,15 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
 
 
 def _biggest(groups: list[FailureGroup], at_most: int = 2) -> str:
-    """The first ``at_most`` failure groups as "cause count", and the checks of the rest:
-    "tf32 3, reduced-precision 2, other 4"."""
-    named = ", ".join(f"{shown(g.cause)} {len(g.checks):,}" for g in groups[:at_most])
-    rest = sum(len(g.checks) for g in groups[at_most:])
+    """The first ``at_most`` causes of these failure groups as "cause count", and the checks of
+    the rest: "tf32 3, reduced-precision 2, other 4". An op's own error is one cause here, "the
+    op raised", whatever it said (its words are in the detail and the failure tables)."""
+    counts: Counter = Counter()
+    for g in groups:   # biggest first, as failure_groups sorts them
+        counts[OP_RAISED.removesuffix(": ") if g.cause.startswith(OP_RAISED) else g.cause] += len(g.checks)
+    causes_ = sorted(counts.items(), key=lambda kv: (kv[0] == UNDETERMINED, -kv[1]))   # as failure_groups
+    named = ", ".join(f"{shown(cause)} {n:,}" for cause, n in causes_[:at_most])
+    rest = sum(n for _, n in causes_[at_most:])
     return named + (f", other {rest:,}" if rest else "")
 
 
