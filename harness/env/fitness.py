@@ -545,10 +545,12 @@ def judge_cuda_capability(f: dict) -> Fitness:
         return na("not applicable: no usable CUDA device")
     major, minor = dev["capability"]
     arch_list = f.get("torch", {}).get("cuda_arch_list") or []
-    sms = [int(a.split("_")[1]) for a in arch_list if re.fullmatch(r"(sm|compute)_\d+a?", a.rstrip("a"))]
+    # sm_90a (arch-specific) and sm_120f (family, CUDA 12.9) name the same generation as sm_90 / sm_120
+    parsed = [m.groups() for m in (re.fullmatch(r"(sm|compute)_(\d+)[af]?", a) for a in arch_list) if m]
+    sms = [int(n) for _, n in parsed]
     cap = major * 10 + minor
     if arch_list and not any(sm // 10 == major and sm <= cap for sm in sms) and not any(
-            a.startswith("compute_") and int(a.split("_")[1].rstrip("a")) <= cap for a in arch_list):
+            kind == "compute" and int(n) <= cap for kind, n in parsed):
         return fail(f"{dev['name']} is sm_{cap}; this torch ships kernels for {', '.join(arch_list)}",
                     "install a torch build that supports this GPU generation", capability=f"{major}.{minor}")
     return ok(f"{dev['name']}: compute capability {major}.{minor}", capability=f"{major}.{minor}")
