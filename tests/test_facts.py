@@ -286,14 +286,15 @@ def test_cuda_capability_and_bf16():
     assert v.outcome == "fail" and "sm_60" in v.summary
 
 
-@pytest.mark.parametrize("arch,outcome", [(["sm_80", "sm_90a"], "ok"), (["sm_80", "sm_100f", "sm_120f"], "ok"),
-                                          (["sm_80", "sm_100f"], "fail"), (["sm_75", "compute_120a"], "ok")])
-def test_cuda_capability_reads_arch_specific_and_family_targets(arch, outcome):
+@pytest.mark.parametrize("cap,arch,outcome", [((9, 0), ["sm_80", "sm_90a"], "ok"),
+                                              ((12, 0), ["sm_80", "sm_100f", "sm_120f"], "ok"),
+                                              ((12, 0), ["sm_80", "sm_100f"], "fail"),
+                                              ((12, 0), ["sm_75", "compute_120a"], "ok")])
+def test_cuda_capability_reads_arch_specific_and_family_targets(cap, arch, outcome):
     """sm_90a and sm_120f (custom builds, CUDA 12.9's family targets) name their generation: no
     crash on int('90a'), and sm_120f counts as kernels for an sm_120 GPU."""
     f = _with_gpu(load_facts("linux_x86_64"), cuda_available=True,
-                  cuda_devices=[{"name": "GPU", "capability": [12, 0] if "120" in "".join(arch) or outcome == "fail"
-                                 else [9, 0], "total_memory": 1}])
+                  cuda_devices=[{"name": "GPU", "capability": list(cap), "total_memory": 1}])
     f["torch"]["cuda_arch_list"] = arch
     assert fitness.judge_cuda_capability(f).outcome == outcome
 
