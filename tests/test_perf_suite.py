@@ -532,7 +532,7 @@ def test_a_cold_process_has_imported_torch_and_run_nothing():
 # --------------------------------------------------------------------------- end to end
 
 # gelu and silu (cheap) bring the times compared to 10: from 8 on, compare widens its allowance
-# by the two runs' own spread (harness.perf.against.spread), its defence against a noisy
+# by this machine's own spread (harness.perf.against.spread), its defence against a noisy
 # machine; with 6, a clean rerun beside another CI worker was once called 1.59x slower.
 SLICE = ("softmax-float32 or linear-float32-forward or gelu-float32 or silu-float32 or bert-varying or "
          "gpt2-train-step or memory-bert-loop or memory-bert-inference")
@@ -665,10 +665,8 @@ def test_a_pair_of_runs_that_spread_widely_only_warns_of_a_2x_slowdown():
     assert [c[:2] for c in against.changes(a, b, *SAME, 0.0)] == [("regression", "perf-time")]
     kind, _, detail = against.changes(a, b, *SAME, 0.2)[0]      # exp(6 x 0.2) = 3.3x: within the noise
     assert kind == "warning" and "spread" in detail
-    quiet = [(_time(1e-3), _time(1e-3 * (1 + 0.01 * (i % 3)))) for i in range(20)]
-    noisy = [(_time(1e-3), _time(1e-3 * (1.5 if i % 2 else 0.7))) for i in range(20)]
-    assert against.spread(quiet) < 0.02 < 0.2 < against.spread(noisy)
-    assert against.spread(quiet[:3]) == 0.0    # too few to say
+    # the spread itself (from one version's processes, else the pairs the upgrade left within
+    # their tolerance): tests/test_perf_noise.py
 
 
 def test_no_spread_excuses_a_slowdown_beyond_what_clean_reruns_ever_moved():
@@ -680,7 +678,7 @@ def test_no_spread_excuses_a_slowdown_beyond_what_clean_reruns_ever_moved():
         b = _rec("perf/softmax/float32/forward", Category.TIMED, _time(0.2256e-3 * factor))
         found = against.changes(a, b, *SAME, 0.45)
         assert [c[:2] for c in found] == [(kind, "perf-time")], found
-    assert "widened to 500% by the two runs' spread" in found[0][2]
+    assert "widened to 500% by this machine's spread between processes" in found[0][2]
 
 
 def test_a_suspect_figure_is_measured_again_and_the_fastest_kept():

@@ -208,22 +208,63 @@ def drift(ma: dict, mb: dict) -> float:
     return cb / ca if ca and cb else 1.0
 
 
+MIN_SPREAD = 8   # differences it takes to say how widely this machine spreads a time
+
+
+def _robust_sd(values: list[float], centre: float | None = None) -> float:
+    """1.4826 x the median absolute deviation from ``centre`` (the values' median when None):
+    a normal spread's standard deviation, untouched by a few wild values."""
+    centre = statistics.median(values) if centre is None else centre
+    return 1.4826 * statistics.median(abs(x - centre) for x in values)
+
+
+def _repeats(mb: dict) -> list[float]:
+    """The log differences between every two fresh processes that measured the candidate's
+    figure again (``confirmed``'s figures): the same versions, the same call, so what moves it
+    is this machine alone. Empty for a figure measured once, or a new shape's cost (a difference
+    of two times, not a time: no ratio of it means a spread)."""
+    figures = (mb.get("confirmation") or {}).get("figures_s") if isinstance(mb.get("confirmation"), dict) else None
+    if "per_shape_s" in mb or not isinstance(figures, list):
+        return []
+    logs = [math.log(f) for f in figures if isinstance(f, (int, float)) and not isinstance(f, bool)
+            and math.isfinite(f) and f > 0]
+    return [abs(x - y) for i, x in enumerate(logs) for y in logs[i + 1:]]
+
+
 def spread(pairs: list[tuple[dict, dict]]) -> float:
-    """How far apart two runs' times lie on this machine, beyond the host's drift: the robust
-    standard deviation (1.4826 x the median absolute deviation) of the log ratios of every
-    time compared, each less the control's drift. Near 0.02 on a quiet machine; 0.1 to 0.2
-    between clean reruns on the noisy 2-core VM, whose single ops moved up to 2-3x. A time
-    regresses only beyond ``exp(SPREAD_Z x spread)`` too (at most SPREAD_CAP): on a machine that
-    noisy, a 30% slowdown cannot be told from the noise, and is said to be inconclusive."""
-    logs = []
-    for ma, mb in pairs:
-        a, b = _num(ma, "median_s"), _num(mb, "median_s")
-        if a and b:
-            logs.append(math.log(b / a) - math.log(max(1.0, drift(ma, mb))))
-    if len(logs) < 8:
-        return 0.0
-    centre = statistics.median(logs)
-    return 1.4826 * statistics.median(abs(x - centre) for x in logs)
+    """How widely this machine moves a time between processes when nothing else changed, as a
+    log's robust standard deviation; ``pairs``: the (baseline, candidate) perf records compared.
+    A time regresses only beyond ``exp(SPREAD_Z x spread)`` too (at most SPREAD_CAP): on a
+    machine that noisy a 30% slowdown cannot be told from the noise, and is said inconclusive.
+
+    It is taken from what the upgrade does not change, never from the slowdowns it judges (the
+    spread of every ratio between the two runs, as it once was, let a broad slowdown hide
+    itself: 40 ops slowed unevenly by 1x-5x widened the allowance to 6x and none regressed, and
+    20 ops of 40 slowed 2.5x gave none where 18 gave 18). In order:
+
+    * the candidate's own fresh processes: a figure that looked slower was measured again
+      (``confirmed``), and how far those processes of one version lie apart is this machine's
+      noise and nothing else's. Differences of two processes, like the ratio of the two runs'
+      figures (each one process), so the scales agree. Used from MIN_SPREAD differences on;
+    * else the pairs the upgrade moved less than their tolerance (each time's own, less the
+      host's drift): their spread about their median. Bounded by the tolerance, it cannot grow
+      with the slowdowns it judges, and a shift of every time alike does not widen it;
+    * else 0: too few to say, and the tolerance rules.
+
+    Near 0.02 on a quiet machine; 0.1 to 0.2 between clean reruns on the noisy 2-core VM."""
+    repeats = [d for _, mb in pairs for d in _repeats(mb.get("metrics") or {})]
+    if len(repeats) >= MIN_SPREAD:
+        return _robust_sd(repeats, 0.0)   # differences of one version with itself: centred on 0
+    unmoved = []
+    for a, b in pairs:
+        ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+        x, y = _num(ma, "median_s"), _num(mb, "median_s")
+        if not x or not y or "per_shape_s" in ma or "per_shape_s" in mb:
+            continue
+        moved = math.log(y / x) - math.log(max(1.0, drift(ma, mb)))
+        if abs(moved) <= math.log(1 + TOLERANCE.get(kind_of(b) or "op", TOLERANCE["op"])):
+            unmoved.append(moved)
+    return _robust_sd(unmoved) if len(unmoved) >= MIN_SPREAD else 0.0
 
 
 def _time(ma: dict, mb: dict, tolerance: float, noise: float = 0.0) -> list[tuple[str, str, str]]:
@@ -238,13 +279,13 @@ def _time(ma: dict, mb: dict, tolerance: float, noise: float = 0.0) -> list[tupl
     figures = (f"{ma['median_s'] * 1e3:.4g} ms [{ma['ci_low'] * 1e3:.4g}, {ma['ci_high'] * 1e3:.4g}] -> "
                f"{mb['median_s'] * 1e3:.4g} ms [{mb['ci_low'] * 1e3:.4g}, {mb['ci_high'] * 1e3:.4g}], "
                f"{ratio:.3g}x; tolerance {tolerance:.0%}"
-               + (f", widened to {allowed - 1:.0%} by the two runs' spread" if allowed > 1 + tolerance else ""))
+               + (f", widened to {allowed - 1:.0%} by this machine's spread between processes" if allowed > 1 + tolerance else ""))
     control = f"; the control ran {host:.3g}x as long (the host's own speed)" if abs(host - 1) > 0.02 else ""
     if mb["ci_low"] > ma["ci_high"] * allowed * slower:
         return [("regression", "perf-time", f"slower: {figures}{control}, intervals apart")]
     if ratio > (1 + tolerance):
         why = (f"the host ran {host:.3g}x slower (control)" if ratio <= (1 + tolerance) * slower
-               else "the two runs' times spread too widely on this machine" if ratio <= allowed * slower
+               else "this machine spreads a time too widely between processes" if ratio <= allowed * slower
                else "the intervals overlap: too noisy to tell")
         return [("warning", "perf-time", f"inconclusive: slower by more than the tolerance, but {why}: {figures}")]
     if mb["ci_high"] * allowed < ma["ci_low"] * faster:

@@ -752,7 +752,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     unlike = {kb: apart for a, b, kb in pairs if a.get("category") in Category.TIMES
               for apart in [against.company_apart(baseline.company.get(a.get("run")),
                                                   candidate.company.get(b.get("run")))] if apart}
-    noise = against.spread([(a.get("metrics") or {}, b.get("metrics") or {}) for a, b, kb in pairs
+    noise = against.spread([(a, b) for a, b, kb in pairs
                             if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES
                             and kb not in unlike])
     entries = ([(kb, a, b) for a, b, kb in pairs] + [(k, baseline.records[k], None) for k in found_pairs.only_baseline]

@@ -1,0 +1,97 @@
+"""The noise a perf time is allowed before it regresses (harness.perf.against.spread) is taken
+from what the upgrade does not change: a broad slowdown must not widen its own allowance."""
+import math
+
+import pytest
+
+from harness.core import runfiles
+from harness.core.records import Category
+from harness.perf import against
+from harness.report import compare
+
+FACTS = {"host": "vm", "os": {"machine": "x86_64"}, "cpu": {"model": "AMD EPYC", "usable": 2},
+         "python": {"version": "3.11.7"}, "packages": {"torch": "2.15.0", "transformers": "5.24.0"}}
+
+
+def _rec(op: str, median: float, figures: list[float] | None, width: float = 0.03) -> dict:
+    """An op time as the perf suite records it; ``figures``: the fresh processes that measured
+    it again (a candidate run with --baseline keeps the fastest), None for a figure seen once."""
+    metrics = {"median_s": median, "ci_low": median * (1 - width), "ci_high": median * (1 + width),
+               "control_s": 1e-3, "threads": 1}
+    if figures is not None:
+        metrics["confirmation"] = {"processes": len(figures), "figures_s": figures}
+    return {"check": f"perf/{op}/float32/forward", "suite": "perf", "subject": op, "variant": "float32/forward",
+            "target": "cpu", "status": "pass", "category": Category.TIMED, "metrics": metrics, "reason": "",
+            "duration_s": 1.0}
+
+
+def _side(label: str, recs: list[dict]) -> compare.Side:
+    header = {"kind": "header", "run": label, "env_id": "vm-py3.11.7-torch2.15.0", "started": "2026-12-07T00:00:00Z",
+              "facts": FACTS, "targets": {"cpu": {"selected": True, "available": True, "reason": ""}}}
+    return compare.side_from_runs(label, [runfiles.Run(label, header, "test", recs, {"kind": "end"})], [])
+
+
+def _compare(factors: list[float], confirmed: bool = True, jitter: float = 0.02) -> compare.Comparison:
+    """40 ops at 1 ms in the baseline, each slowed by its factor in the candidate. A candidate
+    figure that looks slower was measured again in fresh processes (as ./compat candidate does),
+    which land within ``jitter`` of each other: the slowdown is in every process."""
+    base = [_rec(f"op{i}", 1e-3, None) for i in range(len(factors))]
+    cand = []
+    for i, f in enumerate(factors):
+        again = [1e-3 * f * (1 + jitter * k) for k in (0, 1, 2)] if confirmed and f > 1.3 else None
+        cand.append(_rec(f"op{i}", 1e-3 * f, again))
+    return compare.compare(_side("base", base), _side("cand", cand))
+
+
+def _regressed(cmp: compare.Comparison) -> set[str]:
+    return {c.check for c in cmp.regressions if c.rule == "perf-time"}
+
+
+def test_a_broad_uneven_slowdown_regresses_every_op_it_slowed_beyond_the_tolerance():
+    """40 ops slowed unevenly by 1x to 5x: under the old rule the ratios' own spread widened
+    the allowance to 6x and nothing regressed (exit 0)."""
+    factors = [1 + 4 * i / 39 for i in range(40)]
+    cmp = _compare(factors)
+    slowed = {f"perf/op{i}/float32/forward" for i, f in enumerate(factors) if f * 0.97 > 1.03 * 1.3}
+    assert _regressed(cmp) == slowed and len(slowed) >= 28
+    assert not any("widened" in c.detail for c in cmp.regressions)
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_more_ops_slowed_never_means_fewer_flagged(confirmed):
+    """k of 40 ops slowed 2.5x, for every k: k are flagged (regressions when measured again in
+    fresh processes, warnings when seen in one process only); the old rule flagged 18 at k=18
+    and none at k=20."""
+    for k in range(1, 41):
+        cmp = _compare([2.5] * k + [1.0] * (40 - k), confirmed)
+        flagged = _regressed(cmp) if confirmed else {c.check for c in cmp.of("warning") if c.rule == "perf-time"}
+        assert len(flagged) == k, (k, cmp.counts())
+        assert not any("spreads a time too widely" in c.detail for c in cmp.changes), k
+
+
+def test_a_machine_that_moves_one_version_2x_between_processes_only_warns_of_a_1_8x_slowdown():
+    """The candidate's fresh processes of the same versions lie 1.8x-4.5x apart (a noisy
+    machine: the fastest is kept): a 1.8x figure is within what this machine does alone."""
+    base = [_rec(f"op{i}", 1e-3, None) for i in range(12)]
+    cand = [_rec(f"op{i}", 1.8e-3, [1.8e-3, 3.0e-3, 4.5e-3]) for i in range(4)]
+    cand += [_rec(f"op{i}", 1e-3, None) for i in range(4, 12)]
+    cmp = compare.compare(_side("base", base), _side("cand", cand))
+    assert not cmp.regressions
+    warned = [c for c in cmp.of("warning") if c.rule == "perf-time"]
+    assert len(warned) == 4 and all("spreads a time too widely between processes" in c.detail for c in warned)
+
+
+def test_the_spread_comes_from_one_version_s_processes_or_else_the_unmoved_pairs():
+    quiet = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 1e-3 * (1 + 0.01 * (i % 3)), None)) for i in range(20)]
+    noisy = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 1e-3 * (1.2 if i % 2 else 0.85), None)) for i in range(20)]
+    assert against.spread(quiet) < 0.02 < 0.1 < against.spread(noisy)
+    assert against.spread(quiet[:3]) == 0.0                                   # too few to say
+    # a broad slowdown beyond the tolerance leaves too few unmoved pairs: the tolerance rules
+    slowed = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 1e-3 * (1 + 4 * i / 19), None)) for i in range(20)]
+    assert against.spread(slowed) < 0.1
+    # three confirmed figures are three differences each: from three records on, they decide
+    spread_out = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 2e-3, [2e-3, 4e-3, 3e-3])) for i in range(3)]
+    assert against.spread(spread_out + quiet) > 0.3
+    tight = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 2e-3, [2e-3, 2.02e-3, 2.04e-3])) for i in range(3)]
+    assert against.spread(tight + noisy) < 0.05
+    assert math.exp(against.SPREAD_Z * against.spread(tight + noisy)) < 1.3
