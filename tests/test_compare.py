@@ -593,3 +593,68 @@ def test_every_revision_of_a_judge_has_the_words_a_comparison_across_two_names()
     from harness.core import records
     assert {suite: set(words) for suite, words in records.YARDSTICKS.items()} == {
         suite: set(range(1, n + 1)) for suite, n in records.JUDGES.items()}
+
+
+def test_a_standing_failure_that_now_gives_the_devices_own_nan_is_a_regression():
+    """A check that failed with finite errors and now fails with NaN the CPU does not give: the
+    status rule is silent (a failure stays one), the margin rule sees no figure (an infinite
+    margin), and the older NaN rule asked the baseline to have NaN already: it read unchanged."""
+    def failed(**metrics):
+        return rec("parity/pow/float16/forward", "fail", category="parity", target="mps",
+                   reason="sample 2: 3 element(s) NaN or inf", **metrics)
+    finite = failed(margin=4.5, max_abs_err=0.02)
+    own = failed(margin="inf", non_finite=3, non_finite_on_cpu=1)
+    (kind, rule, detail), = compare.compare_records(finite, own)
+    assert (kind, rule) == ("regression", "parity-nan")
+    assert "failed with finite errors (margin 4.5)" in detail and "only 1 of 3 are the CPU's too" in detail
+    # NaN the CPU gives at the same elements too: further off, not the device's doing
+    (kind, rule, detail), = compare.compare_records(finite, failed(margin="inf", non_finite=3, non_finite_on_cpu=3))
+    assert (kind, rule) == ("warning", "parity-nan") and "all the CPU's too" in detail
+    # the CPU's own record (no CPU beside it to share with): further off, said
+    (kind, rule, _), = compare.compare_records(finite, failed(margin="inf", non_finite=3))
+    assert (kind, rule) == ("warning", "parity-nan")
+    # the other way: the device's own NaN gone, a finite failure left
+    (kind, rule, detail), = compare.compare_records(own, finite)
+    assert (kind, rule) == ("improvement", "parity-nan") and "now it fails with finite errors" in detail
+    # a finite failure that stays finite is the margin rule's, as before
+    assert compare.compare_records(finite, failed(margin=5.0, max_abs_err=0.02)) == []
+
+
+def test_a_side_of_one_environment_id_with_two_transformers_is_refused(tmp_path):
+    """The environment id is host, Python and torch: a candidate with transformers 5.24 cut off
+    at 6 of 10 checks, in one folder with a whole run of 5.23, was filled in with 5.23's records
+    and read "10 unchanged"."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    checks = [f"ops/op{i}/float32/forward" for i in range(10)]
+    for name, version, until, started in (("old", "5.23.0", 10, "2026-12-01"), ("new", "5.24.0", 6, "2026-12-02")):
+        w = runfiles.Writer(folder / f"{name}.jsonl")
+        w.write({**runfiles.header(name, "host-a-torch2.8", {"host": "host-a", "packages": {
+            "torch": "2.8.0", "transformers": version}}), "started": f"{started}T00:00:00+00:00"})
+        for check in checks[:until]:
+            w.write({**rec(check), "run": name})
+        w.close()   # the 5.24 run was cut off: no end line; the 5.23 run's is missing too, harmlessly
+    with pytest.raises(compare.CompareError) as err:
+        compare.load_side([str(folder)], "candidate")
+    assert "transformers 5.23.0 / 5.24.0" in str(err.value) and "--latest" in str(err.value)
+    newest = compare.load_side([str(folder)], "candidate", latest=True)      # the newest run alone is one stack
+    assert len(newest.records) == 6 and not newest.complete
+
+
+def test_a_candidate_killed_between_two_lines_fails_the_check_unless_partial(tmp_path):
+    """A run killed between lines reads back whole, with no end line: with half its checks in
+    common it once compared clean and exited 0, where the crash partway was the upgrade's."""
+    from tests.test_report import _run_module
+    checks = [rec(f"ops/op{i}/float32/forward") for i in range(10)]
+    base = write_run(tmp_path / "base.jsonl", checks)
+    cut = write_run(tmp_path / "cut.jsonl", checks[:7], run_id="r2", end=False)
+    res = _run_module("tools.compare", str(base), str(cut))
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    line, = res.stderr.strip().splitlines()
+    assert "cut off before its end" in line and "7 checks" in line and "--partial" in line
+    res = _run_module("tools.compare", str(base), str(cut), "--partial")
+    assert res.returncode == 0 and "3 disappeared" in res.stdout and "cut off or interrupted" in res.stdout
+    res = _run_module("tools.compare", str(cut), str(base))                  # a cut-off baseline alike
+    assert res.returncode == 2 and "baseline" in res.stderr
+    whole = write_run(tmp_path / "whole.jsonl", checks, run_id="r3")
+    assert _run_module("tools.compare", str(base), str(whole)).returncode == 0

@@ -7,8 +7,8 @@ BASELINE and CANDIDATE are run files (``reports/runs/*.jsonl``, or a file kept w
 ``pytest --save-baseline``) or directories holding one environment's run files. Lists
 regressions, warnings, improvements, and checks that appeared or disappeared (the rules are
 in harness/report/compare.py). Exit status: 0 no regressions, 1 regressions, 2 anything else:
-bad input (missing, empty, malformed or truncated file, another schema version, several
-environments on one side, a --factor or --floor that is no finite figure), two sides with
+bad input (missing, empty, malformed or truncated file, a side cut off before its end
+unless --partial, another schema version, several environments or Hugging Face stacks on one side, a --factor or --floor that is no finite figure), two sides with
 too little in common to compare (under half of either side's checks in the other, or none:
 ``--partial`` accepts a partial overlap), an --out that cannot be written, or an internal
 error, each with a one-line message (tools/cli.py).
@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="each side is its newest run only (default: the newest record of each check over "
                              "all runs of the environment, so partial runs add up)")
     parser.add_argument("--partial", action="store_true",
-                        help="compare the checks both sides hold even when that is under half of either side's "
-                             "(default: an error; two runs of one selection share nearly all their checks)")
+                        help="compare the checks both sides hold even when that is under half of either side's, "
+                             "or a side was cut off before its end (default: an error; two runs of one selection "
+                             "share nearly all their checks)")
     args = parser.parse_args(argv)
     if args.out:   # before the work: a mistyped --out must not cost a file
         why = compare.output_problem(args.out)

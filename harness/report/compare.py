@@ -36,9 +36,11 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                   warning      a time claim's regression (this rule or ``claim``) measured under
                                markedly different load: inconclusive (harness/perf/against.py)
   parity-nan      regression   it failed with NaN or inf that the CPU gives at the same elements
-                               too (the computation's in that precision), and now fails with NaN
-                               or inf the CPU does not give: the device's own
-                  improvement  the other way: its NaN are now all the CPU's too
+                               too (the computation's in that precision), or with finite errors,
+                               and now fails with NaN or inf the CPU does not give: the device's own
+                  warning      it failed with finite errors, and now with NaN or inf that are all
+                               the CPU's too, or whose share the record cannot say (further off)
+                  improvement  the other way: its NaN are now all the CPU's too, or gone
   parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
                                ``factor`` (default 2x) while still passing, or while failing on
                                both sides (further off than it was); margins below ``floor``
@@ -97,7 +99,8 @@ from harness.env import fitness
 from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
-from harness.report.matrix import SUITE_ORDER, as_written, company_of, control_of, is_control, judged_again
+from harness.report.matrix import (STACK, SUITE_ORDER, as_written, company_of, control_of, hardware_key, is_control,
+                                   judged_again, stack_of)
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
@@ -189,13 +192,18 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     runs = [r for r in runs if r.records]
     if not runs:
         raise CompareError(f"{label}: no check records")
+    runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
+    if latest:
+        runs = runs[-1:]
     envs = sorted({r.env_id for r in runs})
     if len(envs) > 1:
         raise CompareError(f"{label}: runs of {len(envs)} environments ({', '.join(envs[:4])}); compare one "
                            "environment with one: pass that environment's run file")
-    runs.sort(key=lambda r: (r.header.get("started", ""), r.run_id))
-    if latest:
-        runs = runs[-1:]
+    mixed = mixed_stacks(runs)
+    if mixed:
+        raise CompareError(f"{label}: runs of one environment id with {mixed}; a side is one set of versions (the "
+                           "newest record of each check over them would mix them): pass the run file of one, or "
+                           "--latest for the newest run alone")
     newest: dict[tuple[str, str], dict] = {}
     for run in runs:
         for rec in run.records:
@@ -206,6 +214,25 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
                                  [r.run_id for r in runs if not r.complete])
     return Side(label, envs[0], runs[-1].header, newest, not cut, sources, company_of(runs),
                 {r.run_id: r.header for r in runs})
+
+
+def mixed_stacks(runs: list[runfiles.Run]) -> str | None:
+    """What sets apart runs that share an environment id (host, Python, torch) but are not one
+    environment (what matrix.merge_key adds to it: the Hugging Face stack, the machine), in
+    words, or None when they are one. Merged into one side, a candidate with transformers 5.24 cut off at 6 of 10
+    checks was filled in with 5.23's records and read "10 unchanged"."""
+    facts = [r.header.get("facts") or {} for r in runs]
+    differ = []
+    # a header that names no packages (or no hardware) at all says nothing either way
+    stacks = {stack_of(f) for f in facts if isinstance(f.get("packages"), dict)}
+    for name in STACK:
+        seen = sorted({dict(st)[name] or "none" for st in stacks})
+        if len(seen) > 1:
+            differ.append(f"{name} {' / '.join(seen)}")
+    machines = sorted({key for key in map(hardware_key, facts) if key.strip("|")})
+    if len(machines) > 1:
+        differ.append(f"{len(machines)} machines ({' / '.join(m.strip('|') for m in machines[:3])})")
+    return ", ".join(differ) or None
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
@@ -314,7 +341,10 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
     .non_finite_shared_with_cpu): the status rule is silent (a failure stays a failure), and
     a device that starts to give NaN where the CPU gives numbers, or a compiled function that
     starts to give NaN where eager gives numbers (``non_finite_in_eager``, the compiled checks'
-    count), is what users lose."""
+    count), is what users lose. So is a standing failure with finite errors that now gives NaN
+    or inf of the device's own (the margin rule skips an infinite margin): a regression; NaN
+    that are all the yardstick's too is a warning (further off, as the computation's in that
+    precision); the other way, an improvement."""
     if a["status"] not in BAD or b["status"] not in BAD:
         return None
     ma, mb = a.get("metrics"), b.get("metrics")
@@ -324,6 +354,22 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
         "non_finite_in_eager" in ma or "non_finite_in_eager" in mb) else ("non_finite_on_cpu", "the CPU's",
                                                                           "the device's own")
     was, now = (causes.non_finite_shared_with_cpu(m, share) for m in (ma, mb))
+    if was is None and now is not None and _finite_failure(ma):
+        counts = f"{min(mb[share], mb['non_finite'])} of {mb['non_finite']}"
+        if not now:   # a standing failure that now gives NaN the yardstick does not: the margin rule sees no figure
+            return ("regression", "parity-nan", f"it failed with finite errors (margin {_number(ma['margin']):.3g}); "
+                                                f"now it gives NaN or inf, of which only {counts} are {whose} too, "
+                                                f"the rest {own}: {b.get('reason') or ''}".rstrip(": "))
+        return ("warning", "parity-nan", f"it failed with finite errors (margin {_number(ma['margin']):.3g}); now it "
+                                         f"gives NaN or inf, all {whose} too ({counts}: the computation's in that "
+                                         "precision), further off than it was")
+    if was is None and now is None and _finite_failure(ma) and isinstance(mb.get("non_finite"), int) \
+            and mb["non_finite"] > 0:   # no yardstick's count beside it (the CPU's own record, an older judge's)
+        return ("warning", "parity-nan", f"it failed with finite errors (margin {_number(ma['margin']):.3g}); now "
+                                         f"{mb['non_finite']} element(s) NaN or inf, further off than it was")
+    if now is None and was is not None and not was and _finite_failure(mb):
+        return ("improvement", "parity-nan", f"it gave NaN or inf of {own}; now it fails with finite errors (margin "
+                                             f"{_number(mb['margin']):.3g})")
     if was is None or now is None or was == now:
         return None
     counts = f"{min(mb[share], mb['non_finite'])} of {mb['non_finite']}"
@@ -333,6 +379,12 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
                 .rstrip(": "))
     return ("improvement", "parity-nan", f"its NaN or inf are now all {whose} too ({counts}: the computation's in "
                                          f"that precision), where some were {own}")
+
+
+def _finite_failure(metrics: dict) -> bool:
+    """Whether a failing record's metrics say it failed with finite errors: a finite margin
+    and no element NaN or inf (a record that cannot say, no margin, is not one)."""
+    return _number(metrics.get("margin")) is not None and not metrics.get("non_finite")
 
 
 def _repeatability(a: dict, b: dict) -> tuple[str, str, str] | None:
@@ -661,6 +713,11 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
       in the baseline;
     * ``PARTIAL`` (``--partial``): the user accepts a partial overlap; none at all is still
       nothing to compare.
+
+    Under ``BOTH`` a side that was cut off before its end (``Side.complete``: a run killed
+    between two lines reads back whole, with no end line) is refused too: half its checks in
+    common was enough to exit 0 where the crash partway was the upgrade's. ``--partial`` takes
+    it, and the comparison says it was cut off.
     """
     shared = len(match(baseline, candidate).pairs)
     n_a, n_b = len(baseline.records), len(candidate.records)
@@ -674,6 +731,12 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
                 "(--save-baseline FILE with the same -m, -k and --workload)")
     if judged_from not in (BOTH, PARTIAL):
         raise ValueError(f"unknown overlap rule {judged_from!r}; known: {BOTH}, {FROM_CANDIDATE}, {PARTIAL}")
+    cut = [side for side in (candidate, baseline) if not side.complete]
+    if cut and judged_from == BOTH:
+        side = cut[0]
+        return (f"{side.label} was cut off before its end (a run in it wrote no end line: killed, crashed or still "
+                f"running) and holds {_holds(side)}: what it did not reach may be what broke, so it passes no "
+                "upgrade check; run it again to its end, or pass --partial to compare what it holds")
     if shared and (judged_from == PARTIAL or shared >= MIN_SHARED * max(n_a, n_b)):
         return None
     held = f"the baseline holds {_holds(baseline)}, the candidate {_holds(candidate)}" + (
