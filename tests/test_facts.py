@@ -420,6 +420,45 @@ def test_off_a_mac_nothing_is_asked():
     assert asked == []
 
 
+SW_VERS = ("sw_vers", "-productVersion")
+
+
+@pytest.mark.parametrize("python_says,sw_vers_says,version,asked", [
+    ("16.0", "26.1", "26.1", True),     # macOS 26 seen by a Python built with a pre-26 SDK
+    ("16.1", "26.1", "26.1", True),
+    ("10.16", "11.7.10", "11.7.10", True),   # macOS 11+ seen by a Python built with a pre-11 SDK
+    ("16.0", None, "16.0", True),       # sw_vers fails: what Python said is kept
+    ("15.5", "26.1", "15.5", False),    # a real macOS 15 (or 26, with a new SDK) is believed
+    ("26.1", "99.0", "26.1", False),
+    ("14.7.1", "99.0", "14.7.1", False),
+])
+def test_a_compatibility_macos_version_is_asked_of_sw_vers(monkeypatch, python_says, sw_vers_says, version, asked):
+    """Python reads SystemVersion.plist, which macOS rewrites for a program built with an SDK
+    older than a renumbering: 10.16 on macOS 11 and later, 16.x on macOS 26. sw_vers, asked with
+    SYSTEM_VERSION_COMPAT=0, gives the real number; a version that is not such a stand-in is not
+    asked again."""
+    import platform
+    monkeypatch.setattr(platform, "mac_ver", lambda *a, **k: (python_says, ("", "", ""), "arm64"))
+    calls = []
+
+    def run(cmd, env=None):
+        calls.append((tuple(cmd), env))
+        return sw_vers_says if tuple(cmd) == SW_VERS else M2_PRO.get(tuple(cmd))
+    mac = facts.mac_facts(run, system="darwin")
+    assert mac["version"] == version
+    sw_vers_calls = [env for cmd, env in calls if cmd == SW_VERS]
+    assert sw_vers_calls == ([{"SYSTEM_VERSION_COMPAT": "0"}] if asked else [])
+
+
+def test_macos_26_read_through_sw_vers_is_judged_as_26(monkeypatch):
+    import platform
+    monkeypatch.setattr(platform, "mac_ver", lambda *a, **k: ("16.0", ("", "", ""), "arm64"))
+    f = load_facts("apple_silicon_native")
+    f["mac"] = facts.mac_facts(fake_run({**M2_PRO, SW_VERS: "26.1"}), system="darwin")
+    v = fitness.judge_macos_version(f)
+    assert v.outcome == "ok" and v.metrics["macos"] == "26.1", v
+
+
 @pytest.mark.parametrize("text,cores", [
     (M2_PRO_DISPLAYS, 19),
     (None, None), ("", None), ("system_profiler: command not found", None), ("[]", None),

@@ -10,8 +10,6 @@ import contextlib
 import dataclasses
 import warnings
 
-from packaging.version import Version
-
 from harness.core.records import CANNOT_TELL, Category, Status, Verdict
 from harness.env import facts as facts_mod, fitness
 
@@ -180,11 +178,12 @@ class MPSBackend(Backend):
         return int(fn()) if fn else None
 
     def _accelerator_stats(self):
-        """torch.accelerator peak counters serve MPS from torch 2.13 (earlier they raise for mps)."""
+        """torch.accelerator peak counters serve MPS from torch 2.13 (earlier they raise for mps); a
+        feature, so a 2.13 pre-release or nightly counts as 2.13 (fitness.has_feature)."""
         import torch
         tv = fitness.torch_version(self.facts)
         acc = getattr(torch, "accelerator", None)
-        if tv is None or tv < Version("2.13") or acc is None:
+        if not fitness.has_feature(tv, ACCELERATOR_STATS_SINCE) or acc is None:
             return None
         return acc if hasattr(acc, "max_memory_allocated") and hasattr(acc, "reset_peak_memory_stats") else None
 
@@ -208,11 +207,12 @@ class MPSBackend(Backend):
         # last torch, and they run macOS 14.
         types = [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
         mv, tv = fitness.macos_version(self.facts), fitness.torch_version(self.facts)
-        if mv is not None and mv.major >= 14 and (tv is None or Version(tv.base_version) >= Version(HALF_AND_COMPLEX_SINCE)):
+        if fitness.has_feature(mv, "14") and (tv is None or fitness.has_feature(tv, HALF_AND_COMPLEX_SINCE)):
             types += [torch.bfloat16, torch.complex64]
         return types
 
 
+ACCELERATOR_STATS_SINCE = "2.13"   # MPSBackend._accelerator_stats: torch.accelerator's peak counters serve MPS
 HALF_AND_COMPLEX_SINCE = "2.3"   # MPSBackend.dtypes: bfloat16 and complex64 on MPS from torch 2.3 (and macOS 14)
 
 _BACKENDS = {"cpu": CPUBackend, "cuda": CUDABackend, "mps": MPSBackend}

@@ -178,12 +178,25 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
 Runner = Callable[..., "str | None"]
 
 
+def compatibility_version(version: str | None) -> bool:
+    """Whether ``platform.mac_ver()``'s ``version`` may be a stand-in rather than this Mac's
+    macOS, so ``sw_vers`` is asked instead: none at all, or one of the numbers macOS gives a
+    program linked against an SDK older than a renumbering. Python reads the version from
+    SystemVersion.plist, which macOS rewrites for such programs: on macOS 11 and later a
+    pre-11 SDK sees 10.16, and on macOS 26 (Tahoe, the release after 15, numbered by year) a
+    pre-26 SDK sees 16.x (CPython issue gh-135675: mac_ver() gives '16.0' on Tahoe; its docs
+    note, gh-136339, and .NET's mapping of 16 to 26, dotnet/runtime#116536, say the same).
+    No macOS is numbered 16, so any 16.x is that stand-in. ``sw_vers`` with
+    SYSTEM_VERSION_COMPAT=0 reports the real number (26.1), whatever SDK this Python had."""
+    return version is None or version == "10.16" or version.split(".")[0] == "16"
+
+
 def mac_facts(run: Runner = run_command, system: str | None = None) -> dict | None:
     """macOS, Rosetta, the chip, its GPU cores and memory; None off a Mac."""
     if (system or sys.platform) != "darwin":
         return None
     version = platform.mac_ver()[0] or None
-    if version in (None, "10.16"):  # 10.16: a Python built against an old SDK sees the compatibility version
+    if compatibility_version(version):
         version = run(["sw_vers", "-productVersion"], env={"SYSTEM_VERSION_COMPAT": "0"}) or version
     translated = run(["sysctl", "-n", "sysctl.proc_translated"])
     hw_arm64 = run(["sysctl", "-n", "hw.optional.arm64"]) == "1"

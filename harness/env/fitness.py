@@ -66,6 +66,35 @@ def version_of(value: str | None) -> Version | None:
         return None
 
 
+# The one rule for comparing a recorded version with a release (every torch, macOS and package
+# gate in harness/ goes through these two, never through a bare ``Version`` comparison):
+# - a feature arrived in a release (``has_feature``): a pre-release, nightly, post-release or local
+#   build of that release counts as the release, so 2.6.0rc1, 2.6.0.dev20250101 and 2.6.0+cpu
+#   are all "2.6" for "has torch 2.6's X" (a plain comparison puts 2.6.0rc1 below 2.6);
+# - a bug was fixed in a release (``has_fix``): only the release itself and what follows it
+#   count; a pre-release or nightly of the fix release (2.15.0rc1, 2.15.0.dev2026...) is not
+#   known to hold the fix, so it counts as not fixed; a nightly of a later release (2.16.0.dev...)
+#   branched from a tree that holds it, and counts as fixed.
+# An unknown or unreadable version has neither (the caller decides what unknown means).
+def _parsed(version: Version | str | None) -> Version | None:
+    return version if isinstance(version, Version) else version_of(version)
+
+
+def has_feature(version: Version | str | None, since: str) -> bool:
+    """Whether ``version`` has what arrived in release ``since``: its release numbers (a
+    pre-release, nightly or local build counts as the release it leads to) reach ``since``."""
+    v = _parsed(version)
+    return v is not None and Version(v.base_version) >= Version(since)
+
+
+def has_fix(version: Version | str | None, fixed_in: str) -> bool:
+    """Whether ``version`` holds a fix first released in ``fixed_in``: the release or anything
+    after it; a pre-release or nightly of ``fixed_in`` itself does not count (nor a local
+    build of one: 2.15.0.dev20260901+cpu)."""
+    v = _parsed(version)
+    return v is not None and Version(v.public) >= Version(fixed_in)
+
+
 def torch_version(f: dict) -> Version | None:
     return version_of(f.get("torch", {}).get("version"))
 
@@ -127,10 +156,10 @@ MPS_MACOS_FLOORS = ("mps-torch-2.6", "mps-torch-2.9", "mps-torch-2.12", "mps-tor
 def mps_macos_floor(tv: Version | None) -> Gate | None:
     """The gate naming the macOS that torch ``tv``'s MPS backend needs beyond MPS's own 12.3
     (the newest of MPS_MACOS_FLOORS whose torch ``tv`` reaches; a nightly of a release counts as
-    that release); None before torch 2.6."""
+    that release: ``has_feature``); None before torch 2.6."""
     floor = None
     for key in MPS_MACOS_FLOORS:
-        if tv is not None and Version(tv.base_version) >= Version(GATES[key].torch):
+        if has_feature(tv, GATES[key].torch):
             floor = GATES[key]
     return floor
 
@@ -138,30 +167,31 @@ def mps_macos_floor(tv: Version | None) -> Gate | None:
 def _macos_too_old_for(tv: Version | None, mv: Version | None) -> Gate | None:
     """The floor gate that macOS ``mv`` misses for torch ``tv``, if any."""
     floor = mps_macos_floor(tv)
-    return floor if floor is not None and mv is not None and mv < Version(floor.macos) else None
+    return floor if floor is not None and mv is not None and not has_feature(mv, floor.macos) else None
 
 
 def _older_torch_or_newer_macos(floor: Gate, mv: Version) -> str:
     """The two ways out: the macOS ``floor`` needs, or the torch below the first floor that macOS
     ``mv`` misses (torch 2.12 on macOS 13: below 2.9, not 2.12, whose 2.11 needs macOS 14 too)."""
-    first = next(GATES[k] for k in MPS_MACOS_FLOORS if mv < Version(GATES[k].macos))
+    first = next(GATES[k] for k in MPS_MACOS_FLOORS if not has_feature(mv, GATES[k].macos))
     return (f"update macOS to {floor.macos} (System Settings > General > Software Update), "
             f"or stay on a torch older than {first.torch}: pip install 'torch<{first.torch}'")
 
 
 def gate_gaps(gate: Gate, f: dict) -> list[str]:
-    """What this environment lacks for a gate, as readable phrases (empty when it passes)."""
+    """What this environment lacks for a gate, as readable phrases (empty when it passes). A gate
+    names a feature's first release: a pre-release or nightly of it passes (``has_feature``)."""
     gaps = []
     tv = torch_version(f)
-    if gate.torch and (tv is None or tv < Version(gate.torch)):
+    if gate.torch and not has_feature(tv, gate.torch):
         gaps.append(f"torch >= {gate.torch} (this is {tv or 'not installed'})")
     if gate.macos:
         mv = macos_version(f)
-        if mv is None or mv < Version(gate.macos):
+        if not has_feature(mv, gate.macos):
             gaps.append(f"macOS >= {gate.macos} (this is {mv or 'not macOS'})")
     if gate.accelerate:
         av = version_of(f.get("packages", {}).get("accelerate"))
-        if av is None or av < Version(gate.accelerate):
+        if not has_feature(av, gate.accelerate):
             gaps.append(f"accelerate >= {gate.accelerate} (this is {av or 'not installed'})")
     return gaps
 
@@ -212,12 +242,12 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
         return ("MPS unavailable: Python is x86_64 under Rosetta on an Apple-silicon Mac", ARM64_PYTHON_FIX)
     mv = macos_version(f)
     need = Version(GATES["mps"].macos)
-    if mv is not None and mv < need:
+    if mv is not None and not has_feature(mv, GATES["mps"].macos):
         return (f"MPS unavailable: macOS {mv} is older than {need}", "update macOS to 12.3 or newer")
     if not t.get("importable", False):
         return (f"MPS unavailable: torch does not import ({t.get('error')})", "reinstall torch: pip install -U torch")
     tv = torch_version(f)
-    if tv is not None and tv < Version(GATES["mps"].torch):
+    if tv is not None and not has_feature(tv, GATES["mps"].torch):
         return (f"MPS unavailable: torch {tv} predates MPS (1.12)", "pip install -U torch")
     if not t.get("mps_built"):
         return ("MPS unavailable: this torch build has no MPS backend (torch.backends.mps.is_built() is False)",
@@ -232,7 +262,7 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
              "GPU is refused: torch 2.12 or older, built from source, since PyPI's last Intel-Mac wheel is 2.2.2); ")
     return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
             "no usable Metal device",
-            (intel if not apple_silicon(f) and tv is not None and tv >= Version("2.13") else
+            (intel if not apple_silicon(f) and has_feature(tv, "2.13") else
              "on Intel Macs MPS needs a Metal-capable AMD GPU; ") + "in a VM or over some remote sessions Metal is absent")
 
 
@@ -274,7 +304,7 @@ def judge_macos_version(f: dict) -> Fitness:
     mv, need = macos_version(f), Version(GATES["mps"].macos)
     if mv is None:
         return fail("macOS version could not be read", "check `sw_vers -productVersion`")
-    if mv < need:
+    if not has_feature(mv, GATES["mps"].macos):
         return fail(f"macOS {mv} is older than {need}, the first release with MPS",
                     "update macOS (System Settings > General > Software Update) to 12.3 or newer",
                     macos=str(mv))
@@ -292,7 +322,7 @@ def judge_torch_for_mps(f: dict) -> Fitness:
     tv, need = torch_version(f), Version(GATES["mps"].torch)
     if tv is None:
         return fail("torch is not installed or does not import", "pip install torch")
-    if tv < need:
+    if not has_feature(tv, GATES["mps"].torch):
         return fail(f"torch {tv} predates the MPS backend ({need})", "pip install -U torch")
     return ok(f"torch {tv} has the MPS backend (>= {need})", torch=str(tv))
 
@@ -331,7 +361,7 @@ def judge_fallback_env(f: dict) -> Fitness:
         state = "on: missing kernels run on the CPU" if value == "1" else "off"
         return ok(f"PYTORCH_ENABLE_MPS_FALLBACK={value} ({state})")
     tv = torch_version(f)
-    if tv is not None and tv >= Version("2.8"):
+    if has_feature(tv, "2.8"):
         meaning = "torch >= 2.8 reads every value but '0' as on"
     elif value.strip().lstrip("+-").isdigit():
         meaning = f"torch < 2.8 reads it as the integer {int(value)}"
@@ -353,7 +383,7 @@ WATERMARK_DEFAULT_HIGH = 1.7
 
 def _watermark_default_low(f: dict) -> float:
     tv = torch_version(f)
-    discrete = is_mac(f) and not apple_silicon(f) and (tv is None or tv < Version("2.13"))
+    discrete = is_mac(f) and not apple_silicon(f) and not has_feature(tv, "2.13")
     return 1.0 if discrete else 1.4
 
 
@@ -407,7 +437,7 @@ KERNEL_VAR_SINCE = {FAST_MATH_VAR: "2.5", PREFER_METAL_VAR: "2.3"}
 def _reads(var: str, torch_version: str | None) -> bool:
     """Whether torch ``torch_version`` reads the kernel switch ``var`` (unknown version: yes)."""
     tv = version_of(torch_version)
-    return tv is None or Version(tv.base_version) >= Version(KERNEL_VAR_SINCE[var])
+    return tv is None or has_feature(tv, KERNEL_VAR_SINCE[var])
 
 
 def kernel_switches(env: dict | None, torch_version: str | None = None) -> list[str]:

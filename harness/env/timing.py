@@ -188,12 +188,11 @@ MPS_EVENT_TIMING_SOURCE = (
 def mps_events_time_the_device(torch_version: str) -> bool:
     """Whether ``torch.mps.event.Event`` timing is the device's own and cannot hang: from torch
     2.15 only (MPS_EVENT_TIMING_SOURCE). Before it, MPS is timed by the wall clock with the
-    device drained before and after, as a device without events is."""
-    from packaging.version import InvalidVersion, Version
-    try:
-        return Version(Version(torch_version.split("+")[0]).base_version) >= Version(MPS_EVENT_TIMING_SINCE)
-    except InvalidVersion:
-        return False
+    device drained before and after, as a device without events is. A hang guard: a 2.15
+    nightly or release candidate is not known to hold the fix and is timed by the wall clock
+    (fitness.has_fix); a 2.16 nightly, branched after 2.15, is trusted."""
+    from harness.env.fitness import has_fix
+    return has_fix(torch_version, MPS_EVENT_TIMING_SINCE)
 
 
 class Clock:

@@ -960,12 +960,12 @@ def gap(gate: Gate, facts: dict) -> str | None:
     if gate.torch:
         pv = fitness.version_of((facts.get("python") or {}).get("version"))
         concerned = gate.when_python is None or (pv is not None and pv >= Version(gate.when_python))
-        if concerned and (tv is None or tv < Version(gate.torch)):
+        if concerned and not fitness.has_feature(tv, gate.torch):   # a nightly of the release has it
             py = f" on Python {pv}" if gate.when_python else ""
             return f"this is torch {tv or 'not installed'}{py}"
     if gate.macos:
         mv = fitness.macos_version(facts)
-        if mv is None or mv < Version(gate.macos):
+        if not fitness.has_feature(mv, gate.macos):
             return f"this is macOS {mv or 'not available'}"
     if gate.facts_gate:
         gaps = fitness.gate_gaps(fitness.GATES[gate.facts_gate], facts)
@@ -979,7 +979,7 @@ def gap(gate: Gate, facts: dict) -> str | None:
         pv = fitness.version_of(packages[gate.package])
         if pv is None:
             return f"{gate.package} is not installed"
-        if gate.package_min and pv < Version(gate.package_min):
+        if gate.package_min and not fitness.has_feature(pv, gate.package_min):
             return f"this is {gate.package} {pv}"
     if gate.cuda_capability:
         cap = cuda_capability(facts)

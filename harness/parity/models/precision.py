@@ -43,7 +43,7 @@ import contextlib
 import copy
 
 from harness.core import models
-from harness.env import devices
+from harness.env import devices, fitness
 from harness.parity.models import inputs, judge, runs
 from harness.parity.models.judge import TrainRun
 from harness.parity.models.runs import Side
@@ -67,9 +67,8 @@ SCALER_SINCE = {"mps": "2.8"}
 def scaler_unsupported(rules: str, torch_version: str) -> str | None:
     """Why float16 training with loss scaling cannot run under ``rules``' GradScaler in this
     torch, in words a user can act on; None where it can."""
-    from packaging.version import Version
     since = SCALER_SINCE.get(rules)
-    if since is None or Version(Version(torch_version.split("+")[0]).base_version) >= Version(since):
+    if since is None or fitness.has_feature(torch_version, since):
         return None
     return (f"torch.amp.GradScaler({rules!r}) steps from torch {since}: before it its unscale_ takes the scale to "
             f"float64, which {rules.upper()} refuses; this is torch {torch_version}: to train in float16 with loss "
@@ -93,7 +92,6 @@ def unsupported(target: str, dtype: str) -> str | None:
     None when it is (the version, the backend's dtypes, then a matmul under autocast, in the
     target's context: an emulated device refuses there what the device would)."""
     import torch
-    from packaging.version import Version
     device, rules = _device_of(target), _rules_of(target)
     named = target if devices.is_emulated(target) else device
     backend = devices.backend(target if devices.is_emulated(target) else device)
@@ -101,7 +99,7 @@ def unsupported(target: str, dtype: str) -> str | None:
         extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
         return f"{named} does not offer {dtype} here{extra}"
     since = AUTOCAST_SINCE.get((rules, dtype))
-    if since and Version(torch.__version__.split("+")[0]) < Version(since):
+    if since and not fitness.has_feature(torch.__version__, since):   # a nightly of the release offers it
         return (f"torch.autocast on {rules} offers {dtype} from torch {since}; this is torch {torch.__version__}: "
                 f"to run it, upgrade torch")
     with devices.on_device(target) if devices.is_emulated(target) else contextlib.nullcontext():
