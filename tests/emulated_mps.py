@@ -155,9 +155,16 @@ DEVICE_CHOICES = {
 }
 NATIVE, QUEUED, MISSING, DECOMPOSED = "native", "queued", "missing", "decomposed"
 OFF, DEVICE = "off the device", "on the device"    # where a call that names a device puts its work
-# A CPU kernel without the dtype, raised as NotImplementedError: ATen's AT_DISPATCH_* error, and
-# the CPU's FFT library's (aten/src/ATen/native/mkl/SpectralOps.cpp)
-CPU_LACKS_DTYPE = re.compile(r"^\"[^\"]+\" not implemented for '[A-Za-z0-9]+'|^MKL FFT doesn't support tensors of type")
+# A CPU kernel without the dtype, told by its message whichever exception class carries it. ATen's
+# dispatch macros (AT_DISPATCH_SWITCH: aten/src/ATen/Dispatch.h, the template in
+# torch/headeronly/core/Dispatch.h from 2.10) say "<kernel>" not implemented for '<dtype>' through
+# TORCH_CHECK, a RuntimeError, in torch 2.6 and 2.7, and through TORCH_CHECK_NOT_IMPLEMENTED, a
+# NotImplementedError, from 2.8 (pytorch/pytorch#155470). The CPU's FFT library
+# (aten/src/ATen/native/mkl/SpectralOps.cpp) says "MKL FFT doesn't support tensors of type: <dtype>"
+# through TORCH_CHECK, a RuntimeError, until pytorch/pytorch#192349 (2.15 raises NotImplementedError).
+# The dtype is c10's name for it (toString: 'Half', 'ComplexFloat', 'Float8_e4m3fn'). Any other
+# error of the CPU's kernel (a shape, an argument) is the op's own, whatever its class.
+CPU_LACKS_DTYPE = re.compile(r"^\"[^\"]+\" not implemented for '[^']+'|^MKL FFT doesn't support tensors of type")
 # A device named as MPS's ("mps", "mps:0"), in a device= argument or .to's positional one
 MPS_NAME = re.compile(r"mps(:\d+)?")
 
@@ -202,6 +209,13 @@ def op_name(func) -> str:
 
 def not_implemented(func) -> str:
     return NOT_IMPLEMENTED.format(op=op_name(func), sha=torch.version.git_version)
+
+
+def cpu_lacks_dtype(exc: BaseException) -> bool:
+    """Whether an error of a CPU kernel says that kernel has no code for the dtype it was given
+    (``CPU_LACKS_DTYPE``), read from its message: the same missing dtype is a RuntimeError in
+    one torch and a NotImplementedError in another."""
+    return isinstance(exc, (NotImplementedError, RuntimeError)) and CPU_LACKS_DTYPE.search(str(exc)) is not None
 
 
 # --------------------------------------------------------------------------- the process's device state
@@ -718,14 +732,18 @@ class EmulatedMac(devices.StandIn):
 
     def kernel(self, func, kind: str, args, kwargs):
         """Run the op on the CPU underneath. Where the device has a kernel of its own (any
-        ``kind`` but MISSING) and the CPU's lacks the operands' dtype (ATen's dispatch macros:
-        NotImplementedError ``"<kernel>" not implemented for '<dtype>'``), what the Mac's
-        kernel does with that dtype is not a fact here: BeyondEmulation, and the check is not
-        judged. An op that falls back runs the CPU's kernel on a Mac too: its error is MPS's."""
+        ``kind`` but MISSING) and the CPU's lacks the operands' dtype (``CPU_LACKS_DTYPE``:
+        ATen's dispatch macros say ``"<kernel>" not implemented for '<dtype>'``, as a
+        RuntimeError in torch 2.6 and 2.7 and a NotImplementedError after; the FFT library's
+        stayed a RuntimeError longer), what the Mac's kernel does with that dtype is not a fact
+        here: BeyondEmulation, and the check is not judged. The message decides, not the
+        class: another RuntimeError (a shape, an argument) or NotImplementedError is the op's
+        own and is raised as it is. An op that falls back runs the CPU's kernel on a Mac too:
+        its error is MPS's."""
         try:
             return func(*args, **kwargs)
-        except NotImplementedError as exc:
-            if kind is MISSING or not CPU_LACKS_DTYPE.search(str(exc)):
+        except (NotImplementedError, RuntimeError) as exc:
+            if kind is MISSING or not cpu_lacks_dtype(exc):
                 raise
             raise devices.BeyondEmulation(
                 f"the emulated Mac cannot tell: {op_name(func)} has an MPS kernel in this torch's table, but the "

@@ -546,6 +546,101 @@ def test_what_the_cpu_underneath_lacks_is_not_judged_as_the_mac_s(monkeypatch):
     assert on_cpu.category == "unsupported"     # the CPU's own column still says what the CPU lacks
 
 
+# The CPU kernel's error for a dtype it lacks, as torch 2.6 and 2.7 raise it (ATen's dispatch macros
+# through TORCH_CHECK: a RuntimeError; the same text as a NotImplementedError from 2.8).
+OLD_TORCH_LACKS = {"erfinv": RuntimeError("\"erfinv_cpu\" not implemented for 'Half'"),
+                   "addmm": RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'"),
+                   "special_ndtri": RuntimeError("\"ndtri_cpu\" not implemented for 'Half'")}
+
+
+@contextlib.contextmanager
+def cpu_raises(op, error: BaseException):
+    """The CPU underneath raising ``error`` for ``op`` (an OpOverload), as another torch's kernel
+    does: a dispatch mode entered below the emulated Mac's, so it sees the calls the emulation
+    makes to the CPU (EmulatedMac.kernel) and nothing the emulation's rules have not passed."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Raises(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is op:
+                raise error
+            return func(*args, **(kwargs or {}))
+
+    with Raises():
+        yield
+
+
+@pytest.mark.parametrize("error, lacks", [
+    (RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'"), True),          # torch 2.6, 2.7
+    (NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Half'"), True),   # torch 2.8 and later
+    (NotImplementedError("\"exp_vml_cpu\" not implemented for 'Float8_e4m3fn'"), True),   # torch 2.15's: c10's name
+    (RuntimeError("MKL FFT doesn't support tensors of type: Half"), True),            # torch 2.6's FFT library
+    (NotImplementedError("MKL FFT doesn't support tensors of type: Half"), True),     # torch 2.15's
+    (RuntimeError("The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0"), False),
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x2)"), False),
+    (RuntimeError("not implemented for this reason"), False),
+    (RuntimeError("expected \"addmm_impl_cpu_\" not implemented for 'Half'"), False),   # the form, but not the message
+    (NotImplementedError(em.NOT_IMPLEMENTED.format(op="aten::mode", sha="0")), False),   # MPS's own: no kernel at all
+    (TypeError("\"addmm_impl_cpu_\" not implemented for 'Half'"), False)])
+def test_a_cpu_kernel_without_the_dtype_is_told_by_its_message_not_its_class(error, lacks):
+    assert em.cpu_lacks_dtype(error) is lacks
+
+
+@pytest.mark.parametrize("name", ["erfinv", "addmm"])
+def test_the_older_torch_s_runtime_error_for_a_missing_dtype_is_beyond_emulation(name):
+    """torch 2.6 and 2.7 raise RuntimeError where a CPU kernel lacks the dtype (torch 2.8 and
+    later NotImplementedError, the same message): for an op with an MPS kernel the emulated
+    Mac cannot tell either way, and says so. Run where the emulation calls the CPU
+    (EmulatedMac.kernel), for an op run at once and for one run from the queue (a flush runs
+    with Python dispatch off, so no mode can stand in for the CPU there: called directly)."""
+    assert em.kernel_snapshot().table[name]["mps"]
+    op = getattr(torch.ops.aten, name).default
+    half = torch.ones(2, 2, dtype=torch.float16)
+    for kind in (em.NATIVE, em.QUEUED):
+        with cpu_raises(op, OLD_TORCH_LACKS[name]):
+            told = outcome(lambda: mac().kernel(op, kind, (half,) * (3 if name == "addmm" else 1), {}))
+        assert isinstance(told, devices.BeyondEmulation), (kind, told)
+        assert "has an MPS kernel in this torch's table" in str(told) and "not implemented for 'Half'" in str(told)
+        assert told.__cause__ is OLD_TORCH_LACKS[name]
+
+
+def test_the_older_torch_s_runtime_error_on_the_emulated_mac_reads_cannot_tell_not_unsupported(monkeypatch):
+    """The ops sweep's classification of an op with an MPS kernel whose CPU kernel raises the
+    older torch's RuntimeError for the dtype: n/a (the emulated Mac cannot tell), skipped when
+    judged, never "unsupported"; a RuntimeError of another kind from the same op (a shape) is
+    the op's own error; an op without an MPS kernel runs the CPU's on a Mac too, so its
+    missing dtype is MPS's answer there: unsupported, the RuntimeError as torch raised it."""
+    from harness.core.records import Status
+    from harness.ops import opsweep
+    monkeypatch.setenv(VAR, "1")
+    assert not em.kernel_snapshot().table["special_ndtri"]["mps"]
+
+    def runs(call):
+        call()
+        em.flush()        # as the sweep's samples synchronize: a queued op has run
+        yield True
+
+    half = torch.full((2,), 0.5, dtype=torch.float16)
+    with cpu_raises(torch.ops.aten.erfinv.default, OLD_TORCH_LACKS["erfinv"]):
+        lacks = opsweep.classified("standin-mps", runs(lambda: torch.erfinv(half)))
+        wrong_shape = opsweep.classified("standin-mps", runs(lambda: torch.ones(3) + torch.ones(4)))
+    with cpu_raises(torch.ops.aten.erfinv.default, RuntimeError("erfinv: something else went wrong")):
+        own_error = opsweep.classified("standin-mps", runs(lambda: torch.erfinv(half)))
+    with cpu_raises(torch.ops.aten.special_ndtri.default, OLD_TORCH_LACKS["special_ndtri"]):
+        falls_back = opsweep.classified("standin-mps", runs(lambda: torch.special.ndtri(half)))
+    assert (lacks.category, lacks.error_type) == ("n/a", "BeyondEmulation"), lacks
+    assert "has no kernel for this dtype (RuntimeError: \"erfinv_cpu\" not implemented for 'Half')" in lacks.message
+    verdict = opsweep.judge(lacks, None, on_mps=True)
+    assert verdict.status == Status.SKIP and verdict.metrics["emulation_cannot_tell"] is True
+    assert (wrong_shape.category, wrong_shape.error_type) == ("error", "RuntimeError"), wrong_shape
+    assert "must match the size of tensor b" in wrong_shape.message
+    assert (own_error.category, own_error.error_type, own_error.message) == (
+        "error", "RuntimeError", "RuntimeError: erfinv: something else went wrong"), own_error
+    assert (falls_back.category, falls_back.error_type) == ("unsupported", "RuntimeError"), falls_back
+    assert falls_back.fallback_ops == ("aten::special_ndtri",)
+    assert falls_back.message == "RuntimeError: \"ndtri_cpu\" not implemented for 'Half'", falls_back
+
+
 def cpu_path_makes_float64(op_name: str) -> list[str]:
     """The ops that made a float64 tensor from operands with none, seen by a dispatch mode over
     OpInfo's float32 samples of ``op_name`` (those a Mac is given: no float64 operand) on the

@@ -288,3 +288,16 @@ def test_threads_are_split_between_xdist_workers(monkeypatch):
         assert box.call("torch:get_num_threads").value == 1
     finally:
         box.close()
+
+
+@pytest.mark.parametrize("error,none_here", [
+    (NotImplementedError("anything"), True),
+    (RuntimeError("\"ndtri_cpu\" not implemented for 'Half'"), True),                 # torch 2.6, 2.7
+    (RuntimeError("\"exp_vml_cpu\" not implemented for 'Float8_e4m3fn'"), True),
+    (RuntimeError("MKL FFT doesn't support tensors of type: Half"), True),            # until pytorch#192349
+    (RuntimeError("The size of tensor a (3) must match the size of tensor b (4)"), False),
+    ("RuntimeError: MKL FFT doesn't support tensors of type: BFloat16", True),       # a record's line
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", False),
+])
+def test_a_missing_dtype_kernel_is_no_kernel_whichever_class_an_older_torch_raised(error, none_here):
+    assert fallback.no_kernel(error) is none_here

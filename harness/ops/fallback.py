@@ -17,10 +17,12 @@ import warnings
 FALLBACK_RE = re.compile(r"The operator '([^']+)' is not currently supported on the MPS backend "
                          r"and will fall back to run on the CPU")
 
-# A kernel without the sample's dtype: torch 2.11 and later raise NotImplementedError, torch 2.6
-# RuntimeError ('"ndtri_cpu" not implemented for 'Half''), for the same missing kernel: unsupported
-# either way, not an op that broke. (A Mac's fallback to such a CPU kernel answers so on MPS.)
-NO_DTYPE_KERNEL = re.compile(r"\" not implemented for '[^']+'")
+# A kernel without the sample's dtype: from torch 2.8 ATen's dispatch macros raise
+# NotImplementedError, in 2.6 and 2.7 RuntimeError ('"ndtri_cpu" not implemented for 'Half''), for the
+# same missing kernel (pytorch#155470); the CPU's FFT library said "MKL FFT doesn't support tensors of
+# type: Half" as a RuntimeError until pytorch#192349: unsupported either way, not an op that broke.
+# (A Mac's fallback to such a CPU kernel answers so on MPS.)
+NO_DTYPE_KERNEL = re.compile(r"\" not implemented for '[^']+'|MKL FFT doesn't support tensors of type")
 
 
 def no_kernel(error: BaseException | str) -> bool:
