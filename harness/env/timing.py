@@ -292,9 +292,21 @@ def relative_width(low: float, high: float, centre: float) -> float:
     return (high - low) / centre if centre > 0 else float("inf")
 
 
+ONE_SAMPLE = ("one sample, so no interval: its spread is unknown and it cannot be told from another run's "
+              "figure; take two or more")
+
+
 def summary(samples: list[float], **extra) -> dict:
-    """Median, its interval, the relative width and ``noisy`` for a list of seconds."""
+    """Median, its interval, the relative width and ``noisy`` for a list of seconds.
+
+    One sample has no interval (a bootstrap of one value is that value, a width of 0 that
+    would read as narrow): its bounds are infinite, its width too, it is ``noisy``, and
+    ``no_interval`` says why (``ONE_SAMPLE``), so no judge calls it timed and no comparison
+    reads it as a figure (harness.perf.against takes finite bounds only)."""
     median = statistics.median(samples)
+    if len(samples) == 1:
+        return {"median_s": median, "ci_low": float("-inf"), "ci_high": float("inf"), "rounds": 1,
+                "width": float("inf"), "noisy": True, "no_interval": ONE_SAMPLE, **extra}
     low, high = bootstrap_median_ci(samples)
     width = relative_width(low, high, median)
     return {"median_s": median, "ci_low": low, "ci_high": high, "rounds": len(samples),

@@ -26,7 +26,10 @@ largest blocks exist before the trend is read), the median of the last third of 
 against the median of the first third, with a bootstrap interval. It **grows** when the whole
 interval is above the tolerance (``TOLERANCE_BYTES``, or ``TOLERANCE_SHARE`` of the level
 where that is more), is **steady** when the whole interval is below it, and **inconclusive**
-otherwise. What ``empty_cache`` (and a garbage collection) gives back at the end is recorded.
+otherwise. Fewer than ``MIN_TREND`` readings after the warm-up show no trend at all (two thirds
+of one or two readings overlap or have no spread to take an interval of): such a reading is
+**inconclusive**, saying how many it had and that more steps (the run's ``steps``) change it,
+never steady. What ``empty_cache`` (and a garbage collection) gives back at the end is recorded.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ WARMUP = 10
 BATCH = 4                  # a trend needs steps, not a big batch
 TOLERANCE_BYTES = 16 * 2 ** 20
 TOLERANCE_SHARE = 0.01     # of the reading's level at the start of the trend
+MIN_TREND = 4              # readings after the warm-up a trend needs: two in the first third, two in
+                           # the last, apart (three readings' thirds would share the middle one)
 MIB = 2 ** 20
 TRAINER_ARCHS = ("bert", "gpt2")   # a classifier and a causal LM through the Trainer
 SEED = 0
@@ -218,11 +223,28 @@ def measure(arch: str, entry: str, device: str, workload: str) -> dict:
 
 # --------------------------------------------------------------------------- the judgement
 
+def too_few(steps: int, warmup: int) -> str:
+    """Why ``steps`` readings after ``warmup`` warm-up steps show no trend, and what changes it."""
+    return (f"only {steps} reading{'s' if steps != 1 else ''} after the {warmup} warm-up steps, too few to show a "
+            f"trend (it takes {MIN_TREND} or more: the first third's readings against the last third's); run more "
+            f"steps (the long run's steps=, {STEPS} in the suite)")
+
+
 def growth(values: list[int], warmup: int) -> dict:
     """The trend of one reading after ``warmup`` steps: the last third's median minus the
-    first third's, its bootstrap interval, the tolerance, and the verdict (Category)."""
+    first third's, its bootstrap interval, the tolerance, and the verdict (Category).
+
+    Fewer than ``MIN_TREND`` readings after the warm-up: inconclusive, with ``too_few``'s reason
+    and no interval (its bounds infinite), the change from the first reading to the last beside it."""
     import torch
     trend = values[warmup:]
+    if len(trend) < MIN_TREND:
+        level = statistics.median(trend) if trend else (values[-1] if values else 0)
+        grown = float(trend[-1] - trend[0]) if trend else 0.0
+        return {"growth_bytes": grown, "ci_low": float("-inf"), "ci_high": float("inf"),
+                "tolerance_bytes": max(TOLERANCE_BYTES, TOLERANCE_SHARE * level), "level_bytes": level,
+                "per_step_bytes": grown / (len(trend) - 1) if len(trend) > 1 else 0.0,
+                "verdict": Category.INCONCLUSIVE, "steps": len(trend), "reason": too_few(len(trend), warmup)}
     third = max(2, len(trend) // 3)
     head, tail = trend[:third], trend[-third:]
     grown = statistics.median(tail) - statistics.median(head)
@@ -256,11 +278,15 @@ FIX_INFERENCE = ("pad requests to a few fixed lengths (buckets), so fewer input 
 
 def judge(run: dict) -> Verdict:
     """Grows on any reading: a fail naming the reading; steady on every one: a pass; else a
-    pass without a verdict (inconclusive)."""
+    pass without a verdict (inconclusive): a reading too close to the tolerance to call, or too
+    few readings after the warm-up to show a trend (``too_few``: the reason, and more steps)."""
     trends = {name: growth(values, run["warmup"]) for name, values in run["series"].items()}
     grows = [n for n, g in trends.items() if g["verdict"] == Category.GROWS]
-    unsure = [n for n, g in trends.items() if g["verdict"] == Category.INCONCLUSIVE]
-    said = "; ".join(f"{n} {_mib(g['growth_bytes'])} ({_mib(g['per_step_bytes'])}/step, interval "
+    few = [n for n, g in trends.items() if "reason" in g]   # too few readings: no trend to judge
+    unsure = [n for n, g in trends.items() if g["verdict"] == Category.INCONCLUSIVE and n not in few]
+    said = "; ".join(f"{n} {_mib(g['growth_bytes'])} from the first reading to the last, no interval"
+                     if n in few else
+                     f"{n} {_mib(g['growth_bytes'])} ({_mib(g['per_step_bytes'])}/step, interval "
                      f"[{_mib(g['ci_low'])}, {_mib(g['ci_high'])}], tolerance {_mib(g['tolerance_bytes'])})"
                      for n, g in trends.items())
     back = ", ".join(f"{n} {_mib(v)}" for n, v in run["given_back"].items())
@@ -276,9 +302,10 @@ def judge(run: dict) -> Verdict:
                        f"memory grows over a long run: {', '.join(grows)} kept growing after {run['warmup']} warm-up "
                        f"steps ({where}): {said}; empty_cache gave back {back}; "
                        f"{FIX_INFERENCE if run['entry'] == 'inference' else FIX}", metrics)
-    category = Category.INCONCLUSIVE if unsure else Category.STEADY
-    lead = ("no verdict: " + ", ".join(unsure) + " moved within the interval's reach of the tolerance"
-            if unsure else "steady")
+    why = ([trends[few[0]]["reason"]] if few else [too_few(0, run["warmup"])] if not trends else []) \
+        + ([", ".join(unsure) + " moved within the interval's reach of the tolerance"] if unsure else [])
+    category = Category.INCONCLUSIVE if why else Category.STEADY
+    lead = "no verdict: " + "; ".join(why) if why else "steady"
     return Verdict(Status.PASS, category, f"{lead} ({where}): {said}; empty_cache gave back {back}", metrics)
 
 

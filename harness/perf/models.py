@@ -20,7 +20,9 @@ Checks (``perf/model-<arch>/<what>``):
   its spread over the processes (a kernel picked badly on some cold starts shows as spread),
   and the import time beside it;
 * ``varying-length``: steps at one length, then ``SHAPE_STEPS`` lengths drawn from a seeded
-  distribution, each new, each stepped twice in a row. The same length twice does the same
+  distribution, each new, each stepped twice in a row; new in the process too, where every
+  architecture's checks run: each architecture meets lengths of its own (``lengths_for``),
+  so none finds a shape cache warmed by another. The same length twice does the same
   arithmetic, so the median paired difference (first sight minus second) is what a new
   shape costs (the MPS graph cache builds a graph per input shape): ``per_shape_s``, with
   its interval. A trainer whose batches vary in length pays it at every new length.
@@ -48,6 +50,7 @@ WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length")
 NEW_TOKENS = 16            # generated per sequence
 GENERATE_BATCH = 4         # sequences decoded at once
 SHAPE_STEPS = 6            # new lengths in the varying-length run
+MAX_POSITIONS = 512        # every architecture's position limit here (config_kwargs; MiniLM's own)
 COLD_PROCESSES = 3         # fresh processes per cold start
 COLD_TIMEOUT_S = 300.0
 BUDGET_S = {"small": 6.0, "medium": 15.0, "large": 20.0}
@@ -249,14 +252,46 @@ def generate(arch: str, device: str, workload: str) -> dict:
     return {**run, **weighed(t, _within(device, decode, "generate"), prompt)}   # the KV cache is the call's
 
 
-def lengths_for(seq: int, count: int, seed: int = SEED) -> list[int]:
-    """``count`` distinct lengths between a quarter of ``seq`` and ``seq``, none equal to the
-    fixed run's ``seq // 2``, drawn from a seeded permutation."""
+def met_at(arch: str, n: int) -> set[int]:
+    """The sequence lengths a training step of ``arch`` at length ``n`` meets: ``n``, and T5's
+    decoder length (its labels, ``make_batch``: half of ``n``)."""
+    return {n, max(1, n // 2)} if arch == "t5" else {n}
+
+
+def lengths_for(seq: int, count: int, seed: int = SEED, arch: str = ARCHS[0], most: int = MAX_POSITIONS) -> list[int]:
+    """``arch``'s ``count`` lengths for the varying-length run, new in its process.
+
+    Every architecture's checks run in one sandbox child, and a shape cache (the MPS graph
+    cache: a graph per op and input shape) is the process's, not the model's: a length one
+    architecture stepped at is no longer new to the next (their hidden sizes are the
+    workload's alike). So the lengths are dealt out once for all of ``ARCHS``, in that order,
+    from one seeded permutation of those between a quarter of ``seq`` and ``seq`` (then, where
+    those run out, upwards from ``seq`` to ``most``, the models' position limit): a length is
+    dealt to an architecture only when none of the lengths it meets there (``met_at``) was
+    dealt to an architecture before it, or is met by a model check of the process at the
+    workload's own length ``seq`` or the fixed run's ``seq // 2`` (train-step, inference,
+    generate's prompt). The same for every call, whatever ran before: deterministic."""
     import torch
+    if arch not in ARCHS:
+        raise KeyError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
+    fixed = max(2, seq // 2)
+    taken = set().union(*(met_at(a, n) for a in ARCHS for n in (seq, fixed)))
     pool = [n for n in range(max(2, seq // 4), seq + 1) if n != seq // 2]
     gen = torch.Generator().manual_seed(seed + 7)
-    order = torch.randperm(len(pool), generator=gen).tolist()
-    return [pool[i] for i in order[:count]]
+    order = [pool[i] for i in torch.randperm(len(pool), generator=gen).tolist()] + list(range(seq + 1, most + 1))
+    for a in ARCHS:
+        dealt: list[int] = []
+        for n in order:
+            if len(dealt) == count:
+                break
+            if not met_at(a, n) & taken:
+                dealt.append(n)
+                taken |= met_at(a, n)
+        if len(dealt) < count:
+            raise ValueError(f"no {count} new lengths for {a} up to {most} positions at a workload length of {seq}")
+        if a == arch:
+            return dealt
+    raise AssertionError("unreachable")
 
 
 def varying_length(arch: str, device: str, workload: str) -> dict:
@@ -267,7 +302,8 @@ def varying_length(arch: str, device: str, workload: str) -> dict:
     for _ in range(2):   # warm: the first steps' one-off costs are the cold start's, not a shape's
         t.step(fixed_batch)
     fixed = [clock.seconds(lambda: t.step(fixed_batch)) for _ in range(SHAPE_STEPS)]
-    lengths = lengths_for(t.dims.seq, SHAPE_STEPS)
+    limit = getattr(t.model.config, "max_position_embeddings", None)   # T5's positions are relative: none
+    lengths = lengths_for(t.dims.seq, SHAPE_STEPS, arch=arch, most=min(MAX_POSITIONS, limit or MAX_POSITIONS))
     first, again = [], []
     for i, n in enumerate(lengths):   # each new length twice in a row: the pair shares the machine's moment
         b = t.batch(seq=n, seed=SEED + i)
@@ -469,11 +505,12 @@ def judge(run: dict) -> Verdict:
                      cold_overhead_s=run["median_s"] - run["warm_s"],
                      processes=run["runs"])
         v = time_verdict(run, f"{run['model']}: the first training step of a cold process, over {run['rounds']} "
-                              f"processes")
+                              f"process{'es' if run['rounds'] != 1 else ''}", extra,
+                         f"cold_start's processes=, {COLD_PROCESSES} in the suite")
         spread = max(run["durations"]) / min(run["durations"]) if min(run["durations"]) > 0 else float("inf")
         note = (f"; a warm step takes {ms(run['warm_s'])}; before the first step, importing torch and transformers' "
                 f"models took {ms(run['import_s'])}, building the model {ms(run['build_s'])}"
-                f"; slowest cold start {spread:.2g}x the fastest")
+                + (f"; slowest cold start {spread:.2g}x the fastest" if len(run["durations"]) > 1 else ""))
         return Verdict(v.status, v.category, v.message + note, {**v.metrics, "spread": spread})
     extra.update(per_second=run["per_second"], unit=run["unit"])
     extra.update({k: run[k] for k in PEAK_METRICS if k in run})

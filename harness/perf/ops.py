@@ -419,13 +419,18 @@ TIME_METRICS = ("median_s", "ci_low", "ci_high", "rounds", "inner", "width", "cl
                 "shape", "workload", "waited_s", "load")
 
 
-def time_verdict(run: dict, what: str, extra: dict | None = None) -> Verdict:
+def time_verdict(run: dict, what: str, extra: dict | None = None, more: str = "more rounds") -> Verdict:
     """A time figure as a record: a pass whose category says whether the interval is narrow
     enough to compare with another run (``timed``) or not (``noisy``: the machine was too busy
-    or the op too short to tell; a compare says inconclusive rather than regressed)."""
+    or the op too short to tell; a compare says inconclusive rather than regressed). A figure
+    of one sample (timing.summary's ``no_interval``) has no interval at all: noisy, saying so
+    and what gives more samples (``more``)."""
     noisy = bool(run["noisy"])
     message = f"{what}: {figure(run)} per call ({run['rounds']} rounds, {run['clock']})"
-    if noisy:
+    if run.get("no_interval"):
+        message = f"{what}: {ms(run['median_s'])} ({run['clock']}); noisy: {run['no_interval']} ({more})"
+        extra = {**(extra or {}), "no_interval": run["no_interval"]}
+    elif noisy:
         message += (f"; noisy: the interval spans {run['width']:.0%} of the median (over "
                     f"{timing.NOISY_WIDTH:.0%}): a busy machine, compare with care")
     metrics = {k: run[k] for k in TIME_METRICS if k in run}
