@@ -5,7 +5,9 @@ cold-start processes they start, so the fault is where the measurement is.
 ``MPS_COMPAT_PERF_FAULTS`` is a comma-separated list of:
 
   slow:<name>   ``torch.<name>`` computes its result ``SLOW_REPEATS`` times (an op that got
-                slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched
+                slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched;
+                ``slow:<name>:<times>`` computes it that many times instead (several of them, each
+                by its own factor: a broad, uneven slowdown)
   leak          every optimizer step keeps ``LEAK_BYTES`` of new tensor alive (a leak that grows
                 step by step, as in pytorch#121113)
   serve-leak    every ``torch.nn.functional.embedding`` call under ``torch.inference_mode()`` keeps
@@ -51,10 +53,10 @@ _HELD: collections.deque = collections.deque(maxlen=BLOAT_HELD)   # what the blo
 _SEEN: dict = {}          # id of a live table -> the shapes the per-shape cost has been paid for
 
 
-def _slowed(fn):
+def _slowed(fn, repeats: int = SLOW_REPEATS):
     @functools.wraps(fn)
     def slow(*args, **kwargs):
-        for _ in range(SLOW_REPEATS - 1):
+        for _ in range(repeats - 1):
             fn(*args, **kwargs)
         return fn(*args, **kwargs)
     return slow
@@ -103,8 +105,8 @@ def _release(optimizer, args, kwargs):
 
 for fault in FAULTS:
     if fault.startswith("slow:"):
-        name = fault.split(":", 1)[1]
-        setattr(torch, name, _slowed(getattr(torch, name)))
+        _, name, *times = fault.split(":")
+        setattr(torch, name, _slowed(getattr(torch, name), int(times[0]) if times else SLOW_REPEATS))
     elif fault == "leak":
         register_optimizer_step_post_hook(_leak)
     elif fault == "per-shape":
@@ -115,4 +117,4 @@ for fault in FAULTS:
         torch.nn.functional.embedding = _bloated(torch.nn.functional.embedding)
         register_optimizer_step_post_hook(_release)
     else:
-        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>, leak, serve-leak, per-shape, bloat")
+        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>[:<times>], leak, serve-leak, per-shape, bloat")

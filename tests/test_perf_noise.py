@@ -95,3 +95,23 @@ def test_the_spread_comes_from_one_version_s_processes_or_else_the_unmoved_pairs
     tight = [(_rec(f"op{i}", 1e-3, None), _rec(f"op{i}", 2e-3, [2e-3, 2.02e-3, 2.04e-3])) for i in range(3)]
     assert against.spread(tight + noisy) < 0.05
     assert math.exp(against.SPREAD_Z * against.spread(tight + noisy)) < 1.3
+
+
+def test_the_slow_fault_takes_a_factor_of_its_own_per_op():
+    """``slow:<name>:<times>`` (tests/perf_faults.py): each op slowed by its own factor, the broad
+    uneven slowdown benchmarks/perf_false_alarms.py injects; ``slow:<name>`` keeps SLOW_REPEATS."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    code = ("import torch\ncalls = {'softmax': 0, 'cat': 0}\n"
+            "def counted(name, fn):\n"
+            "    def f(*a, **k):\n        calls[name] += 1\n        return fn(*a, **k)\n    return f\n"
+            "torch.softmax, torch.cat = counted('softmax', torch.softmax), counted('cat', torch.cat)\n"
+            "import tests.perf_faults as pf\n"
+            "torch.softmax(torch.ones(3), 0); torch.cat([torch.ones(2)])\n"
+            "print(calls['softmax'], calls['cat'], pf.SLOW_REPEATS)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "MPS_COMPAT_PERF_FAULTS": "slow:softmax:3,slow:cat"}).stdout.split()
+    assert out == ["3", out[2], out[2]] and int(out[2]) > 3
