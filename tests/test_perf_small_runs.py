@@ -10,6 +10,7 @@ from harness.core import records
 from harness.core.records import Category, Status
 from harness.env import timing
 from harness.perf import against, memory, models, ops
+from tests.test_perf_suite import _SteadyClock
 
 MIB = 2 ** 20
 
@@ -94,21 +95,11 @@ def test_a_cold_start_of_one_process_is_noisy_with_its_reason_and_never_compared
 
 
 def test_a_timed_figure_of_one_round_is_noisy():
-    clock = _OneTenthMs()
+    clock = _SteadyClock()
     run = timing.time_rounds(lambda: None, clock, warmup=0, rounds=1, max_rounds=1, budget_s=0.0)
     assert run["rounds"] == 1 and run["noisy"]
     v = ops.judge({**run, "op": "mul", "dtype": "float32", "pass": "forward", "shape": "s", "workload": "small"})
     assert v.category == Category.NOISY and "one sample, so no interval" in v.message and "inf" not in v.message
-
-
-class _OneTenthMs:
-    method = "steady"
-
-    def sync(self):
-        pass
-
-    def seconds(self, fn, inner=1):
-        return 1e-4
 
 
 # --------------------------------------------------------------------------- new lengths, process-wide
