@@ -2,6 +2,7 @@
 
     python benchmarks/perf_false_alarms.py [--runs 3] [--workers 0] [--keep DIR] [-k EXPR]
                                            [--faults slow:softmax,leak,per-shape]
+                                           [--faults slow:bmm:2,slow:cat:3,...]  (a broad, uneven slowdown)
 
 Runs `pytest suites/perf -m "perf and cpu" -n WORKERS` (0: serially, as ./compat runs it) RUNS
 times on this machine, nothing else changed: the first is kept as the baseline, the others are candidates run against it
