@@ -181,13 +181,19 @@ def test_every_suites_controls_passed_on_the_h100_and_the_report_says_so(tmp_pat
 def test_a_run_interrupted_by_its_time_limit_is_partial_in_the_report_and_in_compare(tmp_path, capsys):
     """The H100's parity and optim runs were stopped by a time limit's SIGINT: pytest wrote the
     end line with exit status 2. The reader takes such a run as cut short, so the report's
-    verdict says so, and compare notes that the unreached checks are missing."""
+    verdict says so, and compare refuses it as a side of an upgrade check (what it did not
+    reach may be what broke) unless --partial, where it notes that the unreached checks are
+    missing."""
     rec = recorded_h100_controls()
     parity = runfiles.read_file(rec / "parity.jsonl").runs[0]
     assert parity.end["exitstatus"] == runfiles.INTERRUPTED and not parity.complete
     assert all(run.complete for run in runfiles.read_file(rec / "ops.jsonl").runs)
     assert "cut off or interrupted before its end" in _report_of([rec / "parity.jsonl"], tmp_path)
-    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl")]) == 0
+    capsys.readouterr()
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl")]) == 2
+    refused = capsys.readouterr()
+    assert refused.out == "" and "was cut off before its end" in refused.err and "--partial" in refused.err
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl"), "--partial"]) == 0
     assert "note: the candidate run was cut off or interrupted" in capsys.readouterr().out
 
 
@@ -197,7 +203,8 @@ def test_the_optim_speed_change_kept_every_h100_verdict_and_memory_to_the_byte(c
     two runs share unchanged, and every memory ratio is the same figure. (The after run was
     written before its records named the micro-batches weighed: micro_batches_weighed_a/_b.)"""
     rec = recorded_h100_controls()
-    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl"), "--format", "json"]) == 0
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl"), "--format", "json",
+                             "--partial"]) == 0   # the after run was stopped by its time limit
     result = json.loads(capsys.readouterr().out)
     assert result["changes"] == [] and result["in_common"] == 28, result["counts"]
     before, after = ({r["check"]: r for run in runfiles.read_file(rec / f"optim-{s}.jsonl").runs for r in run.records}
@@ -205,7 +212,7 @@ def test_the_optim_speed_change_kept_every_h100_verdict_and_memory_to_the_byte(c
     memory = [c for c in before if c.endswith("/memory") and before[c]["status"] != "skip"]
     assert len(memory) == 4
     assert all(before[c]["metrics"]["mem_ratio"] == after[c]["metrics"]["mem_ratio"] for c in memory)
-    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl")]) == 0
+    assert compare_cli.main([str(rec / "optim-before.jsonl"), str(rec / "optim-after.jsonl"), "--partial"]) == 0
     out = capsys.readouterr().out
     assert "- machines:" not in out and "compared across two machines" not in out   # one H100, both runs
 
