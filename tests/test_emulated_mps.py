@@ -833,3 +833,47 @@ def test_an_op_the_cpu_cannot_run_says_the_yardstick_is_missing_not_the_device(m
     assert "bessel_j0_cpu" in yardstick.message
     device = check.judge(check.run_case("double", "standin-mps", "float32", "forward"))
     assert device.message.startswith("no result to compare (see the ops suite)"), device.message
+
+
+class _SampledOp:
+    """An OpInfo-like op whose sample function draws an index as float64 on the device it is
+    asked for, as torch 2.6's ``index_variable`` did (MPS refuses float64 there), and whose
+    ``extra`` sample, when given, holds a float64 operand that no device of MPS's can take."""
+
+    def __init__(self, extra: bool = False):
+        self.extra = extra
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        from torch.testing._internal.opinfo.core import SampleInput
+        for n in (3, 4):
+            index = torch.rand(2, dtype=torch.double, device=device).mul_(n).floor_().long()
+            yield SampleInput(torch.ones(n, dtype=dtype, device=device, requires_grad=requires_grad), args=(index,))
+        if self.extra:
+            yield SampleInput(torch.ones(2, dtype=torch.float64, device=device))
+
+    def __call__(self, x, index=None):
+        return x[index] if index is not None else x
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward"])
+def test_a_sample_function_the_device_refuses_gets_its_samples_from_the_cpu(monkeypatch, pass_):
+    """On torch 2.6 the ops sweep said __getitem__, index_put and randint fail on MPS in every
+    dtype: OpInfo's sample function drew float64 on the device before the op was called. The
+    samples are then made on the CPU and moved, the op runs, and the record says why."""
+    from harness.ops import opsweep
+    monkeypatch.setattr(opsweep, "op_table", lambda: {"fake": _SampledOp()})
+    run = opsweep.run_case("fake", "standin-mps", "float32", pass_)
+    assert (run.category, run.samples) == ("native", 2), run
+    assert run.samples_from_cpu.startswith("OpInfo's sample function failed on mps:0 (TypeError: Cannot convert a MPS")
+    v = opsweep.judge(run, None, on_mps=True)
+    assert v.status == "pass" and "made on the CPU and moved there" in v.message
+    assert v.metrics["samples_from_cpu"] == run.samples_from_cpu
+    # samples that cannot be moved either: the op never ran, and the check says nothing of it
+    monkeypatch.setattr(opsweep, "op_table", lambda: {"fake": _SampledOp(extra=True)})
+    run = opsweep.run_case("fake", "standin-mps", "float32", pass_)
+    v = opsweep.judge(run, None, on_mps=True)
+    assert (run.category, v.status) == ("n/a", "skip") and "the op never ran" in v.message, v
+    assert not v.metrics.get(devices.CANNOT_TELL)   # a real Mac's sweep says it too: not the emulation's doubt
+    # on the CPU nothing is refused, and a sample function's own error stays what it was
+    monkeypatch.setattr(opsweep, "op_table", lambda: {"fake": _SampledOp()})
+    assert opsweep.run_case("fake", "cpu", "float32", pass_).category == "native"

@@ -14,7 +14,8 @@ harness.core.isolate) and returns an ``OpRun`` classified as
   n/a           an emulated device cannot tell what the device would do (the CPU it runs on
                 lacks the dtype's kernel): the check is skipped with that reason; so is one
                 whose error the emulated device doubts (``OpRun.doubt``) where PyTorch's
-                MPS tests expect a pass
+                MPS tests expect a pass, and one for which OpInfo could make no sample on
+                the device (``device_samples``: the op never ran)
 
 and ``judge`` makes it the check's Verdict, on MPS against PyTorch's own expectation
 (harness.ops.declarations.mps_expectations).
@@ -206,6 +207,7 @@ class OpRun:
     failed_in: str | None = None  # a backward check's failure: in "forward" (making the sample or
     #                               running the op) or in "backward" (autograd.grad)
     doubt: str = ""               # an emulated device's doubt about its own error (devices.doubted)
+    samples_from_cpu: str = ""    # why the samples were made on the CPU and moved (``device_samples``)
 
 
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
@@ -227,9 +229,11 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     made_for = sample_device(device)
     stage = ["forward"]
 
+    moved: list[str] = []
+
     def samples():
         with devices.device_names(device):
-            for sample in op.sample_inputs(made_for, dt, requires_grad=pass_ == "backward"):
+            for sample in device_samples(op, made_for, dt, pass_ == "backward", moved):
                 out = op(sample.input, *sample.args, **sample.kwargs)
                 if pass_ == "backward":
                     stage[0] = "backward"
@@ -243,7 +247,64 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     run = classified(device, samples())
     if pass_ == "backward" and run.category not in Category.RAN:
         run = dataclasses.replace(run, failed_in=stage[0])
-    return run
+    return dataclasses.replace(run, samples_from_cpu=moved[0]) if moved else run
+
+
+class SamplesNotMade(Exception):
+    """OpInfo could make no sample for the device: its sample function failed there, and the
+    samples it makes on the CPU could not be moved there either. The op never ran."""
+
+
+def device_samples(op, made_for: str, dt, requires_grad: bool, moved: list[str]):
+    """OpInfo's samples of ``op`` made for ``made_for`` (``sample_device``), one at a time.
+
+    A sample function is test code, and some of it does what a device refuses while it makes
+    an input: torch 2.6's ``index_variable`` draws its indices as float64 on the device, which
+    MPS refuses ("Cannot convert a MPS Tensor to float64 dtype"), so every sample of
+    ``__getitem__``, ``index_put`` and ``randint`` failed before the op was called, and the
+    sweep said those ops fail on MPS. Where the sample function raises on the device (an
+    emulated device's BeyondEmulation aside), the samples it has not yet given are made on the
+    CPU and moved to the device (a leaf again where it asks for a gradient), as PyTorch's own
+    MPS consistency test makes its samples; why is appended to ``moved``, for the record.
+    Samples that cannot be moved either raise SamplesNotMade: the op never ran."""
+    import torch
+    made, given = iter(op.sample_inputs(made_for, dt, requires_grad=requires_grad)), 0
+    while True:
+        try:
+            sample = next(made)
+        except StopIteration:
+            return
+        except devices.BeyondEmulation:
+            raise
+        except Exception as exc:   # the sample function failed, not the op
+            if torch.device(made_for).type == "cpu":
+                raise
+            moved.append(f"OpInfo's sample function failed on {made_for} ({error_line(exc)}), so the samples were "
+                         "made on the CPU and moved there")
+            break
+        given += 1
+        yield sample
+
+    def to_device(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        out = t.detach().to(made_for)
+        return out.requires_grad_(t.requires_grad) if t.requires_grad else out
+    on_cpu, i = iter(op.sample_inputs("cpu", dt, requires_grad=requires_grad)), 0
+    while True:
+        try:
+            sample = next(on_cpu)
+            there = sample.transform(to_device) if i >= given else None
+        except StopIteration:
+            return
+        except devices.BeyondEmulation:
+            raise
+        except Exception as exc:
+            raise SamplesNotMade(f"{moved[0]}; making them there failed too ({error_line(exc)}): the op never ran, "
+                                 "so this check says nothing of it") from exc
+        i += 1
+        if there is not None:
+            yield there
 
 
 def classified(device: str, runs) -> OpRun:
@@ -263,6 +324,8 @@ def classified(device: str, runs) -> OpRun:
                 ran, skipped = ran + bool(counted), skipped + (not counted)
         except devices.BeyondEmulation as exc:   # the emulated device cannot answer: not judged
             category, error_type, message = Category.NA, type(exc).__name__, error_line(exc)
+        except SamplesNotMade as exc:            # OpInfo made nothing to run: not judged either
+            category, error_type, message = Category.NA, type(exc).__name__, str(exc)
         except Exception as exc:  # no kernel here (fallback.no_kernel), or the op failed on this device
             unsupported = fallback.no_kernel(exc)
             category = Category.UNSUPPORTED if unsupported else Category.ERROR
@@ -332,12 +395,18 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
         return Verdict(status, category, message, metrics)
     if cat in (Category.CRASH, Category.TIMEOUT):
         return verdict(cat, Category.NA, msg, None)
+    if run.samples_from_cpu:
+        metrics["samples_from_cpu"] = run.samples_from_cpu
+    if cat == Category.NA and run.error_type == SamplesNotMade.__name__:   # no sample to run the op on
+        return verdict(Status.SKIP, Category.NA, msg, None)
     if cat == Category.NA:   # an emulated device that cannot tell (classified): only the device can
         return devices.cannot_tell(msg, metrics)
     ran = cat in Category.RAN
     dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
     if ran:
-        note = f"fell back to the CPU: {', '.join(run.fallback_ops)}" if cat == Category.CPU_FALLBACK else ""
+        note = "; ".join(filter(None, (
+            f"fell back to the CPU: {', '.join(run.fallback_ops)}" if cat == Category.CPU_FALLBACK else "",
+            run.samples_from_cpu)))
         if expected == declarations.XFAIL:
             return verdict(Status.XPASS, cat, "ran, although PyTorch's MPS test expects a failure here"
                            + (f"; {note}" if note else ""), dis)
