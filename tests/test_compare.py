@@ -201,7 +201,8 @@ def test_a_directory_side_and_its_newest_record(tmp_path):
     write_run(folder / "one.jsonl", [rec("ops/a/float32/forward", "fail"), rec("ops/b/float32/forward")], run_id="r1")
     second = [rec("ops/a/float32/forward")]
     w = runfiles.Writer(folder / "one.jsonl")   # a later run of the same environment, same file
-    w.write({**runfiles.header("r2", "host-a-torch2.8", {"host": "host-a"}), "started": "2999-01-01T00:00:00+00:00"})
+    w.write({**runfiles.header("r2", "host-a-torch2.8", {"host": "host-a", "packages": {
+        "torch": "2.8.0", "transformers": "5.0.0"}}), "started": "2999-01-01T00:00:00+00:00"})
     w.write({**second[0], "run": "r2"})
     w.close()
     side = compare.load_side([str(folder)])
@@ -636,7 +637,7 @@ def test_a_side_of_one_environment_id_with_two_transformers_is_refused(tmp_path)
         w.close()   # the 5.24 run was cut off: no end line; the 5.23 run's is missing too, harmlessly
     with pytest.raises(compare.CompareError) as err:
         compare.load_side([str(folder)], "candidate")
-    assert "transformers 5.23.0 / 5.24.0" in str(err.value) and "--latest" in str(err.value)
+    assert "#1: transformers 5.23.0; #2: transformers 5.24.0" in str(err.value) and "--latest" in str(err.value)
     newest = compare.load_side([str(folder)], "candidate", latest=True)      # the newest run alone is one stack
     assert len(newest.records) == 6 and not newest.complete
 

@@ -99,8 +99,8 @@ from harness.env import fitness
 from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
-from harness.report.matrix import (STACK, SUITE_ORDER, as_written, company_of, control_of, hardware_key, is_control,
-                                   judged_again, stack_of)
+from harness.report.matrix import (SUITE_ORDER, apart, as_written, company_of, control_of, is_control, judged_again,
+                                   merge_key)
 from harness.report.render import escape
 
 COMPARE_SCHEMA = 1
@@ -199,11 +199,18 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
     if len(envs) > 1:
         raise CompareError(f"{label}: runs of {len(envs)} environments ({', '.join(envs[:4])}); compare one "
                            "environment with one: pass that environment's run file")
-    mixed = mixed_stacks(runs)
-    if mixed:
-        raise CompareError(f"{label}: runs of one environment id with {mixed}; a side is one set of versions (the "
-                           "newest record of each check over them would mix them): pass the run file of one, or "
-                           "--latest for the newest run alone")
+    # One environment id (host, Python, torch) with another Hugging Face stack or machine is
+    # another environment, a column of its own in the matrix (merge_key): merged into one side,
+    # a candidate with transformers 5.24 cut off at 6 of 10 checks was filled in with 5.23's
+    # records and read "10 unchanged".
+    by_env: dict[tuple, list[runfiles.Run]] = {}
+    for run in runs:
+        by_env.setdefault(merge_key(run), []).append(run)
+    if len(by_env) > 1:
+        groups = [(hw, stack) for _, hw, stack in sorted(by_env)]
+        raise CompareError(f"{label}: runs of {envs[0]} {apart(envs[0], groups, by_env)}; a side is one set of "
+                           "versions (the newest record of each check over them would mix them): pass the run file "
+                           "of one, or --latest for the newest run alone")
     newest: dict[tuple[str, str], dict] = {}
     for run in runs:
         for rec in run.records:
@@ -214,25 +221,6 @@ def side_from_runs(label: str, runs: list[runfiles.Run], sources: list[str], lat
                                  [r.run_id for r in runs if not r.complete])
     return Side(label, envs[0], runs[-1].header, newest, not cut, sources, company_of(runs),
                 {r.run_id: r.header for r in runs})
-
-
-def mixed_stacks(runs: list[runfiles.Run]) -> str | None:
-    """What sets apart runs that share an environment id (host, Python, torch) but are not one
-    environment (what matrix.merge_key adds to it: the Hugging Face stack, the machine), in
-    words, or None when they are one. Merged into one side, a candidate with transformers 5.24 cut off at 6 of 10
-    checks was filled in with 5.23's records and read "10 unchanged"."""
-    facts = [r.header.get("facts") or {} for r in runs]
-    differ = []
-    # a header that names no packages (or no hardware) at all says nothing either way
-    stacks = {stack_of(f) for f in facts if isinstance(f.get("packages"), dict)}
-    for name in STACK:
-        seen = sorted({dict(st)[name] or "none" for st in stacks})
-        if len(seen) > 1:
-            differ.append(f"{name} {' / '.join(seen)}")
-    machines = sorted({key for key in map(hardware_key, facts) if key.strip("|")})
-    if len(machines) > 1:
-        differ.append(f"{len(machines)} machines ({' / '.join(m.strip('|') for m in machines[:3])})")
-    return ", ".join(differ) or None
 
 
 def load_side(paths: list[str], label: str | None = None, latest: bool = False) -> Side:
@@ -715,7 +703,8 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
       nothing to compare.
 
     Under ``BOTH`` a side that was cut off before its end (``Side.complete``: a run killed
-    between two lines reads back whole, with no end line) is refused too: half its checks in
+    between two lines reads back whole, with no end line; one interrupted or stopped by -x
+    says so in its end line) is refused too: half its checks in
     common was enough to exit 0 where the crash partway was the upgrade's. ``--partial`` takes
     it, and the comparison says it was cut off.
     """
@@ -734,8 +723,8 @@ def overlap_problem(baseline: Side, candidate: Side, judged_from: str = BOTH) ->
     cut = [side for side in (candidate, baseline) if not side.complete]
     if cut and judged_from == BOTH:
         side = cut[0]
-        return (f"{side.label} was cut off before its end (a run in it wrote no end line: killed, crashed or still "
-                f"running) and holds {_holds(side)}: what it did not reach may be what broke, so it passes no "
+        return (f"{side.label} was cut off before its end (a run in it did not reach its end: killed, crashed, "
+                f"interrupted, stopped by -x or a time limit, or still running) and holds {_holds(side)}: what it did not reach may be what broke, so it passes no "
                 "upgrade check; run it again to its end, or pass --partial to compare what it holds")
     if shared and (judged_from == PARTIAL or shared >= MIN_SHARED * max(n_a, n_b)):
         return None

@@ -512,6 +512,13 @@ def build(runs: list[Run]) -> Matrix:
 
 def _split_note(env_id: str, groups: list[tuple], by_env: dict) -> str:
     """The note that says one environment id's runs were split, and by what."""
+    return f"runs of {env_id} {apart(env_id, groups, by_env)}: shown as separate columns, not merged"
+
+
+def apart(env_id: str, groups: list[tuple], by_env: dict) -> str:
+    """What sets apart one environment id's runs that are not one environment (``groups``: their
+    (machine, stack) parts of ``merge_key``, in order; ``by_env``: merge_key -> its runs), as
+    "had 2 different package versions (#1: transformers 5.23.0; #2: transformers 5.24.0)"."""
     machines = len({hw for hw, _ in groups}) > 1
     differ = [i for i, name in enumerate(STACK) if len({stack[i][1] for _, stack in groups}) > 1]
 
@@ -523,7 +530,7 @@ def _split_note(env_id: str, groups: list[tuple], by_env: dict) -> str:
     what = ("different machines" if not differ else "different package versions" if not machines
             else "different machines or package versions")
     verb = "came from" if machines else "had"
-    return f"runs of {env_id} {verb} {len(groups)} {what} ({listed_groups}): shown as separate columns, not merged"
+    return f"{verb} {len(groups)} {what} ({listed_groups})"
 
 
 def not_collected_any_more(columns, cells: dict[tuple[str, str], dict], runs: dict[str, Run]) -> set[tuple[str, str]]:
