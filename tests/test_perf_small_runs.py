@@ -1,7 +1,5 @@
-"""The perf suite's judges on runs too small to judge, and the varying-length check's lengths
-in a process shared by every architecture: a memory trend of a few readings is no verdict,
-a time of one sample is no narrow figure, and no architecture meets a length another one
-already stepped at in the same process. No wall-clock figure is asserted."""
+"""The perf suite's judges on runs too small to judge: a memory trend of a few readings is no
+verdict, a time of one sample is no narrow figure. No wall-clock figure is asserted."""
 import json
 
 import pytest
@@ -100,65 +98,6 @@ def test_a_timed_figure_of_one_round_is_noisy():
     assert run["rounds"] == 1 and run["noisy"]
     v = ops.judge({**run, "op": "mul", "dtype": "float32", "pass": "forward", "shape": "s", "workload": "small"})
     assert v.category == Category.NOISY and "one sample, so no interval" in v.message and "inf" not in v.message
-
-
-# --------------------------------------------------------------------------- new lengths, process-wide
-
-def test_every_architecture_meets_lengths_of_its_own_within_the_positions():
-    seq = 64
-    dealt = {arch: models.lengths_for(seq, models.SHAPE_STEPS, arch=arch) for arch in models.ARCHS}
-    met = {arch: set().union(*(models.met_at(arch, n) for n in lengths)) for arch, lengths in dealt.items()}
-    for i, a in enumerate(models.ARCHS):
-        assert len(set(dealt[a])) == models.SHAPE_STEPS and dealt[a] == models.lengths_for(seq, models.SHAPE_STEPS,
-                                                                                            arch=a)
-        assert all(2 <= n <= models.MAX_POSITIONS for n in dealt[a])
-        for b in models.ARCHS[i + 1:]:
-            assert not met[a] & met[b], (a, b)
-    assert dealt["bert"] == models.lengths_for(seq, models.SHAPE_STEPS)   # the default: the first architecture's
-    # a workload too short for 5 x 6 new lengths below it reaches past it, never past the positions
-    short = [n for a in models.ARCHS for n in models.lengths_for(8, models.SHAPE_STEPS, arch=a, most=64)]
-    assert len(set(short)) == len(short) and max(short) <= 64
-    with pytest.raises(ValueError, match="new lengths"):
-        models.lengths_for(8, models.SHAPE_STEPS, arch="minilm", most=20)
-
-
-class _ShapeCache:
-    """A process's shape cache: which lengths a step met before (any model's)."""
-
-    def __init__(self):
-        self.seen: set[int] = set()
-        self.steps: list[tuple[str, int, set[int]]] = []   # (arch, length, lengths already in the cache)
-
-
-def test_in_one_process_no_architecture_meets_a_length_another_one_warmed(monkeypatch):
-    """varying_length for every architecture in turn, in one process whose shape cache is
-    shared (as MPS's graph cache is): each pair's first sight is a length no model met before,
-    where before the fix the second architecture met the first one's lengths again."""
-    cache = _ShapeCache()
-
-    class FakeTrainer:
-        def __init__(self, arch, workload, device):
-            self.arch, self.about = arch, arch
-            self.dims = ops.Dims(4, 64, 16, 2, 32, 50)
-            self.model = type("M", (), {"config": type("C", (), {"max_position_embeddings": 512})()})()
-
-        def batch(self, seq=None, batch=None, seed=0):
-            return {"length": seq or self.dims.seq}
-
-        def step(self, batch):
-            n = batch["length"]
-            meets = {n, max(1, n // 2)} if self.arch == "t5" else {n}
-            cache.steps.append((self.arch, n, meets & cache.seen))
-            cache.seen |= meets
-
-    monkeypatch.setattr(models, "Trainer", FakeTrainer)
-    for arch in models.ARCHS:   # what train-step and inference met before, at the workload's length
-        FakeTrainer(arch, "small", "cpu").step({"length": 64})
-    runs = {arch: models.varying_length(arch, "cpu", "small") for arch in models.ARCHS}
-    for arch, run in runs.items():
-        firsts = [(n, before) for a, n, before in cache.steps if a == arch and n in run["lengths"]][::2]
-        assert [n for n, _ in firsts] == run["lengths"]
-        assert all(not before for _, before in firsts), (arch, firsts)
 
 
 def test_the_page_shows_a_too_short_run_and_a_one_sample_time_without_an_interval():
