@@ -192,7 +192,7 @@ def fallback_enabled(environ=os.environ) -> bool:
     value = environ.get(FALLBACK_VAR)
     if value is None:
         return False
-    if Version(torch_release()) >= Version("2.8"):
+    if fitness.has_feature(torch_release(), "2.8"):   # a 2.8 pre-release or nightly reads it as 2.8 does
         return value != "0"
     digits = value.strip()
     sign = digits[:1] if digits[:1] in "+-" else ""

@@ -104,7 +104,7 @@ def test_the_emulated_torch_mps_offers_only_what_the_real_one_does():
     assert offered and offered <= set(dir(torch.mps))
     assert {"current_allocated_memory", "driver_allocated_memory"} <= offered  # in every torch >= 2.0
     acc = devices.backend("standin-mps")._accelerator_stats()
-    if fitness.torch_version(mac().facts()) >= Version("2.13"):   # MPSBackend's gate
+    if fitness.has_feature(fitness.torch_version(mac().facts()), "2.13"):   # MPSBackend's gate
         assert acc is not None and set(vars(acc)) <= set(dir(torch.accelerator))
     else:
         assert acc is None
@@ -115,7 +115,16 @@ def test_the_emulated_torch_mps_offers_only_what_the_real_one_does():
 def test_fallback_switch_reads_as_the_installed_torch_does():
     assert em.fallback_enabled({VAR: "1"}) and not em.fallback_enabled({VAR: "0"}) and not em.fallback_enabled({})
     # torch >= 2.8 takes every value but "0" as on (harness.env.fitness.judge_fallback_env)
-    assert em.fallback_enabled({VAR: "true"}) == (Version(em.torch_release()) >= Version("2.8"))
+    assert em.fallback_enabled({VAR: "true"}) == fitness.has_feature(em.torch_release(), "2.8")
+
+
+@pytest.mark.parametrize("release,on", [("2.8.0rc1", True), ("2.8.0.dev20250601", True), ("2.7.1", False)])
+def test_fallback_switch_counts_a_pre_release_as_its_release(monkeypatch, release, on):
+    """The env suite reads PYTORCH_ENABLE_MPS_FALLBACK=true as on from a 2.8 pre-release
+    (fitness.judge_fallback_env); the emulated Mac must agree, or its ops fall back where the
+    env suite says they raise."""
+    monkeypatch.setattr(em, "torch_release", lambda: release)
+    assert em.fallback_enabled({VAR: "true"}) is on
 
 
 # --------------------------------------------------------------------------- the kernel table and the fallback
@@ -332,7 +341,7 @@ def test_peak_since_reset():
     """From torch 2.13 MPS's peak is read through torch.accelerator (MPSBackend's gate); before
     it there is none, and the emulated Mac of that torch offers none either: the peak reads as
     unknown, never as zero (harness.optim.measure then samples the current allocation)."""
-    if fitness.torch_version(mac().facts()) < Version("2.13"):
+    if not fitness.has_feature(fitness.torch_version(mac().facts()), "2.13"):
         be = devices.backend("standin-mps")
         with no_collection(), devices.on_device("standin-mps"):
             assert be.reset_peak() is False and be.memory_peak() is None

@@ -8,6 +8,8 @@ from harness.env import checks, facts, fitness
 from tests.conftest import load_facts
 
 MPS_SUBJECTS = [c.subject for c in checks.CHECKS if "mps" in c.targets]
+# usable only where MPS is: a machine whose MPS device is unavailable can use none of them
+MIXED_PRECISION = ("fp16-autocast", "bf16-autocast", "trainer-fp16")
 
 # Expected outcome of every mps check, per recorded machine (ok / fail / limit / na).
 EXPECTED = {
@@ -18,11 +20,12 @@ EXPECTED = {
     "intel_mac": {**dict.fromkeys(MPS_SUBJECTS, "ok"),
                   "fp16-autocast": "limit", "bf16-autocast": "limit", "trainer-fp16": "limit"},
     "macos_12_2": {**dict.fromkeys(MPS_SUBJECTS, "ok"), "macos-version": "fail", "device-available": "fail",
-                   "trainer-default-device": "fail", "bf16-autocast": "limit"},
+                   "trainer-default-device": "fail", **dict.fromkeys(MIXED_PRECISION, "limit")},
     "torch_no_mps": {**dict.fromkeys(MPS_SUBJECTS, "ok"), "backend-built": "fail", "device-available": "fail",
-                     "trainer-default-device": "fail"},
+                     "trainer-default-device": "fail", **dict.fromkeys(MIXED_PRECISION, "limit")},
     "torch_2_15_on_macos_14": {**dict.fromkeys(MPS_SUBJECTS, "ok"), "macos-version": "fail",
-                               "device-available": "fail", "trainer-default-device": "fail"},
+                               "device-available": "fail", "trainer-default-device": "fail",
+                               **dict.fromkeys(MIXED_PRECISION, "limit")},
     "linux_x86_64": dict.fromkeys(MPS_SUBJECTS, "na"),
 }
 # What TrainingArguments would pick on each machine (recorded alongside the facts).
@@ -77,6 +80,30 @@ def test_old_macos_cause_and_fix():
     assert "12.2" in cause and "12.3" in fix
 
 
+@pytest.mark.parametrize("torch_v,needed", [("2.2.2", "12.3"), ("2.6.0", "13"), ("2.9.0", "14"), ("2.15.0", "15")])
+def test_a_macos_before_mps_is_told_the_macos_its_torch_needs(torch_v, needed):
+    """Below 12.3 no torch has MPS, and a newer torch needs more than 12.3: updating to 12.3
+    would leave MPS unavailable with torch 2.15, so the fix names the macOS this torch needs."""
+    f = load_facts("macos_12_2")
+    f["torch"]["version"] = f["packages"]["torch"] = torch_v
+    cause, fix = fitness.mps_unavailable_cause(f)
+    judged = fitness.judge_macos_version(f)
+    for said in (fix, judged.fix):
+        assert f"update macOS to {needed} or newer" in said
+
+
+@pytest.mark.parametrize("machine", ["torch_2_15_on_macos_14", "torch_no_mps", "macos_12_2", "rosetta"])
+def test_no_mps_feature_is_usable_without_the_mps_device(machine):
+    """The versions may allow fp16/bf16 autocast and the Trainer's fp16, yet with MPS unavailable
+    none of it runs: the gate says so, with the device's cause and fix, never 'usable'."""
+    f = load_facts(machine)
+    cause, fix = fitness.mps_unavailable_cause(f)
+    for key in ("mps-fp16-autocast", "mps-bf16-autocast", "mps-trainer-fp16"):
+        v = fitness.judge_gate(key)(f)
+        assert v.outcome == "limit" and v.metrics["usable"] is False
+        assert cause in v.summary and "env/device-available" in v.summary and v.fix == fix
+
+
 def test_torch_without_mps_cause_and_fix():
     cause, fix = fitness.mps_unavailable_cause(load_facts("torch_no_mps"))
     assert "no MPS backend" in cause and "pip install" in fix
@@ -109,12 +136,23 @@ def test_fallback_variable_values(value, torch_v, outcome, says):
     ("apple_silicon_native", "1.0", None, "fail"),   # the default low ratio 1.4 exceeds it
     ("intel_mac", "1.0", None, "ok"),                # discrete GPU before torch 2.13: default low 1.0
     ("apple_silicon_native", None, "x", "fail"),
+    ("apple_silicon_native", "1.5x", None, "ok"),    # strtod reads the leading 1.5
+    ("apple_silicon_native", "2.5x", None, "fail"),  # ... and 2.5 is out of range
+    ("apple_silicon_native", "nan", None, "fail"),   # torch's range check refuses NaN
 ])
 def test_watermark_ratios(machine, high, low, outcome):
     f = load_facts(machine)
     f["env"]["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = high
     f["env"]["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = low
     assert fitness.judge_watermark_env(f).outcome == outcome
+
+
+def test_a_watermark_with_trailing_text_is_read_as_torch_reads_it():
+    """torch reads the ratios with strtod: '1.5x' is 1.5, not 'no number, so 0.0'."""
+    f = load_facts("apple_silicon_native")
+    f["env"]["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = "1.5x"
+    v = fitness.judge_watermark_env(f)
+    assert "high 1.5" in v.summary and "read as 1.5" in v.summary and "0.0" not in v.summary
 
 
 @pytest.mark.parametrize("machine,fast,metal,outcome,says", [
@@ -191,7 +229,7 @@ def test_autocast_probe_decides_after_the_gate(monkeypatch):
     """A gate that says usable but an autocast that does not work is a failure; without a
     gate, a dtype autocast refuses is a limitation of this version."""
     from harness.env import devices
-    f = load_facts("linux_x86_64")
+    f = load_facts("apple_silicon_native")   # an mps gate needs facts where MPS is available to pass
     monkeypatch.setattr(devices.CPUBackend, "autocast_probe", lambda self, dtype: (False, "autocast produced float32"))
     gated = checks.EnvCheck("x", ("cpu",), "?", gate="mps-fp16-autocast", autocast="float16")
     ungated = checks.EnvCheck("x", ("cpu",), "?", autocast="float16")
@@ -222,10 +260,20 @@ def test_mixed_precision_gates_at_their_boundaries(torch_v, macos, accel, expect
 
 
 def test_gate_reports_what_is_missing_and_how_to_get_it():
-    f = load_facts("intel_mac")
+    f = load_facts("apple_silicon_native")
+    f["torch"]["version"], f["mac"]["version"] = "2.5.1", "13.6"
     v = fitness.judge_gate("mps-bf16-autocast")(f)
     assert "torch >= 2.6" in v.summary and "macOS >= 14" in v.summary
     assert "pip install -U 'torch>=2.6'" in v.fix and "macOS" in v.fix
+
+
+def test_an_intel_mac_is_not_told_to_pip_install_a_torch_pypi_lacks():
+    """PyPI's last Intel-Mac torch is 2.2.2: `pip install -U 'torch>=2.6'` finds nothing there."""
+    f = load_facts("intel_mac")
+    v = fitness.judge_gate("mps-bf16-autocast")(f)
+    assert "torch >= 2.6" in v.summary and "macOS >= 14" in v.summary
+    assert "pip install -U 'torch" not in v.fix and "no torch >= 2.6 for Intel Macs" in v.fix and "2.2.2" in v.fix
+    assert "from source" in v.fix and "macOS" in v.fix
 
 
 def test_tokenizers_built_for_another_arch_fails():

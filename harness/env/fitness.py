@@ -170,6 +170,16 @@ def _macos_too_old_for(tv: Version | None, mv: Version | None) -> Gate | None:
     return floor if floor is not None and mv is not None and not has_feature(mv, floor.macos) else None
 
 
+def _update_macos_for(tv: Version | None) -> str:
+    """The fix for a macOS older than MPS's own 12.3: the macOS this torch's MPS needs, which
+    its floor (``mps_macos_floor``) may raise above 12.3; no torch runs MPS there."""
+    floor = mps_macos_floor(tv)
+    if floor is None:
+        return f"update macOS to {GATES['mps'].macos} or newer (System Settings > General > Software Update)"
+    return (f"update macOS to {floor.macos} or newer (System Settings > General > Software Update): MPS needs "
+            f"{GATES['mps'].macos}, and torch {tv}'s MPS backend {floor.macos}")
+
+
 def _older_torch_or_newer_macos(floor: Gate, mv: Version) -> str:
     """The two ways out: the macOS ``floor`` needs, or the torch below the first floor that macOS
     ``mv`` misses (torch 2.12 on macOS 13: below 2.9, not 2.12, whose 2.11 needs macOS 14 too)."""
@@ -196,12 +206,25 @@ def gate_gaps(gate: Gate, f: dict) -> list[str]:
     return gaps
 
 
-def upgrade_hint(gaps: list[str]) -> str:
-    """The commands that close ``gate_gaps``'s gaps (pip upgrades, a macOS update), joined by \"; \"."""
+# PyPI stopped building torch for Intel Macs after 2.2.2 (pytorch/pytorch#114602, the 2.2.0
+# release notes): pip on an Intel Mac, or under Rosetta, finds no newer wheel.
+LAST_INTEL_MAC_TORCH = "2.2.2"
+
+
+def upgrade_hint(gaps: list[str], f: dict | None = None) -> str:
+    """The commands that close ``gate_gaps``'s gaps (pip upgrades, a macOS update), joined by \"; \".
+    On an Intel Mac (``f``), whose newest PyPI torch is LAST_INTEL_MAC_TORCH, a newer torch is
+    a source build, not a pip upgrade."""
     hints = []
     for gap in gaps:
         if gap.startswith("torch"):
-            hints.append(f"pip install -U 'torch>={gap.split('>= ')[1].split(' ')[0]}'")
+            need = gap.split('>= ')[1].split(' ')[0]
+            if f is not None and is_mac(f) and not apple_silicon(f):
+                hints.append(f"PyPI has no torch >= {need} for Intel Macs (its last is {LAST_INTEL_MAC_TORCH}, so "
+                             f"`pip install -U torch` finds nothing newer): build torch {need} or newer from source, "
+                             "or use an Apple-silicon Mac")
+            else:
+                hints.append(f"pip install -U 'torch>={need}'")
         elif gap.startswith("accelerate"):
             hints.append(f"pip install -U 'accelerate>={gap.split('>= ')[1].split(' ')[0]}'")
         elif gap.startswith("macOS"):
@@ -243,7 +266,7 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
     mv = macos_version(f)
     need = Version(GATES["mps"].macos)
     if mv is not None and not has_feature(mv, GATES["mps"].macos):
-        return (f"MPS unavailable: macOS {mv} is older than {need}", "update macOS to 12.3 or newer")
+        return (f"MPS unavailable: macOS {mv} is older than {need}", _update_macos_for(torch_version(f)))
     if not t.get("importable", False):
         return (f"MPS unavailable: torch does not import ({t.get('error')})", "reinstall torch: pip install -U torch")
     tv = torch_version(f)
@@ -259,7 +282,8 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
     where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
     intel = ("on Intel Macs MPS needs a Metal-capable GPU, and from torch 2.13 one with unified memory "
              "(torch 2.13's binary: 'MPS backend is only supported on devices with unified memory', so an AMD "
-             "GPU is refused: torch 2.12 or older, built from source, since PyPI's last Intel-Mac wheel is 2.2.2); ")
+             f"GPU is refused: torch 2.12 or older, built from source, since PyPI's last Intel-Mac wheel is "
+             f"{LAST_INTEL_MAC_TORCH}); ")
     return (f"MPS unavailable: torch.backends.mps.is_available() is False on {where} (macOS {mv}): "
             "no usable Metal device",
             (intel if not apple_silicon(f) and has_feature(tv, "2.13") else
@@ -306,8 +330,7 @@ def judge_macos_version(f: dict) -> Fitness:
         return fail("macOS version could not be read", "check `sw_vers -productVersion`")
     if not has_feature(mv, GATES["mps"].macos):
         return fail(f"macOS {mv} is older than {need}, the first release with MPS",
-                    "update macOS (System Settings > General > Software Update) to 12.3 or newer",
-                    macos=str(mv))
+                    _update_macos_for(torch_version(f)), macos=str(mv))
     tv = torch_version(f)
     if (floor := _macos_too_old_for(tv, mv)) is not None:
         return fail(f"macOS {mv} with torch {tv}: torch {floor.torch} and newer support MPS on macOS "
@@ -394,15 +417,17 @@ def judge_watermark_env(f: dict) -> Fitness:
     raw = {name: env.get(name) for name in WATERMARK_VARS}
     if raw[WATERMARK_VARS[0]] is None and raw[WATERMARK_VARS[1]] is None:
         return ok("MPS watermark ratios not set: torch defaults apply")
-    values = {}
+    values, read_as = {}, []
     for name, text in raw.items():
         if text is None:
             continue
-        try:
-            values[name] = float(text)
-        except ValueError:
+        number = _strtod(text)
+        if number is None:
             return fail(f"{name}={text!r} is not a number: torch reads it as 0.0, which removes the memory limit",
                         f"unset {name} or give a ratio such as 1.4")
+        values[name] = number
+        if _STRTOD.match(text).group(0).strip() != text.strip():
+            read_as.append(f"{name}={text!r} is read as {number:g}, its leading number (torch ignores the rest)")
     high = values.get(WATERMARK_VARS[0], WATERMARK_DEFAULT_HIGH)
     low = values.get(WATERMARK_VARS[1], _watermark_default_low(f))
     if not 0.0 <= high <= WATERMARK_UPPER:
@@ -415,7 +440,25 @@ def judge_watermark_env(f: dict) -> Fitness:
                     "'invalid low watermark ratio'",
                     f"set PYTORCH_MPS_LOW_WATERMARK_RATIO <= {ceiling} as well, or raise the high ratio")
     note = " (0 lifts the limit: the system may run out of memory)" if high == 0 else ""
-    return ok(f"MPS watermark ratios valid: high {high}, low {low}{note}")
+    note += "".join(f"; {line}" for line in read_as)
+    return ok(f"MPS watermark ratios valid: high {high:g}, low {low:g}{note}")
+
+
+# What C's strtod takes from the front of a string, as torch reads the watermark ratios
+# (MPSAllocator.mm: strtod(..., nullptr), the rest ignored; no number at all is 0.0).
+_STRTOD = re.compile(r"\s*[+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?"
+                     r"|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.IGNORECASE)
+
+
+def _strtod(text: str) -> float | None:
+    """The number strtod reads at the front of ``text``, or None where it reads none (0.0 in C)."""
+    m = _STRTOD.match(text)
+    if m is None:
+        return None
+    word = m.group(0).strip()
+    if word.lower().lstrip("+-").startswith("0x"):
+        return float.fromhex(word)
+    return float(word)
 
 
 # Variables that change which kernels MPS runs, and so its numbers and its times (PyTorch's
@@ -534,9 +577,13 @@ def judge_gate(key: str):
     def judge(f: dict) -> Fitness:
         if gate.macos and (v := _mac_only(f)):
             return v
+        if key.startswith("mps") and (cause := mps_unavailable_cause(f)) is not None:
+            # no feature of MPS is usable without the device, whatever the versions say
+            return limit(f"{gate.what} not usable here: {cause[0]} (see env/device-available)", cause[1],
+                         usable=False)
         gaps = gate_gaps(gate, f)
         if gaps:
-            return limit(f"{gate.what} not usable here: needs " + " and ".join(gaps), upgrade_hint(gaps),
+            return limit(f"{gate.what} not usable here: needs " + " and ".join(gaps), upgrade_hint(gaps, f),
                          usable=False)
         return ok(f"{gate.what} usable ({gate.source.split(':')[0]})", usable=True)
     judge.__name__ = f"judge_gate_{key}"
