@@ -182,6 +182,39 @@ def test_an_intermittent_failure_is_not_put_down_to_a_switch(reproduce):
     assert "cause" not in verdict.metrics and "right when rerun" in verdict.message
 
 
+class _OnDevice(torch.Tensor):
+    """A result still on a GPU or a Mac: torch.equal against a host tensor raises, as CUDA and
+    MPS do, until ``.cpu()`` brings it over."""
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.equal and not all(isinstance(a, _OnDevice) for a in args):
+            raise RuntimeError("Cannot compare two tensors on different devices. Got: cuda:0 and cpu")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_the_repeatability_check_compares_results_on_the_host(monkeypatch):
+    """The first run's result stayed on the device while every rerun was brought to the CPU,
+    and torch.equal across devices raises on CUDA and MPS: the repeatable check was a skip,
+    "no result to repeat: Cannot compare two tensors on different devices", on every GPU and
+    Mac. With the target's results held on a pretend device, it now compares host tensors."""
+    with pytest.raises(RuntimeError, match="different devices"):   # the pretend device refuses
+        torch.equal(torch.zeros(2), torch.zeros(2).as_subclass(_OnDevice))
+    plain = bug_target.Target.run
+
+    def on_device(self, *args, **kwargs):
+        return torch.utils._pytree.tree_map(
+            lambda x: x.as_subclass(_OnDevice) if isinstance(x, torch.Tensor) else x, plain(self, *args, **kwargs))
+    monkeypatch.setattr(bug_target.Target, "run", on_device)
+    run = bug_check.run_repeatability("matmul-3x3", "cpu", "float32")
+    assert run.raised is None, run.raised
+    verdict = bug_check.judge_repeatability(run)
+    assert verdict.status == "pass" and run.runs == bug_check.QUICK_REPEATS + len(bug_target.CHURNS), verdict.message
+
+
 def test_the_reproduction_selector_refuses_an_unknown_case(monkeypatch):
     monkeypatch.setenv(reported_bugs.VAR, "no-such-case")
     with pytest.raises(KeyError, match="no-such-case"):

@@ -415,6 +415,36 @@ def test_the_cpu_is_called_the_inaccurate_side_only_where_it_misses_float64s_rul
     assert finding([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]) is None
 
 
+@pytest.mark.parametrize("op_key,dtype,pass_", [("linalg.eigh", "float32", "backward"), ("cov", "float32", "backward"),
+                                                 ("special.i0e", "float16", "backward")])
+def test_the_cpu_is_not_called_the_inaccurate_side_where_its_own_column_passes(standins, op_key, dtype, pass_):
+    """These pass the cpu column by the sensitivity rule (elementwise with the reference's own
+    sensitivity to rounding-sized input changes), yet the oracle's column said "the CPU is the
+    inaccurate side" there (margins 1.2 to 4 by the elementwise rule alone): the page
+    contradicted itself. The CPU beside a device is now judged by its own column's rules."""
+    own = check.judge(check.run_case(op_key, "cpu", dtype, pass_))
+    assert own.status == "pass" and own.metrics["rule"] == "elementwise+sensitivity", own.message
+    beside = check.judge(check.run_case(op_key, "standin-oracle", dtype, pass_))
+    assert beside.status == "pass", beside.message
+    assert "cpu_finding" not in beside.metrics and "inaccurate side" not in beside.message, beside.message
+
+
+def test_the_cpu_rules_excuse_what_the_references_sensitivity_covers():
+    """cpu_rules, as against_reference and cpu_off use it: an element off by more than the
+    tolerance and within the reference's own sensitivity passes, with that rule named; no
+    finding about the CPU there. Past the sensitivity, the CPU misses, and a target on
+    float64 makes it a finding."""
+    tol = T.TABLE[("default", "float32")]
+    cpu, target, ref = torch.tensor([1.5, 2.0]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)
+    for moved, ok in ((0.6, True), (0.1, False)):
+        slack = torch.tensor([moved, 0.0], dtype=torch.float64)
+        judged, used = check.cpu_rules(cpu, ref, tol, lambda: slack)
+        assert (judged["ok"], judged["rule"], used is slack) == (ok, "elementwise+sensitivity", True)
+        off = check.cpu_off(cpu, target, ref, tol, judged, 3, used)
+        assert (off is None) == ok, off
+    assert check.cpu_rules(cpu, cpu.double(), tol, lambda: pytest.fail("no slack needed"))[0]["rule"] == "elementwise"
+
+
 def _declaring(*decorate_infos):
     """An op that declares tolerances the way OpInfo entries do (torch's own DecorateInfo and
     toleranceOverride), whatever the installed torch's op_db happens to declare."""

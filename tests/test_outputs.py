@@ -23,6 +23,25 @@ def test_another_order_of_equal_values_is_settled_to_the_cpus_indices():
     assert torch.equal(settled[1], cpu.indices) and ties > 0
 
 
+def test_indices_settled_among_ties_keep_the_targets_dtype():
+    """Settling put the CPU's int64 indices in place of the target's, so int32 indices that
+    broke ties another way were judged as int64 and their dtype passed unseen."""
+    from harness.parity.numerics import accuracy, tolerances
+    s = sample(TIED, -1)
+    cpu = tuple(torch.sort(TIED, dim=-1))
+    narrow = (cpu[0], torch.tensor([[1, 3, 2, 0], [3, 2, 1, 0]], dtype=torch.int32))
+    settled, ties = outputs.settle_ties("sort", s, narrow, cpu)
+    assert ties > 0 and settled[1].dtype == torch.int32 and torch.equal(settled[1].long(), cpu[1])
+    found = accuracy.compare_accuracy(settled, cpu, (cpu[0].double(), cpu[1]), tolerances.tolerance("sort", "float32"),
+                                      torch.float32, tolerances.ACCURACY_FACTOR, tolerances.ACCURACY_ULPS)
+    assert not found["ok"] and found["reason"].startswith("output 1: dtype int32 where the CPU gives int64")
+    modes = tuple(torch.mode(SEVERAL, -1))
+    swapped = torch.where(modes[0] == 1, 4, torch.where(modes[0] == 4, 1, modes[0]))   # row 0: the other mode
+    at = torch.stack([(row == v).nonzero()[0, 0] for row, v in zip(SEVERAL, swapped)]).to(torch.int32)
+    settled, rows = outputs.settle_ties("mode", sample(SEVERAL, -1), (swapped, at), modes)
+    assert rows == 1 and settled[1].dtype == torch.int32 and torch.equal(settled[1].long(), modes[1])
+
+
 @pytest.mark.parametrize("why,indices,kwargs", [
     ("selects another value", torch.tensor([[3, 1, 0, 2], [3, 2, 1, 0]]), {}),
     ("a stable sort's order is defined", torch.tensor([[1, 3, 2, 0], [3, 2, 1, 0]]), {"stable": True}),

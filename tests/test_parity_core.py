@@ -178,10 +178,75 @@ def test_inf_is_right_where_the_exact_value_is_past_the_dtypes_range_and_a_non_f
     assert "float32" in causes.describe(picked, "cuda", "float16")["switch"]
 
 
+def test_a_number_where_float64_is_nan_or_inf_is_not_called_a_nan_of_the_targets():
+    """A finite target element where float64, rounded, is NaN or inf read "1 element(s) NaN or
+    inf where neither float64 nor the CPU is": the target had given no NaN. Each kind is now
+    told as it is, and both still fail."""
+    inf, nan = math.inf, math.nan
+    f16 = lambda *v: torch.tensor(v, dtype=torch.float16)   # noqa: E731
+    # an exact 7e4 rounds to inf in float16 (the reference given rounded); the target saturates at 65504
+    saturated = _accuracy(f16(65504.0, 1.0), f16(inf, 1.0), f16(7e4, 1.0))
+    assert not saturated["ok"] and "non_finite" not in saturated, saturated
+    assert saturated["reason"] == ("1 element(s) finite where float64, rounded to float16, is NaN or inf, and the CPU "
+                                   "gives NaN or inf there too")
+    zero = _accuracy(f16(0.0, 1.0), f16(nan, 1.0), torch.tensor([nan, 1.0], dtype=torch.float64))
+    assert not zero["ok"] and zero["reason"] == saturated["reason"]
+    other = _accuracy(f16(0.0, 2.0), f16(1.0, 1.0), torch.tensor([nan, nan], dtype=torch.float64))
+    assert not other["ok"] and other["reason"] == ("2 element(s) finite where float64, rounded to float16, is NaN or "
+                                                   "inf (the CPU gives other numbers there)")
+    # the target's own NaN or inf where float64 has another: said so, and not "neither float64 ... is"
+    swapped = _accuracy(f16(inf, 1.0), f16(0.0, 1.0), torch.tensor([nan, 1.0], dtype=torch.float64))
+    assert not swapped["ok"] and swapped["reason"].startswith(
+        "1 element(s) NaN or inf where float64, rounded to float16, is another NaN or inf"), swapped["reason"]
+    assert not any("neither" in r["reason"] for r in (saturated, zero, other, swapped))
+
+
+def test_a_cpu_nan_excuses_no_number_of_the_targets():
+    """Where the CPU gives NaN or inf and float64 a number, the CPU's error is infinite: taken as
+    the yardstick, it let any finite target value pass with margin 0 (1000 for 3, -5 for 7e4).
+    There the target must meet the rules; a right number still passes."""
+    inf, nan = math.inf, math.nan
+    f16 = lambda *v: torch.tensor(v, dtype=torch.float16)   # noqa: E731
+    ref = torch.tensor([3.0, 7e4 - 1e4, 1.0], dtype=torch.float64)
+    wild = _accuracy(f16(1000.0, -5.0, 1.0), f16(nan, inf, 1.0), ref)
+    assert not wild["ok"] and "2 / 3 elements off float64" in wild["reason"], wild
+    right = _accuracy(f16(3.0, 6e4, 1.0), f16(nan, inf, 1.0), ref)
+    assert right["ok"], right
+
+
 def test_integer_outputs_of_the_accuracy_judge_must_equal_the_cpus():
     idx = torch.tensor([0, 2, 1])
     assert _accuracy(idx, idx.clone(), torch.tensor([0, 1, 2]))["ok"]      # float64's ties are not asked
     assert not _accuracy(idx, torch.tensor([0, 1, 2]), idx)["ok"]
+
+
+def test_an_output_of_another_dtype_than_the_cpus_fails_naming_both():
+    """Integer and bool outputs were compared by value alone (assert_close with
+    check_dtype=False), floats against float64: int32 indices where the CPU gives int64, a
+    uint8 mask where it gives bool, float16 where it gives float32 all passed. Each output
+    leaf's dtype is now the CPU's or a failure that names both; float64, the reference's
+    dtype by construction, is never asked of the target."""
+    idx = torch.tensor([0, 2, 1])
+    narrow = _accuracy(idx.to(torch.int32), idx, idx)
+    assert not narrow["ok"] and narrow["reason"].startswith("dtype int32 where the CPU gives int64"), narrow["reason"]
+    assert ".to(torch.int64)" in narrow["reason"]
+    mask = torch.tensor([True, False, True])
+    byte = _accuracy(mask.to(torch.uint8), mask, mask)
+    assert not byte["ok"] and byte["reason"].startswith("dtype uint8 where the CPU gives bool"), byte["reason"]
+    ref = torch.tensor([0.5, 1.5], dtype=torch.float64)
+    half = _accuracy(ref.to(torch.float16), ref.float(), ref, dtype=torch.float32)
+    assert not half["ok"] and half["reason"].startswith("dtype float16 where the CPU gives float32"), half["reason"]
+    # in a tuple, the output is named; the same dtypes pass, whatever the reference's dtype
+    both = _accuracy((ref.float(), idx.to(torch.int32)), (ref.float(), idx), (ref, idx), dtype=torch.float32)
+    assert not both["ok"] and both["reason"].startswith("output 1: dtype int32 where the CPU gives int64")
+    assert _accuracy((ref.float(), idx), (ref.float(), idx), (ref, idx), dtype=torch.float32)["ok"]
+    assert _accuracy(mask, mask.clone(), mask)["ok"] and _accuracy(idx, idx.clone(), idx)["ok"]
+    # where integer inputs give no float64 reference, the ops suite compares with the CPU directly
+    tol = T.tolerance("eq", "int32")
+    assert not accuracy.compare(mask.to(torch.uint8), mask, tol, check_dtype=True)["ok"]
+    assert accuracy.compare(mask.to(torch.uint8), mask, tol)["ok"]     # against float64, no dtype is asked
+    eager = accuracy.compare(idx.to(torch.int32), idx, tol, check_dtype=True, yardstick="eager")
+    assert eager["reason"].startswith("dtype int32 where eager gives int64"), eager["reason"]
 
 
 def test_a_tolerance_per_output_dtype_judges_floats_of_integer_inputs_at_their_own_precision():

@@ -534,7 +534,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     def judged(result, yard=None) -> dict:
         yard = eager_s if yard is None else yard
         if ref_s is None:
-            return accuracy.compare(result, yard, tol)
+            return accuracy.compare(result, yard, tol, check_dtype=True, yardstick="eager")
         return in_eager_terms(accuracy.compare_accuracy(result, yard, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
                                                         tolerances.ACCURACY_ULPS, slack=slack, yardstick="eager"))
 

@@ -280,7 +280,8 @@ def _run_repeatability(case: BugCase, tgt: Target, dtype: str) -> RepeatRun:
         out.worst_margin = max(out.worst_margin or 0.0, found["margin"])
         return found["ok"]
     try:
-        first = tensors_of(tgt.run(case, sample, dt))
+        # on the host, as every rerun is: torch.equal across devices raises on CUDA and MPS
+        first = tensors_of(to_cpu(tgt.run(case, sample, dt)))
         runs = [(f"back-to-back run {i + 1}", None) for i in range(QUICK_REPEATS)] + [
             (f"run after {how}", how) for how in CHURNS]
         for label, how in runs:

@@ -208,16 +208,19 @@ def measure_accuracy(runs: dict, out_tol: Tolerance, grad_tol: Tolerance, dtype:
     ``normwise`` in half precision); a gradient passes normwise against float64
     (compare_gradients) or when its error is within ACCURACY_FACTOR x the CPU's +
     ACCURACY_ULPS units in the last place of float32 (the gradients' dtype) at its largest
-    element. ``yardstick``: what the reasons call the ``cpu`` run (accuracy.compare_accuracy)."""
+    element. ``yardstick``: what the reasons call the ``cpu`` run (accuracy.compare_accuracy).
+    Output and loss must have the CPU's dtypes in float32; under autocast each device's own
+    policy decides them (autocast keeps its lists of float32 ops per device), so there
+    they are not asked."""
     import torch
 
     from harness.parity.numerics import accuracy
     t, c, r = runs["target"], runs["cpu"], runs["float64"]
 
-    def accurate(key: str) -> dict:
+    def accurate(key: str) -> dict:   # under autocast, the output's dtype is each device's autocast policy
         return accuracy.compare_accuracy(t[key], c[key], r[key], out_tol, getattr(torch, dtype),
                                        tolerances.ACCURACY_FACTOR, tolerances.ACCURACY_ULPS, normwise=normwise,
-                                       yardstick=yardstick)
+                                       yardstick=yardstick, check_dtype=dtype == "float32")
     grads = compare_gradients(t["grads"], r["grads"], grad_tol)
     cpu_grads = {g["name"]: g for g in compare_gradients(c["grads"], r["grads"], grad_tol)["grads"]}
     for g in grads["grads"]:

@@ -39,12 +39,16 @@ def _leaves(tree) -> list:
     return [x for x in _pytree.tree_leaves(tree) if isinstance(x, (torch.Tensor, int, float, complex, bool))]
 
 
-def compare(actual, expected, tol, normwise: bool = False, slack=None) -> dict:
+def compare(actual, expected, tol, normwise: bool = False, slack=None, check_dtype: bool = False,
+            yardstick: str = "the CPU") -> dict:
     """Compare two outputs (tensors or nested structures of them) under ``tol``: a
     Tolerance, or a function of an output's dtype name ("float32") giving one.
 
     ``slack``, if given, has the structure of ``expected``: a per-element allowed extra
-    error (``slack_of``); it applies to the elementwise rule.
+    error (``slack_of``); it applies to the elementwise rule. ``check_dtype``: each tensor
+    must also have ``expected``'s dtype (``dtype_differs``), for a device's result against
+    the CPU's with no float64 reference (integer inputs); a result against float64 has
+    another dtype by construction. ``yardstick``: what that reason calls ``expected``.
     """
     a_leaves, e_leaves = _leaves(actual), _leaves(expected)
     s_leaves = _leaves(slack) if slack is not None else [None] * len(e_leaves)
@@ -66,6 +70,7 @@ def compare(actual, expected, tol, normwise: bool = False, slack=None) -> dict:
         leaf = None if exact else tol_of(str(e_t.dtype).removeprefix("torch."))
         leaf_tol = (0.0, 0.0) if exact else (leaf.rtol, leaf.atol)
         problem = _structure(a_t, e_t)
+        mismatch = dtype_differs(a, e, yardstick) if check_dtype else None
         if problem is None and s is not None:
             s_t = _dense(s).to(torch.float64)
             _measure(a_t, e_t, leaf_tol, False, result, s_t)
@@ -73,6 +78,7 @@ def compare(actual, expected, tol, normwise: bool = False, slack=None) -> dict:
         elif problem is None:
             _measure(a_t, e_t, leaf_tol, normwise and not exact, result)
             problem = _values(a_t, e_t, leaf_tol, normwise and not exact)
+        problem = mismatch or problem
         if problem and result["ok"]:
             result["ok"] = False
             where = f"output {i}: " if len(a_leaves) > 1 else ""
@@ -85,6 +91,19 @@ def _dense(x) -> torch.Tensor:
     if t.layout != torch.strided:
         t = t.to_dense()
     return t.cpu()
+
+
+def dtype_differs(actual, cpu, yardstick: str = "the CPU") -> str | None:
+    """Why a target's output leaf is not of the dtype the CPU gives for the same call (None
+    where it is, or where either is no tensor): int32 indices where the CPU's are int64, uint8
+    where it gives bool, float16 where it gives float32. The values may all agree and still
+    the result is another one: indexing, masking and overflow follow the dtype."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(cpu, torch.Tensor)) or actual.dtype == cpu.dtype:
+        return None
+    want = _dtype_name(cpu.dtype)
+    return (f"dtype {_dtype_name(actual.dtype)} where {yardstick} gives {want} for the same call: code written for "
+            f"{want} (indexing, masks, overflow) behaves otherwise here; cast with .to(torch.{want}) until the "
+            "kernel returns it")
 
 
 def _structure(a: torch.Tensor, e: torch.Tensor) -> str | None:
@@ -277,7 +296,7 @@ def ulp(magnitude: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype, factor: float, ulps: float,
-                     slack=None, normwise: bool = True, yardstick: str = "the CPU") -> dict:
+                     slack=None, normwise: bool = True, yardstick: str = "the CPU", check_dtype: bool = True) -> dict:
     """The target's result judged by its accuracy: against the float64 ``reference`` (rounded
     to ``dtype``), with the CPU's result in the same dtype as the yardstick.
 
@@ -294,7 +313,10 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
     harness.parity.numerics.causes); any other non-finite element must match the
     reference's (rounded or not) or the CPU's (NaN for NaN, inf for inf of the same sign),
     or sit where the reference itself is free (infinite slack). Integer and bool outputs
-    must equal the CPU's (ties are the caller's business).
+    must equal the CPU's (ties are the caller's business). Every output tensor must have the
+    CPU's dtype (``dtype_differs``), whatever its values: the reference's dtype is float64 by
+    construction and is not asked. ``check_dtype`` False leaves the dtype out, for runs under
+    ``torch.autocast``, whose output dtypes each device's own autocast policy decides.
 
     Besides ``compare``'s fields: ``cpu_max_abs_err`` (the CPU against the reference),
     ``rule``: "float64-rules" when every element met the CPU target's rules, else
@@ -321,6 +343,7 @@ def compare_accuracy(target, cpu, reference, tol: Tolerance, dtype: torch.dtype,
             problem = _structure(t_t, r_t) or _structure(c_t, r_t) or _accurate(
                 t_t, c_t, r_t, None if s is None else _dense(s).to(torch.float64), tol, dtype, factor, ulps, result,
                 normwise, yardstick)
+        problem = (dtype_differs(t, c, yardstick) if check_dtype else None) or problem
         if problem and result["ok"]:
             where = f"output {i}: " if len(t_leaves) > 1 else ""
             result["ok"], result["reason"] = False, (where + " ".join(problem.split()))[:300]
@@ -350,9 +373,25 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
         return (f"{bad} element(s) NaN or inf where float64, rounded to {_dtype_name(t.dtype)}, is a number"
                 + (f" ({yardstick} gives NaN or inf at {shared} of them too)" if shared else f" ({yardstick} does not)"))
     cpu_like = same(t64, c64) | (torch.isfinite(t64) & torch.isfinite(c64) & (t64 == c64))
-    if bool((~(fin | same(t64, r64) | same(t64, rounded) | cpu_like | free)).any()):
-        bad = int((~(fin | same(t64, r64) | same(t64, rounded) | cpu_like | free)).sum())
-        return f"{bad} element(s) NaN or inf where neither float64 nor {yardstick} is"
+    odd = ~(fin | same(t64, r64) | same(t64, rounded) | cpu_like | free)
+    if bool(odd.any()):
+        # Two kinds, each told as it is: the target's NaN or inf where float64, rounded, is
+        # another NaN or inf (a number there was ``wrong``, above); and the target's number
+        # where float64 is NaN or inf, which is no NaN of the target's (float16's 65504 where
+        # an exact 7e4 rounds to inf; 0 where float64 gives NaN).
+        name, said = _dtype_name(t.dtype), []
+        own = odd & ~torch.isfinite(t64)
+        if bool(own.any()):
+            said.append(f"{int(own.sum())} element(s) NaN or inf where float64, rounded to {name}, is another NaN "
+                        f"or inf (NaN for inf, or inf of the other sign; {yardstick} does not give the same there)")
+        finite = odd & torch.isfinite(t64)
+        if bool(finite.any()):
+            bad, shared = int(finite.sum()), int((finite & ~torch.isfinite(c64)).sum())
+            said.append(f"{bad} element(s) finite where float64, rounded to {name}, is NaN or inf"
+                        + (f", and {yardstick} gives NaN or inf there too" if shared == bad else
+                           f" ({yardstick} gives NaN or inf at {shared} of them, other numbers at the rest)" if shared
+                           else f" ({yardstick} gives other numbers there)"))
+        return "; ".join(said)
     judged = fin & ~free
     if not bool(judged.any()):
         return None
@@ -360,7 +399,10 @@ def _accurate(t, c, r, slack, tol: Tolerance, dtype, factor: float, ulps: float,
     mag = r64.abs()[judged]
     cpu_err = torch.where(torch.isfinite(c64), (c64 - r64).abs(), math.inf)[judged]
     rules = tol.atol + tol.rtol * mag + (slack[judged] if slack is not None else 0.0)
-    as_cpu = factor * cpu_err + ulps * ulp(mag, t.dtype if t.dtype != wide else dtype)  # the output's own units
+    # Where the CPU gives NaN or inf and float64 a number, the CPU's accuracy is no yardstick: an
+    # infinite error there would excuse any number the target gives, so the target meets the rules.
+    as_cpu = (factor * torch.where(torch.isfinite(cpu_err), cpu_err, 0.0)
+              + ulps * ulp(mag, t.dtype if t.dtype != wide else dtype))  # the output's own units
     allowed = torch.maximum(rules, as_cpu)
     whole = tol.atol + tol.rtol * float(mag.max()) if normwise else 0.0
     margin_each = float((err / allowed.clamp_min(1e-300)).max())

@@ -84,7 +84,9 @@ def _selected(values: torch.Tensor, dim: int | None, index: torch.Tensor) -> tor
 def settle_ties(op_name: str, sample, target, cpu) -> tuple[object, int]:
     """``target`` with each index output that selects the same values as the CPU's replaced
     by the CPU's (so an exact comparison passes), and how many elements were ties.
-    A stable sort's indices, and indices that select other values, stay as they are."""
+    A stable sort's indices, and indices that select other values, stay as they are. The
+    replacement keeps the target's dtype: int32 indices where the CPU gives int64 are still
+    judged as int32 (accuracy.dtype_differs)."""
     if op_name == "mode":
         target, modes = settle_modes(sample, target, cpu)
         if modes:
@@ -109,14 +111,15 @@ def settle_ties(op_name: str, sample, target, cpu) -> tuple[object, int]:
     if not bool(same.all()):
         return target, 0
     t_leaves = list(t_leaves)
-    t_leaves[at] = c_idx
+    t_leaves[at] = c_idx.to(t_idx.dtype)
     return _pytree.tree_unflatten(t_leaves, spec_t), int((t_idx != c_idx).sum())
 
 
 def settle_modes(sample, target, cpu) -> tuple[object, int]:
     """``target``'s (values, indices) from ``torch.mode`` with each row whose mode differs
     from the CPU's but appears as often in that row (and sits at the returned index)
-    replaced by the CPU's; and how many rows were settled. Anything else stays as it is."""
+    replaced by the CPU's, in the target's dtypes; and how many rows were settled. Anything
+    else stays as it is."""
     t_leaves, spec_t = _pytree.tree_flatten(target)
     c_leaves, _ = _pytree.tree_flatten(cpu)
     if len(t_leaves) != 2 or len(c_leaves) != 2 or not isinstance(sample.input, torch.Tensor):
@@ -137,7 +140,7 @@ def settle_modes(sample, target, cpu) -> tuple[object, int]:
     several = (t_v != c_v) & (count(t_v) == count(c_v)) & held & in_range
     if not bool(((t_v == c_v) | several).all()):
         return target, 0                                    # a value that is not a mode: wrong
-    return _pytree.tree_unflatten([c_val, c_idx], spec_t), int(several.sum())
+    return _pytree.tree_unflatten([c_val.to(t_val.dtype), c_idx.to(t_idx.dtype)], spec_t), int(several.sum())
 
 
 def canonical_grad(op_name: str, sample, grads):
