@@ -204,9 +204,15 @@ def test_fp16_on_mps_depends_on_the_path():
     assert not C.applies("fp16-autocast", "mps", intel, via="torch")[0]
     f = _facts("apple_silicon_native")
     f["torch"]["version"] = f["packages"]["torch"] = "2.6.0"
+    # torch.autocast('mps', float16) runs from torch 2.5, but the knob trains with torch.amp.GradScaler,
+    # which steps on MPS from 2.8 (harness.parity.models.precision.SCALER_SINCE)
+    ok, reason = C.applies("fp16-autocast", "mps", f, via="torch")
+    assert not ok and "GradScaler" in reason and "2.8" in reason, reason
+    f["torch"]["version"] = f["packages"]["torch"] = "2.8.0"
+    f["packages"]["accelerate"] = "1.10.0"
     assert C.applies("fp16-autocast", "mps", f, via="torch")[0]
-    ok, reason = C.applies("fp16-autocast", "mps", f, via="trainer")
-    assert not ok and "2.8" in reason
+    ok, reason = C.applies("fp16-autocast", "mps", f, via="trainer")   # the Trainer's needs accelerate 1.11 too
+    assert not ok and "1.11" in reason
     assert C.applies("fp16-autocast", "mps", load_facts("apple_silicon_native"))[0]
 
 
@@ -435,8 +441,24 @@ def test_every_document_has_a_title_and_the_file_names_none():
     case = next(c for c in C.CASES if c.subject == "larger-batch" and c.quantity == "memory")
     skip = case.not_measured("cuda", load_facts("linux_x86_64"))
     assert skip.message == (f"{D.title(C.SEED_002)} makes no memory claim for cuda (batch size choice: a larger "
-                            "batch for throughput)")
+                            "batch for throughput): a larger batch holds more activations: memory rises; the guide's "
+                            "'yes' for memory means choosing a batch that fills memory, not a reduction.")
     assert case.metrics("cuda")["document"] == D.title(C.SEED_002)
+
+
+def test_a_check_without_a_claim_says_the_tables_cause_and_the_gates_reason_and_fix():
+    """A check skipped because the document makes no claim for the target says why, as the table
+    has it, and where a gate keeps the technique away there, that gate's reason and its fix:
+    pinned memory on a Mac is turned off by the DataLoader, and the switch is
+    dataloader_pin_memory=False."""
+    case = next(c for c in C.CASES if c.id == "pin-memory-time-trainer")
+    skip = case.not_measured("mps", load_facts("apple_silicon_native"))
+    assert skip.status == Status.SKIP
+    assert skip.message.startswith(f"{D.title(C.SEED_002)} makes no time claim for mps (data preloading: pinned host "
+                                   "memory): DataLoader turns pin_memory off on MPS. pin-memory on mps: torch's "
+                                   "DataLoader disables pin_memory on MPS"), skip.message
+    assert skip.message.endswith("Fix: set dataloader_pin_memory=False on a Mac to silence the warning"), skip.message
+    assert D.problems(skip.message) == []   # (without a gate that bites, the table's cause alone: the test above)
 
 
 @pytest.mark.parametrize("file", C.SEED_FILES)

@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core.cases import Known
 from harness.env import devices
-from harness.core.records import Category, ClaimKind
+from harness.core.records import CANNOT_TELL, Category, ClaimKind
 from harness.optim import claims, measure, ratios, same_result, seedpath, techniques, workloads
 from harness.optim.ratios import Bound
 from harness.optim.workloads import Setup, Workload
@@ -800,20 +800,23 @@ def test_the_path_family_claims_measure_on_every_target_without_gates():
 
 
 def test_the_trainers_baseline_is_measured_once_for_the_claims_that_share_it(fresh, monkeypatch):
-    """Adafactor's and fused AdamW's memory through the Trainer start from the same
-    TrainingArguments: one baseline run, whose bytes both records carry; gradient
-    checkpointing's baseline (accumulation on) is another."""
+    """Adafactor's and gradient accumulation's memory through the Trainer start from the same
+    TrainingArguments: one baseline run, whose bytes both records carry; fused AdamW's baseline
+    (optim="adamw_torch", never the default, which may be fused itself) and gradient
+    checkpointing's (accumulation on) are others."""
     from harness.optim import trainer_runs
     trained = []
     real = trainer_runs.labelled_train
     monkeypatch.setattr(trainer_runs, "labelled_train", lambda t, *more: trained.append(t.args.optim) or real(t, *more))
     ada = trainer_runs.measure_trainer_claim("adafactor", "memory", "cpu", "small")
-    fused = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")
+    ga = trainer_runs.measure_trainer_claim("gradient-accumulation", "memory", "cpu", "small")
     assert len(trained) == 3   # the shared baseline, then each variant
-    assert ada.measured["bytes_a"] == fused.measured["anatomy_a"]["peak_bytes"]
+    assert ada.measured["bytes_a"] == ga.measured["bytes_a"]
+    fused = trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")
+    assert len(trained) == 5 and trained[3:] == ["adamw_torch", "adamw_torch_fused"]   # its own baseline
     assert fused.measured["bytes_a"] < fused.measured["anatomy_a"]["peak_bytes"]   # fused: judged by state bytes
     trainer_runs.measure_trainer_claim("gradient-checkpointing", "memory", "cpu", "small")
-    assert len(trained) == 5
+    assert len(trained) == 7
 
 
 def test_both_sides_of_a_trainer_memory_claim_draw_the_same_batches_whatever_ran_before(fresh, monkeypatch):
@@ -856,18 +859,25 @@ def test_a_compiled_workload_compiles_once(monkeypatch):
     guard on something each step changes would time compiles as steps). Capture and guards
     are dynamo's, whatever backend compiles the graph: here aot_eager (AOTAutograd traces the
     forward and backward, as for inductor, whose shape guards it shares; no C++ build): about
-    20 s on 2 cores, where inductor's C++ builds took 43-60 s in CI."""
-    import functools
-
+    20 s on 2 cores, where inductor's C++ builds took 43-60 s in CI. Every step calls the
+    compiled graph (``graph_calls``), on a second model of the setup too."""
     from torch._dynamo.utils import counters
     if refusal := dynamo_refuses("bert"):
         pytest.skip(f"dynamo cannot capture transformers' BERT on torch {torch.__version__}: {refusal}")
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    monkeypatch.setattr(workloads, "COMPILE_BACKEND", "aot_eager")
     w = Workload(Setup(model="tiny", batch=2, seq=8, compile=True), "cpu")
     counters.clear()
     for _ in range(3):
         w.step()
     assert counters["stats"]["unique_graphs"] == 1
+    assert w.graph_calls == 3   # each step called the compiled graph: it ran compiled (workloads.require_compiled)
+    workloads.require_compiled(w)
+    # a second model of the setup reuses the graph the first captured: it captures none of its own, and
+    # still runs compiled, which only counting the graph's calls tells
+    again = Workload(Setup(model="tiny", batch=2, seq=8, compile=True), "cpu")
+    again.step()
+    assert counters["stats"]["unique_graphs"] == 1 and again.graph_calls == 1
+    workloads.require_compiled(again)
 
 
 @pytest.mark.slow
@@ -886,3 +896,147 @@ def test_the_claims_run_in_one_session_with_the_other_suites(tmp_path):
     claim = next(r for r in by_suite["optim"] if r["check"] == "optim/gradient-accumulation/memory")
     assert claim["category"] in ("holds", "does-not-hold", "inconclusive"), claim
     assert res.returncode == 0 and "AttributeError" not in res.stdout, res.stdout[-3000:]
+
+
+# --------------------------------------------------------------------------- torch.compile: a compiled side that ran compiled
+
+class _NoOpMode(TorchDispatchMode):
+    """A dispatch mode that changes nothing: while it is on the stack Dynamo captures no graph,
+    as under the emulated Mac's context."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_torch_compile_is_not_tried_on_the_emulated_mac_and_the_skip_says_why(fresh):
+    """On ``standin-mps`` every step runs under the emulation's dispatch mode, where Dynamo
+    captures nothing: the torch-compile time claim judged eager against eager, and the
+    same-result check compared eager's gradients with themselves (margin 0, it could not fail).
+    Both now stop before building anything, with the emulated device's BeyondEmulation, which
+    the suite records as a skip with its reason (harness.plugin.record.Recorder.value_of)."""
+    from harness.core.records import error_line
+    from tests import standins  # noqa: F401  (registers the emulated Mac)
+    for measured in (lambda: techniques.measure_claim("torch-compile", "time", "standin-mps", "small"),
+                     lambda: same_result.keeps_the_result("torch-compile", "standin-mps")):
+        with pytest.raises(devices.BeyondEmulation) as raised:
+            measured()
+        line = error_line(raised.value)
+        assert devices.beyond_emulation(line), line
+        assert "standin-mps emulates mps on this CPU" in line and "torch.compile captures no graph" in line, line
+        assert "run the torch-compile checks on a Mac" in line, line
+
+
+@pytest.mark.parametrize("check", ["time", "same-result"])
+def test_a_compiled_side_that_ran_no_compiled_graph_is_not_judged(fresh, check):
+    """Anywhere else a compiled side whose steps called no compiled graph (here a dispatch mode
+    on the stack, as the emulated Mac's) is said to have run eager, with the cause and the
+    switch, instead of passing on eager against eager."""
+    with _NoOpMode(), pytest.raises(RuntimeError, match="torch.compile ran no compiled graph") as raised:
+        if check == "time":
+            techniques.measure_claim("torch-compile", "time", "cpu", "small")
+        else:
+            same_result.keeps_the_result("torch-compile", "cpu")
+    assert isinstance(raised.value, workloads.NothingCompiled)   # a failed measurement, never a verdict
+    said = str(raised.value)
+    assert said.startswith("torch.compile ran no compiled graph on cpu: the compiled side's steps ran eager"), said
+    assert "TorchDispatchMode" in said and "TORCHDYNAMO_DISABLE=1" in said
+
+
+@pytest.mark.slow
+def test_the_emulated_macs_torch_compile_checks_are_skipped_with_the_reason(tmp_path):
+    """Through the suite on ``standin-mps``: the torch-compile time claim and the same-result
+    check are skipped, counted as checks only a Mac answers, with the reason."""
+    res, records = run_suite(tmp_path, "suites/optim/test_claims.py", "optim", "-p", "tests.standins",
+                             "--device", "standin-mps", "-p", "no:xdist", "-k",
+                             "(torch-compile-time and not trainer) or keeps_the_result and torch-compile")
+    assert res.returncode == 0, res.stdout[-3000:]
+    by = {r["check"]: r for r in records if r["subject"] != "controls"}
+    assert set(by) == {"optim/torch-compile/time", "optim/optimization_keeps_the_result/torch-compile"}, set(by)
+    for r in by.values():
+        assert r["status"] == "skip" and r["metrics"].get(CANNOT_TELL), r
+        assert "torch.compile captures no graph" in r["reason"] and "on a Mac" in r["reason"], r["reason"]
+
+
+# --------------------------------------------------------------------------- fused AdamW: what it is compared with
+
+class _Ops(TorchDispatchMode):
+    """The aten ops run while it is on the stack, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _adamw_ran(w: Workload) -> str:
+    """Which AdamW implementation ``w``'s optimizer step ran: fused, foreach or the per-parameter loop."""
+    w.step_without_update()
+    with _Ops() as seen:
+        w.optimizer_step()
+    w.optimizer.zero_grad(set_to_none=True)
+    if any("_fused_adam" in n for n in seen.names):   # fused AdamW counts its steps with a foreach op
+        return "fused"
+    return "foreach" if any("_foreach_" in n for n in seen.names) else "for-loop"
+
+
+@pytest.mark.parametrize("where", ["cpu", "standin-mps"])
+def test_fused_adamws_loop_baseline_runs_the_optimizer_the_claims_table_names(where):
+    """The claims table says fused AdamW is compared with AdamW (foreach); AdamW's default is
+    foreach on CUDA only (the per-parameter loop on the CPU and on MPS), so the loop forces it."""
+    from tests import standins  # noqa: F401  (registers the emulated Mac)
+    claim = claims.by_name("fused-adamw")
+    baseline, variant = techniques.PAIRS["fused-adamw"](TINY)
+    assert _adamw_ran(Workload(baseline, where)) == "foreach"
+    assert _adamw_ran(Workload(variant, where)) == "fused"
+    assert "foreach=True" in claim.baseline and "fused=True" in claim.variant
+
+
+def test_fused_adamw_through_the_trainer_is_compared_with_adamw_torch():
+    """The Trainer's baseline names its optimizer: transformers 5.x with torch >= 2.8 defaults
+    to adamw_torch_fused, which made the claim fused against fused. Both sides show it."""
+    from transformers import TrainingArguments
+
+    from harness.optim import trainer_runs
+    a, b = (trainer_runs.arguments("fused-adamw", variant, TINY, "cpu", tempfile.gettempdir())
+            for variant in (False, True))
+    assert TrainingArguments(**a).optim == "adamw_torch" and TrainingArguments(**b).optim == "adamw_torch_fused"
+    assert "optim='adamw_torch'" in trainer_runs._shown(a) and "optim='adamw_torch_fused'" in trainer_runs._shown(b)
+
+
+def test_a_trainer_claim_whose_sides_resolve_to_the_same_arguments_is_refused(fresh, monkeypatch):
+    """A pair whose two sides resolve to the same TrainingArguments would compare a run with
+    itself (ratio 1.0 whatever the technique does): refused, with why, never judged."""
+    from transformers import TrainingArguments
+
+    from harness.optim import trainer_runs
+    flags = claims.trainer_kwargs
+    monkeypatch.setattr(claims, "trainer_kwargs", lambda name: {})   # the variant's flags: none
+    with pytest.raises(ValueError, match="resolve to the same TrainingArguments") as raised:
+        trainer_runs.measure_trainer_claim("adafactor", "memory", "cpu", "small")
+    assert "adafactor through the Trainer" in str(raised.value)
+    monkeypatch.setattr(claims, "trainer_kwargs", flags)
+    if TrainingArguments(output_dir=tempfile.gettempdir(), use_cpu=True).optim == "adamw_torch_fused":
+        # the fused-adamw claim without its baseline's optimizer: the case it is there for
+        monkeypatch.setattr(trainer_runs, "BASELINE_ARGS", {})
+        with pytest.raises(trainer_runs.SameSides):
+            trainer_runs.measure_trainer_claim("fused-adamw", "memory", "cpu", "small")
+
+
+# --------------------------------------------------------------------------- float16 autocast trains with a GradScaler
+
+@pytest.mark.parametrize("where", ["cpu", "standin-mps"])
+def test_float16_autocast_trains_with_a_grad_scaler(where):
+    """The fp16-autocast claim's knob is torch.autocast(float16) with torch.amp.GradScaler, as
+    Trainer(fp16=True) trains; bfloat16 autocast needs none."""
+    from harness.env import fitness
+    from tests import standins  # noqa: F401  (registers the emulated Mac)
+    if not fitness.has_feature(torch.__version__, "2.5"):
+        pytest.skip(f"torch.autocast offers float16 on the CPU from torch 2.5; this is {torch.__version__}")
+    assert "GradScaler" in claims.by_name("fp16-autocast").knob_torch
+    w = Workload(TINY.but(autocast="float16", dropout=False), where)
+    assert isinstance(w.scaler, torch.amp.GradScaler) and w.scaler.is_enabled()
+    assert all(math.isfinite(w.step()) for _ in range(2)) and w.scaler.get_scale() > 0
+    assert Workload(TINY.but(autocast="bfloat16"), where).scaler is None

@@ -428,6 +428,11 @@ CLAIMS: tuple[Claim, ...] = (
         gates=(
             Gate(("mps",), "fp16 autocast on MPS needs torch >= 2.5", "pip install -U 'torch>=2.5'",
                  fitness.GATES["mps-fp16-autocast"].source, facts_gate="mps-fp16-autocast"),
+            Gate(("mps",), "float16 training with loss scaling (torch.amp.GradScaler('mps')) on MPS needs torch >= 2.8",
+                 "pip install -U 'torch>=2.8', or train under bf16 autocast, which needs no scaler",
+                 "torch/amp/grad_scaler.py and native_functions.yaml of torch 2.5 to 2.8: before 2.8 unscale_ takes "
+                 "the scale to float64, which MPS refuses, and MPS has no _amp_update_scale_ kernel; accelerate's "
+                 "get_grad_scaler asks torch 2.8 of MPS", torch="2.8", via="torch"),
             Gate(("mps",), "Trainer(fp16=True) on MPS needs torch >= 2.8 and accelerate >= 1.11",
                  "pip install -U 'torch>=2.8' 'accelerate>=1.11', or use plain torch.autocast('mps')",
                  fitness.GATES["mps-trainer-fp16"].source, facts_gate="mps-trainer-fp16", via="trainer"),
@@ -543,7 +548,8 @@ CLAIMS: tuple[Claim, ...] = (
         knob_trainer=(Knob((("optim", "adamw_torch_fused"),), "the torch fused kernel (apex is CUDA-only, built "
                            "separately)"),),
         knob_torch="torch.optim.AdamW(params, fused=True)",
-        baseline="torch.optim.AdamW (foreach)", variant="torch.optim.AdamW(fused=True)",
+        baseline="torch.optim.AdamW(foreach=True) (through the Trainer: optim='adamw_torch', foreach on CUDA)",
+        variant="torch.optim.AdamW(fused=True)",
         memory=_all(not_higher(SAME, "reasoning: the same exp_avg / exp_avg_sq state (8 B/param) in one kernel",
                                "optimizer-state")),
         time=_all(lower(ANY_REDUCTION, f"{HF_GPU}: "
@@ -1067,13 +1073,18 @@ class ClaimCase:
 
     def not_measured(self, target: str, facts: dict) -> Verdict | None:
         """Why this check is not measured on ``target`` (a skip Verdict), or None when it is:
-        the document makes no claim there, a gate keeps the technique away (a package, a
-        torch or macOS version, a device capability), or the table says it is measured
-        elsewhere (``known``)."""
+        the document makes no claim there (said with the table's cause, the no-claim
+        Expect's source, and the reason and fix of a gate that keeps the technique away there
+        too), a gate keeps the technique away (a package, a torch or macOS version, a device
+        capability), or the table says it is measured elsewhere (``known``)."""
         claim = self.claim
-        if self.expect(target).kind == ClaimKind.NONE:
+        expect = self.expect(target)
+        if expect.kind == ClaimKind.NONE:   # with the table's why, and a gate's reason and fix where one keeps it away
+            via = "trainer" if self.entry == TRAINER else "torch"
+            ok, why = applies(claim, target, facts, via=via)
+            gated = "" if ok else f" {why}"
             return Verdict(Status.SKIP, message=f"{self.document} makes no {self.quantity} claim for {target} "
-                                                f"({claim.technique})")
+                                                f"({claim.technique}): {expect.source.rstrip('.')}.{gated}")
         return not_applicable(claim, target, facts, via="trainer" if self.entry == TRAINER else "torch") or (
             Verdict(Status.SKIP, message=self.known.reason) if self.known is not None else None)
 

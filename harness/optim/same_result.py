@@ -4,7 +4,9 @@
 technique (dropout off) and returns the gradients of both (``Gradients``) or the parameters
 one step changed (``Trained``); ``same_result_verdict`` judges them: accumulated gradients
 equal the big batch's, checkpointing and compile leave the gradients as they are, freezing
-and LoRA train exactly the parameters they should.
+and LoRA train exactly the parameters they should. A compiled side that called no compiled
+graph raises (harness.optim.workloads.NothingCompiled: eager against eager proves nothing);
+on an emulated device torch.compile is not tried (devices.BeyondEmulation: skipped, with why).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import dataclasses
 
 from harness.core.records import Status, Verdict
 from harness.env import devices
-from harness.optim.workloads import Setup, Workload
+from harness.optim.workloads import Setup, Workload, require_compiled
 
 SAME_GRADIENTS = ("gradient-accumulation", "gradient-checkpointing", "torch-compile")
 TRAINS_SOME = ("freeze-backbone", "peft-lora")
@@ -99,6 +101,7 @@ def keeps_the_result(name: str, device: str) -> Gradients | Trained:
             with devices.on_device(device):
                 wa.batches = [{k: torch.cat([b[k] for b in wb.batches]) for k in wb.batches[0]}]
         ga, gb = gradients_of(wa), gradients_of(wb)
+        require_compiled(wb)   # compiled gradients that are eager's because nothing compiled prove nothing
         return Gradients(sorted(ga), [ga[n].tolist() for n in sorted(ga)],
                          [gb[n].tolist() if n in gb else None for n in sorted(ga)])
     variant = {"freeze-backbone": base.but(freeze_backbone=True), "peft-lora": base.but(lora=True)}[name]

@@ -53,6 +53,43 @@ def collator(max_length: int | None):
     return collate
 
 
+# A claim's baseline, set where the TrainingArguments default is (or may be) the variant itself: the
+# Trainer pins memory by default; transformers 5.x defaults to optim="adamw_torch_fused" with torch
+# >= 2.8 (training_args.py), so without it fused AdamW would be compared with fused AdamW. Shown in the
+# record's baseline beside the variant's (``_shown``). ``refuse_same_sides`` catches one missed.
+BASELINE_ARGS = {"pin-memory": {"dataloader_pin_memory": False}, "fused-adamw": {"optim": "adamw_torch"}}
+
+
+# Claims whose sides differ beyond their TrainingArguments (dynamic padding's collator, ``_trainer``).
+BEYOND_ARGS = ("dynamic-padding",)
+
+
+class SameSides(ValueError):
+    """A claim's two sides resolve to the same TrainingArguments: nothing would be compared."""
+
+
+def resolved(kwargs: dict) -> dict:
+    """``kwargs`` as the installed TrainingArguments resolves them (its defaults and what its
+    ``__post_init__`` decides filled in), as ``to_dict`` gives them; ``logging_dir``, which
+    transformers 4.x stamps with the time it is made, left out."""
+    from transformers import TrainingArguments
+    out = TrainingArguments(**kwargs).to_dict()
+    out.pop("logging_dir", None)
+    return out
+
+
+def refuse_same_sides(name: str, setup: Setup, device: str, out_dir: str) -> None:
+    """Raise SameSides where the two sides of ``name`` resolve to the same TrainingArguments
+    (``resolved``) and train the same data the same way: the ratio would be of a run against
+    itself, 1.0 whatever the technique does, and the claim is not judged."""
+    a, b = (arguments(name, variant, setup, device, out_dir) for variant in (False, True))
+    if name not in BEYOND_ARGS and resolved(a) == resolved(b):
+        raise SameSides(f"{name} through the Trainer: the baseline ({_shown(a)}) and the variant ({_shown(b)}) "
+                        "resolve to the same TrainingArguments with this transformers, so the run would be compared "
+                        "with itself and is not judged; set the baseline's differing argument explicitly "
+                        "(harness/optim/trainer_runs.py BASELINE_ARGS)")
+
+
 def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str) -> dict:
     """The TrainingArguments kwargs of one side of a claim."""
     base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch, "max_steps": STEPS,
@@ -61,8 +98,7 @@ def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str)
     ga = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": setup.batch}
     if name in ("gradient-checkpointing",):  # seed 003's previous row: batch 1, accumulation
         base.update(ga)
-    if name == "pin-memory":  # the Trainer's default is already True: the baseline turns it off
-        base["dataloader_pin_memory"] = False
+    base.update(BASELINE_ARGS.get(name, {}))
     if not variant:
         return base
     flags = claims.trainer_kwargs(name)
@@ -142,6 +178,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
               "baseline": _shown(arguments(name, False, setup, device, "")),
               "variant": _shown(arguments(name, True, setup, device, "")), "basis": expect.basis}
     with tempfile.TemporaryDirectory(prefix="mps-compat-trainer-") as tmp:
+        refuse_same_sides(name, setup, device, tmp)
         if quantity == "memory":  # the claim is about the step's peak, or about the optimizer state alone
             ma, state_a = baseline_memory(name, setup, device, tmp)
             tb = _trainer(name, True, setup, device, tmp)

@@ -78,12 +78,12 @@ class Setup:
     grad_accum: int = 1            # micro-batches per optimizer step (batch / grad_accum samples each)
     checkpointing: bool = False    # model.activation_checkpointing_enable() (gradient_... before 5.x)
     optimizer: str = "adamw"       # torch's default AdamW for the device (foreach on CUDA); see OPTIMIZERS
-    autocast: str | None = None    # "float16" | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
+    autocast: str | None = None    # "float16" (+ GradScaler) | "bfloat16" | "cuda-amp" (seed 000's torch.cuda.amp loop)
     tf32: bool = False             # CUDA: TF32 matmuls and convolutions
     freeze_backbone: bool = False  # train the classifier head only
     attn: str = "sdpa"             # "sdpa" | "eager"
     lora: bool = False             # peft LoRA on query/value, rank 8
-    compile: bool = False          # torch.compile(model)
+    compile: bool = False          # torch.compile(model) (counted_backend: inductor, its graph calls counted)
     dynamic_padding: bool = False  # pad each micro-batch to its longest sequence, not to seq
     dropout: bool = True           # BERT's dropout (off when two setups' numbers are compared)
 
@@ -237,25 +237,41 @@ class Workload:
     stand-in). The model, its optimizer state and the batches are made, and every step is
     taken, inside the target's context (devices.on_device): an emulated device sees them
     as its own, as a real one would after ``.to(device)``. The kept initial weights the model
-    is copied from are drawn before, outside it (``initial_weights``)."""
+    is copied from are drawn before, outside it (``initial_weights``).
+
+    float16 autocast trains with a GradScaler (``grad_scaler``), as the claim's knob and
+    ``Trainer(fp16=True)`` do. A compiled setup compiles through ``counted_backend``, its calls
+    of compiled graphs counted in ``graph_calls`` (``require_compiled``); on an emulated device
+    it is refused with BeyondEmulation (``compile_beyond_emulation``): nothing compiles there."""
 
     def __init__(self, setup: Setup, device: str):
         import torch
         self.setup, self.target, self.device = setup, device, devices.place(device)
+        if setup.compile and devices.is_emulated(device):   # before anything is built: skipped, with why
+            raise devices.BeyondEmulation(compile_beyond_emulation(device))
         initial_weights(setup)   # the process's, made outside the target's context (an emulated device's own otherwise)
         with devices.on_device(self.target):
             self.model = build_model(setup, self.device)
             self.model.train()
             self.optimizer = build_optimizer(setup, self.model.parameters())
-            self.forward = torch.compile(self.model) if setup.compile else self.model
+            self._compiled = Compiled(self.model) if setup.compile else None
+            self.forward = self._compiled or self.model
             self.batches = make_batches(setup, setup.grad_accum, self.device)
         self.scaler = None
         if setup.autocast == "cuda-amp":  # the seed's code, verbatim in spirit: CUDA's AMP on any device
             self._autocast, self.scaler = _cuda_amp()
         elif setup.autocast:
-            self._autocast = torch.autocast(self.device.split(":")[0], dtype=getattr(torch, setup.autocast))
+            device_type = self.device.split(":")[0]
+            self._autocast = torch.autocast(device_type, dtype=getattr(torch, setup.autocast))
+            if setup.autocast == "float16":   # float16 trains with loss scaling, as Trainer(fp16=True) does
+                self.scaler = grad_scaler(device_type, devices.rules_of(device).split(":")[0])
         else:
             self._autocast = None
+
+    @property
+    def graph_calls(self) -> int:
+        """Calls of graphs torch.compile compiled, made by this workload's compiled model (0 uncompiled)."""
+        return self._compiled.graph_calls if self._compiled is not None else 0
 
     def resident(self) -> dict[str, list]:
         """What lives between steps, by harness.optim.measure category (``resident_of``)."""
@@ -407,6 +423,97 @@ def _cuda_amp():
         if amp is not None and hasattr(amp, "autocast") and hasattr(amp, "GradScaler"):
             return amp.autocast(), amp.GradScaler()
         return torch.autocast("cuda"), torch.amp.GradScaler("cuda")
+
+
+def grad_scaler(device_type: str, rules: str):
+    """``torch.amp.GradScaler(device_type)``: the loss scaling float16 autocast trains with (the
+    fp16-autocast claim's knob, and what ``Trainer(fp16=True)`` builds). ``rules``: the device
+    whose versions apply (the emulated Mac's are MPS's). Raises, with the version to install,
+    where this torch has no scaler that steps there (harness.parity.models.precision.SCALER_SINCE:
+    MPS from torch 2.8; ``torch.amp.GradScaler`` itself from 2.3, CUDA's before it)."""
+    import torch
+
+    from harness.env import fitness
+    from harness.parity.models.precision import scaler_unsupported
+    why = scaler_unsupported(rules, torch.__version__)
+    if why:
+        raise RuntimeError(why)
+    if fitness.has_feature(torch.__version__, "2.3"):
+        return torch.amp.GradScaler(device_type)
+    if device_type == "cuda":
+        return torch.cuda.amp.GradScaler()
+    raise RuntimeError(f"torch.amp.GradScaler({device_type!r}) arrived in torch 2.3 and this is torch "
+                       f"{torch.__version__}: upgrade torch to train in float16 with loss scaling, or train under "
+                       "bfloat16 autocast, which needs no scaler")
+
+
+# --------------------------------------------------------------------------- a compiled side that ran compiled
+
+COMPILE_BACKEND = "inductor"   # what torch.compile(model) compiles with (a self-test names a cheaper one)
+_GRAPH_CALLS = [0]             # calls of graphs counted_backend compiled, in this process
+
+
+def counted_backend(gm, example_inputs):
+    """torch.compile's backend (COMPILE_BACKEND: inductor, torch.compile's default), with every
+    call of a graph it compiled counted (``Workload.graph_calls``). A compiled side whose steps
+    called no compiled graph ran eager: Dynamo skips every frame while a TorchDispatchMode is
+    on the stack (an emulated device's context), with ``torch._dynamo.config.disable`` or
+    TORCHDYNAMO_DISABLE=1, and on a Python its release does not support. Counting calls, not
+    the graphs captured (``counters["stats"]["unique_graphs"]``), also sees a model that reuses
+    the graph another instance of its class captured, which captures none of its own."""
+    from torch._dynamo import lookup_backend
+    compiled = lookup_backend(COMPILE_BACKEND)(gm, example_inputs)
+
+    def run(*args):
+        _GRAPH_CALLS[0] += 1
+        return compiled(*args)
+    run._boxed_call = getattr(compiled, "_boxed_call", False)   # the calling convention Dynamo calls it by
+    return run
+
+
+class Compiled:
+    """``torch.compile(model)`` through ``counted_backend``, called as the model is, counting the
+    compiled graphs its own calls called (``graph_calls``): whoever calls it (a step, a test's
+    replacement step), a call that ran eager adds nothing."""
+
+    def __init__(self, model):
+        import torch
+        self.module = torch.compile(model, backend=counted_backend)
+        self.graph_calls = 0
+
+    def __call__(self, *args, **kwargs):
+        before = _GRAPH_CALLS[0]
+        try:
+            return self.module(*args, **kwargs)
+        finally:
+            self.graph_calls += _GRAPH_CALLS[0] - before
+
+
+class NothingCompiled(RuntimeError):
+    """A compiled side ran no compiled graph: comparing it with eager says nothing of torch.compile."""
+
+
+def compile_beyond_emulation(target: str) -> str:
+    """Why torch.compile is not measured on an emulated ``target``, in the parity suite's words
+    (harness.parity.compiled.unsupported)."""
+    kind = devices.rules_of(target)
+    where = "a Mac" if kind == "mps" else f"a real {kind} device"
+    return (f"{target} emulates {kind} on this CPU at the dispatcher, where torch.compile captures no graph (Dynamo "
+            f"skips every frame while the emulation's dispatch mode is on) and would generate CPU code for it "
+            f"anyway, not {kind}'s kernels: nothing of {kind}'s compiled training would be checked; run the "
+            f"torch-compile checks on {where}")
+
+
+def require_compiled(w: "Workload", before: int = 0) -> None:
+    """Raise NothingCompiled, with the cause and the switch, where ``w`` is compiled and its steps
+    called no compiled graph since it had made ``before`` such calls: its "compiled" side ran eager."""
+    if w.setup.compile and w.graph_calls <= before:
+        raise NothingCompiled(
+            f"torch.compile ran no compiled graph on {w.target}: the compiled side's steps ran eager, so comparing "
+            "it with eager says nothing of torch.compile, and it is not judged. Dynamo captures nothing while a "
+            "TorchDispatchMode is on the stack, with torch._dynamo.config.disable or TORCHDYNAMO_DISABLE=1 set, or "
+            "on a Python this torch does not compile for: leave those off (TORCH_LOGS=dynamo says why it skipped "
+            "the frames)")
 
 
 # --------------------------------------------------------------------------- --workload auto: the shape a device gets
