@@ -1040,3 +1040,51 @@ def test_float16_autocast_trains_with_a_grad_scaler(where):
     assert isinstance(w.scaler, torch.amp.GradScaler) and w.scaler.is_enabled()
     assert all(math.isfinite(w.step()) for _ in range(2)) and w.scaler.get_scale() > 0
     assert Workload(TINY.but(autocast="bfloat16"), where).scaler is None
+
+
+class _Loader:
+    """A trainer stand-in for trainer_runs.loading_seconds: ``get_train_dataloader`` gives
+    ``batches`` that each take ``pause`` seconds to load."""
+
+    def __init__(self, pause: float):
+        import types
+        self.pause = pause
+        self.args = types.SimpleNamespace(max_steps=2, gradient_accumulation_steps=1)
+
+    def get_train_dataloader(self):
+        import time
+        for i in range(8):
+            time.sleep(self.pause)
+            yield i
+
+
+@pytest.mark.parametrize("held", [Category.DOES_NOT_HOLD, Category.INCONCLUSIVE])
+def test_a_loading_claim_is_not_judged_where_loading_is_no_bottleneck(held):
+    """The document advises workers for a loader that is the bottleneck. The suite's loader
+    takes under 1 ms of a 60 ms call, so num_workers=4 read "does not hold" (x2.5 on this CPU,
+    x1.31 on the H100): the workers' start-up, not preloading. A loader that is no bottleneck
+    leaves the claim unjudged, saying why; one that is, or a claim that held anyway, is judged
+    as measured. (Sleeps only lengthen: the shares are far on each side of the bound.)"""
+    from harness.optim import trainer_runs
+    found = {"median_a_s": 10.0, "category": held}
+    idle = trainer_runs.loading_bottleneck(_Loader(0.0), "cpu", found)
+    assert idle["category"] == Category.INCONCLUSIVE and idle["stopped"] == techniques.NOT_THE_BOTTLENECK
+    assert idle["loading"]["share"] < 0.01 and idle["loading"]["call_s"] == 10.0
+    heavy = trainer_runs.loading_bottleneck(_Loader(0.2), "cpu", {"median_a_s": 0.1, "category": held})
+    assert "category" not in heavy and heavy["loading"]["share"] > 1, heavy
+    held_anyway = trainer_runs.loading_bottleneck(_Loader(0.0), "cpu", {"median_a_s": 10.0, "category": Category.HOLDS})
+    assert "category" not in held_anyway
+
+
+def test_a_loading_claim_left_unjudged_says_why_and_what_to_do():
+    run = techniques.ClaimRun(
+        claim="dataloader-workers", quantity="time", kind=ClaimKind.LOWER, bound=1.0, claimed_ratio=1.0, source="s",
+        baseline="dataloader_num_workers=0", variant="dataloader_num_workers=4", ratio=2.5, ci_low=2.4, ci_high=2.6,
+        rounds=6, category=Category.INCONCLUSIVE,
+        measured={"stopped": techniques.NOT_THE_BOTTLENECK, "loading": {"load_s": 0.0008, "call_s": 0.061,
+                                                                      "share": 0.0131}})
+    verdict = techniques.claim_verdict(run, "g")
+    assert verdict.category == Category.INCONCLUSIVE and "does not hold" not in verdict.message
+    assert verdict.message.startswith("not judged: the document's advice is for a loader that is the bottleneck")
+    assert "0.8 ms of the call's 61 ms (1.3%" in verdict.message and "dataloader_num_workers" in verdict.message
+    assert verdict.metrics["loading"]["share"] == 0.0131

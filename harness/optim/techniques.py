@@ -124,7 +124,8 @@ MEASURED = ("bytes_a", "bytes_b", "median_a_s", "median_b_s", "trainable_fractio
             "durations_a", "durations_b",   # each round's seconds (rounded: durations), for replaying a run's rounds
             "warmup_a_s", "warmup_b_s",     # each warm-up call's seconds: the first holds a compile or a cold start
             "load",   # the machine's load during a time measurement (timing.load_during): compare weighs it
-            "loss_a", "loss_b")   # each side's loss in a measured step: NaN or inf with the technique breaks training
+            "loss_a", "loss_b",   # each side's loss in a measured step: NaN or inf with the technique breaks training
+            "loading")   # a loading claim's loader, timed alone in the main process (trainer_runs.loading_bottleneck)
 
 
 def claim_run(found: dict, **fields) -> ClaimRun:
@@ -267,6 +268,25 @@ LEAD = {Category.HOLDS: "", Category.DOES_NOT_HOLD: "the claim does not hold her
 LEAD_STOPPED = {ratios.IN_ZONE: "inconclusive, too close to the bound to call (its interval lies inside the "
                                 "{zone:.0%} zone around it, where more rounds would not decide it): ",
                 ratios.MAX_ROUNDS: "inconclusive after the most rounds: "}
+# A claim made for a loader that is the bottleneck (claims.py: dataloader-workers), measured where
+# loading is a small share of a step: not judged (harness.optim.trainer_runs.loading_bottleneck).
+NOT_THE_BOTTLENECK = "loading-not-the-bottleneck"
+# Below this share of a train() call spent loading its batches in the main process, worker
+# processes have next to nothing to hide: what they change is their own start-up and contention.
+LOADING_BOTTLENECK = 0.10
+
+
+def not_the_bottleneck_lead(loading: dict) -> str:
+    """The lead of a loading claim not judged because loading is no bottleneck here (``loading``:
+    the record's ``loading``: seconds to load a call's batches, the call's seconds, the share)."""
+    return (f"not judged: the document's advice is for a loader that is the bottleneck, and here loading a "
+            f"train() call's batches in the main process takes {loading['load_s'] * 1e3:.1f} ms of the call's "
+            f"{loading['call_s'] * 1e3:.0f} ms ({loading['share']:.1%}, under the {LOADING_BOTTLENECK:.0%} where "
+            "workers have anything to hide), so the ratio measures the workers' start-up and contention, not "
+            "preloading. Time your own loader (tokenizing on the fly, reading files, augmenting) with and without "
+            "workers (dataloader_num_workers) before you set them: ")
+
+
 # What a verdict says, in a sentence.
 SAYS = {Category.HOLDS: "the claim holds", Category.DOES_NOT_HOLD: "the claim does not hold",
         Category.INCONCLUSIVE: "the claim is inconclusive"}
@@ -320,6 +340,8 @@ def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Ve
     lead = LEAD[run.category]
     if run.category == Category.INCONCLUSIVE and run.measured.get("stopped") in LEAD_STOPPED:
         lead = LEAD_STOPPED[run.measured["stopped"]].format(zone=run.measured.get("zone") or 0)
+    if run.category == Category.INCONCLUSIVE and run.measured.get("stopped") == NOT_THE_BOTTLENECK:
+        lead = not_the_bottleneck_lead(run.measured["loading"])
     if note:
         return Verdict(CLAIM_STATUS[run.category], run.category, f"{lead}{summary}. Note: {note}.", kept)
     return Verdict(CLAIM_STATUS[run.category], run.category,

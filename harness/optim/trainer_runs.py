@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 
+from harness.core.records import Category
 from harness.env import devices
 from harness.optim import claims, ratios, techniques
 from harness.optim.ratios import Bound
@@ -202,7 +203,49 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
             for key in ("time_ratio", "ci_low", "ci_high"):
                 found[key] *= per
             found.update(loss_a=training_loss(ta), loss_b=training_loss(tb))   # NaN if any round's step was
+            if name in LOADING_CLAIMS:
+                found.update(loading_bottleneck(ta, device, found))
     return techniques.claim_run(found, **fields)
+
+
+# Claims whose document makes them for a loader that is the bottleneck (claims.py's notes).
+LOADING_CLAIMS = ("dataloader-workers",)
+LOADING_REPEATS = 5   # timings of the baseline's loader alone, of which the median is kept
+
+
+def loading_seconds(trainer) -> float:
+    """The median seconds (of LOADING_REPEATS) that loading one ``train()`` call's batches takes
+    in the main process: ``trainer``'s own DataLoader (the baseline's: no workers), iterated for
+    the call's max_steps x gradient_accumulation_steps batches, with whatever it does to them
+    (accelerate's placement on the device included), and no training."""
+    import statistics
+    import time
+    n = trainer.args.max_steps * trainer.args.gradient_accumulation_steps
+    times = []
+    for _ in range(LOADING_REPEATS):
+        loader = trainer.get_train_dataloader()
+        start = time.perf_counter()
+        for _batch, _ in zip(loader, range(n)):
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def loading_bottleneck(baseline, device: str, found: dict) -> dict:
+    """What a loading claim's record keeps of its loader (``loading``: the baseline's batches of a
+    call loaded alone, the call's median seconds, the share), and, where that share is under
+    techniques.LOADING_BOTTLENECK and the claim did not hold anyway, the claim left unjudged:
+    the document makes it for a loader that is the bottleneck, and one that takes a small share
+    of a step leaves the workers nothing to hide (their start-up, a new set of processes per
+    ``train()``, is then what the ratio measures: on the H100, 1.7 s against 1.3 s)."""
+    load = on_target(loading_seconds, device)(baseline)
+    call = found["median_a_s"]
+    loading = {"load_s": round(load, 6), "call_s": round(call, 6), "share": round(load / call, 4) if call else None}
+    out = {"loading": loading}
+    if loading["share"] is not None and loading["share"] < techniques.LOADING_BOTTLENECK \
+            and found["category"] != Category.HOLDS:
+        out.update(category=Category.INCONCLUSIVE, stopped=techniques.NOT_THE_BOTTLENECK)
+    return out
 
 
 def tracked_micro_batches(trainer, dynamic: bool) -> int | None:
