@@ -188,6 +188,9 @@ def test_a_held_time_claim_now_too_close_to_call_says_so():
     assert ("warning", "claim", "the claim held; now its ratio is too close to the bound to call") in found, found
     found = compare.compare_records(held, late)
     assert ("warning", "claim", "the claim held; now no verdict within the time budget") in found, found
+    idle = {**_time_claim(0.90, stopped="loading-not-the-bottleneck"), "status": "xfail", "category": "inconclusive"}
+    found = compare.compare_records(held, idle)   # DataLoader workers: no time budget ran out
+    assert ("warning", "claim", "the claim held; now loading is no bottleneck here, so it is not judged") in found
 
 
 def test_markedly_different_load_is_defined_per_core():

@@ -96,6 +96,7 @@ from typing import Iterable
 from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.env import fitness
+from harness.optim import techniques
 from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
@@ -270,6 +271,13 @@ def _claim_changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
     return out
 
 
+# A held claim turned inconclusive, by why its verdict stopped (the record's ``stopped``).
+HELD_NOW_INCONCLUSIVE = {
+    "zone": "the claim held; now its ratio is too close to the bound to call",
+    techniques.NOT_THE_BOTTLENECK: "the claim held; now loading is no bottleneck here, so it is not judged",
+    None: "the claim held; now no verdict within the time budget"}
+
+
 def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
     ca, cb = a.get("category"), b.get("category")
     out = []
@@ -281,8 +289,7 @@ def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
     elif ca == Category.DOES_NOT_HOLD and cb == Category.HOLDS:
         out.append(("improvement", "claim", "the claim now holds"))
     if ca == Category.HOLDS and cb == Category.INCONCLUSIVE:
-        out.append(("warning", "claim", "the claim held; now its ratio is too close to the bound to call"
-                    if mb.get("stopped") == "zone" else "the claim held; now no verdict within the time budget"))
+        out.append(("warning", "claim", HELD_NOW_INCONCLUSIVE.get(mb.get("stopped"), HELD_NOW_INCONCLUSIVE[None])))
     if not all(_number(m.get(k)) is not None for m in (ma, mb) for k in ("ci_low", "ci_high", "bound")):
         return out  # not a measured claim (seed 003's path table has ratios, no interval, no bound)
     for key in ("mem_ratio", "time_ratio"):
