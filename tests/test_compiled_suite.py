@@ -13,6 +13,7 @@ from harness.core import models, records
 from harness.core.cases import check_table
 from harness.core.records import Category, Status
 from harness.parity import compiled
+from harness.parity.ops import check
 from harness.parity.numerics.tolerances import TABLE, Tolerance
 from tests import compile_faults
 from tests.conftest import dynamo_refuses, run_suite
@@ -389,3 +390,30 @@ def test_the_fault_plugin_reaches_the_sandbox_children(monkeypatch):
     assert os.environ[isolate.PRELOAD_VAR] == "tests.standins,tests.compile_faults"
     compile_faults.pytest_configure(None)   # once
     assert os.environ[isolate.PRELOAD_VAR] == "tests.standins,tests.compile_faults"
+
+
+def test_a_compiled_pointwise_op_wrong_on_its_small_elements_fails_though_the_whole_output_rule_passes_it(
+        monkeypatch):
+    """The compiled family withholds the whole-output rule where the op sums nothing
+    (check.accumulates), as the op parity family does: gelu whose compiled float16 result is
+    2^-6 (1.6%) off wherever it is under 5% of its largest value passed by that rule (at most
+    8e-4 x the largest value off, where 1e-3 x it is allowed)."""
+    import torch
+    from torch.utils import _pytree
+    real = compiled._compile_and_run
+
+    def skewed(t):
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+            return t
+        small = t.abs() < 0.05 * t.abs().max()
+        return torch.where(small, t * (1 + 2 ** -6), t)
+
+    def skewing(call, sample, device, dt, pass_, backend=None, **inductor):
+        out, fresh, fn = real(call, sample, device, dt, pass_, backend="eager")   # no C++ compile: quick
+        return (_pytree.tree_map(skewed, out) if backend is None else out), fresh, fn
+    monkeypatch.setattr(compiled, "_compile_and_run", skewing)
+    found = compiled.judge_op(compiled.run_op("nn.functional.gelu", "cpu", "float16", "forward"))
+    assert found.status == Status.FAIL and found.metrics["pointwise"] == check.POINTWISE, found.message
+    assert check.POINTWISE in found.message
+    monkeypatch.setattr(check, "accumulates", lambda *a: True)   # were it a sum, the rule would pass it
+    assert compiled.judge_op(compiled.run_op("nn.functional.gelu", "cpu", "float16", "forward")).status == Status.PASS

@@ -4,6 +4,7 @@ import re
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core import records
 from harness.ops import declarations
@@ -154,8 +155,6 @@ def test_a_shift_is_compared_on_the_samples_whose_result_is_defined(standins, mo
     undefined (its CPU and CUDA kernels disagree there): here those samples are set aside,
     the others compared, and a device whose shifts are off by one bit fails."""
     import types
-
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     from harness.env import devices
 
@@ -438,11 +437,92 @@ def test_the_cpu_rules_excuse_what_the_references_sensitivity_covers():
     cpu, target, ref = torch.tensor([1.5, 2.0]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)
     for moved, ok in ((0.6, True), (0.1, False)):
         slack = torch.tensor([moved, 0.0], dtype=torch.float64)
-        judged, used = check.cpu_rules(cpu, ref, tol, lambda: slack)
+        judged, used = check.cpu_rules(cpu, ref, tol, lambda: slack, lambda: True)
         assert (judged["ok"], judged["rule"], used is slack) == (ok, "elementwise+sensitivity", True)
         off = check.cpu_off(cpu, target, ref, tol, judged, 3, used)
         assert (off is None) == ok, off
-    assert check.cpu_rules(cpu, cpu.double(), tol, lambda: pytest.fail("no slack needed"))[0]["rule"] == "elementwise"
+    assert check.cpu_rules(cpu, cpu.double(), tol, lambda: pytest.fail("no slack needed"),
+                           lambda: pytest.fail("nothing to withhold"))[0]["rule"] == "elementwise"
+
+
+def _sample(op_key, dtype=torch.float32, pass_="forward", index=0):
+    op = declarations.op_table()[op_key]
+    return op, list(op.sample_inputs("cpu", dtype, requires_grad=pass_ == "backward"))[index]
+
+
+@pytest.mark.parametrize("op_key,pass_,sums", [
+    ("expm1", "forward", False), ("expm1", "backward", False), ("tanh", "backward", False),
+    ("sum", "forward", True), ("mm", "forward", True), ("mm", "backward", True), ("softmax", "forward", True)])
+def test_accumulates_tells_a_sum_from_a_pointwise_computation(op_key, pass_, sums):
+    """Whether an op's computation on a sample sums anything, from the aten ops it dispatches
+    (PyTorch's ``pointwise`` tag, views and copies computing nothing): the whole-output rule
+    is for sums, where a small element's error is the cancellation of large terms."""
+    op, sample = _sample(op_key, pass_=pass_)
+    assert check.accumulates(op, sample, pass_) is sums
+
+
+def test_a_broadcast_s_backward_sums_and_the_same_shapes_do_not():
+    """add's gradient for a broadcast operand is a sum over the broadcast dimensions: the same
+    op sums on one sample and not on another, so the question is asked per sample."""
+    import types
+    op = declarations.op_table()["add"]
+
+    def sample(*shapes):
+        a, b = (torch.randn(s, requires_grad=True) for s in shapes)
+        return types.SimpleNamespace(input=a, args=(b,), kwargs={}, output_process_fn_grad=lambda x: x)
+    assert check.accumulates(op, sample((4, 3), (4, 3)), "backward") is False
+    assert check.accumulates(op, sample((4, 3), (3,)), "backward") is True
+
+
+class _NaiveExpm1(TorchDispatchMode):
+    """expm1 as exp(x) - 1 in the dtype: right on large outputs, and all digits lost to the
+    cancellation on small ones (the naive form log1p had on MPS before torch 2.8)."""
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.expm1:
+            return torch.ops.aten.sub.Tensor(torch.ops.aten.exp.default(args[0]), 1)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_pointwise_kernel_wrong_on_its_small_elements_fails_though_the_whole_output_rule_passes_it(
+        standins, monkeypatch, dtype):
+    """The reviewer's hole: the whole-output (normwise) rule let a kernel be wrong on every
+    element smaller than rtol x max|r|. expm1 as exp(x) - 1 passed every check (margins 0.51
+    in float16, 0.066 in bfloat16, by that rule). expm1 sums nothing, so it is judged element
+    by element, and fails with the cause the reruns find, the record saying why the
+    whole-output rule was not used."""
+    from harness.env import devices
+
+    class Naive(devices.StandIn):
+        name = "standin-naive-expm1"
+        summary = "expm1 as exp(x) - 1 in the dtype"
+
+        def context(self):
+            return _NaiveExpm1()
+    monkeypatch.setitem(devices.STAND_INS, Naive.name, Naive())
+    tol = T.tolerance("expm1", dtype)
+    op, sample = _sample("expm1", getattr(torch, dtype))
+    with _NaiveExpm1():
+        naive = op(sample.input)
+    exact = torch.expm1(sample.input.double())
+    assert accuracy.compare(naive, exact, tol, normwise=True)["ok"]   # what let it pass
+    found = check.judge(check.run_case("expm1", Naive.name, dtype, "forward"))
+    assert found.status == "fail" and found.metrics["margin"] > 2, found.message
+    assert found.metrics["pointwise"] == check.POINTWISE and check.POINTWISE in found.message, found.message
+    right = check.judge(check.run_case("expm1", "standin-oracle", dtype, "forward"))
+    assert right.status == "pass", right.message
+
+
+def test_the_cpu_column_judges_a_pointwise_computation_element_by_element():
+    """tanh's float16 gradient, 1 - y * y from the float16 output y, loses its small elements'
+    digits to y's rounding; the whole-output rule passed it. Judged element by element, it is
+    a precision limit (float32 on the same inputs meets float64), and the record says why."""
+    found = check.judge(check.run_case("tanh", "cpu", "float16", "backward"))
+    assert found.status == "xfail" and found.metrics["precision_limit"] == "narrow-dtype", found.message
+    assert found.metrics["pointwise"] == check.POINTWISE, found.metrics
+    summed = check.judge(check.run_case("kron", "cpu", "float16", "backward"))   # a sum keeps the rule
+    assert summed.status == "pass" and summed.metrics["rule"] == "normwise", summed.message
 
 
 def _declaring(*decorate_infos):

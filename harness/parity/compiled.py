@@ -494,7 +494,7 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     import torch
 
     from harness.parity.numerics import accuracy, outputs
-    from harness.parity.ops.check import worse
+    from harness.parity.ops.check import accumulates, elementwise, withheld, worse
     from harness.parity.ops.samples import TRIALS, wide_reference
     tol = run.tolerance
     try:
@@ -531,12 +531,24 @@ def _op_sample(call, sample, index: int, target: str, dt, pass_: str, run: Compi
     ref_s = prepared(ref) if ref is not None else None
     slack = None
 
+    summing = []   # does the op's computation sum anything (check.accumulates), asked where it matters
+
+    def sums() -> bool:
+        if not summing:
+            summing.append(accumulates(call, sample, pass_))
+        return summing[0]
+
     def judged(result, yard=None) -> dict:
         yard = eager_s if yard is None else yard
         if ref_s is None:
             return accuracy.compare(result, yard, tol, check_dtype=True, yardstick="eager")
-        return in_eager_terms(accuracy.compare_accuracy(result, yard, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
-                                                        tolerances.ACCURACY_ULPS, slack=slack, yardstick="eager"))
+
+        def compared(normwise: bool) -> dict:
+            return in_eager_terms(accuracy.compare_accuracy(result, yard, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
+                                                            tolerances.ACCURACY_ULPS, slack=slack, normwise=normwise,
+                                                            yardstick="eager"))
+        found = compared(True)
+        return elementwise(compared(False)) if withheld(found, sums) else found
 
     def besides_eager_nan(result, found: dict) -> dict | None:
         """``result``'s comparison once eager's own NaN are set aside (``mended``), where
@@ -882,7 +894,7 @@ def judge_op(run: CompiledOpRun) -> Verdict:
             else "the op has no sample with elements to compare")
         return Verdict(Status.SKIP, Category.PARITY, f"nothing compiled to compare: {why}", metrics)
     metrics.update({k: worst[k] for k in ("max_abs_err", "max_rel_err", "margin", "rule", "non_finite",
-                                          "non_finite_in_eager") if k in worst})
+                                          "non_finite_in_eager", "pointwise") if k in worst})
     metrics["worst_sample"] = worst.get("sample")
     if run.vs_eager:
         metrics.update(vs_eager_max_abs_err=run.vs_eager["max_abs_err"], vs_eager_margin=run.vs_eager["margin"])

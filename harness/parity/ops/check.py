@@ -19,10 +19,11 @@ moved, evaluated and fingerprinted by harness.parity.ops.samples):
 Backward cases compare the gradients of the inputs, with the same fixed grad_outputs.
 The verdict:
 
-  target == cpu   cpu against the float64 reference: elementwise, normwise, or with the
-                  reference's own sensitivity (``against_reference``): a low-precision
-                  kernel's error on a small element that cancelled is not a bug, a kernel
-                  that is off by 1e-3 is.
+  target == cpu   cpu against the float64 reference: elementwise, normwise (where the
+                  computation sums: ``accumulates``), or with the reference's own
+                  sensitivity (``against_reference``): a low-precision sum's error on a
+                  small element that cancelled is not a bug, a kernel that is off by 1e-3
+                  is, and so is a pointwise kernel off on its small elements.
   target != cpu   the target by its accuracy against the same reference, the CPU's own
                   error in the same dtype as the yardstick (accuracy.compare_accuracy;
                   ``_on_target``): it passes when it meets the cpu target's rules or is no
@@ -473,11 +474,22 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
     cpu_s = _settled(op, sample, pass_, cpu)
     ref_s = _prepared(op, sample, pass_, ref, cpu)[0] if ref is not None else None  # float64 breaks ties too
 
+    summing = []   # does the computation sum anything (``accumulates``), asked once where it matters
+
+    def sums() -> bool:
+        if not summing:
+            summing.append(accumulates(op, sample, pass_))
+        return summing[0]
+
     def compare(target, slack=None) -> dict:
         if ref_s is None:
             return accuracy.compare(target, cpu_s, _by_output_dtype(op, tol), check_dtype=True)
-        return accuracy.compare_accuracy(target, cpu_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
-                                         tolerances.ACCURACY_ULPS, slack=slack)
+        found = accuracy.compare_accuracy(target, cpu_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
+                                          tolerances.ACCURACY_ULPS, slack=slack)
+        if withheld(found, sums):
+            found = elementwise(accuracy.compare_accuracy(target, cpu_s, ref_s, tol, dt, tolerances.ACCURACY_FACTOR,
+                                                          tolerances.ACCURACY_ULPS, slack=slack, normwise=False))
+        return found
 
     sensitivity = []   # the reference's own sensitivity (accuracy.slack_of), made once where asked for
 
@@ -504,8 +516,8 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
         off = None
         if found["ok"]:   # the CPU judged as the cpu column judges it: its rules and its tolerance
             cpu_tol = tolerances.tolerance(declarations.op_key(op), str(dt).removeprefix("torch."))
-            cpu_judged, cpu_slack = cpu_rules(cpu_s, ref_s, cpu_tol, slack_of)
-            off = cpu_off(cpu_s, tgt_s, ref_s, tol, cpu_judged, run.samples - 1, cpu_slack)
+            cpu_judged, cpu_slack = cpu_rules(cpu_s, ref_s, cpu_tol, slack_of, sums)
+            off = cpu_off(cpu_s, tgt_s, ref_s, tol, cpu_judged, run.samples - 1, cpu_slack, sums)
         if off and (run.cpu_off is None or off["cpu_margin"] > run.cpu_off["cpu_margin"]):
             run.cpu_off = off
     if not found["ok"]:
@@ -535,7 +547,8 @@ def _on_target(op, sample, device: str, dt, wide, pass_: str, cpu, ref, run: OpP
     return found
 
 
-def cpu_off(cpu, target, ref, tol: Tolerance, cpu_judged: dict, sample: int, slack=None) -> dict | None:
+def cpu_off(cpu, target, ref, tol: Tolerance, cpu_judged: dict, sample: int, slack=None,
+            sums=lambda: True) -> dict | None:
     """Where the target passed a sample: the CPU's miss of float64 there, as a finding about
     the CPU (the report lists it apart), or None where the CPU meets float64's rules too.
     ``cpu_judged``: the CPU's result against float64 as the cpu column judges it
@@ -549,13 +562,14 @@ def cpu_off(cpu, target, ref, tol: Tolerance, cpu_judged: dict, sample: int, sla
     either (fmod and remainder in bfloat16 on the H100: the CPU gave a number where float64
     gives NaN) leaves a margin of 0: the CPU met the rules, and the record said "the CPU is the
     inaccurate side: ... off float64 by 0 (margin 0)"; it is no finding
-    (causes.cpu_misses_float64)."""
+    (causes.cpu_misses_float64). ``sums``: does the computation sum anything (``accumulates``);
+    where it does not, the target is judged element by element here too."""
     from harness.parity.numerics import accuracy
     if cpu_judged["ok"]:
         return None
     target_vs_ref = accuracy.compare(target, ref, tol, normwise=True)
-    if not target_vs_ref["ok"]:
-        return None
+    if not target_vs_ref["ok"] or (not accuracy.compare(target, ref, tol)["ok"] and not sums()):
+        return None   # the target missed too: by the whole-output rule, or element by element where nothing sums
     nan = accuracy.non_finite(cpu, ref, slack)
     off = {"cpu_margin": math.inf if nan else cpu_judged["margin"], "cpu_err": cpu_judged["max_abs_err"],
            "target_err": target_vs_ref["max_abs_err"], "sample": sample, **({"cpu_non_finite": nan} if nan else {})}
@@ -632,28 +646,104 @@ def random_output(op, sample, pass_: str, first) -> bool:
     return not accuracy.compare(again, first, tolerances.EXACT)["ok"]
 
 
-def cpu_rules(result, ref, tol, slack_of) -> tuple[dict, object]:
+# aten ops that compute nothing: they build, view, copy, convert or place values (an
+# op with no tensor argument, a factory, and an op returning a view of its input are
+# told apart by their schema, ``_moves_only``). Anything not named here and not tagged
+# ``pointwise`` counts as summing, so an op this list misses keeps the whole-output rule.
+MOVES_ONLY = frozenset({
+    "detach", "alias", "lift_fresh", "lift_fresh_copy", "_to_copy", "copy_", "clone", "contiguous",
+    "empty_like", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full", "new_empty",
+    "new_empty_strided", "fill_", "zero_", "_local_scalar_dense", "_unsafe_view", "reshape", "cat", "stack",
+    "flip", "roll", "constant_pad_nd", "slice_backward", "select_backward", "expand_copy", "view_copy",
+    "masked_fill_", "masked_fill", "resolve_conj", "resolve_neg", "_conj", "_neg_view",
+})
+
+
+def _moves_only(func) -> bool:
+    """Does the aten op ``func`` compute nothing (MOVES_ONLY, a factory with no tensor
+    argument, or a view: a return aliasing an input without writing it)?"""
+    import torch
+    schema = func._schema
+    if func.overloadpacket.__name__ in MOVES_ONLY:
+        return True
+    if not any(isinstance(a.type, torch.TensorType) or "Tensor" in str(a.type) for a in schema.arguments):
+        return True
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def accumulates(op, sample, pass_: str) -> bool:
+    """Does the op's computation on this sample sum anything, so that an element's error may
+    come from the cancellation of large terms and be judged against the output's largest
+    value (the whole-output, "normwise" rule)?
+
+    No where every aten op it dispatches on the CPU (the backward's included) is tagged
+    ``pointwise`` in PyTorch's native_functions.yaml or computes nothing (``_moves_only``):
+    each output element is then a function of the input elements at its own place, and its
+    error is judged against its own value, element by element. The whole-output rule would
+    let such a kernel be wrong on every small element, e.g. ``log1p`` as ``log(1 + x)``,
+    which gives 0 for |x| below float32's epsilon (MPS's before torch 2.8: pytorch/pytorch
+    PR 154936 made it a Metal kernel "to improve accuracy for small inputs"), beside one
+    large element. A broadcast's backward sums over the broadcast dimensions and keeps the
+    rule. Asked only where a result passes by the whole-output rule alone."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    pointwise = torch.Tag.pointwise
+
+    class Summing(TorchDispatchMode):
+        found: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if pointwise not in func.tags and not _moves_only(func):
+                Summing.found.append(func)
+            return func(*args, **(kwargs or {}))
+    Summing.found = []
+    with Summing():
+        evaluate(op, sample, pass_, 0, None)
+    return bool(Summing.found)
+
+
+def withheld(found: dict, sums) -> bool:
+    """Should ``found``, a pass by the whole-output rule alone (rule "normwise"), be judged
+    element by element instead, since the computation sums nothing (``sums()`` is False)?"""
+    return bool(found["ok"]) and found.get("rule") == "normwise" and not sums()
+
+
+POINTWISE = ("judged element by element: every op it ran is pointwise, so no sum's cancellation excuses an "
+             "error against the output's largest value")
+
+
+def elementwise(found: dict) -> dict:
+    """``found``, judged element by element where the whole-output rule was withheld
+    (``withheld``), saying so first in its reason (a failure's reason is cut at its end) and
+    in ``pointwise``."""
+    return {**found, "pointwise": POINTWISE,
+            "reason": "; ".join(filter(None, (POINTWISE if not found["ok"] else "", found["reason"])))}
+
+
+def cpu_rules(result, ref, tol, slack_of, sums) -> tuple[dict, object]:
     """``result`` against float64 by the cpu target's rules, the first that passes:
-    elementwise, normwise (cancellation), then elementwise with ``slack_of()`` (the
-    reference's own sensitivity to rounding-sized input changes, asked for only here). The
-    comparison (the last one where none passes) and the slack it used (None where the first
-    two decided). ``against_reference`` judges the cpu column by it, ``cpu_off`` the CPU
-    beside a device."""
+    elementwise, normwise (cancellation; only where ``sums()``, the computation summing
+    anything: ``accumulates``), then elementwise with ``slack_of()`` (the reference's own
+    sensitivity to rounding-sized input changes, asked for only here). The comparison (the
+    last one where none passes; ``pointwise`` set where the whole-output rule was withheld)
+    and the slack it used (None where the first two decided). ``against_reference`` judges
+    the cpu column by it, ``cpu_off`` the CPU beside a device."""
     from harness.parity.numerics import accuracy
     found = accuracy.compare(result, ref, tol)
     if found["ok"]:
         return found, None
     normwise = accuracy.compare(result, ref, tol, normwise=True)
-    if normwise["ok"]:
+    if normwise["ok"] and sums():
         return normwise, None
     slack = slack_of()
-    return accuracy.compare(result, ref, tol, slack=slack), slack
+    found = accuracy.compare(result, ref, tol, slack=slack)
+    return (elementwise(found) if normwise["ok"] and not found["ok"] else found), slack
 
 
 def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
     """``result`` (in ``dt``) against the float64 reference: the first rule that passes.
 
-    elementwise, then normwise (cancellation), then elementwise with the reference's own
+    elementwise, then normwise (a sum's cancellation: ``accumulates``), then elementwise with the reference's own
     sensitivity to rounding-sized input changes as slack (ill-conditioned inputs, values
     at a bin edge or a rounding boundary). A float16 / bfloat16 result that fails all
     three is a precision limit, told apart by the same computation in float32 (rounded to
@@ -667,7 +757,8 @@ def against_reference(op, sample, result, ref, dt, wide, pass_, tol) -> dict:
 
     from harness.parity.numerics import accuracy
     sensitive, slack = cpu_rules(result, ref, tol, lambda: accuracy.slack_of(
-        ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=result) for trial in range(len(TRIALS))]))
+        ref, [wide_reference(op, sample, dt, wide, pass_, trial, like=result) for trial in range(len(TRIALS))]),
+        lambda: accumulates(op, sample, pass_))
     if sensitive["ok"]:
         return sensitive
     non_finite = accuracy.non_finite(result, ref, slack)
@@ -745,7 +836,7 @@ def judge(run: OpParityRun, known: Known | None = None) -> Verdict:
     metrics.update({k: worst[k] for k in ("max_abs_err", "max_rel_err", "margin") if k in worst})
     if isinstance(worst.get("sample"), int):
         metrics["worst_sample"] = worst["sample"]
-    for key in ("elementwise_margin", "rule", "cause", "cause_what", "switch", "fallback_ops"):
+    for key in ("elementwise_margin", "rule", "cause", "cause_what", "switch", "fallback_ops", "pointwise"):
         if worst.get(key) not in (None, [], ""):
             metrics[key] = worst[key]
     if on_target:
