@@ -8,6 +8,11 @@ In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
   nan-with-checkpointing  a step with checkpointing on computes a NaN loss (and NaN gradients): a technique
                       that saves memory and breaks training on this device, as half precision does on MPS
                       (the plain loop's step, and the Trainer's compute_loss where its arguments checkpoint)
+  workers-in-main     DataLoader ignores num_workers (and persistent_workers): every batch is loaded in the
+                      main process, whatever the arguments say, so workers preload nothing
+  loader-waits        not a sabotage, a condition: each row of the loading claims' loader also waits
+                      LOADER_WAIT_S, as a read from a slow disk does, using no CPU: a loader whose cost
+                      workers can hide even on 2 cores (forked workers inherit it)
 then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
 """
 import os
@@ -63,9 +68,42 @@ def _trainer_nan_with_checkpointing():
     Trainer.compute_loss = compute_loss
 
 
+def _workers_in_main() -> None:
+    from torch.utils.data import DataLoader
+    real = DataLoader.__init__
+    if getattr(real, "sabotaged", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        kwargs.update(num_workers=0, persistent_workers=False, prefetch_factor=None)
+        real(self, *args, **kwargs)
+    __init__.sabotaged = True
+    DataLoader.__init__ = __init__
+
+
+LOADER_WAIT_S = 0.01
+
+
+def _loader_waits() -> None:
+    import time
+    real = trainer_runs.Tokenize.__call__
+    if getattr(real, "waits", False):
+        return
+
+    def __call__(self, batch):
+        time.sleep(LOADER_WAIT_S * len(batch["text"]))
+        return real(self, batch)
+    __call__.waits = True
+    trainer_runs.Tokenize.__call__ = __call__
+
+
 def measure_trainer_claim_sabotaged(name, quantity, device, scale="small"):
     if "nan-with-checkpointing" in _sabotage():
         _trainer_nan_with_checkpointing()
+    if "workers-in-main" in _sabotage():
+        _workers_in_main()
+    if "loader-waits" in _sabotage():
+        _loader_waits()
     return trainer_runs.measure_trainer_claim(name, quantity, device, scale)
 
 

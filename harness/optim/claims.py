@@ -587,8 +587,10 @@ CLAIMS: tuple[Claim, ...] = (
                  "run on a machine (or container CPU quota) with more cores; keep num_workers=0 here",
                  "reasoning: with one core the workers and the training loop time-share it", min_cpus=2),
         ),
-        notes="Holds only when loading is the bottleneck: the suite must use a loader that costs time per item. "
-              "On macOS workers start with 'spawn' (slower start-up, the dataset is pickled per worker).",
+        notes="Holds only when loading is the bottleneck: the suite measures it on a loader that costs time per "
+              "row (documents tokenized on the fly: harness/optim/trainer_runs.py text_dataset), its workers "
+              "persistent so the timed calls see loading, not start-up (reported apart). On macOS workers start "
+              "with 'spawn' (slower start-up; the dataset and the collate function are pickled per worker).",
     ),
     Claim(
         name="pin-memory", technique="data preloading: pinned host memory",

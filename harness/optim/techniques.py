@@ -276,6 +276,19 @@ NOT_THE_BOTTLENECK = "loading-not-the-bottleneck"
 LOADING_BOTTLENECK = 0.10
 
 
+def loading_story(loading: dict) -> str:
+    """What a judged loading claim's record says of its loader: the share of a call spent
+    loading in the main process, and the workers' start-up where it was measured."""
+    if not loading.get("share"):
+        return ""
+    out = (f"Loading a train() call's batches in the main process takes {loading['load_s'] * 1e3:.0f} ms of the "
+           f"call's {loading['call_s'] * 1e3:.0f} ms ({loading['share']:.0%}) here")
+    if loading.get("startup_s") is not None:
+        out += (f"; the workers take about {loading['startup_s']:.2f} s to start, once per train() with "
+                "dataloader_persistent_workers=True (as measured), once per epoch without")
+    return out
+
+
 def not_the_bottleneck_lead(loading: dict) -> str:
     """The lead of a loading claim not judged because loading is no bottleneck here (``loading``:
     the record's ``loading``: seconds to load a call's batches, the call's seconds, the share)."""
@@ -325,9 +338,11 @@ def claim_verdict(run: ClaimRun, source: str, metrics: dict | None = None) -> Ve
     kept = {run.ratio_key: run.ratio, "ci_low": run.ci_low, "ci_high": run.ci_high, "rounds": run.rounds,
             "claimed_ratio": run.claimed_ratio, "bound": run.bound, "baseline": run.baseline,
             "variant": run.variant, **(metrics or {}), **run.measured}
+    loaded = (loading_story(run.measured["loading"]) if run.measured.get("loading")
+              and run.measured.get("stopped") != NOT_THE_BOTTLENECK else "")
     summary = (f"{run.ratio_key} {run.ratio:.3f} [{run.ci_low:.3f}, {run.ci_high:.3f}] against "
-               f"{'< ' if run.kind == ClaimKind.LOWER else '<= '}{run.bound:.3f} (claimed {run.claimed_ratio:.3g}, "
-               f"{run.source or source})")
+               f"{'< ' if run.kind == ClaimKind.LOWER else '<= '}{run.bound:.3f}" + (f"; {loaded}" if loaded else "")
+               + f" (claimed {run.claimed_ratio:.3g}, {run.source or source})")
     if run.measured.get("peak"):  # where the peak is, what holds it, and what the technique can lower of it
         summary += f". {run.measured['peak']}"
     if run.measured.get("allocator_disagrees"):

@@ -6,7 +6,10 @@ harness/optim/techniques.py). A claim whose knob is a ``TrainingArguments`` fiel
 dataset twice, once with the baseline arguments and once with the claim's flags, as a
 user's script would. Memory: the tracked storage peak over ``trainer.train()`` (model,
 optimizer state, batches, everything the run allocates). Time: ``train()`` calls of the
-two trainers interleaved by harness.optim.ratios.compare_time.
+two trainers interleaved by harness.optim.ratios.compare_time. A claim made for a loader that
+is the bottleneck (LOADING_CLAIMS: DataLoader workers) trains on one: documents tokenized as
+each row is read (``text_dataset``), its loader kept across calls (``kept_loader``) and timed
+alone (``loading_bottleneck``).
 """
 from __future__ import annotations
 
@@ -38,12 +41,101 @@ def dataset(setup: Setup):
     return Dataset.from_dict(rows)
 
 
-def collator(max_length: int | None):
-    """Pads a batch to ``max_length`` (padding="max_length") or, with None, to its longest row."""
-    import torch
+# Claims whose document makes them for a loader that is the bottleneck (claims.py's notes).
+LOADING_CLAIMS = ("dataloader-workers",)
+# The loading claims' loader: the document advises workers for a loader that is
+# the bottleneck, so their dataset is raw text tokenized on the fly, as a script that tokenizes in
+# ``with_transform`` does. Each row is a document of DOC_WORDS words, tokenized whole and truncated
+# to ``seq`` (a fast tokenizer reads all of it): about 5 ms a row on the developers' 2-core VM, so
+# loading is a real share of a step (the record's ``loading`` says how much, on each device).
+DOC_WORDS = 8000
+LOADING_STEPS = 8    # optimizer steps per train() call of a loading claim: one epoch of its rows
+_WORDS: dict[int, list[str]] = {}
 
-    def collate(rows):
-        width = max_length or max(len(r["input_ids"]) for r in rows)
+
+def words(vocab_size: int) -> list[str]:
+    """``vocab_size`` - 5 distinct lowercase words, the same on every machine (a seeded
+    generator), to make a WordPiece vocabulary and documents from."""
+    if vocab_size not in _WORDS:
+        import random
+        rng, found = random.Random(SEED + 3), set()
+        while len(found) < vocab_size - 5:
+            found.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))))
+        _WORDS[vocab_size] = sorted(found)
+    return _WORDS[vocab_size]
+
+
+def tokenizer(vocab_size: int):
+    """A BERT-style WordPiece tokenizer over ``words(vocab_size)``, built with the tokenizers
+    library (no hub, no files): lowercasing normaliser, BERT's pre-tokenizer, [PAD] = 0."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words(vocab_size)])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]")
+
+
+class Tokenize:
+    """The on-the-fly transform (``Dataset.with_transform``): a batch of documents to token ids
+    truncated to ``seq``. A module-level class, so DataLoader workers started with 'spawn'
+    (macOS) can pickle the dataset."""
+
+    def __init__(self, tok, seq: int):
+        self.tok, self.seq = tok, seq
+
+    def __call__(self, batch: dict) -> dict:
+        ids = self.tok(batch["text"], truncation=True, max_length=self.seq)["input_ids"]
+        return {"input_ids": ids, "labels": batch["labels"]}
+
+
+_TEXTS: dict[tuple, object] = {}
+
+
+def text_dataset(setup: Setup, rows: int):
+    """``rows`` documents of DOC_WORDS words each (labels 0/1), tokenized when a row is read
+    (``Tokenize``): the loader of the loading claims, which costs time per row. Made once per
+    process for its vocabulary, width and rows (both sides of a claim read the same one)."""
+    import random
+
+    from datasets import Dataset
+    vocab = PRESETS[setup.model]["vocab_size"]
+    key = (vocab, setup.seq, rows)
+    if key not in _TEXTS:
+        pool, rng = words(vocab), random.Random(SEED + 4)
+        docs = [" ".join(rng.choice(pool) for _ in range(DOC_WORDS)) for _ in range(rows)]
+        data = Dataset.from_dict({"text": docs, "labels": [rng.randint(0, 1) for _ in range(rows)]})
+        _TEXTS[key] = data.with_transform(Tokenize(tokenizer(vocab), setup.seq))
+    return _TEXTS[key]
+
+
+def kept_loader(trainer) -> None:
+    """Make ``trainer`` build its training DataLoader once and iterate that one in every
+    ``train()`` call: with ``dataloader_persistent_workers`` its workers start in the first
+    call (the warm-up, whose seconds keep the start-up) and the timed calls measure loading
+    with the workers running, as every epoch after the first does in a user's run. Each call
+    is one whole epoch (LOADING_STEPS x the batch rows), so no call leaves batches behind."""
+    build, kept = trainer.get_train_dataloader, []
+
+    def get_train_dataloader():
+        if not kept:
+            kept.append(build())
+        return kept[0]
+    trainer.get_train_dataloader = get_train_dataloader
+
+
+class collator:
+    """Pads a batch to ``max_length`` (padding="max_length") or, with None, to its longest row.
+    A module-level class, not a closure: DataLoader workers started with 'spawn' (macOS)
+    pickle the collate function with the dataset."""
+
+    def __init__(self, max_length: int | None):
+        self.max_length = max_length
+
+    def __call__(self, rows):
+        import torch
+        width = self.max_length or max(len(r["input_ids"]) for r in rows)
         ids = torch.zeros((len(rows), width), dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, r in enumerate(rows):
@@ -51,7 +143,6 @@ def collator(max_length: int | None):
             ids[i, :n] = torch.tensor(r["input_ids"][:n])
             mask[i, :n] = 1
         return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in rows])}
-    return collate
 
 
 # A claim's baseline, set where the TrainingArguments default is (or may be) the variant itself: the
@@ -92,19 +183,27 @@ def refuse_same_sides(name: str, setup: Setup, device: str, out_dir: str) -> Non
 
 
 def arguments(name: str, variant: bool, setup: Setup, device: str, out_dir: str) -> dict:
-    """The TrainingArguments kwargs of one side of a claim."""
-    base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch, "max_steps": STEPS,
+    """The TrainingArguments kwargs of one side of a claim. A loading claim (LOADING_CLAIMS)
+    trains LOADING_STEPS steps on its text (``remove_unused_columns=False``: the Trainer would
+    otherwise drop the text column the transform tokenizes), its workers persistent
+    (``kept_loader``)."""
+    base = {"output_dir": out_dir, "per_device_train_batch_size": setup.batch,
+            "max_steps": LOADING_STEPS if name in LOADING_CLAIMS else STEPS,
             "learning_rate": 1e-4, "seed": SEED, "report_to": [], "save_strategy": "no", "logging_strategy": "no",
             "disable_tqdm": True, "use_cpu": devices.place(device).split(":")[0] == "cpu", "dataloader_num_workers": 0}
     ga = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": setup.batch}
     if name in ("gradient-checkpointing",):  # seed 003's previous row: batch 1, accumulation
         base.update(ga)
     base.update(BASELINE_ARGS.get(name, {}))
+    if name in LOADING_CLAIMS:
+        base["remove_unused_columns"] = False
     if not variant:
         return base
     flags = claims.trainer_kwargs(name)
     if name == "gradient-accumulation":
         flags = ga
+    if name in LOADING_CLAIMS:
+        flags = {**flags, "dataloader_persistent_workers": True}
     return {**base, **flags}
 
 
@@ -115,9 +214,12 @@ def _trainer(name: str, variant: bool, setup: Setup, device: str, out_dir: str):
     initial_weights(setup)   # kept by the process, outside the target's context
     with devices.on_device(device):   # the model is made on the target, as the Trainer then places it
         model = build_model(setup)
-        trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=dataset(setup),
+        data = (text_dataset(setup, setup.batch * LOADING_STEPS) if name in LOADING_CLAIMS else dataset(setup))
+        trainer = Trainer(model=model, args=TrainingArguments(**kwargs), train_dataset=data,
                           data_collator=collator(None if dynamic else setup.seq))
     trainer.remove_callback(PrinterCallback)  # its metrics print would land in the suite's output
+    if name in LOADING_CLAIMS:
+        kept_loader(trainer)
     watch_loss(trainer)
     return trainer
 
@@ -208,8 +310,6 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
     return techniques.claim_run(found, **fields)
 
 
-# Claims whose document makes them for a loader that is the bottleneck (claims.py's notes).
-LOADING_CLAIMS = ("dataloader-workers",)
 LOADING_REPEATS = 5   # timings of the baseline's loader alone, of which the median is kept
 
 
@@ -241,11 +341,25 @@ def loading_bottleneck(baseline, device: str, found: dict) -> dict:
     load = on_target(loading_seconds, device)(baseline)
     call = found["median_a_s"]
     loading = {"load_s": round(load, 6), "call_s": round(call, 6), "share": round(load / call, 4) if call else None}
+    startup = workers_startup(found)
+    if startup is not None:
+        loading["startup_s"] = round(startup, 4)
     out = {"loading": loading}
     if loading["share"] is not None and loading["share"] < techniques.LOADING_BOTTLENECK \
             and found["category"] != Category.HOLDS:
         out.update(category=Category.INCONCLUSIVE, stopped=techniques.NOT_THE_BOTTLENECK)
     return out
+
+
+def workers_startup(found: dict) -> float | None:
+    """About how long the variant's workers take to start (the seconds its first, warm-up call
+    spent beyond its timed calls' median, less the baseline's own first-call excess), where
+    compare_time kept the warm-ups: what a user pays once per ``train()`` with persistent
+    workers, or once per epoch without them (more on macOS, which starts them with 'spawn')."""
+    wa, wb = found.get("warmup_a_s") or [], found.get("warmup_b_s") or []
+    if not (wa and wb and found.get("median_a_s") and found.get("median_b_s")):
+        return None
+    return (wb[0] - found["median_b_s"]) - (wa[0] - found["median_a_s"])
 
 
 def tracked_micro_batches(trainer, dynamic: bool) -> int | None:
