@@ -461,6 +461,16 @@ def test_accumulates_tells_a_sum_from_a_pointwise_computation(op_key, pass_, sum
     assert check.accumulates(op, sample, pass_) is sums
 
 
+def test_a_run_the_probe_cannot_watch_keeps_the_whole_output_rule():
+    """accumulates asks under a dispatch mode; an op that raises there keeps today's rule."""
+    import types
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("no kernel under a Python dispatch mode")
+    sample = types.SimpleNamespace(input=torch.ones(2), args=(), kwargs={}, output_process_fn_grad=lambda x: x)
+    assert check.accumulates(refuses, sample, "forward") is True
+
+
 def test_a_broadcast_s_backward_sums_and_the_same_shapes_do_not():
     """add's gradient for a broadcast operand is a sum over the broadcast dimensions: the same
     op sums on one sample and not on another, so the question is asked per sample."""

@@ -684,7 +684,8 @@ def accumulates(op, sample, pass_: str) -> bool:
     which gives 0 for |x| below float32's epsilon (MPS's before torch 2.8: pytorch/pytorch
     PR 154936 made it a Metal kernel "to improve accuracy for small inputs"), beside one
     large element. A broadcast's backward sums over the broadcast dimensions and keeps the
-    rule. Asked only where a result passes by the whole-output rule alone."""
+    rule. Asked only where a result passes by the whole-output rule alone; a run the dispatch
+    mode cannot watch (it raises under it) counts as summing."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     pointwise = torch.Tag.pointwise
@@ -697,8 +698,11 @@ def accumulates(op, sample, pass_: str) -> bool:
                 Summing.found.append(func)
             return func(*args, **(kwargs or {}))
     Summing.found = []
-    with Summing():
-        evaluate(op, sample, pass_, 0, None)
+    try:
+        with Summing():
+            evaluate(op, sample, pass_, 0, None)
+    except Exception:   # a run the probe cannot watch keeps the rule it had
+        return True
     return bool(Summing.found)
 
 
