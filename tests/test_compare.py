@@ -659,3 +659,23 @@ def test_a_candidate_killed_between_two_lines_fails_the_check_unless_partial(tmp
     assert res.returncode == 2 and "baseline" in res.stderr
     whole = write_run(tmp_path / "whole.jsonl", checks, run_id="r3")
     assert _run_module("tools.compare", str(base), str(whole)).returncode == 0
+
+
+def test_a_known_limitation_whose_nan_became_the_devices_own_or_got_further_off_is_said():
+    """xfail -> xfail read nothing: the NaN rule asked both sides to fail, and the margin rule
+    left known limitations out, so a documented float16 limit that starts to give NaN the CPU
+    does not (what users lose), or moves 30x further off, passed the check."""
+    def limit(**metrics):
+        return rec("parity/matrix_exp/float16/forward", "xfail", category="parity", target="mps",
+                   reason="precision limit: sample 0: NaN or inf", **metrics)
+    shared, own = limit(non_finite=4, non_finite_on_cpu=4), limit(non_finite=5, non_finite_on_cpu=4)
+    (kind, rule, detail), = compare.compare_records(shared, own)
+    assert (kind, rule) == ("regression", "parity-nan") and "only 4 of 5" in detail and "the device's own" in detail
+    assert [c[:2] for c in compare.compare_records(own, shared)] == [("improvement", "parity-nan")]
+    finite = limit(margin=1.5, max_abs_err=0.01)
+    (kind, rule, detail), = compare.compare_records(finite, limit(margin="inf", non_finite=3, non_finite_on_cpu=1))
+    assert (kind, rule) == ("regression", "parity-nan") and "failed with finite errors (margin 1.5)" in detail
+    (kind, rule, detail), = compare.compare_records(finite, limit(margin=45.0, max_abs_err=0.3))
+    assert (kind, rule) == ("warning", "parity-growth") and "1.5 -> 45" in detail and "known limitation" in detail
+    assert compare.compare_records(finite, limit(margin=2.0, max_abs_err=0.013)) == []   # within the factor
+    assert compare.compare_records(shared, limit(non_finite=9, non_finite_on_cpu=9)) == []   # still all the CPU's

@@ -18,8 +18,24 @@ A time slower by more than the tolerance whose intervals are not apart (or whose
 control explains) is a warning, "inconclusive", never a regression. Faster by as much is an
 improvement. What a new input shape costs (``varying-length``) is compared as a difference:
 a regression when the candidate's cost per new shape exceeds the baseline's by more than
-``SHAPE_TOLERANCE`` of a step, intervals apart. Memory that grows where it did not is a
-regression; memory that stopped growing, an improvement.
+``SHAPE_TOLERANCE`` of a step, intervals apart. A time that is not slower, measured on a host
+whose control ran faster by enough to hide a slowdown beyond the tolerance, is a warning too.
+
+**Cold starts** (``perf-cold-start``). A cold start is what a user waits for from a fresh
+process: importing torch and transformers, building the model and its first step (the first
+step's own time is ``perf-time``'s). Their sum, per process where the record keeps each, is
+compared with TOLERANCE["cold-start"] (50%): a regression with the processes' figures apart,
+naming what grew most and what to do; a warning where they overlap. A record without the import
+and build figures (an older file) is left to the first step's rule.
+
+**Memory over a long run** (``perf-memory``). Memory that grows where it did not is a
+regression; memory that stopped growing, an improvement. Where both sides grow, each reading's
+growth per step (harness.perf.memory.growth's figure and interval over the steps between its
+thirds) is compared: ``MEMORY_FACTOR`` times faster with the intervals apart is a regression
+(1 MiB a step becoming 50 reaches the machine's memory fifty times sooner), overlapping a
+warning. A run that grew in the baseline and now crashes, times out or errs (killed for
+running out of memory) is a regression; one that was steady and is now too close to call, a
+warning.
 
 **Peak memory** (``perf-peak``). A model's training step, inference and generation are also
 weighed (harness.perf.models.weighed): the tensor bytes live at the call's peak, counted from
@@ -45,9 +61,11 @@ other worker are there in both runs alike, so they do not count against it. An a
 ceiling (say one task per core) is not used: a quiet 2-core machine running a 2-thread
 measurement is near it already, so it would call every run loaded. Then a slowdown beyond
 the tolerance, intervals apart, is a warning: "inconclusive: the baseline was measured under
-load X per core, the candidate under Y". Where a side's record has no reading (a file older
-than the readings, a platform without a load average) the load is unknown: the figures are
-judged as before, and the detail says the load is unknown. The same holds for a new shape's
+load X per core, the candidate under Y"; so is a time that is *not* slower under such loads
+(``hidden_by``): a baseline measured busy is slower for it, and hides what the candidate lost
+(2.0 s at load 1.5 per core against 1.8 s at 0.1 once read unchanged). Where a side's
+record has no reading (a file older than the readings, a platform without a load average)
+the load is unknown: the figures are judged as before, and the detail says the load is unknown. The same holds for a new shape's
 cost, and for a time claim of the optimization suite (harness.report.compare).
 """
 from __future__ import annotations
@@ -55,7 +73,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from harness.core.records import Category, Verdict
+from harness.core.records import Category, Status, Verdict
 from harness.env import timing
 
 # Allowed slowdown before a time regresses, by what the check times (relative).
@@ -76,7 +94,7 @@ CONFIRMATIONS = 2          # fresh processes that measure again a figure that lo
 PEAK_TOLERANCE = 0.10
 PEAK_FLOOR = 2 ** 20
 PEAKED = ("train-step", "inference", "generate")   # the model checks that are weighed
-TIME_RULES = ("perf-time", "perf-shape")           # the rules whose figures a fresh process may read otherwise
+TIME_RULES = ("perf-time", "perf-shape", "perf-cold-start")   # the rules whose figures a fresh process may read otherwise
 
 
 def kind_of(rec: dict) -> str | None:
@@ -245,26 +263,83 @@ def spread(pairs: list[tuple[dict, dict]]) -> float:
     * the candidate's own fresh processes: a figure that looked slower was measured again
       (``confirmed``), and how far those processes of one version lie apart is this machine's
       noise and nothing else's. Differences of two processes, like the ratio of the two runs'
-      figures (each one process), so the scales agree. Used from MIN_SPREAD differences on;
-    * else the pairs the upgrade moved less than their tolerance (each time's own, less the
-      host's drift): their spread about their median. Bounded by the tolerance, it cannot grow
-      with the slowdowns it judges, and a shift of every time alike does not widen it;
+      figures (each one process), so the scales agree. From MIN_SPREAD differences on they
+      alone decide; fewer (one figure measured again: three differences) are weighed with
+      the next, the larger of the two ruling;
+    * the pairs the upgrade moved less than their tolerance (each time's own, less the host's
+      drift), ``_unmoved_spread``: noise moves times both ways, an upgrade's shift one way, so
+      each way is measured apart, about no move at all, and the narrower rules. Half the ops
+      slowed 1.25x (within the tolerance) once widened the allowance to 169% from these pairs'
+      spread about their median, and a 2.5x slowdown confirmed in three processes within 2%
+      read inconclusive; now the faster half (1% noise) rules, and it regresses;
     * else 0: too few to say, and the tolerance rules.
 
     Near 0.02 on a quiet machine; 0.1 to 0.2 between clean reruns on the noisy 2-core VM."""
     repeats = [d for _, mb in pairs for d in _repeats(mb.get("metrics") or {})]
     if len(repeats) >= MIN_SPREAD:
         return _robust_sd(repeats, 0.0)   # differences of one version with itself: centred on 0
-    unmoved = []
+    unmoved = _unmoved_spread(pairs)
+    return max(_robust_sd(repeats, 0.0), unmoved) if repeats else unmoved
+
+
+def _unmoved_spread(pairs: list[tuple[dict, dict]]) -> float:
+    """The spread of the times the upgrade moved less than their tolerance, from MIN_SPREAD of
+    them on (else 0): the moves down and the moves up, each about 0 (no move), each a robust
+    deviation of its own (a way with fewer than half of MIN_SPREAD moves counts as none), and
+    the smaller of the two. A machine's noise moves times both ways alike, so both ways are wide
+    on a noisy machine; an upgrade that shifts many times one way (a few percent, or 25%, within
+    the tolerance) widens one way only, which then does not count."""
+    moves = []
     for a, b in pairs:
         ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
         x, y = _num(ma, "median_s"), _num(mb, "median_s")
-        if not x or not y or "per_shape_s" in ma or "per_shape_s" in mb:
+        if not x or not y or x <= 0 or y <= 0 or "per_shape_s" in ma or "per_shape_s" in mb:
             continue
         moved = math.log(y / x) - math.log(max(1.0, drift(ma, mb)))
         if abs(moved) <= math.log(1 + TOLERANCE.get(kind_of(b) or "op", TOLERANCE["op"])):
-            unmoved.append(moved)
-    return _robust_sd(unmoved) if len(unmoved) >= MIN_SPREAD else 0.0
+            moves.append(moved)
+    if len(moves) < MIN_SPREAD:
+        return 0.0
+    ways = ([-m for m in moves if m <= 0], [m for m in moves if m >= 0])
+    return min(_robust_sd(way, 0.0) if len(way) >= MIN_SPREAD // 2 else 0.0 for way in ways)
+
+
+# What a figure that is not slower, but whose comparison could hide a slowdown, says (``_time``,
+# ``hidden_by``): the words the comparison's note counts them by (harness.report.compare), and
+# what measures them alike again.
+NOT_SLOWER = "not slower beyond the tolerance here, but"
+FASTER_HOST = "not slower beyond the tolerance as measured, but the candidate's host ran"
+AGAIN = ("measure both sides at a quiet moment on this machine: keep the baseline again with nothing else running "
+         "(./compat baseline), then the candidate (./compat candidate SPEC)")
+
+
+def hidden_by(ma: dict, mb: dict, rule: str, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """A time that neither regressed nor warned, measured under markedly different load
+    (``load_apart``), is a warning, inconclusive: the busier side's figure is the slower for
+    it, so a baseline measured while the machine was busy (load 1.5 per core, 2.0 s) hides
+    what the candidate lost on a quiet one (0.1 per core, 1.8 s: unchanged, it read). What
+    changes it: both sides measured at a quiet moment. ``found``: the time's changes so far;
+    an improvement keeps its note (``under_load``). A side without a reading: as before."""
+    apart = load_apart(ma, mb)
+    if found or not apart:
+        return found
+    la, lb = (timing.load_per_core(m.get("load")) for m in (ma, mb))
+    busier = ("keep the baseline again on a quiet machine (./compat baseline), then measure the candidate "
+              "(./compat candidate SPEC)" if la > lb else
+              "measure the candidate again with nothing else running (./compat candidate SPEC)")
+    return [("warning", rule, f"inconclusive: {NOT_SLOWER} {apart} (more than {LOAD_GAP:g} apart), so the busier "
+                              f"side's time is slower for it and a slowdown may be hidden: {_said(ma, mb)}; {busier}")]
+
+
+def _said(ma: dict, mb: dict) -> str:
+    """The two figures, short: a time's median or a new shape's cost."""
+    key = "per_shape_s" if "per_shape_s" in ma else "median_s"
+    x, y = _num(ma, key), _num(mb, key)
+    if x is None or y is None:
+        return "the figures are not both recorded"
+    what = "a new shape cost " if key == "per_shape_s" else ""
+    ratio = f", {y / x:.3g}x" if x > 0 and key == "median_s" else ""
+    return f"{what}{x * 1e3:.4g} ms -> {y * 1e3:.4g} ms{ratio}"
 
 
 def _time(ma: dict, mb: dict, tolerance: float, noise: float = 0.0) -> list[tuple[str, str, str]]:
@@ -288,6 +363,11 @@ def _time(ma: dict, mb: dict, tolerance: float, noise: float = 0.0) -> list[tupl
                else "this machine spreads a time too widely between processes" if ratio <= allowed * slower
                else "the intervals overlap: too noisy to tell")
         return [("warning", "perf-time", f"inconclusive: slower by more than the tolerance, but {why}: {figures}")]
+    if host < 1 and ratio / host > allowed:   # the candidate's host ran faster: a slowdown it hid
+        return [("warning", "perf-time", f"inconclusive: {FASTER_HOST} {1 / host:.3g}x faster than the baseline's "
+                                         f"(by its control, pure Python, the same in every torch): allowed for, "
+                                         f"it is {ratio / host:.3g}x slower, beyond the tolerance: {figures}; "
+                                         f"{AGAIN}")]
     if mb["ci_high"] * allowed < ma["ci_low"] * faster:
         return [("improvement", "perf-time", f"faster: {figures}{control}, intervals apart")]
     return []
@@ -312,17 +392,197 @@ def _shape(ma: dict, mb: dict) -> list[tuple[str, str, str]]:
     return []
 
 
+MEMORY_FACTOR = 2.0   # memory that grew on both sides regresses when it grows this much faster per step
+MEMORY_FIX = ("train in shorter runs or restart between epochs (or restart a serving process every so many requests), "
+              "stay on the versions before until it is fixed (try the next release with ./compat candidate SPEC), and "
+              "report it to PyTorch with this run file")
+
+
+def _per_step(trend) -> tuple[float, float, float] | None:
+    """A reading's growth per step (harness.perf.memory.growth): its figure and its interval,
+    the growth between the first and last thirds over the steps between their centres; None
+    where the record cannot say (an older record, too few readings: no interval)."""
+    if not isinstance(trend, dict):
+        return None
+    steps, per = trend.get("steps"), _num(trend, "per_step_bytes")
+    low, high = _num(trend, "ci_low"), _num(trend, "ci_high")
+    if not isinstance(steps, int) or isinstance(steps, bool) or None in (per, low, high):
+        return None
+    span = steps - max(2, steps // 3)
+    return (per, low / span, high / span) if span > 0 else None
+
+
+def _trends(rec: dict) -> dict:
+    trends = (rec.get("metrics") or {}).get("trends")
+    return trends if isinstance(trends, dict) else {}
+
+
+def _rates(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    """Memory that grows on both sides: each reading's growth per step against the baseline's.
+    Faster by more than MEMORY_FACTOR with the two intervals apart is a regression (a run that
+    grew 1 MiB a step and now 50 reaches the machine's memory fifty times sooner), by as much
+    with the intervals overlapping a warning (inconclusive), a reading that was steady and now
+    grows a regression too; slower by as much, intervals apart, an improvement."""
+    ta, tb = _trends(a), _trends(b)
+    worse, unsure, better = [], [], []
+    for name in sorted(set(ta) & set(tb)):
+        va, vb = (t.get("verdict") if isinstance(t, dict) else None for t in (ta[name], tb[name]))
+        ra, rb = _per_step(ta[name]), _per_step(tb[name])
+        if rb is None or vb != Category.GROWS:
+            if ra and va == Category.GROWS and vb == Category.STEADY:
+                better.append(f"{name} no longer grows (was {_mib(ra[0])}/step)")
+            continue
+        if va == Category.STEADY:
+            worse.append(f"{name} now grows too ({_mib(rb[0])}/step, interval [{_mib(rb[1])}, {_mib(rb[2])}]; "
+                         "steady in the baseline)")
+            continue
+        if ra is None or va != Category.GROWS or ra[0] <= 0:
+            continue
+        said = (f"{name} {_mib(ra[0])}/step [{_mib(ra[1])}, {_mib(ra[2])}] -> {_mib(rb[0])}/step "
+                f"[{_mib(rb[1])}, {_mib(rb[2])}], {rb[0] / ra[0]:.3g}x")
+        if rb[1] > MEMORY_FACTOR * ra[2]:
+            worse.append(said)
+        elif rb[0] > MEMORY_FACTOR * ra[0]:
+            unsure.append(said)
+        elif rb[2] * MEMORY_FACTOR < ra[1]:
+            better.append(said)
+    rule = f"beyond {MEMORY_FACTOR:g}x"
+    if worse:
+        return [("regression", "perf-memory", f"memory grows faster per step over a long run than it did ({rule}, "
+                                              f"intervals apart): {'; '.join(worse + unsure)}; a long run reaches "
+                                              f"the machine's memory that much sooner: {MEMORY_FIX}")]
+    if unsure:
+        return [("warning", "perf-memory", f"inconclusive: memory grows faster per step than it did ({rule}), but "
+                                           f"the intervals overlap: {'; '.join(unsure)}; measure the candidate's "
+                                           "long runs again with nothing else running (./compat candidate SPEC -- "
+                                           "-m perf)")]
+    if better:
+        return [("improvement", "perf-memory", f"memory grows more slowly per step than it did: {'; '.join(better)}")]
+    return []
+
+
 def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    """Memory over a long run (harness.perf.memory): the category, and where both sides grow
+    the growth per step (``_rates``). A run that grew in the baseline and now dies (crash,
+    timeout, error: a process killed for running out of memory) is a regression here, since
+    the status rule reads a failure on both sides; one that was steady and is now too close to
+    call is a warning."""
     ca, cb = a.get("category"), b.get("category")
+    if ca == Category.GROWS and b.get("status") in Status.BAD and cb != Category.GROWS:
+        return [("regression", "perf-memory", f"memory grew over a long run in the baseline; now the run ends in "
+                                              f"{b.get('status')}: {b.get('reason') or 'no reason recorded'}; a run "
+                                              "whose memory grows ends killed for running out of memory or stalled "
+                                              f"in swap: {MEMORY_FIX}")]
     if cb == Category.GROWS and ca != Category.GROWS:
         return [("regression", "perf-memory", f"memory now grows over a long run (was {ca}): {b.get('reason', '')}")]
     if ca == Category.GROWS and cb == Category.STEADY:
         return [("improvement", "perf-memory", "memory no longer grows over a long run")]
+    if ca == Category.GROWS and cb == Category.GROWS:
+        return _rates(a, b)
+    if ca == Category.STEADY and cb == Category.INCONCLUSIVE:
+        ta, tb = _trends(a), _trends(b)
+        said = []
+        for name, t in sorted(tb.items()):
+            if not isinstance(t, dict) or t.get("verdict") != Category.INCONCLUSIVE:
+                continue
+            grown, low, high, tol = (_num(t, k) for k in ("growth_bytes", "ci_low", "ci_high", "tolerance_bytes"))
+            was = _num(ta.get(name) or {}, "growth_bytes") if isinstance(ta.get(name), dict) else None
+            said.append(f"{name} {_mib(grown or 0.0)} over the run"
+                        + (f" (was {_mib(was)})" if was is not None else "")
+                        + (f", interval [{_mib(low)}, {_mib(high)}]" if low is not None and high is not None
+                           else ", no interval")
+                        + (f", tolerance {_mib(tol)}" if tol is not None else ""))
+        return [("warning", "perf-memory", "inconclusive: memory was steady over a long run and is now too close to "
+                                           f"call: {'; '.join(said) or b.get('reason') or 'no figures recorded'}; it "
+                                           "may have started to grow; measure the candidate's long runs again with "
+                                           "nothing else running, with more steps if too few readings were taken "
+                                           "(./compat candidate SPEC -- -m perf)")]
     return []
 
 
 def _mib(n: float) -> str:
     return f"{n / 2 ** 20:.4g} MiB"
+
+
+# A cold start's parts (harness.perf.models.cold_start's figures), what each is in words, and what
+# a user does when it grew.
+COLD_PARTS = (
+    ("import_s", "importing torch and transformers",
+     "see what the import now loads (python -X importtime -c 'import transformers' 2> imports.txt) and keep one "
+     "long-lived process (a server, a notebook kernel) rather than a fresh one per job, or stay on the versions before"),
+    ("build_s", "building the model",
+     "load it once and keep it (a long-lived process), pass low_cpu_mem_usage=True to from_pretrained, or stay on "
+     "the versions before"),
+    ("first_step_s", "the first step (lazy initialisation, kernel choice, graph building)",
+     "warm the model up with one step before serving or timing, or stay on the versions before"))
+
+
+def _cold_figure(m: dict, parts: tuple[str, ...]) -> tuple[float, float | None, float | None] | None:
+    """A cold start's whole seconds, ``parts`` (import, build) and the first step: the median of
+    its processes' totals with their fastest and slowest as its interval, where the record keeps
+    every process (``processes``); else the medians' sum, the first step's interval beside it."""
+    procs = m.get("processes")
+    keys = (*parts, "first_step_s")
+    if isinstance(procs, list) and len(procs) >= 2 and all(
+            isinstance(p, dict) and all(_num(p, k) is not None for k in keys) for p in procs):
+        totals = sorted(sum(p[k] for k in keys) for p in procs)
+        return statistics.median(totals), totals[0], totals[-1]
+    centre = _num(m, "median_s")
+    if centre is None:
+        return None
+    fixed = sum(m[k] for k in parts)
+    low, high = _num(m, "ci_low"), _num(m, "ci_high")
+    return fixed + centre, (fixed + low if low is not None else None), (fixed + high if high is not None else None)
+
+
+def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset()) -> list[tuple[str, str, str]]:
+    """A cold start as a user waits for it (``perf-cold-start``): importing torch and
+    transformers, building the model and its first step, where the records keep them (an
+    older record without the import or build figures: the first step's time rule alone).
+    Slower by more than ``tolerance`` with the processes' figures apart (the candidate's fastest
+    above the baseline's slowest times 1 + tolerance, and the host's own slowness) is a
+    regression naming what grew and what to do; slower by as much otherwise, a warning
+    (inconclusive); faster by as much, figures apart, an improvement. Where the first step grew
+    most and its own time rule already said as much (``said``: the kinds it found), nothing
+    more is said: the same loss, counted once."""
+    parts = tuple(k for k in ("import_s", "build_s") if _num(ma, k) is not None and _num(mb, k) is not None)
+    fa, fb = (_cold_figure(m, parts) for m in (ma, mb)) if parts else (None, None)
+    if fa is None or fb is None or fa[0] <= 0:
+        return []
+    host = drift(ma, mb)
+    slower, faster = max(1.0, host), min(1.0, host)
+    ratio = fb[0] / fa[0]
+    first = {"first_step_s": (_num(ma, "median_s"), _num(mb, "median_s"))}
+    moves = sorted(((mb_v - ma_v, k) for k, (ma_v, mb_v) in
+                    ({k: (_num(ma, k), _num(mb, k)) for k in parts} | first).items()
+                    if ma_v is not None and mb_v is not None), reverse=True)
+    words = {k: (w, fix) for k, w, fix in COLD_PARTS}
+    grew = [f"{words[k][0]} {ma[k if k != 'first_step_s' else 'median_s']:.3g} s -> "
+            f"{mb[k if k != 'first_step_s' else 'median_s']:.3g} s" for d, k in moves if d > 0]
+    lead = moves[0][1] if moves and moves[0][0] > 0 else "first_step_s"
+    interval = (lambda f: f" [{f[1]:.3g}, {f[2]:.3g}]" if f[1] is not None and f[2] is not None else "")
+    kind = ("regression" if fb[1] is not None and fa[2] is not None and fb[1] > fa[2] * (1 + tolerance) * slower
+            else "warning" if ratio > 1 + tolerance
+            else "improvement" if fb[2] is not None and fa[1] is not None and fb[2] * (1 + tolerance) < fa[1] * faster
+            else None)
+    if kind is None or (kind in said and lead == "first_step_s"):
+        return []
+    figures = (f"{fa[0]:.3g} s{interval(fa)} -> {fb[0]:.3g} s{interval(fb)} from a fresh process to its first step, "
+               f"{ratio:.3g}x; tolerance {tolerance:.0%}")
+    what = " + ".join(words[k][0].split(" (")[0] for k in (*parts, "first_step_s"))
+    if kind == "regression":
+        return [("regression", "perf-cold-start", f"a cold start takes longer ({what}): {figures}, the processes' "
+                                                  f"figures apart; what grew: {', '.join(grew) or 'each a little'}; "
+                                                  f"{words[lead][0]} grew most: {words[lead][1]}")]
+    if kind == "warning":
+        why = (f"the host ran {host:.3g}x slower (control)" if ratio <= (1 + tolerance) * slower
+               else "the processes' figures overlap: too noisy to tell")
+        return [("warning", "perf-cold-start", f"inconclusive: a cold start ({what}) slower by more than the "
+                                               f"tolerance, but {why}: {figures}; what grew: "
+                                               f"{', '.join(grew) or 'each a little'}; measure the candidate again "
+                                               "with nothing else running (./compat candidate SPEC)")]
+    return [("improvement", "perf-cold-start", f"a cold start takes less time ({what}): {figures}, the "
+                                               "processes' figures apart")]
 
 
 def _peak(ma: dict, mb: dict) -> list[tuple[str, str, str]]:
@@ -363,7 +623,12 @@ def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
     if (kind is None or a.get("category") not in Category.TIMES or times_apart
             or comparable(a, b, host_a, host_b)):
         return peak
-    found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, TOLERANCE.get(kind, TOLERANCE["op"]), noise)
+    tolerance = TOLERANCE.get(kind, TOLERANCE["op"])
+    found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, tolerance, noise)
+    if not provisional:
+        found = hidden_by(ma, mb, "perf-shape" if kind == "varying-length" else "perf-time", found)
+    if kind == "cold-start":
+        found = found + _cold(ma, mb, tolerance, {k for k, _, _ in found})
     return (found if provisional else measured_once(mb, under_load(ma, mb, found))) + peak
 
 

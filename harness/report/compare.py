@@ -35,7 +35,8 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                (intervals compared, so noise within them does not count)
                   warning      a time claim's regression (this rule or ``claim``) measured under
                                markedly different load: inconclusive (harness/perf/against.py)
-  parity-nan      regression   it failed with NaN or inf that the CPU gives at the same elements
+  parity-nan      regression   it failed (or was a known limitation, xfail, on both sides)
+                               with NaN or inf that the CPU gives at the same elements
                                too (the computation's in that precision), or with finite errors,
                                and now fails with NaN or inf the CPU does not give: the device's own
                   warning      it failed with finite errors, and now with NaN or inf that are all
@@ -43,8 +44,8 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                   improvement  the other way: its NaN are now all the CPU's too, or gone
   parity-growth   warning      a parity error (its margin: error / allowed) grew by more than
                                ``factor`` (default 2x) while still passing, or while failing on
-                               both sides (further off than it was); margins below ``floor``
-                               are ignored
+                               both sides, or a known limitation (xfail) on both (further off
+                               than it was); margins below ``floor`` are ignored
   nondeterministic warning     a repeatable check that passes on both sides now gives other
                                bits on a rerun, each as accurate as the first (not reproducible
                                bit for bit any more)
@@ -62,7 +63,10 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                machine (harness/perf/against.py has the allowances)
                   warning      slower by as much, but too noisy to tell, or the two runs' load
                                per core more than 0.5 apart (inconclusive; unknown load, in
-                               older files: judged as before, and said)
+                               older files: judged as before, and said); not slower, but
+                               measured under load more than 0.5 apart, or on a host its
+                               control says ran faster by enough to hide a slowdown
+                               (inconclusive: keep the baseline again at a quiet moment)
                   (none)       taken on another machine, at another thread count, or in unlike
                                company (one side's pytest run held other suites, the other's
                                perf alone: against.company_apart): not compared, said in a note
@@ -72,8 +76,18 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                at its peak, beyond 10% (tensor storages counted, exact: the same
                                bytes in every run), at the same model and shape on the same machine
                   improvement  it holds less by as much
-  perf-memory     regression   memory grows over a long run, and did not
-                  improvement  it no longer grows
+  perf-cold-start regression   a cold start (importing torch and transformers, building the
+                               model, its first step: those the records keep) slower by more than
+                               50%, the processes' figures apart; the detail names what grew
+                  warning      slower by as much, figures overlapping (inconclusive)
+                  improvement  faster by as much, figures apart
+  perf-memory     regression   memory grows over a long run, and did not; it grew on both sides
+                               and now grows more than 2x faster per step, intervals apart (or a
+                               reading that was steady now grows too); it grew, and the run now
+                               crashes, times out or errs (killed for running out of memory)
+                  warning      it grew on both sides, now 2x faster per step, intervals
+                               overlapping; it was steady, and is now too close to call
+                  improvement  it no longer grows, or grows 2x slower per step, intervals apart
 
 A control (a check whose answer is known in advance, run on the device first: ``records.kind_of``
 "control") is compared like any check: one that passed and now fails is a ``status`` regression.
@@ -307,11 +321,12 @@ def _claim_verdicts(a: dict, b: dict) -> list[tuple[str, str, str]]:
 def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, str, str] | None:
     """A parity check whose margin (error / allowed error) grew by more than ``factor``,
     passing on both sides, or failing on both (a standing failure that got worse: the status
-    rule is silent there). The margin, not the raw error, is compared: it is scaled by the
+    rule is silent there; or a known limitation, xfail, on both, which the status rule never
+    reads). The margin, not the raw error, is compared: it is scaled by the
     tolerance, which grows with the values, so larger sample inputs alone do not look like a
     regression. An infinite margin (NaN or inf) is left to ``parity-nan``."""
     passing = a["status"] == Status.PASS and b["status"] == Status.PASS
-    failing = a["status"] == Status.FAIL and b["status"] == Status.FAIL and a.get("suite") == "parity"
+    failing = a["status"] == b["status"] and a["status"] in (Status.FAIL, Status.XFAIL) and a.get("suite") == "parity"
     if not (passing or failing):
         return None
     ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
@@ -321,8 +336,9 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
     if ga is None or gb is None or gb < floor or gb <= factor * ga:
         return None
     grown = "from 0" if ga == 0 else f"{gb / ga:.3g}x"
-    detail = f"margin {ga:.3g} -> {gb:.3g} ({grown}), " + ("still within tolerance" if passing else
-                                                           "failing on both sides, now further off")
+    detail = f"margin {ga:.3g} -> {gb:.3g} ({grown}), " + (
+        "still within tolerance" if passing else "failing on both sides, now further off" if a["status"] == Status.FAIL
+        else "a known limitation (xfail) on both sides, now further off")
     ea, eb = _number(ma.get("max_abs_err")), _number(mb.get("max_abs_err"))
     if ea is not None and eb is not None:
         detail += f"; max_abs_err {ea:.3g} -> {eb:.3g}"
@@ -331,7 +347,9 @@ def _parity_growth(a: dict, b: dict, factor: float, floor: float) -> tuple[str, 
 
 
 def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
-    """A check failing on both sides with NaN or inf where float64 has numbers, whose NaNs moved
+    """A check failing on both sides (or a known limitation, xfail, on both: a limitation that
+    starts to give the device's own NaN is as much a loss) with NaN or inf where float64 has
+    numbers, whose NaNs moved
     between its yardstick's too and its own (harness.parity.numerics.causes
     .non_finite_shared_with_cpu): the status rule is silent (a failure stays a failure), and
     a device that starts to give NaN where the CPU gives numbers, or a compiled function that
@@ -340,7 +358,8 @@ def _parity_nan(a: dict, b: dict) -> tuple[str, str, str] | None:
     or inf of the device's own (the margin rule skips an infinite margin): a regression; NaN
     that are all the yardstick's too is a warning (further off, as the computation's in that
     precision); the other way, an improvement."""
-    if a["status"] not in BAD or b["status"] not in BAD:
+    both_xfail = a["status"] == b["status"] == Status.XFAIL   # a known limitation whose NaN became the device's own
+    if not both_xfail and (a["status"] not in BAD or b["status"] not in BAD):
         return None
     ma, mb = a.get("metrics"), b.get("metrics")
     if not isinstance(ma, dict) or not isinstance(mb, dict):
@@ -420,6 +439,22 @@ def _inputs_note(a: dict, b: dict) -> str:
     return f"the sample inputs differ ({len(fa)} -> {len(fb)} samples, {shared} identical)"
 
 
+def _memory_says(a: dict, b: dict) -> bool:
+    """Whether a long run's memory change is perf-memory's to say, not the status rule's: both
+    sides grow (a failure on both: perf-memory compares the growth per step), or one grows and
+    the other is a memory verdict (steady, inconclusive: a pass) or a baseline that skipped it.
+    A side that grew against one that crashed, timed out, erred, or a candidate that skipped it,
+    is not: the status rule and perf-memory say it (a run that grew until it was killed for
+    running out of memory was once silent)."""
+    ca, cb = a.get("category"), b.get("category")
+    if ca == Category.GROWS and cb == Category.GROWS:
+        return True
+    other = b if ca == Category.GROWS else a if cb == Category.GROWS else None
+    if other is None or other["status"] in BAD:
+        return False
+    return not (other is b and b["status"] == Status.SKIP)   # skipped now: the coverage warning
+
+
 def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: float = DEFAULT_FLOOR,
                     machines: tuple[str | None, str | None] = (None, None),
                     noise: float = 0.0, times_apart: bool = False) -> list[tuple[str, str, str]]:
@@ -430,7 +465,7 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
     optim = a.get("suite") == "optim"
     perf = a.get("suite") == "perf"
     out: list[tuple[str, str, str]] = []
-    if perf and Category.GROWS in (a.get("category"), b.get("category")):
+    if perf and _memory_says(a, b):
         pass   # memory that grows (or stopped): perf-memory below says it, with the figures
     elif sb in BAD and sa not in BAD and sa != Status.SKIP:
         out.append(("regression", "status", b.get("reason") or sb))
@@ -552,6 +587,14 @@ class Comparison:
     shared: int = 0                     # checks compared: held by both sides
     instruments: list[str] = dataclasses.field(default_factory=list)   # instrument_lines of the candidate
     judges: list[str] = dataclasses.field(default_factory=list)   # judge_lines: said first, the JSON's first notes
+    uncompared: list[str] = dataclasses.field(default_factory=list)   # the notes of perf times not compared
+    #                                     (another machine, thread count, company): counted in ``uncompared_times``
+
+    @property
+    def uncompared_times(self) -> int:
+        """How many perf times the rules did not compare (``uncompared``'s notes, which lead
+        with their count): "nothing regressed" does not speak for them."""
+        return sum(int(n.split(" ", 1)[0]) for n in self.uncompared)
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -847,6 +890,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                      "compared with the other side's only record of that check and target; read them with care")
     notes += switch_notes(baseline, candidate, [b for _, b, _ in pairs])
     timed = [a for a, _, _ in pairs if a.get("category") in Category.TIMES]
+    first = len(notes)   # from here, the notes of perf times not compared are kept apart too (``uncompared``)
     for (ca, cb), n in sorted(Counter(unlike.values()).items(), key=lambda kv: -kv[1]):
         notes.append(f"{n} perf time(s) not compared: the baseline timed them {ca}, the candidate {cb}; after "
                      "thousands of other checks in one process the same op times 0.3x-1.8x what it does in a run of "
@@ -874,8 +918,17 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                          f"process, the candidate with {tb}; a time only compares at one thread count "
                          "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
                          "or both with ./compat baseline and ./compat candidate, which time perf serially)")
-    untold = [c for c in changes if c.kind == "warning" and c.rule.startswith("perf-")
+    uncompared = [n for n in notes[first:] if " perf time(s) not compared: " in n]
+    untold = [c for c in changes if c.kind == "warning" and c.rule.startswith("perf-") and c.rule != "perf-memory"
               and c.detail.startswith("inconclusive: ") and not against.seen_once(c.kind, c.detail)]
+    hidden = [c for c in untold if c.detail.startswith((f"inconclusive: {against.NOT_SLOWER}",
+                                                        f"inconclusive: {against.FASTER_HOST}"))]
+    untold = [c for c in untold if c not in hidden]
+    if hidden:   # not slower as measured, but the two sides were not measured alike
+        notes.append(f"{len(hidden)} perf figure(s) not slower, but not comparable: one side was measured under "
+                     "markedly more load, or the candidate's host ran faster by its control, which can hide a "
+                     "slowdown; keep the baseline again at a quiet moment (./compat baseline) and measure the "
+                     "candidate with nothing else running (./compat candidate SPEC)")
     if untold:   # what the user does about them: a warning with no switch is one they cannot act on
         host = sum("(control)" in c.detail for c in untold)
         notes.append(f"{len(untold)} perf figure(s) slower but inconclusive"
@@ -885,7 +938,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                        "SPEC, or ./compat suites -m perf and python -m tools.compare), and keep baselines at a "
                        "quiet moment too (./compat baseline)")
     return Comparison(baseline, candidate, changes, unchanged, factor, floor, notes, len(pairs),
-                      instrument_lines(candidate), judge_lines(judged, not_comparable))
+                      instrument_lines(candidate), judge_lines(judged, not_comparable), uncompared)
 
 
 # --------------------------------------------------------------------------- rendering
