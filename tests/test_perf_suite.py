@@ -534,6 +534,27 @@ def test_times_at_another_thread_count_are_not_compared_and_the_comparison_says_
     assert not against_base.rows and "2 thread(s) per process, the candidate with 1" in against_base.intro
 
 
+def test_the_first_screen_does_not_say_nothing_regressed_over_times_it_did_not_compare():
+    """The first screen once read "nothing regressed" in green beside a 26x slower softmax that
+    the rules did not compare (another thread count): the count of uncompared times now makes
+    it a warning saying why and what compares them; one thread count on both sides stays green."""
+    from harness.report import verdict
+    from harness.report.speed import Against
+    header = {"facts": {"host": "vm", "cpu": {"model": "x", "usable": 2}}}
+
+    def side(threads, median):
+        rec = _rec("perf/softmax/float32/forward", Category.TIMED, {**_time(median), "threads": threads})
+        return compare.Side("vm", "vm", header, {(rec["check"], "cpu"): rec}, True, [])
+    apart = compare.compare(side(2, 1.3e-4), side(1, 3.5e-3))
+    assert not apart.changes and apart.uncompared_times == 1
+    line = verdict._against([Against([], apart.shared, 1, apart.uncompared)])
+    assert line.state == verdict.WARN and "1 perf time not compared" in line.line and "same -n" in line.line, line
+    assert "times not compared" in line.short and apart.uncompared[0] in line.detail
+    alike = compare.compare(side(1, 1.3e-4), side(1, 1.4e-4))
+    assert alike.uncompared_times == 0
+    assert verdict._against([Against([], alike.shared, 1, alike.uncompared)]).state == verdict.GOOD
+
+
 def test_times_taken_beside_other_suites_are_not_compared_with_times_taken_alone():
     """A baseline kept by an earlier ./compat baseline (every suite in one serial run) timed
     perf after thousands of op checks in the same processes; the same versions timed in a run

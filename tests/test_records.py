@@ -221,8 +221,10 @@ def test_the_whole_optim_suite_ran_on_the_h200_and_the_report_judges_every_claim
     """The recording of 2026-11-27: one run of the 61 selected optim checks on cuda, ended with
     exit status 0, on the large workload; its 3 controls passed, every measured claim has a
     verdict, and the report's first screen for that column says how many help and how many
-    do not, from those records: 18 of the 22 that hold save (the H100's 18 too), measured on 14
-    of the 18 techniques (the headline counts techniques, the claims that do not hold as claims); pin-memory's
+    do not, from those records: 18 of the 22 that hold save (the H100's 18 too), counted by
+    technique (the headline counts techniques, the claims that do not hold as claims; a technique
+    is the subject of a claim, never the seed-003 path's check, which records a ratio but claims
+    nothing); pin-memory's
     time x0.98 is no saving, its interval 0.93-1.04 crossing 1, and is said with the others
     that hold with no saving."""
     rec = recorded_h200()
@@ -236,7 +238,9 @@ def test_the_whole_optim_suite_ran_on_the_h200_and_the_report_judges_every_claim
     md = _report_of([rec / "optim.jsonl", rec / "env.jsonl"], tmp_path)
     lines = md.splitlines()
     column = next(i for i, x in enumerate(lines) if "**NVIDIA H200" in x and "· cuda**" in x)
-    assert lines[column].endswith("fit; 14 of 18 optimizations help (best: adafactor memory x0.43), 5 claims do not "
+    helping, techniques = _techniques(measured)
+    assert lines[column].endswith(f"fit; {helping} of {techniques} optimizations help (best: adafactor memory x0.43), "
+                                  f"{Counter(r['category'] for r in measured)['does-not-hold']} claims do not "
                                   "hold"), lines[column]
     optim = next(x for x in lines[column:] if "optimizations:" in x)
     assert "; 4 claims hold with no saving, as documented (" in optim, optim
@@ -270,6 +274,15 @@ def test_the_h200_run_keeps_every_h100_verdict_and_memory_ratio_and_compare_name
 def _compare_json(capsys, *args) -> dict:
     assert compare_cli.main([*map(str, args), "--format", "json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def _techniques(claims: list[dict]) -> tuple[int, int]:
+    """(how many techniques measured a saving, how many techniques were measured) of these claim
+    records (category holds, does-not-hold or inconclusive): what the headline's "N of M
+    optimizations help" counts, each technique once."""
+    assert claims and all(r["category"] in records.Category.CLAIM_VERDICTS for r in claims)
+    return (len({r["subject"] for r in claims if r["category"] == "holds" and verdict.saves(r)}),
+            len({r["subject"] for r in claims}))
 
 
 def _by_check(path: Path) -> dict[str, dict]:
@@ -330,8 +343,17 @@ def test_the_compiled_family_ran_compiled_on_the_h100_and_the_report_reads_it(tm
     md = _report_of(sorted(rec.glob("*.jsonl")), tmp_path)
     lines = md.splitlines()
     column = next(i for i, x in enumerate(lines) if "**NVIDIA H100 80GB HBM3" in x and "· cuda**" in x)
-    assert lines[column].endswith("fit; ops 5,301 native; numbers right in 136 checks; 14 of 18 optimizations "
-                                  "help (best: tf32 time x0.38), 5 claims do not hold"), lines[column]
+    claims = [r for r in _by_check(rec / "optim.jsonl").values() if r["category"] in records.Category.CLAIM_VERDICTS]
+    helping, techniques = _techniques(claims)
+    assert lines[column].endswith(f"fit; ops 5,301 native; numbers right in 136 checks; {helping} of {techniques} "
+                                  f"optimizations help (best: tf32 time x0.38), "
+                                  f"{sum(r['category'] == 'does-not-hold' for r in claims)} claims do not hold"), lines[column]
+    # docs/report.md quotes this headline and its counts: they are what the code says of this run
+    doc = " ".join((ROOT / "docs" / "report.md").read_text().split())
+    quoted = doc.split('The headline counts techniques and names the best: "', 1)[1].split('"', 1)[0]
+    assert lines[column].endswith(quoted), quoted
+    savings = sum(r["category"] == "holds" and verdict.saves(r) for r in claims)
+    assert f"(the H100: {savings} savings measured on {helping} of the {techniques} techniques measured," in doc
     assert "`OK` instruments" in lines[column + 1] and "controls passed (ops, parity, optim, perf)" in lines[column + 1]
 
 
@@ -341,3 +363,82 @@ def test_a_run_of_the_controls_alone_says_so_rather_than_nothing_measured(tmp_pa
     md = _report_of([recorded_h100_full() / "controls.jsonl"], tmp_path)
     line = next(x for x in md.splitlines() if "**NVIDIA H100 80GB HBM3" in x and "· cuda**" in x)
     assert line.endswith("only the controls ran: 11 controls passed (ops, parity, optim, perf)"), line
+
+
+def test_numbers_right_counts_only_passes_and_names_the_known_limitations_and_unexpected_passes(tmp_path):
+    """The 2026-11-24 parity run with its fails taken out: the card's "numbers right in N checks"
+    counts the checks that passed today's judge, not the known limitations (xfail: numbers known
+    to be off) nor the unexpected passes (xpass: an expectation to update), which make the card a
+    warning and are named on its short line; the figures come from the records."""
+    (run,) = runfiles.read_file(recorded_h100_controls() / "parity.jsonl").runs
+    recs = [r for r in run.records if r["status"] != "fail"]
+    parity = [r for r in recs if r.get("suite") == "parity" and r.get("target") == "cuda"
+              and records.kind_of(r) != records.RecordKind.CONTROL and r["status"] != "skip"]
+    counts = Counter(r["status"] for r in parity)
+    assert counts["xfail"] and counts["xpass"] and counts["pass"]   # what this test is about is in the file
+    [cuda] = [v for v in verdict.for_records(run.header, recs, run.end) if v.title.endswith("· cuda")]
+    numerics = next(a for a in cuda.aspects if a.name == "numerics")
+    assert numerics.state == verdict.WARN and cuda.state == verdict.WARN, numerics
+    assert numerics.short == (f"numbers right in {counts['pass']:,} checks, {counts['xpass']:,} unexpected passes, "
+                              f"{counts['xfail']:,} known limitations (xfail)"), numerics.short
+    assert numerics.short in cuda.headline
+    assert numerics.line.startswith(f"as right as the CPU: {counts['pass']:,} checks, none wrong; "), numerics.line
+    assert f"{counts['xfail']:,} known limitations (xfail" in numerics.line, numerics.line
+    assert f"{counts['xpass']:,} unexpected passes (" in numerics.line, numerics.line
+    xfails = [r["check"] for r in parity if r["status"] == "xfail"]
+    assert any(xfails[0] in d for d in numerics.detail), numerics.detail
+    doc = " ".join((ROOT / "docs" / "report.md").read_text().split())   # quotes this short line
+    assert f'("{numerics.short}": the 2026-11-24 H100 parity run without its fails)' in doc
+
+
+def test_checks_an_older_judge_could_not_decide_are_kept_out_of_numbers_right_and_said_so():
+    """The first H100 recording's parity run (an older judge) with its failures taken out: the
+    records today's judge cannot decide from their metrics (judged again: "rerun") are neither
+    right nor wrong, kept out of "numbers right" and said as undecided on the short line; the
+    older judge's passes kept as they were are unconfirmed, not right either."""
+    from harness.report.matrix import build
+    (run,) = runfiles.read_file(H100 / "parity.jsonl").runs
+    cells = [r for r in build([run]).cells.values() if r.get("target") == "cuda" and r["status"] != "skip"]
+    undecided = [r for r in cells if r.get("judged_again", {}).get("outcome") == "rerun"]
+    right = [r for r in cells if r["status"] == "pass" and r.get("judged_again", {}).get("outcome") != "kept"]
+    kept = [r for r in cells if r["status"] in ("pass", "xpass") and r.get("judged_again", {}).get("outcome") == "kept"]
+    limits = [r for r in cells if r["status"] == "xfail"]
+    assert undecided and right and kept and limits
+    broken = {r["check"] for r in cells if r["status"] == "fail" and r not in undecided}   # still failing today
+    recs = [r for r in run.records if r["check"] not in broken]
+    [cuda] = [v for v in verdict.for_records(run.header, recs, run.end) if v.title.endswith("· cuda")]
+    numerics = next(a for a in cuda.aspects if a.name == "numerics")
+    assert numerics.state == verdict.WARN, numerics
+    assert numerics.short.endswith(
+        f"numbers right in {len(right):,} checks, {len(limits):,} known limitations (xfail), {len(undecided):,} "
+        f"undecided by an older judge (rerun to tell), {len(kept):,} older passes unconfirmed"), numerics.short
+    assert f"{len(undecided):,} of an older judge need a rerun to tell" in numerics.line, numerics.line
+    doc = " ".join((ROOT / "docs" / "report.md").read_text().split())   # quotes the undecided part
+    assert f'"{len(undecided):,} undecided by an older judge (rerun to tell)"' in doc
+
+
+def test_the_seed_003_path_check_is_no_optimization_and_its_failure_is_a_failure(tmp_path):
+    """optim/seed_003_path_never_raises_peak_memory records a memory ratio but claims nothing
+    (category n/a): it is not counted among the optimizations measured, and when it fails its
+    failure is on the card (the optimizations aspect bad, the measurement named by its cause),
+    not dropped as a claim's would be. The counts come from the records."""
+    seed = "optim/seed_003_path_never_raises_peak_memory"
+    (run,) = runfiles.read_file(recorded_h100_full() / "optim.jsonl").runs
+    [seeded] = [r for r in run.records if r["check"] == seed]
+    assert seeded["category"] not in records.Category.CLAIM_VERDICTS and "mem_ratio" in seeded["metrics"]
+    claims = [r for r in run.records if r["category"] in records.Category.CLAIM_VERDICTS]
+    helping, techniques = _techniques(claims)
+
+    def card(recs):
+        [cuda] = [v for v in verdict.for_records(run.header, recs, run.end) if v.title.endswith("· cuda")]
+        return cuda, next(a for a in cuda.aspects if a.name == "optimizations")
+    _, optim = card(run.records)
+    assert optim.short.startswith(f"{helping} of {techniques} optimizations help ("), optim.short
+    peak_rose = {**seeded, "status": "fail", "reason": "the seed-003 path raised the step's peak memory: x1.3 of the "
+                                                      "plain step's; run with --optim-workload small to see it apart",
+                 "metrics": {**seeded["metrics"], "mem_ratio": 1.3}}
+    cuda, optim = card([peak_rose if r is seeded else r for r in run.records])
+    assert optim.short.startswith(f"{helping} of {techniques} optimizations help ("), optim.short
+    assert optim.state == verdict.BAD and "1 optimization measurement failed" in cuda.headline, cuda.headline
+    assert any(seed in d for d in optim.detail if d.startswith("failed, ")), optim.detail
+    assert "1 measurement failed: " in optim.line, optim.line

@@ -632,3 +632,32 @@ def test_each_skip_reason_names_what_it_skips_and_counts_a_whole_absent_target(t
     section = (out / "matrix.md").read_text().split("## Skipped, grouped by reason")[1].split("\n## ")[0]
     assert re.search(r"\|\s*cpu\s*\|\s*4\s*\|\s*1\s*\|\s*bernoulli, dropout\s*\|\s*PyTorch does not compare", section)
     assert re.search(rf"\|\s*mps\s*\|\s*{SKIPPED_NAMED + 1}\s*\|\s*1\s*\|\s*{SKIPPED_NAMED + 1} subjects\s*\|", section)
+
+
+def test_the_every_failure_introduction_says_where_each_kind_of_finding_is_explained(tmp_path, recorded):
+    """The "Every failure" table lists broken checks (said with their cause and switch in the
+    failures by cause above it) and also unsupported ops, unexpected passes and claims that do
+    not hold, which that table says nothing of: its introduction limits "said once, in the
+    table above" to fails, errors, crashes and timeouts, and says where each other kind it
+    lists is explained."""
+    from harness.core import runfiles
+    from harness.report import sections, verdict
+    from harness.report.matrix import build
+    f = recorded("linux_x86_64")
+    path = write_run(tmp_path / "a.jsonl", f, [
+        rec("add/float32", "fail", suite="ops", category="native", reason="wrong"),
+        rec("_foo/float32", "pass", suite="ops", category="unsupported", reason="NotImplementedError: _foo"),
+        rec("mul/float32/forward", "xpass", suite="parity", category="parity", reason="expected a mismatch; passes"),
+        rec("tf32/time", "xfail", suite="optim", category="does-not-hold", reason="x0.9, documented x0.5",
+            metrics={"time_ratio": 0.9, "claimed_ratio": 0.5, "bound": 0.6})])
+    m = build(runfiles.read_file(path).runs)
+    every = next(s for s in sections.outcome_sections(m) if s.anchor == "failures")
+    kinds = {row[0] for row in every.rows}
+    others = {"unsupported ops", "unexpected passes", "claims that do not hold"}
+    assert others <= kinds, kinds   # the table lists them: the introduction must say where they are explained
+    said_above = next(x for x in every.intro.split(". ") if "in the table above" in x)
+    assert said_above.startswith("Of the fails, errors, crashes and timeouts, "), said_above
+    for kind, what in verdict.FINDINGS:
+        if kind in others:
+            assert f"{kind} ({what}) are explained in " in every.intro, (kind, every.intro)
+    assert "in the optimizations section" in every.intro and "in the ops section" in every.intro

@@ -593,3 +593,72 @@ def test_a_later_runs_controls_do_not_vouch_for_an_earlier_run_without_any(tmp_p
     vouched = page(first_has_controls=True)
     assert [a.name for a in vouched.aspects if a.line.startswith("unchecked")] == []
     assert vouched.state == verdict.GOOD, vouched
+
+
+def _with_failed_fallback_control(tmp_path):
+    """The 2026-11-28 H100 folder's ops run with its ops/controls/fallback-seen set to fail, beside
+    the unchanged controls-only run (later, every control passing) and env run: (the runs, the ops
+    run's id)."""
+    from tests.conftest import recorded_h100_full
+    src = recorded_h100_full()
+    lines, failed = [], []
+    for line in (src / "ops.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("check") == "ops/controls/fallback-seen":
+            rec.update(status=Status.FAIL, reason=FALLBACK_SWALLOWED)
+            failed.append(rec["run"])
+        lines.append(json.dumps(rec))
+    assert len(failed) == 1
+    (tmp_path / "ops.jsonl").write_text("\n".join(lines) + "\n")
+    runs = [run for f in (tmp_path / "ops.jsonl", src / "controls.jsonl", src / "env.jsonl")
+            for run in runfiles.read_file(f).runs]
+    later = [r for r in runs if r.run_id != failed[0] and any(matrix.is_control(x) for x in r.records)]
+    assert later and all(r.header["started"] > next(x for x in runs if x.run_id == failed[0]).header["started"]
+                         for r in later)   # the controls-only run is the newer: its passing control is the cell
+    return runs, failed[0]
+
+
+def test_a_control_that_failed_in_a_run_is_not_erased_by_a_later_run_whose_control_passed(tmp_path):
+    """A run whose control failed is untrusted for that suite: a later controls-only run whose
+    same control passed vouches for its own run, not for the failed run's measurements, which
+    still stand in the column. The card is bad and names the control and its run; the ops aspect
+    is unconfirmed; the Controls section lists the failure with its run; matrix.json says untrusted."""
+    from harness.report.sections import controls_section
+    runs, failed_run = _with_failed_fallback_control(tmp_path)
+    m = build(runs)
+    (card,) = [v for v in verdict.verdicts(m) if v.title.endswith("· cuda")]
+    inst = aspect(card, "instruments")
+    assert card.state == verdict.BAD and inst.state == verdict.BAD, card.headline
+    assert card.headline.startswith(SAID) and "instruments checked" not in inst.line, card.headline
+    assert f"run {failed_run}" in inst.line and "fallback warnings are swallowed" in inst.line, inst.line
+    ops = aspect(card, "ops")
+    assert ops.state == verdict.WARN and ops.line.startswith("unconfirmed (the ops instruments failed their controls): ")
+    assert ops.short.startswith("unconfirmed: ops ") and ops.short in card.headline
+    assert not ops.line.startswith("unconfirmed (the ops instruments failed their controls): unchecked")
+    section = controls_section(m)
+    failed_rows = [row for row in section.rows if row[2].key == Status.FAIL]
+    assert [row[1] for row in failed_rows] == ["ops/controls/fallback-seen"], section.rows
+    assert f"run {failed_run}" in failed_rows[0][-1], failed_rows[0]
+    (col,) = [c for c in m.columns if c.target == "cuda"]
+    assert col.instruments.as_json()["state"] == matrix.UNTRUSTED
+    assert [f["control"] for f in col.instruments.as_json()["failed"]] == ["fallback-seen"]
+    assert failed_run not in col.instruments.checked_runs.get("ops", set())   # checked only by controls that passed
+
+
+def test_a_failed_control_of_a_run_whose_records_a_later_whole_run_replaced_no_longer_marks_the_column(tmp_path):
+    """The failed control of an earlier run counts while that run's records stand; once a later
+    run measured the same checks with its controls passing, nothing of the failed run is read,
+    and the column is checked again."""
+    failing = controls({("ops", "fallback-seen"): FALLBACK_SWALLOWED})
+    old = runfiles.read_file(write_run(tmp_path / "old.jsonl", FACTS, checks() + failing, run="R1")).runs
+    new = runfiles.read_file(write_run(tmp_path / "new.jsonl", FACTS, checks() + controls(), run="R2")).runs
+    new[0].header["started"] = "2099-01-01T00:00:00Z"
+    (card,) = [v for v in verdict.verdicts(build(old + new)) if v.title.endswith("· cpu")]
+    assert card.state == verdict.GOOD and aspect(card, "instruments").line.startswith("instruments checked"), card
+    only_controls = runfiles.read_file(write_run(tmp_path / "c.jsonl", FACTS, controls(), run="R3")).runs
+    only_controls[0].header.update(started="2099-01-01T00:00:00Z", pytest_args=["suites/", "-k", "controls"])
+    (card,) = [v for v in verdict.verdicts(build(old + only_controls)) if v.title.endswith("· cpu")]
+    assert card.state == verdict.BAD and "ops control fallback-seen" in card.headline, card.headline
+    assert "run R1" in aspect(card, "instruments").line
+    assert aspect(card, "ops").line.startswith("unconfirmed (the ops instruments")
+    assert aspect(card, "numerics").state == verdict.GOOD   # the parity controls of R1 passed

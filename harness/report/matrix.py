@@ -283,6 +283,10 @@ class Control:
     check: str
     status: str
     message: str     # its reason, without the words the report puts before it
+    run: str = ""    # the run it was recorded in
+    # the record itself where it is not the column's newest (a failed control of an earlier run
+    # whose measurements still stand: ``instruments_of``), for the Controls section to show
+    record: dict | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def untrusted(self) -> str:
@@ -300,7 +304,20 @@ def control_of(rec: dict) -> Control:
     message = " ".join(str(rec.get("reason") or "").split())
     for prefix in (f"{UNTRUSTED_WORDS}: ", f"{name}: "):
         message = message.removeprefix(prefix)
-    return Control(rec.get("suite") or "?", name, rec.get("check", "?"), rec["status"], message or rec["status"])
+    return Control(rec.get("suite") or "?", name, rec.get("check", "?"), rec["status"], message or rec["status"],
+                   str(rec.get("run") or ""))
+
+
+def earlier_control_of(rec: dict) -> Control:
+    """A control that failed in an earlier run whose measurements of its suite still stand in
+    the column, where a later run's same control (the column's newest record of it) passed:
+    its message names its run, and why the later pass does not vouch for that run."""
+    found = control_of(rec)
+    suite = found.suite
+    message = (f"in run {found.run or '?'}: {found.message}; that run's {suite} records still stand here, and a "
+               f"later run's passing control vouches only for its own run's: run the {suite} suite again "
+               f"(pytest suites/ -m {suite}) to replace them")
+    return dataclasses.replace(found, message=message, record=rec)
 
 
 @dataclasses.dataclass
@@ -310,9 +327,16 @@ class Instruments:
     failed: list[Control] = dataclasses.field(default_factory=list)
     passed: list[Control] = dataclasses.field(default_factory=list)
     skipped: list[Control] = dataclasses.field(default_factory=list)
-    # suite -> the runs in which a control of it passed or failed: a record measured in another
-    # run (an older run file merged in) was not vouched for by these controls
+    # suite -> the runs in which a control of it passed and none failed (``checked_runs_of``): a
+    # record measured in another run (an older run file merged in) was not vouched for by these
+    # controls
     checked_runs: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # suite -> the runs in which a control of it failed and whose records of it stand here: those
+    # records are unconfirmed (the failures are in ``failed``), not unchecked
+    failed_runs: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # every control record of the column's runs, not only the newest of each check: a failed
+    # control of an earlier run is not erased by a later run's pass (``instruments_of``)
+    history: list[dict] = dataclasses.field(default_factory=list, repr=False)
 
     @property
     def state(self) -> str:
@@ -341,18 +365,37 @@ def _in_suite_order(suites) -> list[str]:
     return sorted(suites, key=_suite_rank)
 
 
-def instruments_of(recs, checked_runs: dict[str, set[str]] | None = None) -> Instruments:
+def instruments_of(recs, checked_runs: dict[str, set[str]] | None = None, history=()) -> Instruments:
     """The Instruments of a column's records (the newest record of each check), suite by suite;
-    ``checked_runs`` (``checked_runs_of``): the runs each suite's controls ran in, from every
+    ``checked_runs`` (``checked_runs_of``): the runs each suite's controls passed in, from every
     record of the runs, where the newest ones alone would forget a run whose controls a later
-    run's replaced; without it, the runs of the controls among ``recs``."""
-    found = Instruments(checked_runs=checked_runs if checked_runs is not None else checked_runs_of(recs))
-    for rec in sorted((r for r in recs if is_control(r)),
-                      key=lambda r: (_suite_rank(r.get("suite") or ""), r.get("check", ""))):
+    run's replaced; without it, the runs of the controls among ``recs``. ``history``: every
+    control record of the column's runs (the newest of each check and the older ones): a control
+    that failed in a run whose measurements of its suite still stand among ``recs`` is a failed
+    control of the column, named with its run, though a later run's same control passed (that
+    pass vouches for its own run only)."""
+    recs = list(recs)
+    found = Instruments(checked_runs=checked_runs if checked_runs is not None else checked_runs_of(recs),
+                        history=list(history))
+    newest = sorted((r for r in recs if is_control(r)),
+                    key=lambda r: (_suite_rank(r.get("suite") or ""), r.get("check", "")))
+    for rec in newest:
         control = control_of(rec)
         status = rec["status"]
         (found.failed if status in Status.BAD else found.passed if status in Status.WORKS else found.skipped).append(
             control)
+        if status in Status.BAD and rec.get("run"):
+            found.failed_runs.setdefault(control.suite, set()).add(rec["run"])
+    standing = {(r.get("suite"), r.get("run")) for r in recs
+                if not is_control(r) and r["status"] != Status.SKIP and r.get("run")}
+    said = {(r.get("check"), r.get("run")) for r in newest}
+    for rec in sorted((r for r in found.history if is_control(r) and r["status"] in Status.BAD),
+                      key=lambda r: (_suite_rank(r.get("suite") or ""), r.get("check", ""), r.get("run") or "")):
+        if (rec.get("check"), rec.get("run")) in said or (rec.get("suite"), rec.get("run")) not in standing:
+            continue   # the newest record itself, or a run none of whose measurements are read here any more
+        said.add((rec.get("check"), rec.get("run")))
+        found.failed.append(earlier_control_of(rec))
+        found.failed_runs.setdefault(rec.get("suite") or "", set()).add(rec["run"])
     return found
 
 
@@ -469,6 +512,7 @@ def build(runs: list[Run]) -> Matrix:
     notes = [_split_note(env_id, groups, by_env) for env_id, groups in machines.items() if len(groups) > 1]
     columns: dict[str, Column] = {}
     cells: dict[tuple[str, str], dict] = {}
+    history: dict[str, list[dict]] = defaultdict(list)   # column id -> every control record of its runs
     for (env_id, hw, stack), env_runs in by_env.items():
         groups = machines[env_id]
         key = env_id if len(groups) == 1 else f"{env_id}#{groups.index((hw, stack)) + 1}"
@@ -489,6 +533,8 @@ def build(runs: list[Run]) -> Matrix:
                     if not run.complete:
                         col.cut_off.append(run.run_id)
                 cells[(rec["check"], col_id)] = rec
+                if is_control(rec):
+                    history[col_id].append(rec)
     gone = not_collected_any_more(columns.values(), cells, {run.run_id: run for rs in by_env.values() for run in rs})
     for key in gone:
         del cells[key]
@@ -506,7 +552,8 @@ def build(runs: list[Run]) -> Matrix:
     rows = [c for s in ordered_suites.values() for c in s]
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
-    _mark_instruments(ordered, cells, checked_runs_of(rec for rs in by_env.values() for run in rs for rec in run.records))
+    _mark_instruments(ordered, cells, checked_runs_of(rec for rs in by_env.values() for run in rs for rec in run.records),
+                      history)
     return Matrix(ordered, rows, ordered_suites, cells, notes, company_of(runs))
 
 
@@ -664,27 +711,35 @@ def as_written(rec: dict) -> dict:
 
 
 def checked_runs_of(recs) -> dict[str, set[str]]:
-    """suite -> the run ids in which a control of that suite passed or failed."""
-    out: dict[str, set[str]] = defaultdict(set)
+    """suite -> the run ids in which a control of that suite passed and none failed: a run is
+    checked only by controls that passed in it (one whose control failed is untrusted for that
+    suite, and its records unconfirmed: ``instruments_of``)."""
+    passed: dict[str, set[str]] = defaultdict(set)
+    failed: dict[str, set[str]] = defaultdict(set)
     for rec in recs:
-        if is_control(rec) and (rec["status"] in Status.BAD or rec["status"] in Status.WORKS) and rec.get("run"):
-            out[rec.get("suite") or ""].add(rec["run"])
-    return dict(out)
+        if is_control(rec) and rec.get("run"):
+            if rec["status"] in Status.BAD:
+                failed[rec.get("suite") or ""].add(rec["run"])
+            elif rec["status"] in Status.WORKS:
+                passed[rec.get("suite") or ""].add(rec["run"])
+    return {suite: runs - failed[suite] for suite, runs in passed.items() if runs - failed[suite]}
 
 
 def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict],
-                      checked_runs: dict[str, set[str]] | None = None) -> None:
+                      checked_runs: dict[str, set[str]] | None = None,
+                      history: dict[str, list[dict]] | None = None) -> None:
     """Each column's Instruments, from the controls of its machine and target (its workloads
-    together: the optimization suite's controls are one for the small and the large workload)."""
+    together: the optimization suite's controls are one for the small and the large workload).
+    ``history``: column id -> every control record its runs wrote (``instruments_of``)."""
     groups: dict[tuple[str, str], list[Column]] = defaultdict(list)
     for col in columns:
         groups[(col.env_id, col.target)].append(col)
     by_column: dict[str, list[dict]] = defaultdict(list)
     for (_, col_id), rec in cells.items():
-        if is_control(rec):
-            by_column[col_id].append(rec)
+        by_column[col_id].append(rec)
     for cols in groups.values():
-        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])], checked_runs)
+        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])], checked_runs,
+                               [rec for c in cols for rec in (history or {}).get(c.id, [])])
         for col in cols:
             col.instruments = found
 

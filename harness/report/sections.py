@@ -215,6 +215,18 @@ def _count_key(rec: dict) -> str:
     return rec["category"] if rec.get("category") in Category.OPS else cell_key(rec)
 
 
+# Where the findings that are not broken checks (no cause, no switch in the failures by cause)
+# are explained: the "Every failure" section's introduction says so, kind by kind (verdict.FINDINGS).
+EXPLAINED_ELSEWHERE = {
+    "unsupported ops": "in each row's reason (what the op raised) and in the ops section's list of the checks "
+                       "that did not simply pass",
+    "unexpected passes": "in each row's reason, which names the expectation the check passed against (the "
+                         "expectation to update)",
+    "claims that do not hold": "in the optimizations section, each claim with what the document claimed beside "
+                               "what was measured",
+}
+
+
 def outcome_sections(m: Matrix) -> list[Section]:
     """Every failure, grouped by cause and then by family (the page's second stop after the
     verdicts); then PyTorch's own MPS expectations, the known limitations and the skips.
@@ -256,9 +268,12 @@ def outcome_sections(m: Matrix) -> list[Section]:
                 fold=len(rows) > LONG, empty="No failures.",
                 intro="Fails, errors, crashes and timeouts grouped by the cause their judge or reruns found ("
                       f"'{verdict.UNDETERMINED}' where none was), then by family; then unsupported ops, unexpected "
-                      "passes and claims that do not hold. Every one is listed, with what it saw; what its cause "
-                      "is and the switch that changes it are said once, in the table above (and in full in each "
-                      "result's record: click it)."),
+                      "passes and claims that do not hold. Every one is listed, with what it saw. Of the fails, "
+                      "errors, crashes and timeouts, what the cause is and the switch that changes it are said "
+                      "once, in the table above (and in full in each result's record: click it). The table above "
+                      "has nothing of the others: " + "; ".join(
+                          f"{kind} ({what}) are explained {EXPLAINED_ELSEWHERE[kind]}"
+                          for kind, what in verdict.FINDINGS if kind in EXPLAINED_ELSEWHERE) + "."),
         Section("Disagreements with PyTorch's own MPS expectations", ["check", "column", "disagreement",
                                                                     "PyTorch expects", "result"],
                 disagreements, empty="None (or no MPS column).", fold=len(disagreements) > LONG,
@@ -407,15 +422,18 @@ def controls_section(m: Matrix) -> Section:
     """Every control of every column: the check with a known answer, what it expected and saw,
     and its result; a failed one is what marks its column "instrument not trustworthy here"."""
     rows = []
+    earlier_said: set[int] = set()   # a failed control of an earlier run, once (a machine's columns share it)
     for col in m.columns:
         for (check, col_id), rec in sorted(m.cells.items()):
             if col_id != col.id or not is_control(rec):
                 continue
-            met = rec.get("metrics") or {}
-            key = cell_key(rec)   # the result alone: what it saw is the next column but one
-            rows.append([col.label, check, Cell(f"{SYMBOL[key]} {key}", key, _title(key, rec), rec, col.label),
-                         shown(met.get("expected") or ""),
-                         shown(met.get("seen") or ""), shown(rec.get("reason") or "")])
+            rows.append(_control_row(col, check, rec, shown(rec.get("reason") or "")))
+        # a control that failed in an earlier run whose measurements still stand here: a later
+        # run's pass of it (the row above) vouches for that run alone (matrix.instruments_of)
+        for control in col.instruments.failed:
+            if control.record is not None and id(control.record) not in earlier_said:
+                earlier_said.add(id(control.record))
+                rows.append(_control_row(col, control.check, control.record, shown(control.message)))
     heads = ["column", "control", "result", "expected", "seen", "reason"]
     if not any(row[-1] for row in rows):   # every control passed: no reason to give, no empty column
         heads, rows = heads[:-1], [row[:-1] for row in rows]
@@ -429,9 +447,18 @@ def controls_section(m: Matrix) -> Section:
                          "no kernel must be seen falling back, an exact result must pass the judge and a perturbed "
                          "one fail, a known allocation must move the memory reading, known work must show in the "
                          "timing. A column with a failed control is marked 'instrument not trustworthy here' and "
-                         "that suite's verdicts in it are unconfirmed."
+                         "that suite's verdicts in it are unconfirmed. A control that failed in an earlier run whose "
+                         "measurements still stand in the column is listed too, its reason naming the run: a later "
+                         "run's pass of the same control vouches for that later run's records only."
                          + (f" Without controls (instruments unchecked): {', '.join(unchecked)}." if rows and unchecked
                             else ""))
+
+
+def _control_row(col, check: str, rec: dict, reason: str) -> list:
+    met = rec.get("metrics") or {}
+    key = cell_key(rec)   # the result alone: what it saw is the next column but one
+    return [col.label, check, Cell(f"{SYMBOL[key]} {key}", key, _title(key, rec), rec, col.label),
+            shown(met.get("expected") or ""), shown(met.get("seen") or ""), reason]
 
 
 def instruments_words(col) -> str:

@@ -192,6 +192,8 @@ class Against:
     changes: list            # the regressions and warnings (compare.Change)
     compared: int = 0        # checks both hold: what "nothing regressed" speaks for
     held: int = 0            # the column's checks
+    uncompared: list = dataclasses.field(default_factory=list)   # notes of perf times the rules did not compare
+    #                          (compare.Comparison.uncompared: another machine, thread count or company)
 
 
 def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
@@ -223,5 +225,5 @@ def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
                             baseline.sources, baseline.company)
         found = compare.compare(base, side)
         out[col.id] = Against([c for c in found.changes if c.kind in ("regression", "warning")],
-                              found.shared, len(mine))
+                              found.shared, len(mine), found.uncompared)
     return out

@@ -446,9 +446,22 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     if failed:
         said.append(f"{_n(failed, 'check')} failed before any number was judged: "
                     + "; ".join(f"{shown(g.cause)} {len(g.checks)}" for g in unrun))
-    judged = len(par) - len(unconfirmed)
+    # Right: a pass of today's judge, nothing else. A known limitation (xfail) is a number known
+    # to be off; an unexpected pass (xpass) is a number right where a failure was expected, an
+    # expectation to update; a record of an older judge that today's cannot decide from its
+    # metrics (rerun) is neither right nor wrong; an older judge's pass kept as it was is
+    # unconfirmed. Each is said apart, none counted among the right.
+    right = [r for r in par if r["status"] == Status.PASS and not older_pass(r)]
+    surprises = [r for r in par if r["status"] == Status.XPASS and not older_pass(r)]
+    limits = [r for r in par if r["status"] == Status.XFAIL]
     line = "; ".join(said) if said else (
-        f"as right as the CPU: {_n(judged, 'check')}, none wrong" if judged else "none judged by today's rules")
+        f"as right as the CPU: {_n(len(right), 'check')}, none wrong" if right else "none judged by today's rules")
+    if surprises:
+        line += (f"; {_n(len(surprises), 'unexpected pass', 'unexpected passes')} (right against float64 where a "
+                 f"failure was expected: an expectation to update, said in each check's reason)")
+    if limits:
+        line += (f"; {_n(len(limits), 'known limitation')} (xfail: numbers known to be off, each reason says why "
+                 f"and what would lift it)")
     if unconfirmed:
         line += (f"; {_n(len(unconfirmed), 'pass', 'passes')} of an older judge {'is' if len(unconfirmed) == 1 else 'are'} "
                  f"unconfirmed ({OLDER_PASS})")
@@ -472,7 +485,11 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
     if unconfirmed:
         detail.append(f"passed under an older judge, unconfirmed ({len(unconfirmed):,}): "
                       + _list((r["check"] for r in unconfirmed), 12))
-    state = BAD if wrong or failed else WARN if rerun or unconfirmed else GOOD
+    if surprises:
+        detail.append(f"unexpected passes ({len(surprises):,}): " + _list((r["check"] for r in surprises), 12))
+    if limits:
+        detail.append(f"known limitations ({len(limits):,}): " + _list((r["check"] for r in limits), 12))
+    state = BAD if wrong or failed else WARN if rerun or unconfirmed or surprises or limits else GOOD
     # what is wrong and why, on the first screen: the biggest causes with their counts
     on_cpu = "" if not as_cpu else "; all on the CPU too" if len(as_cpu) == wrong else f"; {len(as_cpu):,} on the CPU too"
     wrong_words = f"{wrong:,} numerically wrong ({_biggest(groups)}{on_cpu})"
@@ -480,10 +497,19 @@ def _numerics(recs: list[dict], switches: list[str] = ()) -> Aspect:
         [f"{_n(failed, 'parity check')} failed to run ({_biggest(unrun)})"] if failed else [])
     # how many checks say so, on the first screen too: "numbers right" of a selection of 136
     # compiled checks is not the op sweep's
-    right = f"numbers right in {_n(judged, 'check')}"
-    short = ", ".join(parts) or (right if not unconfirmed else "numbers unconfirmed (an older judge's passes)"
-                                 if not judged else f"{right}, {_n(len(unconfirmed), 'older pass', 'older passes')} "
-                                                    f"unconfirmed")
+    # what is neither wrong nor right, beside them: the known limitations and unexpected passes
+    # always (each is a warning); beside "numbers right", what that count leaves out and why
+    notes = ([_n(len(surprises), "unexpected pass", "unexpected passes")] if surprises else []) + (
+        [f"{_n(len(limits), 'known limitation')} (xfail)"] if limits else [])
+    if not parts:
+        if right:
+            parts.append(f"numbers right in {_n(len(right), 'check')}")
+        if rerun:
+            notes.append(f"{len(rerun):,} undecided by an older judge (rerun to tell)")
+        if unconfirmed:
+            notes.append(f"{_n(len(unconfirmed), 'older pass', 'older passes')} unconfirmed" if right or notes
+                         else "numbers unconfirmed (an older judge's passes)")
+    short = ", ".join(parts + notes)
     return Aspect("numerics", state, line, detail, "failures-by-cause" if wrong or failed else "parity", short)
 
 
@@ -566,7 +592,12 @@ def saves(rec: dict) -> bool:
 
 
 def _optimizations(recs: list[dict]) -> Aspect:
+    # A claim is a record the suite judged against a document's figure (holds, does-not-hold,
+    # inconclusive), with its ratio; any other optim check (the seed-003 path's "never raises the
+    # peak", category n/a, though it records a ratio) is a check like any other: counted nowhere
+    # as an optimization, its failure handled with the rest (failure_groups).
     claims = [r for r in recs if r.get("suite") == "optim" and r["status"] != Status.SKIP
+              and r.get("category") in Category.CLAIM_VERDICTS
               and isinstance((r.get("metrics") or {}).get("mem_ratio", (r.get("metrics") or {}).get("time_ratio")),
                              (int, float))]
     claimed = {id(r) for r in claims}
@@ -735,12 +766,14 @@ def unchecked_suites(found: Instruments, recs: list[dict]) -> list[str]:
     """The suites that measured here (a check that ran, not a control) with no control of
     theirs passed or failed, or with records of a run in which none did: their instruments were
     never checked there (an older run merged in, controls deselected, or every control of
-    theirs skipped). A later run's controls do not vouch for an earlier run's measurements."""
+    theirs skipped). A later run's controls do not vouch for an earlier run's measurements. The
+    records of a run whose control of their suite failed are not unchecked but unconfirmed: the
+    failed control says so (``Instruments.failed_runs``)."""
     checked = {c.suite for c in found.passed + found.failed}
     out = []
     for s in ASPECTS_OF_SUITE:
         measured = [r for r in recs if r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r)]
-        runs = found.checked_runs.get(s)
+        runs = found.checked_runs.get(s, set()) | found.failed_runs.get(s, set())
         if measured and (s not in checked or (runs and any(r.get("run") and r["run"] not in runs for r in measured))):
             out.append(s)
     return out
@@ -804,7 +837,9 @@ def _against(found: list | None) -> Aspect | None:
     close to its bound, a check now skipped, an error that grew, a verdict of another revision of
     its judge than the baseline's: compare.across_judges). Where the baseline holds
     only part of the column ("nothing regressed" speaks for the checks both hold), the line
-    says how much."""
+    says how much; perf times the rules did not compare (speed.Against.uncompared: another
+    machine, thread count or company) make it a warning, saying why and what compares them,
+    where it once read "nothing regressed" in green over a time three times slower."""
     if found is None:
         return None
     changes = [c for a in found for c in a.changes]
@@ -823,16 +858,23 @@ def _against(found: list | None) -> Aspect | None:
               + " (./compat candidate measures a figure that looks slower again in fresh processes)") if once else ""
     told = (f"{_n(len(unsure), 'warning')}, not a regression: "
             + _list((f"{c.check} ({c.rule}: {_gist(c.detail)})" for c in unsure), 2)) if unsure else ""
-    more = "".join(f"; {x}" for x in (slower, told) if x)
+    # perf times the rules did not compare (another machine, thread count or company): "nothing
+    # regressed" does not speak for them, and the note says what makes them comparable
+    uncompared = [n for a in found for n in getattr(a, "uncompared", [])]
+    untimed = sum(int(n.split(" ", 1)[0]) for n in uncompared)
+    apart = (f"{_n(untimed, 'perf time')} not compared: {uncompared[0].split(' not compared: ', 1)[1]}"
+             if uncompared else "")
+    more = "".join(f"; {x}" for x in (slower, told, apart) if x)
     details = [f"{c.check}: {c.rule}: {c.before} -> {c.after} {shown(c.detail)}".strip()
-               for c in regressions + once + unsure]
+               for c in regressions + once + unsure] + uncompared
     if regressions:
         return Aspect("against the baseline", BAD, f"{_n(len(regressions), 'regression')}: "
                                                    + _list(f"{c.check} ({c.rule})" for c in regressions) + part + more,
                       details, "against-the-baseline", f"{len(regressions)} regressed")
-    if once or unsure:
+    if once or unsure or untimed:
         short = "; ".join(x for x in (f"{len(once)} slower, seen once" if once else "",
-                                      _n(len(unsure), "warning") if unsure else "") if x)
+                                      _n(len(unsure), "warning") if unsure else "",
+                                      f"{untimed} times not compared" if untimed else "") if x)
         return Aspect("against the baseline", WARN, "nothing regressed" + part + more, details,
                       SPEED_AGAINST if once else "against-the-baseline", f"no regression; {short}")
     return Aspect("against the baseline", GOOD, "nothing regressed" + part, anchor="against-the-baseline",
@@ -965,10 +1007,13 @@ def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
         if switches:
             aspects = [_timed_with(a, switches) for a in aspects]
         runs_checked: dict[str, set[str]] = {}   # from every run's controls, as each column's were
+        history: dict[int, dict] = {}             # every control record of their runs, each once
         for c in cols:
             for suite, ids_ in c.instruments.checked_runs.items():
                 runs_checked.setdefault(suite, set()).update(ids_)
-        found = instruments_of(recs, runs_checked)   # the same as each column's (matrix.Column.instruments)
+            history.update((id(r), r) for r in c.instruments.history)
+        # the same as each column's (matrix.Column.instruments)
+        found = instruments_of(recs, runs_checked, history.values())
         instruments, instruments_note = _instruments(found, recs)
         failed = found.failed_suites()
         for suite in failed:
