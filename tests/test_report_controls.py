@@ -302,7 +302,8 @@ def test_matrix_json_carries_each_column_s_instruments_and_matches_its_schema(wr
     assert schema.problem(doc) is None
     by_host = {c["facts"]["host"]: c["instruments"] for c in doc["columns"]}
     assert by_host["vm"] == {"state": "untrusted", "passed": 4, "skipped": 0, "failed": [
-        {"suite": "ops", "control": "fallback-seen", "message": FALLBACK_SWALLOWED.split("fallback-seen: ", 1)[1]}]}
+        {"suite": "ops", "control": "fallback-seen", "message": FALLBACK_SWALLOWED.split("fallback-seen: ", 1)[1],
+         "run": "R1"}]}
     assert by_host["other"] == {"state": "trusted", "failed": [], "passed": 5, "skipped": 0}
     assert by_host["older"] == {"state": "unchecked", "failed": [], "passed": 0, "skipped": 0}
     (verdict_json,) = [v for v in doc["verdicts"] if "standin-mps-mute" in v["title"]]
@@ -641,8 +642,10 @@ def test_a_control_that_failed_in_a_run_is_not_erased_by_a_later_run_whose_contr
     assert f"run {failed_run}" in failed_rows[0][-1], failed_rows[0]
     (col,) = [c for c in m.columns if c.target == "cuda"]
     assert col.instruments.as_json()["state"] == matrix.UNTRUSTED
-    assert [f["control"] for f in col.instruments.as_json()["failed"]] == ["fallback-seen"]
+    assert [(f["control"], f["run"]) for f in col.instruments.as_json()["failed"]] == [("fallback-seen", failed_run)]
     assert failed_run not in col.instruments.checked_runs.get("ops", set())   # checked only by controls that passed
+    from harness.report.render import json_doc   # the run travels as a field of its own, which the schema allows
+    assert schema.problem(json_doc(m, [], [], [])) is None
 
 
 def test_a_failed_control_of_a_run_whose_records_a_later_whole_run_replaced_no_longer_marks_the_column(tmp_path):

@@ -352,8 +352,8 @@ class Instruments:
 
     def as_json(self) -> dict:
         """matrix.json's ``columns[].instruments``."""
-        return {"state": self.state, "failed": [{"suite": c.suite, "control": c.name, "message": c.message}
-                                                for c in self.failed],
+        return {"state": self.state, "failed": [{"suite": c.suite, "control": c.name, "message": c.message,
+                                                 **({"run": c.run} if c.run else {})} for c in self.failed],
                 "passed": len(self.passed), "skipped": len(self.skipped)}
 
 
