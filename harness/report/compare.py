@@ -575,6 +575,12 @@ def judge_lines(judged: Counter, not_comparable: Counter) -> list[str]:
 
 # --------------------------------------------------------------------------- the comparison
 
+def uncompared_count(notes: list[str]) -> int:
+    """The perf times a list of "N perf time(s) not compared: ..." notes counts (each leads
+    with its count): Comparison.uncompared_times, and the first screen's line."""
+    return sum(int(n.split(" ", 1)[0]) for n in notes)
+
+
 @dataclasses.dataclass
 class Comparison:
     baseline: Side
@@ -592,9 +598,8 @@ class Comparison:
 
     @property
     def uncompared_times(self) -> int:
-        """How many perf times the rules did not compare (``uncompared``'s notes, which lead
-        with their count): "nothing regressed" does not speak for them."""
-        return sum(int(n.split(" ", 1)[0]) for n in self.uncompared)
+        """How many perf times the rules did not compare: "nothing regressed" does not speak for them."""
+        return uncompared_count(self.uncompared)
 
     def of(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]

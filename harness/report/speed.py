@@ -195,6 +195,11 @@ class Against:
     uncompared: list = dataclasses.field(default_factory=list)   # notes of perf times the rules did not compare
     #                          (compare.Comparison.uncompared: another machine, thread count or company)
 
+    @property
+    def uncompared_times(self) -> int:
+        """How many perf times ``uncompared``'s notes count (compare.uncompared_count)."""
+        return compare.uncompared_count(self.uncompared)
+
 
 def against_baseline(m: Matrix, baseline) -> dict[str, Against]:
     """Column id -> what the upgrade check's rules (harness.report.compare) find in that column

@@ -861,7 +861,7 @@ def _against(found: list | None) -> Aspect | None:
     # perf times the rules did not compare (another machine, thread count or company): "nothing
     # regressed" does not speak for them, and the note says what makes them comparable
     uncompared = [n for a in found for n in getattr(a, "uncompared", [])]
-    untimed = sum(int(n.split(" ", 1)[0]) for n in uncompared)
+    untimed = sum(a.uncompared_times for a in found)
     apart = (f"{_n(untimed, 'perf time')} not compared: {uncompared[0].split(' not compared: ', 1)[1]}"
              if uncompared else "")
     more = "".join(f"; {x}" for x in (slower, told, apart) if x)
