@@ -58,6 +58,7 @@ BASELINE = [
     rec("optim/torch-compile/time", category="holds", time_ratio=0.9, ci_low=0.85, ci_high=0.93),
     rec("optim/freeze-backbone/time", "xfail", category="does-not-hold", time_ratio=0.9, ci_low=0.8, ci_high=0.98),
     rec("env/macos-version", target="mps"),
+    rec("env/mps-device", target="mps"),   # still runs: mps is not lost (target-lost), one check is skipped
     rec("env/threads"),
     rec("ops/gone/float32/forward", category="native"),
 ]
@@ -120,7 +121,7 @@ def test_each_planted_change_is_found_exactly(files):
     assert sorted((c.kind, c.check) for c in result.changes if c.kind in ("appeared", "disappeared")) == [
         ("appeared", "ops/new_op/float32/forward"), ("appeared", "ops/zz_new/float32/forward"),
         ("disappeared", "ops/gone/float32/forward")]
-    assert result.unchanged == 3          # env/threads, exp grown 1.5x, tiny grown under the floor
+    assert result.unchanged == 4          # env/threads, env/mps-device, exp grown 1.5x, tiny grown under the floor
     assert result.version_changes() == [("torch", "2.8.0", "2.10.0")]
 
 
@@ -144,13 +145,13 @@ def test_json_and_markdown_say_the_same(files, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc == json.loads(out_file.read_text())
     assert doc["counts"] == {"regression": 8, "warning": 3, "improvement": 4, "appeared": 2, "disappeared": 1,
-                             "unchanged": 3}
+                             "unchanged": 4}
     assert doc["compare_schema"] == compare.COMPARE_SCHEMA
     assert cli.main([str(files[0]), str(files[1]), "--format", "md"]) == 1
     md = capsys.readouterr().out
     assert "## Regressions (8)" in md and "| ops/softmax/float32/forward" in md
     # a page is read from the top: its verdict before the first table (a terminal's is its last line)
-    verdict = "**8 regression(s), 3 warning(s), 4 improvement(s), 2 appeared, 1 disappeared, 3 unchanged**"
+    verdict = "**8 regression(s), 3 warning(s), 4 improvement(s), 2 appeared, 1 disappeared, 4 unchanged**"
     assert md.index(verdict) < md.index("## Regressions") and md.count("regression(s)") == 1
 
 
@@ -679,3 +680,43 @@ def test_a_known_limitation_whose_nan_became_the_devices_own_or_got_further_off_
     assert (kind, rule) == ("warning", "parity-growth") and "1.5 -> 45" in detail and "known limitation" in detail
     assert compare.compare_records(finite, limit(margin=2.0, max_abs_err=0.013)) == []   # within the factor
     assert compare.compare_records(shared, limit(non_finite=9, non_finite_on_cpu=9)) == []   # still all the CPU's
+
+
+def _sides(tmp_path, base_recs, cand_recs):
+    where = tmp_path / str(len(list(tmp_path.iterdir())))
+    where.mkdir()
+    a = write_run(where / "a.jsonl", base_recs, run_id="a")
+    b = write_run(where / "b.jsonl", cand_recs, env_id="host-a-torch2.15", torch_version="2.15.0", run_id="b")
+    return compare.load_side([str(a)]), compare.load_side([str(b)])
+
+
+def test_an_accelerator_the_candidate_lost_is_a_regression_not_only_warnings(tmp_path):
+    """A torch that no longer supports this macOS skips every mps check ("MPS unavailable"):
+    each was a coverage warning, and the upgrade check exited 0. Now one target-lost
+    regression per target says so; a target that still runs some checks, or the CPU, is not lost."""
+    why = "MPS unavailable: torch 2.15 and newer support MPS on macOS 15+ only"
+    names = [f"parity/{op}/float32/forward" for op in ("gelu", "exp", "softmax")]
+    base = [rec(n, target="mps", category="parity") for n in names] + [rec("env/threads")]
+    cand = [rec(n, "skip", target="mps", reason=why) for n in names] + [rec("env/threads")]
+    cmp = compare.compare(*_sides(tmp_path, base, cand))
+    [lost] = [c for c in cmp.regressions]
+    assert (lost.rule, lost.target) == ("target-lost", "mps") and why in lost.detail and "3" in lost.after
+    assert len([c for c in cmp.of("warning") if c.rule == "coverage"]) == 3
+    # one mps check still runs: not lost, each skip stays a coverage warning
+    cand[0] = rec(names[0], target="mps", category="parity")
+    assert not compare.compare(*_sides(tmp_path, base, cand)).regressions
+    # skipped on both sides: nothing was lost
+    skipped = [rec(n, "skip", target="mps", reason=why) for n in names]
+    assert not compare.compare(*_sides(tmp_path, skipped, skipped)).regressions
+
+
+def test_perf_times_not_compared_are_not_counted_unchanged(tmp_path):
+    """A time measured at another thread count is not compared (a note says so): it was also
+    counted "unchanged", so a 5x slower softmax read "0 regressions ... 1 unchanged"."""
+    t = dict(category="timed", median_s=1e-3, ci_low=0.9e-3, ci_high=1.1e-3)
+    base = [rec("perf/softmax/float32/forward", threads=2, **t), rec("env/threads")]
+    slow = dict(t, median_s=5e-3, ci_low=4.9e-3, ci_high=5.1e-3)
+    cand = [rec("perf/softmax/float32/forward", threads=1, **slow), rec("env/threads")]
+    cmp = compare.compare(*_sides(tmp_path, base, cand))
+    assert not cmp.changes and cmp.unchanged == 1 and cmp.uncompared_times == 1
+    assert "1 unchanged, 1 perf time(s) not compared" in compare.render(cmp, "table")

@@ -51,6 +51,10 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                                bit for bit any more)
                   improvement  the other way: the first run's bits on every rerun again
   coverage        warning      it ran, and now is skipped (the reason says why)
+  target-lost     regression   every check compared on a target (mps, cuda, ...) that ran there in
+                               the baseline is skipped in the candidate: the device itself is gone
+                               (a torch that no longer supports this macOS, a CPU-only wheel); one
+                               change per target, beside each check's coverage warning, naming why
   judge           warning      two revisions of the check's judge wrote its records (a baseline
                                kept before this project was upgraded: records.judge_of), and
                                their verdicts differ even with the older one judged again from
@@ -840,6 +844,43 @@ def within_selection(baseline: Side, run: Side) -> tuple[Side, int]:
     return dataclasses.replace(baseline, records=keep), len(baseline.records) - len(keep)
 
 
+def _uncompared_keys(pairs: list[tuple[dict, dict, tuple[str, str]]], unlike: dict,
+                     machines: tuple[str | None, str | None]) -> set[tuple[str, str]]:
+    """The perf times the rules do not compare (another machine, another thread count, unlike
+    company: the notes count them): no rule spoke for them, so they are not "unchanged"."""
+    timed = [(a, b, kb) for a, b, kb in pairs if a.get("category") in Category.TIMES]
+    if machines[0] != machines[1]:
+        return {kb for _, _, kb in timed}
+    return set(unlike) | {kb for a, b, kb in timed if against.threads_apart(a, b)}
+
+
+def targets_lost(candidate: Side, pairs: list[tuple[dict, dict, tuple[str, str]]]) -> list[Change]:
+    """``target-lost``: one regression per target (mps, cuda...) whose every compared check the
+    candidate skipped where the baseline ran some: the accelerator is gone, whatever each check's
+    own coverage warning says (a torch that dropped this macOS skipped every mps check with
+    "MPS unavailable", and exited 0 with "4 warnings"). The reason is the candidate's own for the
+    target (its header), else its checks' commonest skip reason."""
+    ran: Counter = Counter()
+    skipped: dict[str, list[str]] = {}
+    for a, b, _ in pairs:
+        target = b.get("target") or a.get("target") or "any"
+        if target in ("any", "cpu"):
+            continue   # no device to lose: the CPU runs wherever torch imports
+        ran[target] += a["status"] != Status.SKIP
+        skipped.setdefault(target, []).append((b.get("reason") or "") if b["status"] == Status.SKIP else None)
+    lost = []
+    for target, reasons in sorted(skipped.items()):
+        if not ran[target] or any(r is None for r in reasons):
+            continue
+        said = (((candidate.header.get("targets") or {}).get(target) or {}).get("reason") or
+                Counter(reasons).most_common(1)[0][0] or "no reason given")
+        lost.append(Change("regression", "target-lost", f"(every {target} check)", target,
+                           f"{ran[target]} ran", f"all {len(reasons)} skipped",
+                           f"the candidate cannot run on {target}: every check compared there is skipped "
+                           f"({len(reasons)}, {ran[target]} of which ran in the baseline): {said}"))
+    return lost
+
+
 def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             floor: float = DEFAULT_FLOOR, judged_from: str | None = None) -> Comparison:
     """The comparison, check by check. ``judged_from`` (BOTH, FROM_CANDIDATE, PARTIAL) first
@@ -862,6 +903,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     noise = against.spread([(a, b) for a, b, kb in pairs
                             if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES
                             and kb not in unlike])
+    uncompared_keys = _uncompared_keys(pairs, unlike, machines)
     entries = ([(kb, a, b) for a, b, kb in pairs] + [(k, baseline.records[k], None) for k in found_pairs.only_baseline]
                + [(k, None, candidate.records[k]) for k in found_pairs.only_candidate])
     judged: Counter = Counter()       # (suite, the baseline's judge, the candidate's) -> checks (judge_lines)
@@ -887,7 +929,8 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
             found = [(kind, rule, caution + detail) for kind, rule, detail in found]
         target = records.target_of(b) if records.workload_of(b) else records.target_of(a)
         changes += [Change(kind, rule, key[0], target, _state(a), _state(b), detail) for kind, rule, detail in found]
-        unchanged += not found
+        unchanged += not found and key not in uncompared_keys
+    changes += targets_lost(candidate, pairs)
     notes = []
     if found_pairs.untagged:
         notes.append(f"{len(found_pairs.untagged)} check(s) matched across a missing workload tag: a record without "
@@ -993,7 +1036,8 @@ def render(cmp: Comparison, fmt: str = "table", show_all: bool = False) -> str:
         lines.append(f"- machines:  {esc(cmp.baseline.machine or '?')} -> {esc(cmp.candidate.machine or '?')}")
     c = cmp.counts()
     summary = (f"{c['regression']} regression(s), {c['warning']} warning(s), {c['improvement']} improvement(s), "
-               f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged")
+               f"{c['appeared']} appeared, {c['disappeared']} disappeared, {c['unchanged']} unchanged"
+               + (f", {cmp.uncompared_times} perf time(s) not compared" if cmp.uncompared_times else ""))
     if md:   # a page is read from the top: its verdict first (a terminal's last line is the one seen)
         lines += ["", f"**{summary}**"]
     lines.append("")
