@@ -720,3 +720,14 @@ def test_perf_times_not_compared_are_not_counted_unchanged(tmp_path):
     cmp = compare.compare(*_sides(tmp_path, base, cand))
     assert not cmp.changes and cmp.unchanged == 1 and cmp.uncompared_times == 1
     assert "1 unchanged, 1 perf time(s) not compared" in compare.render(cmp, "table")
+
+
+def test_another_python_in_the_candidate_is_a_version_change():
+    """A candidate built on another interpreter (tox's first python3, not .venv's) showed only
+    the package changes, so Python 3.12 -> 3.13 read as the SPEC's doing."""
+    def side(py):
+        header = {"facts": {"packages": {"torch": "2.15.0"}, "python": {"version": py}}}
+        return compare.Side("x", "e", header, {}, True, [])
+    cmp = compare.Comparison(side("3.12.7"), side("3.13.1"), [], 0, 2.0, 0.01)
+    assert cmp.version_changes() == [("python", "3.12.7", "3.13.1")]
+    assert compare.Comparison(side("3.12.7"), side("3.12.7"), [], 0, 2.0, 0.01).version_changes() == []

@@ -189,6 +189,47 @@ def test_tox_torch26_and_report_as_the_readme_runs_it(tmp_path):
     assert set(matrix["suites"]) == {"env"}, sorted(matrix["suites"])
 
 
+@pytest.mark.slow
+@needs_tox
+def test_the_candidate_environment_is_the_baseline_with_the_specs_and_nothing_newer(tmp_path):
+    """`tox -e candidate` as ./compat runs it (its variables set as ./compat sets them): the
+    environment was built from the project's open requirements, so naming one package moved
+    torch and the rest to their newest, and a SPEC of an earlier run stayed. Now it is built
+    under the baseline's versions (UV_CONSTRAINT), the SPEC is installed and checked, and a
+    SPEC that cannot sit beside the baseline's other versions fails to build, before
+    tools.upgrade starts (./compat then says so in one line, not as a regression)."""
+    project = copy_project(tmp_path / "project")
+    kept = tmp_path / "baseline.jsonl"
+    selection = ["--", "-m", "env and cpu", "-p", "no:cacheprovider", "--run-file", str(tmp_path / "runs.jsonl")]
+    res = subprocess.run([sys.executable, "-m", "tools.upgrade", "baseline", "--baseline-file", str(kept), *selection],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=clean_env())
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    base_python = subprocess.run([sys.executable, "-c", "import sys; print(sys._base_executable)"],
+                                 capture_output=True, text=True).stdout.strip()
+
+    def candidate(spec: str) -> tuple[subprocess.CompletedProcess, bool]:
+        constraints, started = tmp_path / "constraints.txt", tmp_path / "started"
+        started.unlink(missing_ok=True)
+        check = subprocess.run([sys.executable, "-m", "tools.upgrade", "check", "--constraints", str(constraints),
+                                "--baseline-file", str(kept), spec, *selection], cwd=ROOT, capture_output=True,
+                               text=True, timeout=300, env=clean_env())
+        assert check.returncode == 0, check.stderr
+        assert "torch==" in constraints.read_text() and spec in constraints.read_text()
+        run = tox(project, "-e", "candidate", "--", spec, "--baseline-file", str(kept), "--report",
+                  str(tmp_path / "check.md"), *selection, timeout=1200, UV_CONSTRAINT=str(constraints),
+                  MPS_COMPAT_PYTHON=base_python, MPS_COMPAT_CANDIDATE_STARTED=str(started),
+                  MPS_COMPAT_UV=UV or "uv")
+        return run, started.exists()
+
+    from importlib import metadata
+    run, started = candidate("pytest-xdist==3.7.0")
+    assert run.returncode == 0 and started, run.stdout[-4000:] + run.stderr[-2000:]
+    said = next(line for line in run.stdout.splitlines() if line.startswith("candidate: torch "))
+    assert f"torch {metadata.version('torch')}," in said and "pytest-xdist 3.7.0" in said, said   # torch stayed the baseline's
+    run, started = candidate("transformers==4.46.0")   # needs tokenizers < 0.21; the baseline pins its own
+    assert run.returncode == 1 and not started and "tokenizers" in run.stdout, run.stdout[-3000:]
+
+
 # --------------------------------------------------------------------------- uv.lock
 
 def lock() -> dict:

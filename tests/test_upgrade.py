@@ -27,12 +27,14 @@ class FakeRuns:
     """tools.suiteplan's execute and planned, with pytest's runs played: each run writes its
     part where --save-baseline says (unless it ``short`` of its checks) and answers its status."""
 
-    def __init__(self, statuses=(0, 0, 0), records=RECORDS, short=(), env_id="host-a-torch2.8"):
+    def __init__(self, statuses=(0, 0, 0), records=RECORDS, short=(), env_id="host-a-torch2.8", phases=PHASES):
         self.statuses, self.records, self.short, self.env_id = statuses, records, short, env_id
+        self.phases = list(phases)
         self.calls: list[list[str]] = []
+        self.installs: list[tuple[list[str], list[str]]] = []
 
-    def planned(self, argv):
-        return suiteplan.Plan(list(PHASES), None, set())
+    def planned(self, argv, say=print):
+        return suiteplan.Plan(list(self.phases), None, set())
 
     def execute(self, plan, argv, extra=None):
         ran, status = [], 0
@@ -49,8 +51,13 @@ class FakeRuns:
             status = max(status, rc)
         return suiteplan.Outcome(status, ran)
 
+    def install(self, specs, pins=()):
+        """uv's install, played: what it was asked, and success."""
+        self.installs.append((list(specs), list(pins)))
+        return None
+
     def run(self):
-        return {"execute": self.execute, "planned": self.planned}
+        return {"execute": self.execute, "planned": self.planned, "install": self.install}
 
 
 def test_the_baseline_is_the_runs_parts_joined(tmp_path, capsys):
@@ -137,7 +144,8 @@ def test_failures_the_baseline_had_too_are_no_regression(tmp_path, capsys):
                                                                             category="parity")]}
     kept = write_run(tmp_path / "baseline.jsonl", failing["untimed"], run_id="b")
     report = tmp_path / "upgrade-check.md"
-    runs = FakeRuns(statuses=(1, 0, 0), records={**failing, "optim": [], "perf": []}, env_id="host-a-torch2.10")
+    runs = FakeRuns(statuses=(1,), records=failing, env_id="host-a-torch2.10",
+                    phases=[suiteplan.Phase("untimed", ["env", "parity"], 2)])
     assert upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report)], **runs.run()) == 0
     assert "0 regression(s)" in capsys.readouterr().out
 
@@ -216,7 +224,8 @@ def test_a_selection_pytest_will_refuse_stops_the_candidate_before_its_install(t
     (["torch=2.15"], "'torch=2.15': not a requirement uv can read ("),
     (["torch==2.15.*", "transformers 5.24"], "'transformers 5.24': not a requirement uv can read ("),
     (["./torch-9.0-cp311-none-macosx_11_0_arm64.whl"], "./torch-9.0-cp311-none-macosx_11_0_arm64.whl: no such file"),
-], ids=["one-equals-sign", "a-space", "missing-wheel"])
+    (["git+https://example.org/t.git"], "git+https://example.org/t.git: cannot tell which package this installs"),
+], ids=["one-equals-sign", "a-space", "missing-wheel", "a-url-that-names-no-package"])
 def test_specs_uv_would_refuse_stop_the_candidate_before_its_environment_is_built(tmp_path, capsys, specs, says):
     """`./compat candidate torch=2.15` built the candidate's tox environment, the first time
     an install of torch, before uv said it could not read the spec. No spec at all is the
@@ -228,7 +237,8 @@ def test_specs_uv_would_refuse_stop_the_candidate_before_its_environment_is_buil
     wheel = tmp_path / "torch-2.16.0-cp311-none-macosx_11_0_arm64.whl"
     wheel.write_bytes(b"")
     for fine in ([], ["torch==2.15.*", "transformers>=5.24,<6"], ["torch[opt]==2.15.0; python_version >= '3.10'"],
-                 [str(wheel)], ["torch @ https://example.org/torch-2.16.whl"], ["git+https://example.org/t.git"]):
+                 [str(wheel)], ["torch @ https://example.org/torch-2.16.whl"], ["t @ git+https://example.org/t.git"],
+                 ["https://example.org/whl/torch-2.16.0-cp311-none-macosx_11_0_arm64.whl"]):
         assert upgrade.main(["check", *fine, *args]) == 0, capsys.readouterr().err
 
 
@@ -306,3 +316,62 @@ def test_a_candidate_of_a_narrower_selection_than_the_baseline_lists_no_check_it
     data = json.loads(report.with_suffix(".json").read_text())
     assert [c["check"] for c in data["changes"] if c["kind"] == "disappeared"] == ["parity/gelu/float32/forward"]
     assert any(n.startswith("2 check(s) of the baseline are outside the candidate's selection") for n in data["notes"])
+
+
+# --------------------------------------------------------------------------- the candidate is the baseline + SPEC
+
+def test_a_spec_uv_did_not_apply_stops_the_candidate_before_its_runs(tmp_path, capsys):
+    """SPEC torch==2.16.* with torch 2.15 still installed (uv kept a version that satisfied the
+    rest, or the environment was reused) ran every suite and compared the baseline's torch with
+    itself: exit 0, "0 regressions". Now the installed versions are checked first."""
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    runs = FakeRuns(env_id="host-a-torch2.15")
+    args = ["--baseline-file", str(kept), "--report", str(report)]
+    assert upgrade.main(["candidate", "torch==2.16.*", *args], **runs.run()) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: torch==2.16.*: torch 2.15") and "NAME==VERSION" in line, line
+    assert runs.calls == [] and not report.exists()
+    # what is installed, asked for: runs; a package no SPEC named that differs from the baseline's is said
+    assert upgrade.main(["candidate", "torch==2.15.*", *args], **runs.run()) == 0
+    out = capsys.readouterr().out
+    assert "note: transformers 5.0.0 -> " in out and "though no SPEC named it" in out
+
+
+def test_in_its_environment_the_candidate_keeps_the_baselines_versions_of_what_no_spec_names(tmp_path, monkeypatch):
+    """The candidate's tox environment was built from the project's open requirements: naming
+    transformers alone also moved torch to its newest. There the SPECs are installed with the
+    baseline's versions of the rest (its header's packages); elsewhere nothing else is touched."""
+    kept, report = _baseline(tmp_path), tmp_path / "upgrade-check.md"
+    args = ["--baseline-file", str(kept), "--report", str(report)]
+    runs = FakeRuns(env_id="host-a-torch2.15")
+    upgrade.main(["candidate", "torch==2.15.*", *args], **runs.run())
+    assert runs.installs == [(["torch==2.15.*"], [])]
+    monkeypatch.setenv(upgrade.IN_CANDIDATE_ENV, "1")
+    runs = FakeRuns(env_id="host-a-torch2.15")
+    upgrade.main(["candidate", "Torch==2.15.*", *args], **runs.run())
+    assert runs.installs == [(["Torch==2.15.*"], ["transformers==5.0.0"])]
+    # no SPEC (a noise check): the baseline's versions where the environment's differ
+    runs = FakeRuns(env_id="host-a-torch2.15")
+    upgrade.main(["candidate", *args], **runs.run())
+    assert runs.installs == [([], ["torch==2.8.0", "transformers==5.0.0"])]
+    # and what ./compat builds that environment under (UV_CONSTRAINT): the pins and the plain SPECs
+    out = tmp_path / "constraints.txt"
+    assert upgrade.main(["check", "torch==2.16.*", "peft @ git+https://example.org/peft.git", *args,
+                         "--constraints", str(out)], **runs.run()) == 0
+    assert out.read_text() == "transformers==5.0.0\ntorch==2.16.*\n"
+
+
+def test_a_candidate_selecting_suites_the_baseline_never_ran_is_refused_before_anything_runs(tmp_path, capsys):
+    """A baseline kept with -m env and a candidate of every suite: every run was made, then "no
+    comparison", with the regression status 1. Now the check says so first, with the command
+    that keeps a baseline of that selection, and a comparison that cannot be made exits 2."""
+    kept = write_run(tmp_path / "baseline.jsonl", [rec("env/threads")], run_id="b")
+    report = tmp_path / "upgrade-check.md"
+    runs = FakeRuns(env_id="host-a-torch2.10")
+    for side in ("check", "candidate"):
+        assert upgrade.main([side, "--baseline-file", str(kept), "--report", str(report), "--", "-m", "not mps"],
+                            **runs.run()) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith("error: the baseline holds no ops, optim, parity, perf check") and \
+            "./compat baseline -m not mps" in line, line
+    assert runs.calls == [] and runs.installs == [] and not report.exists()

@@ -23,13 +23,21 @@ every baseline kept before (serially, in one run) did, so those still compare.
 Exit status. ``baseline``: pytest's (1 when a check failed; the baseline is kept all the
 same). ``candidate``: 1 when a check regressed against the baseline, 0 when none did, as
 ``tools.compare``: a check that failed in the baseline and fails still is reported, not a
-regression, or a machine with one standing failure could never pass. Either: 1 when the runs
+regression, or a machine with one standing failure could never pass; 2 when the comparison
+cannot be made (too little in common). Either: 1 when the runs
 did not make a whole one, or pytest's status where a run was interrupted (2) or met a usage
 (4) or internal (3) error; 2 before anything runs when there is no usable baseline, the
-install failed, or PYTEST_ARGS hold an option the command sets itself. ``check`` (what
-./compat candidate runs before tox builds the candidate's environment): 2 when the candidate
-would stop at once (a SPEC uv cannot read, no baseline, a report that cannot be
-written or holds something else, a -m or -k pytest would refuse), 0 otherwise.
+install failed or did not give a version a SPEC asked for, the selection takes a suite the
+baseline holds no check of, or PYTEST_ARGS hold an option the command sets itself. ``check``
+(what ./compat candidate runs before tox builds the candidate's environment): 2 when the
+candidate would stop at once (a SPEC uv cannot read or whose package cannot be told, no
+baseline, a report that cannot be written or holds something else, a -m or -k pytest would
+refuse, a suite the baseline never ran), 0 otherwise.
+
+The candidate is the baseline with the SPECs: in its tox environment (``IN_CANDIDATE_ENV``)
+the SPECs are installed with the baseline's versions of every package its header records
+that no SPEC names (``pins``), and ``check --constraints`` writes the same for ./compat to
+build that environment under (UV_CONSTRAINT); ``installed`` then checks what it got.
 """
 from __future__ import annotations
 
@@ -79,18 +87,123 @@ def uv_command() -> list[str] | None:
     return None
 
 
-def install(specs: list[str]) -> str | None:
-    """Install ``specs`` into this environment; an error line, or None."""
+def install(specs: list[str], pins: list[str] = ()) -> str | None:
+    """Install ``specs`` into this environment, with ``pins`` (the baseline's versions of the
+    packages the SPECs do not name) in the same resolution; an error line, or None."""
     uv = uv_command()
     if uv is None:
         return "no uv found to install the candidate versions (pip install uv, or set MPS_COMPAT_UV)"
-    res = subprocess.run([*uv, "pip", "install", "--python", sys.executable, *specs])
-    return None if res.returncode == 0 else f"installing {' '.join(specs)} failed (uv exit {res.returncode}; above)"
+    res = subprocess.run([*uv, "pip", "install", "--python", sys.executable, *specs, *pins])
+    if res.returncode == 0:
+        return None
+    return (f"installing {' '.join(specs) or 'the baseline versions'} failed (uv exit {res.returncode}; above)"
+            + (f"; the baseline's other versions were kept ({', '.join(pins)}): where uv says a package "
+               "named here needs another version of one of them, name that one too "
+               "(./compat candidate SPEC OTHER==VERSION)" if pins else ""))
 
 
-def versions() -> str:
+def named(spec: str) -> str | None:
+    """The package a SPEC installs (its canonical name), or None where that cannot be told: a
+    bare URL or a folder (``NAME @ URL`` names it)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
+                                 parse_wheel_filename)
+    try:
+        return canonicalize_name(Requirement(spec).name)
+    except InvalidRequirement:
+        pass
+    base = spec.rstrip("/").rsplit("/", 1)[-1].split("#", 1)[0]
+    try:
+        if base.endswith(".whl"):
+            return canonicalize_name(parse_wheel_filename(base)[0])
+        if base.endswith((".tar.gz", ".zip")):
+            return canonicalize_name(parse_sdist_filename(base)[0])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        pass
+    return None
+
+
+def pins(packages: dict, specs: list[str]) -> list[str]:
+    """The baseline's versions (``packages``: its header's, name -> version) of every package
+    the SPECs do not name, as requirements: the candidate is the baseline with the SPECs, not
+    whatever is newest of the rest (its environment is built from the project's open
+    requirements, which installed the newest torch beside a SPEC that named transformers alone)."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+    asked = {named(spec) for spec in specs}
+    out = []
+    for name, version in sorted(packages.items()):
+        try:
+            Version(str(version))
+        except InvalidVersion:
+            continue
+        if canonicalize_name(name) not in asked:
+            out.append(f"{name}=={version}")
+    return out
+
+
+def constraints(packages: dict, specs: list[str]) -> str:
+    """What the candidate's environment is built under (``UV_CONSTRAINT``, set by ./compat for
+    tox): the baseline's pins and the SPECs that are plain requirements, a line each, so its
+    first install already holds the versions ``install`` then asks for."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    plain = []
+    for spec in specs:
+        try:
+            if not Requirement(spec).url:
+                plain.append(spec)
+        except InvalidRequirement:
+            pass
+    return "".join(f"{line}\n" for line in (*pins(packages, specs), *plain))
+
+
+def installed(specs: list[str], packages: dict) -> tuple[str | None, list[str]]:
+    """After the install: (the first SPEC whose package is not at a version it asked for, in
+    one line, or None; notes: the named packages still at the baseline's version, and the
+    others the install moved away from the baseline's)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    base = {canonicalize_name(k): str(v) for k, v in packages.items()}
+    asked = set()
+    notes = []
+    for spec in specs:
+        name = named(spec)
+        asked.add(name)
+        try:
+            got = metadata.version(name) if name else None
+        except metadata.PackageNotFoundError:
+            return f"{spec}: uv reported success, but no {name} is installed", notes
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            req = None
+        if got and req and not req.url and not req.specifier.contains(got, prereleases=True):
+            return (f"{spec}: {name} {got} is installed, which that does not allow (uv kept a version that "
+                    "satisfied the other requirements); say the version exactly (NAME==VERSION)"), notes
+        if got and base.get(name) is not None and _public(base[name]) == _public(got):
+            notes.append(f"{name} {got} is the baseline's version already: the candidate tries nothing new for it")
+    for name, was in sorted(base.items()):
+        try:
+            now = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if name not in asked and _public(now) != _public(was):
+            notes.append(f"{name} {was} -> {now}, though no SPEC named it (the versions named needed it, or the "
+                         "environment was built without the baseline's pins): a change here may be its doing")
+    return None, notes
+
+
+def _version_of(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions(specs: list[str] = ()) -> str:
+    """The shown packages' versions here, and those of the packages the SPECs name."""
     got = []
-    for name in SHOWN:
+    for name in dict.fromkeys((*SHOWN, *(n for n in map(named, specs) if n))):
         try:
             got.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
@@ -153,21 +266,26 @@ def spec_problem(specs: list[str]) -> str | None:
     from packaging.requirements import InvalidRequirement, Requirement
     for spec in specs:
         if "://" in spec or spec.startswith("git+"):
-            continue
-        if os.sep in spec or spec.startswith(".") or spec.endswith((".whl", ".tar.gz", ".zip")):
+            pass
+        elif os.sep in spec or spec.startswith(".") or spec.endswith((".whl", ".tar.gz", ".zip")):
             if not os.path.exists(spec):
                 return f"{spec}: no such file or folder (a local wheel or project to install as the candidate)"
-            continue
-        try:
-            Requirement(spec)
-        except InvalidRequirement as exc:
-            return (f"{spec!r}: not a requirement uv can read ({str(exc).splitlines()[0]}); write one as "
-                    "torch==2.15.* or 'transformers>=5.24,<6'")
+        else:
+            try:
+                Requirement(spec)
+            except InvalidRequirement as exc:
+                return (f"{spec!r}: not a requirement uv can read ({str(exc).splitlines()[0]}); write one as "
+                        "torch==2.15.* or 'transformers>=5.24,<6'")
+        if named(spec) is None:
+            return (f"{spec}: cannot tell which package this installs, so the baseline's version of it would be "
+                    "kept beside it; name it: 'NAME @ URL' (transformers @ git+https://github.com/huggingface/"
+                    "transformers, torch @ file:///abs/path/to/project)")
     return None
 
 
 def keep_baseline(args, pytest_args: list[str], **run) -> int:
     """``./compat baseline``: the planned runs, joined into the baseline file when all ended."""
+    run.pop("install", None)   # nothing is installed for the baseline: it is this environment
     target = Path(args.baseline_file)
     problem = unwritable([("--baseline-file", target)], lambda path: runfiles.run_file_problem(path, replace=True))
     if problem:
@@ -219,32 +337,82 @@ def selection_problem(pytest_args: list[str]) -> str | None:
     return None
 
 
-def check_candidate(args, pytest_args: list[str], **run) -> int:
+def suites_problem(baseline: compare.Side, pytest_args: list[str], planned=suiteplan.planned) -> str | None:
+    """The suites the candidate's runs would take that the baseline holds no check of (a
+    baseline kept with -m env, a candidate of everything): said before the install, where it
+    was found only after every run ("no comparison")."""
+    phases = planned(pytest_args, say=lambda line: None).phases
+    if not phases or any(not phase.suites for phase in phases):
+        return None   # one run as given: which suites it takes is pytest's to say
+    held = {rec.get("suite") for rec in baseline.records.values()}
+    missing = sorted({suite for phase in phases for suite in phase.suites} - held)
+    if not missing:
+        return None
+    return (f"the baseline holds no {', '.join(missing)} check, which these pytest arguments select "
+            f"({' '.join(pytest_args) or 'all suites'}): keep a baseline of the same selection first "
+            f"(./compat baseline {' '.join(pytest_args)}".rstrip() + "), or narrow the candidate's to the baseline's")
+
+
+def check_candidate(args, pytest_args: list[str], planned=suiteplan.planned, **run) -> int:
     """``python -m tools.upgrade check``, which ./compat candidate runs before tox builds the
     candidate's environment (the first time, an install of torch: minutes): 2 and the one line
-    ``candidate`` would say after that install, or 0."""
+    ``candidate`` would say after that install, or 0. With ``--constraints PATH`` it writes
+    there what that environment is built under (``constraints``: ./compat hands it to uv as
+    UV_CONSTRAINT)."""
     problem = spec_problem(args.specs)
-    problem = problem or candidate_problem(args)[1] or selection_problem(pytest_args)
+    baseline, why = candidate_problem(args) if not problem else (None, None)
+    problem = problem or why or selection_problem(pytest_args) or suites_problem(baseline, pytest_args, planned)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    if args.constraints:
+        try:
+            runfiles.write_atomic(Path(args.constraints), constraints(baseline.packages, args.specs))
+        except OSError as exc:
+            print(f"error: cannot write {args.constraints}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0
 
 
-def try_candidate(args, pytest_args: list[str], **run) -> int:
-    """``./compat candidate``: install, the planned runs, one comparison over all of them."""
+# Set in the candidate's tox environment (tox.ini): only there does the candidate install the
+# baseline's versions of what no SPEC names; run elsewhere, it leaves your environment's alone.
+IN_CANDIDATE_ENV = "MPS_COMPAT_CANDIDATE_ENV"
+
+
+def _public(version: str) -> str:
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def try_candidate(args, pytest_args: list[str], install=install, planned=suiteplan.planned, **run) -> int:
+    """``./compat candidate``: install the SPECs beside the baseline's other versions, check
+    that the versions asked for are the ones installed, the planned runs, one comparison over
+    all of them."""
     baseline, problem = candidate_problem(args)
+    problem = problem or spec_problem(args.specs) or suites_problem(baseline, pytest_args, planned)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    if args.specs:
-        problem = install(args.specs)
+    pinned = pins(baseline.packages, args.specs) if os.environ.get(IN_CANDIDATE_ENV) == "1" else []
+    moved = [pin for pin in pinned if _public(_version_of(pin.split("==")[0]) or "") != _public(pin.split("==")[1])]
+    if args.specs or moved:
+        problem = install(args.specs, pinned)
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 2
-    print(f"candidate: {versions()}", flush=True)
+    problem, notes = installed(args.specs, baseline.packages)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    print(f"candidate: {versions(args.specs)}", flush=True)
+    for note in notes:
+        print(f"note: {note}", flush=True)
     with tempfile.TemporaryDirectory(prefix=".candidate-parts-") as tmp:
-        outcome, parts, short = run_parts(pytest_args, Path(tmp), ["--baseline", args.baseline_file], **run)
+        outcome, parts, short = run_parts(pytest_args, Path(tmp), ["--baseline", args.baseline_file],
+                                          planned=planned, **run)
         if short:
             print(f"no comparison: the run {short}; {os.path.relpath(args.report)} was not written",
                   file=sys.stderr)
@@ -258,7 +426,7 @@ def try_candidate(args, pytest_args: list[str], **run) -> int:
         cmp = compare.compare(asked, candidate)
     except compare.CompareError as exc:
         print(f"no comparison: {exc}", file=sys.stderr)
-        return 1
+        return 2
     if outside:
         cmp.notes.append(f"{outside:,} check(s) of the baseline are outside the candidate's selection (its paths, "
                          "-m and -k do not take them): not compared, and not counted as disappeared")
@@ -288,6 +456,8 @@ def main(argv: list[str] | None = None, **run) -> int:
     for p in (cand, check):
         p.add_argument("specs", nargs="*", help="requirement specs to install, e.g. torch==2.15.*")
         p.add_argument("--report", default=str(REPORT), help="where the comparison goes (.md; .json beside it)")
+    check.add_argument("--constraints", help="write there the versions the candidate's environment is built with "
+                                             "(./compat sets UV_CONSTRAINT to it)")
     for p in (base, cand, check):
         p.add_argument("--baseline-file", default=os.environ.get("MPS_COMPAT_BASELINE", str(DEFAULT_BASELINE)))
     ours, pytest_args = split_args(argv)
@@ -297,6 +467,9 @@ def main(argv: list[str] | None = None, **run) -> int:
         print(f"error: {mine} is set by ./compat {'candidate' if args.side == 'check' else args.side} itself (the baseline file: --baseline-file before "
               "the --); leave it out of the pytest arguments", file=sys.stderr)
         return 2
+    started = os.environ.get("MPS_COMPAT_CANDIDATE_STARTED")
+    if args.side == "candidate" and started:   # ./compat: tox built the environment (its failure exits 1 too)
+        Path(started).touch()
     try:
         side = {"baseline": keep_baseline, "candidate": try_candidate, "check": check_candidate}[args.side]
         return side(args, pytest_args, **run)

@@ -616,7 +616,13 @@ class Comparison:
         return {k: len(self.of(k)) for k in KINDS} | {"unchanged": self.unchanged}
 
     def version_changes(self) -> list[tuple[str, str | None, str | None]]:
-        pa, pb = self.baseline.packages, self.candidate.packages
+        """The packages whose versions differ, and Python's where both sides record it (a
+        candidate built on another interpreter would blame its change on the SPECs)."""
+        pa, pb = dict(self.baseline.packages), dict(self.candidate.packages)
+        py = [((s.header.get("facts") or {}).get("python") or {}).get("version")
+              for s in (self.baseline, self.candidate)]
+        if all(isinstance(v, str) for v in py):
+            pa["python"], pb["python"] = py
         return [(k, pa.get(k), pb.get(k)) for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]
 
     def as_dict(self) -> dict:
