@@ -202,3 +202,15 @@ def test_on_this_machine_the_command_prints_the_block_and_exits_0():
         return
     assert "torch.utils.collect_env:" in lines and any(ln.startswith("PyTorch version:") for ln in lines)
     assert "could not be read" not in res.stdout, res.stdout
+
+
+def test_a_rosetta_question_sysctl_could_not_answer_is_said_as_such():
+    """An x86_64 Python whose sysctl cannot be run (cron's PATH, a sandbox) read "no (an Intel
+    Mac)": facts that could not be read are None now, and the row says so, with the check by hand."""
+    py = {"version": "3.11.7", "implementation": "CPython", "executable": "/usr/local/bin/python3", "arch": "x86_64",
+          "bits": 64}
+    lines = lines_of(envinfo.block(mac_probes(run=lambda *a, **k: None, python=lambda: py,
+                                              torch=lambda: {**MAC_TORCH, "mps_available": False})))
+    said = row(lines, "Rosetta 2")
+    assert said.startswith("cannot tell (") and "Intel" not in said, said
+    assert "/usr/local/bin/python3 -c" in said and "sysctl.proc_translated" in said

@@ -202,6 +202,11 @@ def machine_lines(p: Probes, torch_f: Any) -> list[str]:
     if on_mac and mac is not None:
         if mac.get("proc_translated"):
             rosetta = "yes: this Python is x86_64 under Rosetta 2, so MPS is unavailable; use an arm64 Python"
+        elif mac.get("proc_translated") is None:
+            why = (mac.get("unreadable") or {}).get("proc_translated") or "sysctl could not be read"
+            rosetta = (f"cannot tell ({why}); check by hand: {(py.get('executable') if isinstance(py, dict) else None) or 'python3'} -c \"import "
+                       "subprocess; subprocess.run(['/usr/sbin/sysctl', '-n', 'sysctl.proc_translated'])\" "
+                       "(1: under Rosetta 2)")
         elif mac.get("hw_arm64"):
             rosetta = "no (native arm64)"
         else:

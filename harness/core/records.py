@@ -562,8 +562,10 @@ FACTS = Shape({
     "host": str,
     "python": Shape({"version": str, "implementation": _TEXT, "executable": _TEXT, "arch": _TEXT, "bits": _COUNT}),
     "os": Shape({"system": _TEXT, "release": _TEXT, "machine": _TEXT, "platform": _TEXT}),
-    "mac": (_NONE, Shape({"version": _TEXT, "proc_translated": bool, "hw_arm64": bool, "chip": _TEXT, "model": _TEXT,
-                          "gpu_cores": _COUNT, "memory_bytes": _COUNT})),
+    # proc_translated / hw_arm64: null where sysctl could not be read (then ``unreadable`` says why)
+    "mac": (_NONE, Shape({"version": _TEXT, "proc_translated": (bool, _NONE), "hw_arm64": (bool, _NONE),
+                          "chip": _TEXT, "model": _TEXT, "gpu_cores": _COUNT, "memory_bytes": _COUNT,
+                          "unreadable": Of(dict, str)})),
     "cpu": Shape({"model": _TEXT, "logical": _COUNT, "usable": _COUNT}),
     "nvidia_driver": _TEXT,
     "packages": Of(dict, _TEXT),

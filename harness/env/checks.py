@@ -116,11 +116,13 @@ STATUS = {fitness.OK: Status.PASS, fitness.NA: Status.SKIP, fitness.LIMIT: Statu
 
 def judge(case: EnvCheck, target: str, f: dict) -> Verdict:
     """The check's verdict: not applicable -> skip with the reason; misconfigured -> fail
-    with the fix; a known limitation of this version or OS -> xfail with what would lift it.
+    with the fix; a known limitation of this version or OS, or a fact that could not be read
+    ("cannot tell") -> xfail with what would lift it; fit -> pass, with a note as its reason
+    where the judge gave one.
     ``f``: this machine's facts; a target with a recorded machine of its own (the emulated
     Mac) is judged by that machine's (devices.facts_for)."""
     fit = evaluate(case, target, devices.facts_for(target, f))
-    message = fit.summary if fit.outcome == fitness.NA else "" if fit.outcome == fitness.OK else fit.message()
+    message = fit.summary if fit.outcome == fitness.NA else fit.note if fit.outcome == fitness.OK else fit.message()
     return Verdict(STATUS[fit.outcome], Category.NA, message, fit.metrics)
 
 

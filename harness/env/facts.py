@@ -191,27 +191,86 @@ def compatibility_version(version: str | None) -> bool:
     return version is None or version == "10.16" or version.split(".")[0] == "16"
 
 
-def mac_facts(run: Runner = run_command, system: str | None = None) -> dict | None:
-    """macOS, Rosetta, the chip, its GPU cores and memory; None off a Mac."""
+# Where macOS keeps the two probes that live in /usr/sbin: cron's and launchd's PATH
+# (/usr/bin:/bin) lacks that folder, so a probe asked by name finds nothing there. Each is asked
+# by this path first, then by name on PATH (a Mac set up otherwise, or a test's fake runner).
+SYSCTL = "/usr/sbin/sysctl"
+SYSTEM_PROFILER = "/usr/sbin/system_profiler"
+
+
+def _ask(run: Runner, cmd: list[str], where: str) -> str | None:
+    """``cmd`` run as ``where`` (an absolute path), else by its name on PATH; None when neither answers."""
+    out = run([where, *cmd[1:]])
+    return out if out is not None else run(cmd)
+
+
+def sysctl(run: Runner, key: str) -> str | None:
+    """``sysctl -n key`` (by /usr/sbin/sysctl, else by name); None when sysctl fails (no such key)
+    or cannot be run at all."""
+    return _ask(run, ["sysctl", "-n", key], SYSCTL)
+
+
+SYSCTL_UNREADABLE = (f"sysctl answered nothing: neither {SYSCTL} nor a sysctl on PATH could be run, so no key "
+                     "could be read")
+
+
+def mac_facts(run: Runner = run_command, system: str | None = None, machine: str | None = None) -> dict | None:
+    """macOS, Rosetta, the chip, its GPU cores and memory; None off a Mac.
+
+    ``proc_translated`` and ``hw_arm64`` are True, False, or None where they cannot be told, and
+    then ``unreadable`` (present only then) says why, per key. A sysctl that answers other keys
+    but not these is an Intel Mac, which has neither key; a sysctl that answers nothing tells
+    nothing, unless this Python itself is arm64 (``machine``, this process's architecture:
+    ``platform.machine()`` unless given), which runs only on Apple silicon and never under Rosetta.
+    """
     if (system or sys.platform) != "darwin":
         return None
     version = platform.mac_ver()[0] or None
     if compatibility_version(version):
         version = run(["sw_vers", "-productVersion"], env={"SYSTEM_VERSION_COMPAT": "0"}) or version
-    translated = run(["sysctl", "-n", "sysctl.proc_translated"])
-    hw_arm64 = run(["sysctl", "-n", "hw.optional.arm64"]) == "1"
-    return {
+    arch = normalize_arch(machine if machine is not None else platform.machine())
+    translated_raw = sysctl(run, "sysctl.proc_translated")
+    arm64_raw = sysctl(run, "hw.optional.arm64")
+    chip, model = sysctl(run, "machdep.cpu.brand_string"), sysctl(run, "hw.model")
+    memory = mac_memory_bytes(run)
+    answered = any(v is not None for v in (translated_raw, arm64_raw, chip, model, memory))
+    unreadable: dict[str, str] = {}
+    # 1 on Apple silicon, also when this process runs under Rosetta; no such key on an Intel Mac.
+    if arm64_raw is not None:
+        hw_arm64 = arm64_raw.strip() == "1"
+    elif translated_raw is not None and translated_raw.strip() == "1":
+        hw_arm64 = True                     # Rosetta runs only on Apple silicon
+    elif answered:
+        hw_arm64 = False                    # sysctl works and has no such key: an Intel Mac
+    elif arch == "arm64":
+        hw_arm64 = True                     # an arm64 process runs on nothing else
+    else:
+        hw_arm64 = None
+        unreadable["hw_arm64"] = SYSCTL_UNREADABLE
+    # 1 under Rosetta 2, 0 natively on Apple silicon; no such key on an Intel Mac.
+    if translated_raw is not None:
+        proc_translated = translated_raw.strip() == "1"
+    elif arch == "arm64" or hw_arm64 is False:
+        proc_translated = False             # native arm64, or an Intel Mac, which has no Rosetta
+    else:
+        proc_translated = None
+        unreadable["proc_translated"] = (SYSCTL_UNREADABLE if not answered else
+                                         "sysctl answered other keys but not sysctl.proc_translated, which Apple "
+                                         "silicon has")
+    facts = {
         "version": version,
-        # 1 under Rosetta 2; the key is absent (error) on Intel Macs.
-        "proc_translated": translated == "1",
-        # 1 on Apple silicon, also when this process runs under Rosetta.
+        "proc_translated": proc_translated,
         "hw_arm64": hw_arm64,
-        "chip": run(["sysctl", "-n", "machdep.cpu.brand_string"]),
-        "model": run(["sysctl", "-n", "hw.model"]),
-        # Apple silicon only: an Intel Mac's GPU is a separate card with no core count there.
-        "gpu_cores": mac_gpu_cores(run) if hw_arm64 else None,
-        "memory_bytes": mac_memory_bytes(run),
+        "chip": chip,
+        "model": model,
+        # Apple silicon only: an Intel Mac's GPU is a separate card with no core count there
+        # (asked where the chip is unknown too: only an Apple GPU's count is taken).
+        "gpu_cores": mac_gpu_cores(run) if hw_arm64 is not False else None,
+        "memory_bytes": memory,
     }
+    if unreadable:
+        facts["unreadable"] = unreadable
+    return facts
 
 
 GPU_PROFILE_CMD = ["system_profiler", "SPDisplaysDataType", "-json"]
@@ -219,7 +278,7 @@ GPU_PROFILE_CMD = ["system_profiler", "SPDisplaysDataType", "-json"]
 
 def mac_gpu_cores(run: Runner = run_command) -> int | None:
     """The Apple GPU's core count, from ``system_profiler SPDisplaysDataType -json``."""
-    return parse_gpu_cores(run(GPU_PROFILE_CMD))
+    return parse_gpu_cores(_ask(run, GPU_PROFILE_CMD, SYSTEM_PROFILER))
 
 
 def parse_gpu_cores(text: str | None) -> int | None:
@@ -249,14 +308,14 @@ def parse_gpu_cores(text: str | None) -> int | None:
 def mac_memory_bytes(run: Runner = run_command) -> int | None:
     """The Mac's memory in bytes (``sysctl -n hw.memsize``; on Apple silicon the unified
     memory the GPU shares)."""
-    out = (run(["sysctl", "-n", "hw.memsize"]) or "").strip()
+    out = (sysctl(run, "hw.memsize") or "").strip()
     return int(out) if out.isdigit() and int(out) > 0 else None
 
 
 def cpu_model(run: Runner = run_command, system: str | None = None,
               cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str | None:
     if (system or sys.platform) == "darwin":
-        return run(["sysctl", "-n", "machdep.cpu.brand_string"])
+        return sysctl(run, "machdep.cpu.brand_string")
     try:
         for line in Path(cpuinfo).read_text().splitlines():
             if line.lower().startswith("model name"):

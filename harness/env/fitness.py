@@ -27,11 +27,15 @@ OUTCOMES = (OK, FAIL, NA, LIMIT)
 class Fitness:
     """``ok``: fit. ``fail``: misconfigured, ``fix`` says what to do. ``na``: the check does
     not apply to this machine. ``limit``: a known limitation of this version or OS
-    (reported, not a misconfiguration)."""
+    (reported, not a misconfiguration), or a fact that could not be read, so that neither a
+    pass nor a failure would be true (the summary says "cannot tell" and what was not read,
+    the fix how to read it by hand). ``note``: an ``ok``'s finding worth reading, which the
+    check's record carries as its reason (an ok's summary alone is not recorded)."""
     outcome: str
     summary: str
     fix: str = ""
     metrics: dict = dataclasses.field(default_factory=dict)
+    note: str = ""
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -41,8 +45,8 @@ class Fitness:
         return f"{self.summary}. Fix: {self.fix}" if self.fix else self.summary
 
 
-def ok(summary, **metrics):
-    return Fitness(OK, summary, metrics=metrics)
+def ok(summary, note="", **metrics):
+    return Fitness(OK, summary, metrics=metrics, note=note)
 
 
 def fail(summary, fix, **metrics):
@@ -238,16 +242,109 @@ def is_mac(f: dict) -> bool:
     return f["os"]["system"] == "Darwin"
 
 
+def _arm64_python(f: dict) -> bool:
+    return is_mac(f) and (f.get("python") or {}).get("arch") == "arm64"
+
+
+def chip_is_apple_silicon(f: dict) -> bool | None:
+    """True on Apple silicon, False on an Intel Mac, None where the facts cannot tell (sysctl could
+    not be read: ``mac.unreadable`` says why). An arm64 Python is proof of Apple silicon (it runs
+    on nothing else), and so is Rosetta, whatever ``hw.optional.arm64`` read."""
+    mac = f.get("mac") or {}
+    if mac.get("hw_arm64") or _arm64_python(f) or mac.get("proc_translated"):
+        return True
+    return False if mac.get("hw_arm64") is False else None
+
+
+def rosetta_state(f: dict) -> bool | None:
+    """True under Rosetta 2, False natively (an arm64 Python, or an Intel Mac, which has no
+    Rosetta), None where the facts cannot tell."""
+    if _arm64_python(f):
+        return False
+    translated = (f.get("mac") or {}).get("proc_translated")
+    if isinstance(translated, bool):
+        return translated
+    return False if chip_is_apple_silicon(f) is False else None
+
+
 def under_rosetta(f: dict) -> bool:
-    return bool((f.get("mac") or {}).get("proc_translated"))
+    return rosetta_state(f) is True
 
 
 def apple_silicon(f: dict) -> bool:
-    return bool((f.get("mac") or {}).get("hw_arm64"))
+    return chip_is_apple_silicon(f) is True
+
+
+def unread_reason(f: dict, key: str) -> str:
+    """Why the Mac fact ``key`` (``proc_translated``, ``hw_arm64``) could not be read, as recorded."""
+    reason = ((f.get("mac") or {}).get("unreadable") or {}).get(key)
+    return reason if isinstance(reason, str) and reason else "it was not recorded"
+
+
+def _python_cmd(f: dict) -> str:
+    exe = (f.get("python") or {}).get("executable")
+    return exe if isinstance(exe, str) and exe and " " not in exe else "python3"
+
+
+def check_rosetta_by_hand(f: dict) -> str:
+    """How to read, by hand, what sysctl could not tell this run: ``sysctl.proc_translated`` as
+    this Python sees it (the key describes the process that asks, so a shell of another
+    architecture would answer for itself), and ``hw.optional.arm64``, the same for every process."""
+    return (f"check by hand: `{_python_cmd(f)} -c \"import subprocess; subprocess.run(['/usr/sbin/sysctl', '-n', "
+            "'sysctl.proc_translated'])\"` (this Python asking `sysctl -n sysctl.proc_translated`) prints 1 under "
+            "Rosetta 2, 0 when native, and fails on an Intel Mac; `/usr/sbin/sysctl -n hw.optional.arm64` prints 1 "
+            f"on Apple silicon. Under Rosetta: {ARM64_PYTHON_FIX}")
 
 
 ARM64_PYTHON_FIX = ("install an arm64 Python (python.org universal2 installer, Homebrew under /opt/homebrew, "
                     "or `CONDA_SUBDIR=osx-arm64 conda create ...`), then reinstall torch in it")
+
+
+TORCH_REINSTALL = "-m pip install --force-reinstall --no-cache-dir torch"   # after this Python's own command
+_WRONG_ARCH = re.compile(r"have \(?'?(\w+)'?\)?,\s*need \(?'?(\w+)'?\)?")
+
+
+def torch_import_problem(error: str | None, f: dict) -> tuple[str, str]:
+    """Why torch does not import, in the user's terms, and the fix. ``pip install -U torch`` does
+    nothing for a torch that is already the newest: a wheel built for another architecture (dlopen:
+    "mach-o file, but is an incompatible architecture (have 'x86_64', need 'arm64')", an Intel pip
+    or a copied environment) or a damaged one is replaced only by a forced reinstall that bypasses
+    pip's cache, which may hold the wrong wheel."""
+    error, py = error or "no error recorded", _python_cmd(f)
+    reinstall = f"{py} {TORCH_REINSTALL}"
+    if re.search(r"No module named '?torch'?$", error):
+        return "torch is not installed for this Python", f"{py} -m pip install torch"
+    check = f"`{py} -c \"import platform; print(platform.machine())\"` prints this Python's architecture"
+    if "incompatible architecture" in error or _WRONG_ARCH.search(error):
+        m = _WRONG_ARCH.search(error)
+        have, need = (_dlopen_arch(m.group(1)), _dlopen_arch(m.group(2))) if m else (None, None)
+        if have and need:
+            what = (f"torch's native library is built for {have} and this Python is {need}: {_a(have)} wheel was "
+                    f"installed under {_a(need)} Python")
+        else:
+            what = ("torch's native library is built for another architecture than this Python's: an x86_64 "
+                    "wheel under an arm64 Python, or an arm64 wheel under an x86_64 one")
+        fix = (f"reinstall torch with this Python's own pip, bypassing its cache: {reinstall} (`pip install -U "
+               f"torch` does nothing when the wrong build is already the newest); {check}")
+        if need == "x86_64" or (need is None and (f.get("python") or {}).get("arch") == "x86_64"):
+            fix += (f"; on Apple silicon an x86_64 Python runs under Rosetta and has no MPS (and PyPI's last "
+                    f"Intel-Mac torch is {LAST_INTEL_MAC_TORCH}): {ARM64_PYTHON_FIX}")
+        return f"torch does not import ({error}): {what}", fix
+    return (f"torch does not import ({error})",
+            f"reinstall torch for this Python, bypassing pip's cache: {reinstall}")
+
+
+def _dlopen_arch(name: str | None) -> str | None:
+    """dlopen's and platform's architecture names as this module says them (arm64e is arm64)."""
+    if not name:
+        return None
+    name = name.lower()
+    return {"arm64e": "arm64", "aarch64": "arm64", "amd64": "x86_64", "x86_64h": "x86_64"}.get(name, name)
+
+
+def _a(arch: str) -> str:
+    """``arch`` with its article, as it is read aloud: "an x86_64", "an arm64"."""
+    return f"{'an' if arch[0] in 'aeiox' else 'a'} {arch}"
 
 
 def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
@@ -268,7 +365,8 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
     if mv is not None and not has_feature(mv, GATES["mps"].macos):
         return (f"MPS unavailable: macOS {mv} is older than {need}", _update_macos_for(torch_version(f)))
     if not t.get("importable", False):
-        return (f"MPS unavailable: torch does not import ({t.get('error')})", "reinstall torch: pip install -U torch")
+        said, fix = torch_import_problem(t.get("error"), f)
+        return (f"MPS unavailable: {said}", fix)
     tv = torch_version(f)
     if tv is not None and not has_feature(tv, GATES["mps"].torch):
         return (f"MPS unavailable: torch {tv} predates MPS (1.12)", "pip install -U torch")
@@ -279,7 +377,14 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
     if (floor := _macos_too_old_for(tv, mv)) is not None:
         return (f"MPS unavailable: torch {tv} supports MPS on macOS {floor.macos}+ only, and this is macOS {mv}",
                 _older_torch_or_newer_macos(floor, mv))
-    where = "Apple silicon" if apple_silicon(f) else "this Intel Mac"
+    silicon = chip_is_apple_silicon(f)
+    if rosetta_state(f) is None:   # the first cause cannot be ruled out: say so, not "no Metal device"
+        arch = (f.get("python") or {}).get("arch")
+        return (f"MPS unavailable: torch.backends.mps.is_available() is False (macOS {mv}), and whether this {arch} "
+                f"Python runs under Rosetta 2, which hides MPS, cannot be told: sysctl.proc_translated could not be "
+                f"read ({unread_reason(f, 'proc_translated')})",
+                check_rosetta_by_hand(f) + "; on an Intel Mac MPS needs a Metal-capable GPU")
+    where = "Apple silicon" if silicon else "this Intel Mac" if silicon is False else "this Mac"
     intel = ("on Intel Macs MPS needs a Metal-capable GPU, and from torch 2.13 one with unified memory "
              "(torch 2.13's binary: 'MPS backend is only supported on devices with unified memory', so an AMD "
              f"GPU is refused: torch 2.12 or older, built from source, since PyPI's last Intel-Mac wheel is "
@@ -303,11 +408,17 @@ def judge_python_arch(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     arch = f["python"]["arch"]
-    if apple_silicon(f):
+    silicon = chip_is_apple_silicon(f)
+    if silicon:
         if arch == "arm64":
             return ok("Python is arm64, native on Apple silicon", arch=arch)
         return fail(f"Python is {arch} on an Apple-silicon Mac (it runs under Rosetta and sees no MPS)",
                     ARM64_PYTHON_FIX, arch=arch)
+    if silicon is None:   # never a verdict built on a read that failed
+        return limit(f"cannot tell whether this {arch} Python is native: whether this Mac is Apple silicon (where "
+                     f"{arch} runs under Rosetta 2 and sees no MPS) or Intel (where it is native) could not be read: "
+                     f"hw.optional.arm64 ({unread_reason(f, 'hw_arm64')})",
+                     check_rosetta_by_hand(f), arch=arch, unread="hw.optional.arm64")
     # An Intel Mac: x86_64 is its native architecture; MPS then depends on its GPU.
     if arch == "x86_64":
         return ok("Python is x86_64, native on this Intel Mac", arch=arch)
@@ -317,8 +428,16 @@ def judge_python_arch(f: dict) -> Fitness:
 def judge_not_rosetta(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
-    if under_rosetta(f):
+    state = rosetta_state(f)
+    if state:
         return fail("this Python runs under Rosetta 2 (sysctl.proc_translated = 1)", ARM64_PYTHON_FIX)
+    if state is None:
+        return limit(f"cannot tell whether this {f['python']['arch']} Python runs under Rosetta 2: "
+                     f"sysctl.proc_translated could not be read ({unread_reason(f, 'proc_translated')})",
+                     check_rosetta_by_hand(f), unread="sysctl.proc_translated")
+    if (f.get("mac") or {}).get("proc_translated") is None:
+        return ok("not translated by Rosetta (sysctl.proc_translated was not read: " +
+                  ("an arm64 Python is native" if _arm64_python(f) else "an Intel Mac has no Rosetta") + ")")
     return ok("not translated by Rosetta")
 
 
@@ -333,6 +452,15 @@ def judge_macos_version(f: dict) -> Fitness:
                     _update_macos_for(torch_version(f)), macos=str(mv))
     tv = torch_version(f)
     if (floor := _macos_too_old_for(tv, mv)) is not None:
+        if (f.get("torch") or {}).get("mps_available"):
+            # what torch observed outranks the table, which was read in the release wheels: a nightly or
+            # source build (counted as its release) may still run MPS on an older macOS
+            said = (f"macOS {mv} runs MPS with this torch {tv} (torch.backends.mps.is_available() is True), although "
+                    f"the table read in the release wheels expects torch {floor.torch} and newer to need macOS "
+                    f"{floor.macos}+: this build (a nightly or a source build, counted as its release) still runs MPS "
+                    "here")
+            return ok(said, note=said, macos=str(mv), macos_needed=floor.macos, source=floor.source,
+                      floor_contradicted=True)
         return fail(f"macOS {mv} with torch {tv}: torch {floor.torch} and newer support MPS on macOS "
                     f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor, mv),
                     macos=str(mv), macos_needed=floor.macos, source=floor.source)
@@ -343,6 +471,9 @@ def judge_torch_for_mps(f: dict) -> Fitness:
     if (v := _mac_only(f)):
         return v
     tv, need = torch_version(f), Version(GATES["mps"].torch)
+    t = f.get("torch") or {}
+    if t.get("importable") is False:
+        return fail(*torch_import_problem(t.get("error"), f))
     if tv is None:
         return fail("torch is not installed or does not import", "pip install torch")
     if not has_feature(tv, GATES["mps"].torch):
