@@ -661,3 +661,16 @@ def test_the_every_failure_introduction_says_where_each_kind_of_finding_is_expla
         if kind in others:
             assert f"{kind} ({what}) are explained in " in every.intro, (kind, every.intro)
     assert "in the optimizations section" in every.intro and "in the ops section" in every.intro
+
+
+def test_a_fact_the_machine_would_not_give_is_not_called_a_known_limitation(tmp_path, recorded):
+    """sysctl unreadable (cron's PATH): env/not-rosetta says "cannot tell" (an xfail). The first
+    screen called it a known limitation of the versions; it says what it is now."""
+    records = [rec("not-rosetta", "xfail", reason="cannot tell whether this x86_64 Python runs under Rosetta 2: ..."),
+               rec("threads", "xfail", reason="precision limit of this version"), rec("ok", "pass")]
+    write_run(tmp_path / "a.jsonl", recorded("linux_x86_64"), records)
+    out = tmp_path / "out"
+    report.main([str(tmp_path / "a.jsonl"), "--out", str(out)])
+    first = (out / "matrix.md").read_text().split("## Verdict per machine")[1].split("\n## ")[0]
+    line = next(x for x in first.splitlines() if x.startswith("  - `!!` environment:"))
+    assert "1 known limitation, 1 cannot tell (a fact this machine would not give: env/not-rosetta)" in line, line

@@ -314,10 +314,17 @@ def _environment(recs: list[dict], target: str) -> Aspect:
                       short=f"NOT FIT ({bad[0]['check']})")
     limits = [r for r in ran if cell_key(r) == Status.XFAIL]
     line = f"fit for {target}: {_n(len(ran) - len(limits), 'check')} pass"
+    # a fact the machine would not give (sysctl unreadable: harness.env.fitness's "cannot tell")
+    # is no limitation of the versions: said as what it is, with how to read it by hand below
+    untold = [r for r in limits if (r.get("reason") or "").startswith("cannot tell")]
+    known = [r for r in limits if r not in untold]
     if limits:
-        return Aspect("environment", WARN, line + f", {_n(len(limits), 'known limitation')}",
+        said = ([_n(len(known), 'known limitation')] if known else []) + (
+            [f"{len(untold)} cannot tell (a fact this machine would not give: {', '.join(r['check'] for r in untold)})"]
+            if untold else [])
+        return Aspect("environment", WARN, line + ", " + ", ".join(said),
                       [f"{r['check']}: {shown(r.get('reason'))}" for r in limits], "environments",
-                      short="fit, with limitations")
+                      short="fit, with limitations" if known else "fit, some facts unread")
     return Aspect("environment", GOOD, line, anchor="environments", short="fit")
 
 
