@@ -36,6 +36,11 @@ texts also checked in the strings of the torch 2.15.0 macOS arm64 wheel's libtor
   that does device work (the sandbox children inherit it), so reading it at each call agrees
   with that there, and lets a process that imported torch before the suite decided (the pytest
   controller, through ``-p tests.standins``) follow the decision too.
+* An MPS kernel's own fallback (``IN_KERNEL_FALLBACKS``): nonzero of a complex input and
+  avg_pool2d with a divisor_override on an int64 input have MPS kernels, which send those
+  operands to the CPU themselves with a warning of their own ("MPS: nonzero op is not supported
+  for complex datatypes. Falling back on CPU. ...", Indexing.mm; Pooling.mm), whatever
+  PYTORCH_ENABLE_MPS_FALLBACK says, TORCH_WARN_ONCE at each kernel's own call site.
 * No float64 on the device (aten/src/ATen/mps/EmptyTensor.cpp, ``empty_mps``: TORCH_CHECK_TYPE,
   a TypeError): any float64 tensor made or used by an op inside ``context()`` is refused. The
   CPU's own work (a float64 reference) belongs outside the context, as it is off the device on
@@ -168,6 +173,45 @@ CPU_LACKS_DTYPE = re.compile(r"^\"[^\"]+\" not implemented for '[^']+'|^MKL FFT 
 # A device named as MPS's ("mps", "mps:0"), in a device= argument or .to's positional one
 MPS_NAME = re.compile(r"mps(:\d+)?")
 
+# MPS kernels that send some operands to the CPU themselves (an in-kernel fallback: the op has
+# an MPS kernel, so the table calls it native, and PYTORCH_ENABLE_MPS_FALLBACK plays no part),
+# each warning with its own text at its own TORCH_WARN_ONCE call site (so once per process per
+# site, each site's once apart from MPSFallback.mm's). The texts as PyTorch's sources write them
+# (pytorch/pytorch aten/src/ATen/native/mps/operations/Indexing.mm at 01117679: nonzero's
+# functional and out= kernels on a complex input, the functional one without the full stop
+# before "Falling"; Pooling.mm at 003540fc: avg_pool2d's forward and backward given a
+# divisor_override on an int64 input); harness.ops.fallback.IN_KERNEL_RE reads them.
+NONZERO_COMPLEX = ("MPS: nonzero op is not supported for complex datatypes{stop} Falling back on CPU. This may have "
+                   "performance implications.")
+AVG_POOL_DIVISOR = ("MPS: passing divisor to Average Pooling op with int64 input is not supported on MPS backend. "
+                    "Falling back on CPU. This may have performance implications.")
+
+
+def _complex_input(args, kwargs) -> bool:
+    return bool(args) and isinstance(args[0], torch.Tensor) and args[0].is_complex()
+
+
+def _int64_with_divisor(where: int):
+    """avg_pool2d (input first, divisor_override 7th) or its backward (grad_output first, input
+    second, divisor_override 8th) on an int64 input with a divisor_override other than 0."""
+    def given(args, kwargs) -> bool:
+        divisor = kwargs.get("divisor_override", args[where + 6] if len(args) > where + 6 else None)
+        return (len(args) > where and isinstance(args[where], torch.Tensor) and args[where].dtype == torch.int64
+                and divisor not in (None, 0))
+    return given
+
+
+# aten op (name[.overload], as op_name gives it) -> (whether these operands go to the CPU, the
+# warning, its call site)
+IN_KERNEL_FALLBACKS = {
+    "aten::nonzero": (_complex_input, NONZERO_COMPLEX.format(stop=""), "nonzero_mps"),
+    "aten::nonzero.out": (_complex_input, NONZERO_COMPLEX.format(stop="."), "nonzero_out_mps"),
+    "aten::avg_pool2d": (_int64_with_divisor(0), AVG_POOL_DIVISOR, "avg_pool2d_template"),
+    "aten::avg_pool2d.out": (_int64_with_divisor(0), AVG_POOL_DIVISOR, "avg_pool2d_template"),
+    "aten::avg_pool2d_backward": (_int64_with_divisor(1), AVG_POOL_DIVISOR, "avg_pool2d_template"),
+    "aten::avg_pool2d_backward.grad_input": (_int64_with_divisor(1), AVG_POOL_DIVISOR, "avg_pool2d_template"),
+}
+
 
 # --------------------------------------------------------------------------- facts, once per process
 
@@ -237,6 +281,7 @@ class Process:
 
     def __init__(self):
         self.warned_once = False
+        self.warned_sites: set[str] = set()   # the in-kernel fallbacks' TORCH_WARN_ONCE sites that have warned
         self.live: dict[int, _Counted] = {}   # storage (its C++ address) -> its weak reference
         self.current = 0
         self.peak = 0                     # since the last reset
@@ -457,6 +502,8 @@ class MacRules(TorchDispatchMode):
                 PROCESS.flush()
             if kind is MISSING:
                 si.missing_kernel(func)
+            else:
+                si.kernel_falls_back(func, args, kwargs)
             out = si.finish_op(func, si.kernel(func, kind, args, kwargs))
         live = PROCESS.live
         for t in _tensors_of(out):
@@ -698,6 +745,19 @@ class EmulatedMac(devices.StandIn):
         if self.warn_now():
             warnings.warn(FALLBACK_WARNING.format(op=op_name(func)), UserWarning, stacklevel=_caller_level())
 
+    def kernel_falls_back(self, func, args, kwargs) -> None:
+        """An op with an MPS kernel is about to run: where that kernel sends these operands to
+        the CPU itself (``IN_KERNEL_FALLBACKS``), its own warning, once per process at its own
+        call site unless warn-always is on. The work runs on the CPU underneath either way."""
+        rule = IN_KERNEL_FALLBACKS.get(op_name(func))
+        if rule is None or not rule[0](args, kwargs):
+            return
+        _, text, site = rule
+        if torch.is_warn_always_enabled() or site not in PROCESS.warned_sites:
+            if not torch.is_warn_always_enabled():
+                PROCESS.warned_sites.add(site)
+            warnings.warn(text, UserWarning, stacklevel=_caller_level())
+
     def warn_now(self) -> bool:
         """TORCH_WARN_ONCE at one call site: every time with warn-always (without using up the
         once), else the first time in the process."""
@@ -876,6 +936,19 @@ class Mute(EmulatedMac):
 class Once(EmulatedMac):
     name = "standin-mps-once"
     summary = "broken on purpose: the fallback warning given once per process even with torch.set_warn_always(True)"
+
+    def kernel_falls_back(self, func, args, kwargs) -> None:
+        """An op with an MPS kernel is about to run: where that kernel sends these operands to
+        the CPU itself (``IN_KERNEL_FALLBACKS``), its own warning, once per process at its own
+        call site unless warn-always is on. The work runs on the CPU underneath either way."""
+        rule = IN_KERNEL_FALLBACKS.get(op_name(func))
+        if rule is None or not rule[0](args, kwargs):
+            return
+        _, text, site = rule
+        if torch.is_warn_always_enabled() or site not in PROCESS.warned_sites:
+            if not torch.is_warn_always_enabled():
+                PROCESS.warned_sites.add(site)
+            warnings.warn(text, UserWarning, stacklevel=_caller_level())
 
     def warn_now(self) -> bool:
         if PROCESS.warned_once:

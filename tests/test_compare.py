@@ -731,3 +731,23 @@ def test_another_python_in_the_candidate_is_a_version_change():
     cmp = compare.Comparison(side("3.12.7"), side("3.13.1"), [], 0, 2.0, 0.01)
     assert cmp.version_changes() == [("python", "3.12.7", "3.13.1")]
     assert compare.Comparison(side("3.12.7"), side("3.12.7"), [], 0, 2.0, 0.01).version_changes() == []
+
+
+def test_a_fallback_read_by_another_revision_of_the_ops_suite_is_not_a_regression(tmp_path):
+    """The ops suite now reads each phase's fallbacks apart and the MPS kernels' own warnings
+    too (metrics' fallback_reader 2): a baseline kept before it read complex nonzero native (its
+    in-kernel warning unseen), and the upgrade check called the same kernel a regression."""
+    old = [rec("ops/nonzero/complex64/forward", category="native", target="mps"),
+           rec("ops/linalg.inv/float32/forward", category="cpu-fallback", target="mps",
+               fallback_ops=["aten::_linalg_svd"])]
+    new = [rec("ops/nonzero/complex64/forward", category="cpu-fallback", target="mps",
+               fallback_ops=["aten::nonzero (in-kernel)"], fallback_reader=2),
+           rec("ops/linalg.inv/float32/forward", category="native", target="mps", fallback_reader=2)]
+    cmp = compare.compare(*_sides(tmp_path, old, new))
+    assert not cmp.regressions and not cmp.of("improvement")
+    assert [(c.kind, c.rule) for c in cmp.changes] == [("warning", "fallback")] * 2
+    assert all("not comparable" in c.detail and "./compat baseline" in c.detail for c in cmp.changes)
+    # read alike, a change is the versions': the rule as ever
+    cmp = compare.compare(*_sides(tmp_path, [dict(new[1])], [dict(new[0], check="ops/linalg.inv/float32/forward",
+                                                                    subject="linalg.inv", nodeid="x")]))
+    assert [(c.kind, c.rule) for c in cmp.changes] == [("regression", "fallback")]

@@ -186,7 +186,7 @@ def test_every_suite_that_measures_a_device_has_its_controls_on_every_target():
     from harness.env import devices
     names = {suite: {c.name for c in table} for suite, table in (
         ("ops", ops_controls.cases()), ("parity", parity_controls.cases()), ("optim", optim_controls.cases()))}
-    assert names == {"ops": {"fallback-seen", "native-seen", "fallback-seen-again"},
+    assert names == {"ops": {"fallback-seen", "native-seen", "fallback-seen-again", "in-kernel-fallback-seen"},
                      "parity": {"exact-passes", "perturbed-fails", "reference-float64-cpu"},
                      "optim": {"memory-sees-allocation", "timing-sees-queued-work", "smaller-batch-lowers-memory"}}
     for case in ops_controls.cases() + parity_controls.cases() + optim_controls.cases():

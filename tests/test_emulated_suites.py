@@ -40,6 +40,7 @@ ON = " or ".join((
 OFF = f"test_op_runs_on_target and {TARGET}-mode-float32-forward"
 # The controls each of these suites opens its run with on a target (kept whatever -k selects)
 CONTROLS = (("ops", "fallback-seen"), ("ops", "native-seen"), ("ops", "fallback-seen-again"),
+            ("ops", "in-kernel-fallback-seen"),
             ("parity", "exact-passes"), ("parity", "perturbed-fails"), ("parity", "reference-float64-cpu"),
             ("perf", "memory-sees-allocation"), ("perf", "timing-sees-queued-work"))
 TIMEOUT_S = 900

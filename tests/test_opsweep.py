@@ -301,3 +301,173 @@ def test_threads_are_split_between_xdist_workers(monkeypatch):
 ])
 def test_a_missing_dtype_kernel_is_no_kernel_whichever_class_an_older_torch_raised(error, none_here):
     assert fallback.no_kernel(error) is none_here
+
+
+# --------------------------------------------------------------------------- whose fallback a check reports
+
+def _warning_op():
+    """OpInfo's ``abs`` whose sample function warns MPS's fallback for aten::_linalg_svd before
+    each sample, as 27 linalg sample functions call torch.linalg.svd on the device (MPS runs it on
+    the CPU), and whose op runs as it is."""
+    op = copy.copy(op_table()["abs"])
+    made = op.sample_inputs
+
+    def sample_inputs(device, dtype, requires_grad=False, **kwargs):
+        for sample in made(device, dtype, requires_grad=requires_grad, **kwargs):
+            warnings.warn(FALLBACK_TEXT.format("aten::_linalg_svd"), UserWarning)
+            yield sample
+    op.sample_inputs = sample_inputs
+    return op
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward"])
+def test_a_fallback_while_the_samples_are_made_is_not_the_op_s(monkeypatch, pass_):
+    """The sample function's fallbacks are OpInfo's test code, not the op: the check reads
+    native and keeps them apart (fallback_by_phase["samples"]). Before, the samples were made
+    inside the check's capture and linalg.inv read "cpu-fallback: aten::_linalg_svd"."""
+    table = {"svd-samples": _warning_op(), **op_table()}
+    monkeypatch.setattr(opsweep, "op_table", lambda: table)
+    run = opsweep.run_case("svd-samples", "cpu", "float32", pass_)
+    assert (run.category, run.fallback_ops) == ("native", ()), run
+    assert run.samples > 0 and run.fallback_by_phase["samples"] == ["aten::_linalg_svd"]
+    verdict = opsweep.judge(run, None, on_mps=True)
+    assert (verdict.status, verdict.category, verdict.message) == ("pass", "native", "")
+    assert verdict.metrics["fallback_ops"] == [] and verdict.metrics["fallback_by_phase"] == {
+        "samples": ["aten::_linalg_svd"]}
+
+
+class _FallsBackBothWays(torch.autograd.Function):
+    """An op whose forward warns MPS's fallback for aten::foo and whose backward warns it for
+    aten::foo_backward."""
+    @staticmethod
+    def forward(ctx, x):
+        warnings.warn(FALLBACK_TEXT.format("aten::foo"), UserWarning)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        warnings.warn(FALLBACK_TEXT.format("aten::foo_backward"), UserWarning)
+        return grad * 2
+
+
+class _FallsBackForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        warnings.warn(FALLBACK_TEXT.format("aten::foo"), UserWarning)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_each_pass_names_only_the_fallbacks_of_its_own_phase(monkeypatch):
+    """A forward check names what its forward fell back on; a backward check what its backward
+    did, the forward's kept apart (fallback_by_phase) and said in a note; a backward that is
+    native reads native. Before, a backward check named the forward's fallbacks as its own."""
+    both, forward_only = copy.copy(op_table()["abs"]), copy.copy(op_table()["abs"])
+    both.op, forward_only.op = _FallsBackBothWays.apply, _FallsBackForward.apply
+    table = {"both": both, "forward-only": forward_only, **op_table()}
+    monkeypatch.setattr(opsweep, "op_table", lambda: table)
+
+    forward = opsweep.run_case("both", "cpu", "float32", "forward")
+    assert (forward.category, forward.fallback_ops) == ("cpu-fallback", ("aten::foo",)), forward
+    backward = opsweep.run_case("both", "cpu", "float32", "backward")
+    assert (backward.category, backward.fallback_ops) == ("cpu-fallback", ("aten::foo_backward",)), backward
+    assert backward.fallback_by_phase == {"samples": [], "forward": ["aten::foo"], "backward": ["aten::foo_backward"]}
+    said = opsweep.judge(backward, None, on_mps=True)
+    assert said.metrics["fallback_ops"] == ["aten::foo_backward"]
+    assert said.message == ("fell back to the CPU: aten::foo_backward; its forward fell back to the CPU (aten::foo), "
+                            "which the forward check counts")
+
+    native_backward = opsweep.run_case("forward-only", "cpu", "float32", "backward")
+    assert (native_backward.category, native_backward.fallback_ops) == ("native", ()), native_backward
+    said = opsweep.judge(native_backward, None, on_mps=True)
+    assert (said.status, said.category) == ("pass", "native")
+    assert said.metrics["fallback_by_phase"] == {"forward": ["aten::foo"]}
+
+
+def test_a_fallback_outside_every_phase_still_counts():
+    """A warning given outside the phases a run captures (no phase owns it) is the check's:
+    nothing is dropped."""
+    phases = fallback.Phases("x")
+
+    def runs():
+        with phases.phase(opsweep.FORWARD):
+            pass
+        warnings.warn(FALLBACK_TEXT.format("aten::stray"), UserWarning)
+        yield True
+    run = opsweep.classified("cpu", runs(), phases=phases, counted=opsweep.FORWARD)
+    assert (run.category, run.fallback_ops) == ("cpu-fallback", ("aten::stray",))
+
+
+def test_a_phase_that_raises_keeps_what_it_saw():
+    """capture() reads its warnings when its block raises too: a backward check that failed
+    still says what its phases fell back on."""
+    phases = fallback.Phases()
+    with pytest.raises(RuntimeError):
+        with phases.phase("forward"):
+            warnings.warn(FALLBACK_TEXT.format("aten::foo"), UserWarning)
+            raise RuntimeError("broke")
+    assert phases.of("forward") == ["aten::foo"]
+
+
+# --------------------------------------------------------------------------- MPS kernels' own fallbacks
+
+# The texts of MPS kernels that send their operands to the CPU themselves, as PyTorch's sources
+# write them (harness/ops/fallback.py says where), and the name each is recorded under for a
+# check of op "the.check" (and with no op given).
+IN_KERNEL_TEXTS = [
+    ("MPS: nonzero op is not supported for complex datatypes. Falling back on CPU. This may have performance "
+     "implications.", "aten::nonzero (in-kernel)", "aten::nonzero (in-kernel)"),
+    ("MPS: nonzero op is not supported for complex datatypes Falling back on CPU. This may have performance "
+     "implications.", "aten::nonzero (in-kernel)", "aten::nonzero (in-kernel)"),
+    ("MPS: nonzero op is not natively supported for the provided input on MacOS14Falling back on CPU. This may have "
+     "performance implications.See github.com/pytorch/pytorch/issues/122916 for further info",
+     "aten::nonzero (in-kernel)", "aten::nonzero (in-kernel)"),
+    ("MPS: passing divisor to Average Pooling op with int64 input is not supported on MPS backend. Falling back on "
+     "CPU. This may have performance implications. (Triggered internally at /Users/runner/work/pytorch/aten/src/ATen/"
+     "native/mps/operations/Pooling.mm:322.)", "the.check (in-kernel)",
+     "passing divisor to Average Pooling op with int64 input is not supported on MPS backend (in-kernel)"),
+    ("MPS: median op is supported natively starting from macOS 13.0. Falling back on CPU. This may have performance "
+     "implications.", "aten::median (in-kernel)", "aten::median (in-kernel)"),
+    ("MPS: grid_sampler_2d op is supported natively starting from macOS 13.2. Falling back on CPU. This may have "
+     "performance implications.", "aten::grid_sampler_2d (in-kernel)", "aten::grid_sampler_2d (in-kernel)"),
+    ("MPS: FFT operations are only supported natively starting from macOS 14.0. Falling back on CPU. This may have "
+     "performance implications.", "the.check (in-kernel)",
+     "FFT operations are only supported natively starting from macOS 14.0 (in-kernel)"),
+]
+NOT_A_FALLBACK = [
+    # runs on the device, through other ops (Pad.mm): no CPU in it
+    "MPS: The constant padding of more than 3 dimensions is not currently supported natively. It uses View Ops "
+    "default implementation to run. This may have performance implications.",
+    "Falling back on CPU for this reason",                 # not MPS's
+    "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+]
+
+
+@pytest.mark.parametrize("text, named, unnamed", IN_KERNEL_TEXTS, ids=lambda v: v[:40] if isinstance(v, str) else v)
+def test_an_mps_kernel_s_own_fallback_is_cpu_fallback_named_in_kernel(text, named, unnamed):
+    """MPS kernels that run their operands on the CPU themselves warn in their own words, not
+    MPSFallback.mm's: read as cpu-fallback, named by the op the message names, else the check's
+    own op, else what the message says, marked in-kernel. Before, they landed among the other
+    warnings and the check read native."""
+    def runs():
+        warnings.warn(text, UserWarning)
+        yield True
+    found = opsweep.classified("cpu", runs(), op="the.check")
+    assert (found.category, found.fallback_ops) == ("cpu-fallback", (named,)), found
+    assert fallback.ops_named([text]) == [unnamed] and fallback.is_in_kernel(named)
+    with fallback.capture("the.check") as cap:
+        warnings.warn(text, UserWarning)
+    assert cap.ops == [named] and cap.other_warnings == []
+
+
+@pytest.mark.parametrize("text", NOT_A_FALLBACK)
+def test_other_warnings_are_no_fallback(text):
+    def runs():
+        warnings.warn(text, UserWarning)
+        yield True
+    found = opsweep.classified("cpu", runs(), op="the.check")
+    assert (found.category, found.fallback_ops) == ("native", ()), found
+    assert fallback.ops_named([text]) == [] and not fallback.is_fallback(text)

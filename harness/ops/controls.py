@@ -5,10 +5,10 @@ the device says while the op runs (harness.ops.opsweep, with harness.ops.fallbac
 MPS's fallback warning names an op that ran on the CPU, NotImplementedError says an op has
 no kernel. A device whose warnings never reach the suite (a warnings filter, a torch build
 that swallows them) would make every op look native, and nothing in an all-green column
-would say so. So the ops suite opens every target with three checks whose answer is known
-from this torch's own kernel table (harness.ops.kernels: the installed torch's
-native_functions.yaml, the table the macOS wheel ships too), each through the suite's
-classification and capture:
+would say so. So the ops suite opens every target with checks whose answer is known: the
+first three from this torch's own kernel table (harness.ops.kernels: the installed torch's
+native_functions.yaml, the table the macOS wheel ships too), the fourth from the device's own
+warning; each through the suite's classification and capture:
 
   fallback-seen        an op with no kernel for the device (and, on MPS, a CPU kernel for the
                        fallback to run) is seen falling back, named by the warning, with the
@@ -23,6 +23,18 @@ classification and capture:
                        and CUDA the same property is checked with a warning torch gives once per
                        process there (torch.meshgrid's, TORCH_WARN_ONCE in
                        aten/src/ATen/native/TensorShape.cpp)
+  in-kernel-fallback-seen
+                       on MPS, an op whose MPS kernel sends these operands to the CPU itself
+                       (nonzero of a complex input, avg_pool2d with a divisor on an int64 one:
+                       ``IN_KERNEL_CALLS``) and says so in a warning of its own ("MPS: ...
+                       Falling back on CPU", harness.ops.fallback.IN_KERNEL_RE) is read as
+                       cpu-fallback, named "(in-kernel)", not as native. The device's own
+                       warnings are read first, with a wider net than the suite's
+                       (``SAYS_CPU``): one that speaks of falling back to the CPU and that the
+                       suite reads as native is a miss, such as a torch that words it anew.
+                       Where this torch's kernels give no such warning (they ran those operands
+                       on the device) there is nothing to see, and it is skipped; elsewhere
+                       MPS's kernels are not there, and it does not apply
 
 The ops are reached from a plain torch call on an obvious sample (``CALLS``), picked at run
 time from the table: a torch whose table gives none of them a missing kernel skips the
@@ -34,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -127,7 +140,7 @@ def classify(call: OpCall, target: str) -> opsweep.OpRun:
         call.run(x)
         devices.synchronizer(target)()
         yield True
-    return opsweep.classified(target, once())
+    return opsweep.classified(target, once(), op=call.aten)
 
 
 def _names(run: opsweep.OpRun, aten: str) -> bool:
@@ -335,9 +348,97 @@ def _once_seen_again(name: str, target: str) -> ControlRun:
     return instruments.guarded(name, expected, cause, switch, run)
 
 
+# --------------------------------------------------------------------------- MPS kernels' own fallbacks
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """A call whose MPS kernel sends its operands to the CPU itself, with a warning of its own
+    (harness.ops.fallback.IN_KERNEL_RE), in the PyTorch sources read for it."""
+    aten: str      # the op the check would be of: names a fallback whose warning names no op
+    spelt: str
+
+    def run(self, place: str):
+        import torch
+        if self.aten == "nonzero":     # Indexing.mm: complex input
+            return torch.nonzero(torch.tensor([1 + 1j, 0j, 2j], dtype=torch.complex64, device=place))
+        x = torch.arange(16, dtype=torch.int64, device=place).view(1, 1, 4, 4)   # Pooling.mm: int64 and a divisor
+        return torch.nn.functional.avg_pool2d(x, 2, divisor_override=3)
+
+
+IN_KERNEL_CALLS = (KernelCall("nonzero", "torch.nonzero of a complex64 tensor"),
+                   KernelCall("avg_pool2d", "avg_pool2d of an int64 tensor with divisor_override=3"))
+# A warning of MPS that speaks of running on the CPU, caught wider than the suite's own pattern
+# (fallback.IN_KERNEL_RE), so that a wording the suite does not know is a miss, not a pass.
+SAYS_CPU = re.compile(r"^MPS\b(?=.*\bCPU\b).*\bfall(?:s|ing)?[\s-]*back", re.IGNORECASE)
+IN_KERNEL_CAUSE = "an MPS kernel's own CPU fallback reads native, so this column's native ops cells may hide CPU work"
+IN_KERNEL_SWITCH = "report it with this run file (harness.ops.fallback.IN_KERNEL_RE must read this torch's wording)"
+
+
+def _warned(run) -> list[str]:
+    """The first lines of the warnings ``run()`` gives with warn-always on (each call of a
+    TORCH_WARN_ONCE site warns), kept from the console; what it raises is seen again under the
+    capture, where it counts."""
+    import torch
+    before = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                run()
+            except Exception:
+                pass
+    finally:
+        torch.set_warn_always(before)
+    return [str(w.message).splitlines()[0] for w in caught]
+
+
+def in_kernel_fallback_seen(target: str) -> ControlRun:
+    """On MPS, an MPS kernel's own fallback to the CPU, seen as the device says it (its warning),
+    read by the suite as cpu-fallback named "(in-kernel)"."""
+    name = "in-kernel-fallback-seen"
+    expected = ("MPS kernels' own fallback warnings (\"MPS: ... Falling back on CPU\": complex nonzero, int64 "
+                "avg_pool2d with a divisor) read as cpu-fallback named in-kernel")
+    if devices.rules_of(target) != "mps":
+        return ControlRun(name, None, expected, f"only MPS's kernels fall back to the CPU in-kernel; {target} has "
+                                                "none of them")
+
+    def run() -> ControlRun:
+        place = devices.place(target)
+        met, missed, read = [], [], {}
+        for call in IN_KERNEL_CALLS:
+            with devices.on_device(target):
+                said = [w for w in _warned(lambda: call.run(place)) if SAYS_CPU.search(w)]
+            if not said:
+                continue
+            met.append(call.aten)
+
+            def once():
+                call.run(place)
+                devices.synchronizer(target)()
+                yield True
+            found = opsweep.classified(target, once(), op=call.aten)
+            read[call.aten] = {"warned": said[0][:200], "category_seen": found.category,
+                               "warned_ops": list(found.fallback_ops)}
+            if not (found.category == Category.CPU_FALLBACK and any(map(fallback.is_in_kernel, found.fallback_ops))):
+                missed.append(f"{call.spelt} read {found.category} though MPS warned \"{said[0][:70]}...\"")
+        figures = {"calls": read}
+        if not met:
+            return ControlRun(name, None, expected, "this torch's MPS kernels gave no fallback warning for "
+                              + " or ".join(c.spelt for c in IN_KERNEL_CALLS)
+                              + " (they ran them on the device): no in-kernel fallback to see here", figures=figures)
+        if missed:
+            more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+            return ControlRun(name, False, expected, missed[0] + more, IN_KERNEL_CAUSE, IN_KERNEL_SWITCH, figures)
+        return ControlRun(name, True, expected, "; ".join(f"{aten}: {', '.join(r['warned_ops'])}"
+                                                         for aten, r in read.items()), figures=figures)
+    return instruments.guarded(name, expected, IN_KERNEL_CAUSE, IN_KERNEL_SWITCH, run)
+
+
 def cases() -> tuple[instruments.ControlCase, ...]:
     """The ops suite's controls, on every target (called when the suite is collected, after
     the stand-ins are registered)."""
     return instruments.table({"fallback-seen": ("harness.ops.controls:fallback_seen",),
                               "native-seen": ("harness.ops.controls:native_seen",),
-                              "fallback-seen-again": ("harness.ops.controls:fallback_seen_again",)})
+                              "fallback-seen-again": ("harness.ops.controls:fallback_seen_again",),
+                              "in-kernel-fallback-seen": ("harness.ops.controls:in_kernel_fallback_seen",)})

@@ -7,7 +7,9 @@ applies to; ``run_case()`` runs one check's samples on a device (in the sandbox 
 harness.core.isolate) and returns an ``OpRun`` classified as
 
   native        every sample ran, no fallback warning
-  cpu-fallback  every sample ran, and MPS fallback warnings named these aten ops
+  cpu-fallback  every sample ran, and MPS fallback warnings named these ops: the aten ops of
+                MPS's generic fallback, and "<op> (in-kernel)" for an MPS kernel that sent
+                its input to the CPU itself (harness.ops.fallback)
   unsupported   a sample raised NotImplementedError (no kernel, fallback off or impossible)
   error         a sample raised anything else (its first line is kept)
   crash/timeout the child process died or ran out of time (``run_of`` a sandbox outcome)
@@ -19,6 +21,15 @@ harness.core.isolate) and returns an ``OpRun`` classified as
 
 and ``judge`` makes it the check's Verdict, on MPS against PyTorch's own expectation
 (harness.ops.declarations.mps_expectations).
+
+Whose fallback a check reports: its own phase's (``PHASES``). Each sample is made by OpInfo's
+sample function first, under a capture of its own whose fallbacks are not the op's (27 linalg
+sample functions call torch.linalg.svd on the device, which MPS runs on the CPU: counted, they
+made linalg.inv, linalg.solve, linalg.det, lu_factor... read "cpu-fallback: aten::_linalg_svd"
+though their own kernels are native). Then the op runs forward, and for a backward check
+autograd runs backward, each under its own capture: a forward check reports what its forward
+fell back on, a backward check what its backward did (the forward's is its forward check's).
+The others are kept in ``OpRun.fallback_by_phase``.
 """
 from __future__ import annotations
 
@@ -40,6 +51,10 @@ OP_DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "uint8", "bool"
 # backward is swept like float16's
 GRAD_DTYPES = ("float32", "float16", "bfloat16")
 GRAD_SEED = 1234
+# The phases of a check's run (run_case), each under its own fallback capture; a check counts
+# the fallbacks of its own pass's phase only
+SAMPLES, FORWARD, BACKWARD = "samples", "forward", "backward"
+PHASES = (SAMPLES, FORWARD, BACKWARD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +215,7 @@ class OpRun:
     category: str                 # native, cpu-fallback, unsupported, error, crash or timeout
     samples: int = 0              # samples that ran
     samples_without_grad: int = 0  # backward samples with nothing differentiable (not counted)
-    fallback_ops: tuple[str, ...] = ()   # aten ops the MPS fallback warnings named
+    fallback_ops: tuple[str, ...] = ()   # ops the MPS fallback warnings named in the check's own phase
     error_type: str | None = None
     message: str = ""             # the error's first line, or what happened to the child
     seconds: float | None = None
@@ -208,6 +223,8 @@ class OpRun:
     #                               running the op) or in "backward" (autograd.grad)
     doubt: str = ""               # an emulated device's doubt about its own error (devices.doubted)
     samples_from_cpu: str = ""    # why the samples were made on the CPU and moved (``device_samples``)
+    fallback_by_phase: dict = dataclasses.field(default_factory=dict)   # phase -> the ops its warnings
+    #                               named (PHASES: the samples' making, forward, backward), every phase run
 
 
 def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
@@ -227,24 +244,36 @@ def run_case(op_key: str, device: str, dtype: str, pass_: str) -> OpRun:
     dt = getattr(torch, dtype)
     sync = devices.synchronizer(device)
     made_for = sample_device(device)
-    stage = ["forward"]
+    stage = [FORWARD]
+    phases = fallback.Phases(op_key)
+    counted = BACKWARD if pass_ == "backward" else FORWARD
 
     moved: list[str] = []
 
     def samples():
         with devices.device_names(device):
-            for sample in device_samples(op, made_for, dt, pass_ == "backward", moved):
-                out = op(sample.input, *sample.args, **sample.kwargs)
+            made = device_samples(op, made_for, dt, pass_ == "backward", moved)
+            while True:
+                stage[0] = FORWARD        # the sample is made, and run forward, first
+                with phases.phase(SAMPLES):   # OpInfo's test code, not the op: its fallbacks are not the op's
+                    sample = next(made, None)
+                if sample is None:
+                    return
+                with phases.phase(FORWARD):
+                    out = op(sample.input, *sample.args, **sample.kwargs)
+                    if pass_ != "backward":
+                        sync()
                 if pass_ == "backward":
-                    stage[0] = "backward"
-                    if not _backward(sample, out, made_for):
-                        stage[0] = "forward"
+                    stage[0] = BACKWARD
+                    with phases.phase(BACKWARD):
+                        differentiable = _backward(sample, out, made_for)
+                        if differentiable:
+                            sync()
+                    if not differentiable:
                         yield False
                         continue
-                sync()
-                stage[0] = "forward"   # the next sample is made, and run forward, first
                 yield True
-    run = classified(device, samples())
+    run = classified(device, samples(), phases=phases, counted=counted)
     if pass_ == "backward" and run.category not in Category.RAN:
         run = dataclasses.replace(run, failed_in=stage[0])
     return dataclasses.replace(run, samples_from_cpu=moved[0]) if moved else run
@@ -307,21 +336,29 @@ def device_samples(op, made_for: str, dt, requires_grad: bool, moved: list[str])
             yield there
 
 
-def classified(device: str, runs) -> OpRun:
+def classified(device: str, runs, phases: fallback.Phases | None = None, counted: str = FORWARD,
+               op: str | None = None) -> OpRun:
     """Drive ``runs`` (an iterator that runs one sample per step on ``device`` and yields
     whether it counted: False for a backward sample with nothing differentiable) under the
     fallback capture and the target's context, and classify what happened: NotImplementedError
     (or an older torch's RuntimeError for a kernel without the dtype) is unsupported, any other
     error is an error, and a run whose fallback warnings named ops is
     cpu-fallback. The ops controls (harness.ops.controls) classify through here too, so a
-    control sees exactly what a check sees."""
+    control sees exactly what a check sees.
+
+    Which fallbacks are the check's: where ``runs`` captures its own phases in ``phases``
+    (fallback.Phases: run_case's samples, forward and backward), those of the ``counted`` phase,
+    and any warning given outside every phase; the others are kept per phase
+    (``OpRun.fallback_by_phase``). Without ``phases``, every fallback seen while ``runs`` ran.
+    ``op`` names an MPS kernel's own fallback whose warning names no op (fallback.in_kernel)."""
     started = time.perf_counter()
     ran = skipped = 0
     category, message, error_type, doubt = Category.NATIVE, "", None, ""
-    with fallback.capture() as cap, devices.on_device(device):
+    naming = op if op is not None else phases.op if phases is not None else None
+    with fallback.capture(naming) as cap, devices.on_device(device):
         try:
-            for counted in runs:
-                ran, skipped = ran + bool(counted), skipped + (not counted)
+            for counts in runs:
+                ran, skipped = ran + bool(counts), skipped + (not counts)
         except devices.BeyondEmulation as exc:   # the emulated device cannot answer: not judged
             category, error_type, message = Category.NA, type(exc).__name__, error_line(exc)
         except SamplesNotMade as exc:            # OpInfo made nothing to run: not judged either
@@ -331,10 +368,13 @@ def classified(device: str, runs) -> OpRun:
             category = Category.UNSUPPORTED if unsupported else Category.ERROR
             error_type, message = type(exc).__name__, error_line(exc)
             doubt = "" if unsupported else devices.doubt_of(exc)
-    if category == Category.NATIVE and cap.ops:
+    by_phase = {name: list(ops) for name, ops in phases.ops.items()} if phases is not None else {}
+    ops = phases.of(counted) if phases is not None else []
+    ops += [o for o in cap.ops if o not in ops]     # a warning outside every phase counts: nothing else owns it
+    if category == Category.NATIVE and ops:
         category = Category.CPU_FALLBACK
-    return OpRun(category, ran, skipped, tuple(cap.ops), error_type, message, round(time.perf_counter() - started, 4),
-                 doubt=doubt)
+    return OpRun(category, ran, skipped, tuple(ops), error_type, message, round(time.perf_counter() - started, 4),
+                 doubt=doubt, fallback_by_phase=by_phase)
 
 
 # --------------------------------------------------------------------------- judging
@@ -387,7 +427,11 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
     device's error it doubts itself (``run.doubt``) where PyTorch expects a pass is not
     judged: the check is skipped with both, as only the device can answer it."""
     cat, msg = run.category, run.message
-    metrics = {"samples": run.samples, "fallback_ops": list(run.fallback_ops), "seconds": run.seconds}
+    metrics = {"samples": run.samples, "fallback_ops": list(run.fallback_ops), "seconds": run.seconds,
+               "fallback_reader": fallback.READER}
+    fell = {phase: list(ops) for phase, ops in run.fallback_by_phase.items() if ops}
+    if fell:   # where each phase fell back: the samples' making and another pass's are not this check's
+        metrics["fallback_by_phase"] = fell
 
     def verdict(status: str, category: str, message: str, dis: str | None) -> Verdict:
         if on_mps:  # PyTorch's expectations describe MPS only
@@ -404,8 +448,10 @@ def judge(run: OpRun, expected: str | None = None, on_mps: bool = False,
     ran = cat in Category.RAN
     dis = declarations.disagreement(expected, cat) if expected is not None or not ran else None
     if ran:
+        forward = [o for o in fell.get(FORWARD, ()) if o not in run.fallback_ops]   # a backward check's forward
         note = "; ".join(filter(None, (
             f"fell back to the CPU: {', '.join(run.fallback_ops)}" if cat == Category.CPU_FALLBACK else "",
+            f"its forward fell back to the CPU ({', '.join(forward)}), which the forward check counts" if forward else "",
             run.samples_from_cpu)))
         if expected == declarations.XFAIL:
             return verdict(Status.XPASS, cat, "ran, although PyTorch's MPS test expects a failure here"

@@ -28,6 +28,8 @@ whole are counted in a note, not listed as disappeared (``within_selection``).
                   improvement  it was a known limitation, and now passes
   fallback        regression   native -> cpu-fallback -> unsupported, one step or more
                   improvement  the other way
+                  warning      either way, where two revisions of the ops suite read the fallbacks
+                               (metrics' fallback_reader): not comparable, keep the baseline again
   claim           regression   an optimization claim held, and now does not hold
                   improvement  it did not hold, and now holds
                   warning      it held, and now has no verdict (inconclusive)
@@ -491,7 +493,16 @@ def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: flo
     if fa is not None and fb is not None and fa != fb:
         ops = ", ".join((b.get("metrics") or {}).get("fallback_ops") or [])
         detail = f"{a['category']} -> {b['category']}" + (f" ({ops})" if ops else "")
-        out.append(("regression" if fb > fa else "improvement", "fallback", detail))
+        readers = [(r.get("metrics") or {}).get("fallback_reader") or 1 for r in (a, b)]
+        if a.get("suite") == "ops" and readers[0] != readers[1]:
+            out.append(("warning", "fallback", f"{detail}: not comparable: the fallbacks were read by two revisions of "
+                                               f"the ops suite (reader {readers[0]} in the baseline, {readers[1]} in "
+                                               "the candidate: the later one leaves out what the samples' making "
+                                               "and the other pass fell back on, and sees the MPS kernels' own "
+                                               "fallbacks); keep the baseline again (./compat baseline) to compare "
+                                               "them"))
+        else:
+            out.append(("regression" if fb > fa else "improvement", "fallback", detail))
     if optim:
         out += _claim_changes(a, b)
     if perf:
