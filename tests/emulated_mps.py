@@ -937,19 +937,6 @@ class Once(EmulatedMac):
     name = "standin-mps-once"
     summary = "broken on purpose: the fallback warning given once per process even with torch.set_warn_always(True)"
 
-    def kernel_falls_back(self, func, args, kwargs) -> None:
-        """An op with an MPS kernel is about to run: where that kernel sends these operands to
-        the CPU itself (``IN_KERNEL_FALLBACKS``), its own warning, once per process at its own
-        call site unless warn-always is on. The work runs on the CPU underneath either way."""
-        rule = IN_KERNEL_FALLBACKS.get(op_name(func))
-        if rule is None or not rule[0](args, kwargs):
-            return
-        _, text, site = rule
-        if torch.is_warn_always_enabled() or site not in PROCESS.warned_sites:
-            if not torch.is_warn_always_enabled():
-                PROCESS.warned_sites.add(site)
-            warnings.warn(text, UserWarning, stacklevel=_caller_level())
-
     def warn_now(self) -> bool:
         if PROCESS.warned_once:
             return False

@@ -19,6 +19,7 @@ import pytest
 from harness.core.records import Status
 from harness.env import checks, facts, fitness
 from tests.conftest import load_facts
+from tests.test_facts import fake_run
 
 CRON_PATH_OUTPUTS = {   # an M2 Pro where only absolute paths run (PATH=/usr/bin:/bin)
     ("sw_vers", "-productVersion"): "15.5",
@@ -39,14 +40,6 @@ INTEL_OUTPUTS = {   # an Intel Mac: sysctl runs, and has neither key
     ("/usr/sbin/sysctl", "-n", "hw.memsize"): "17179869184",
 }
 MPS_CHECKS = [c for c in checks.CHECKS if "mps" in c.targets and not c.autocast]
-
-
-def answering(outputs: dict, asked: list | None = None):
-    def run(cmd, env=None):
-        if asked is not None:
-            asked.append(tuple(cmd))
-        return outputs.get(tuple(cmd))
-    return run
 
 
 @pytest.fixture
@@ -73,17 +66,17 @@ def with_mac(machine: str, mac: dict, arch: str, mps_available: bool) -> dict:
 
 def test_sysctl_and_system_profiler_are_found_where_cron_s_path_does_not_reach(as_machine):
     asked = []
-    mac = facts.mac_facts(answering(CRON_PATH_OUTPUTS, asked), system="darwin")
+    mac = facts.mac_facts(fake_run(CRON_PATH_OUTPUTS, asked), system="darwin")
     assert mac == {"version": "15.5", "proc_translated": False, "hw_arm64": True, "chip": "Apple M2 Pro",
                    "model": "Mac14,9", "gpu_cores": 19, "memory_bytes": 34359738368}
     assert asked[asked.index(("sw_vers", "-productVersion")) + 1][0] == facts.SYSCTL == "/usr/sbin/sysctl"
-    assert facts.cpu_model(answering(CRON_PATH_OUTPUTS), system="darwin") == "Apple M2 Pro"
+    assert facts.cpu_model(fake_run(CRON_PATH_OUTPUTS), system="darwin") == "Apple M2 Pro"
 
 
 def test_a_sysctl_that_answers_nothing_tells_nothing_and_says_why(as_machine):
     """An x86_64 Python that cannot run sysctl may be on an Intel Mac or under Rosetta: None for
     both, with the reason, never the False an Intel Mac would read."""
-    mac = facts.mac_facts(answering(ONLY_SW_VERS), system="darwin")
+    mac = facts.mac_facts(fake_run(ONLY_SW_VERS), system="darwin")
     assert mac["proc_translated"] is None and mac["hw_arm64"] is None, mac
     for key in ("proc_translated", "hw_arm64"):
         assert "/usr/sbin/sysctl" in mac["unreadable"][key] and "PATH" in mac["unreadable"][key]
@@ -91,20 +84,20 @@ def test_a_sysctl_that_answers_nothing_tells_nothing_and_says_why(as_machine):
 
 def test_an_arm64_python_is_apple_silicon_and_native_though_sysctl_answers_nothing(as_machine):
     as_machine("arm64")
-    mac = facts.mac_facts(answering(ONLY_SW_VERS), system="darwin")
+    mac = facts.mac_facts(fake_run(ONLY_SW_VERS), system="darwin")
     assert (mac["hw_arm64"], mac["proc_translated"]) == (True, False) and "unreadable" not in mac, mac
 
 
 def test_an_intel_mac_s_missing_keys_are_still_read_as_an_intel_mac(as_machine):
     """sysctl runs and has no such key: that is an Intel Mac, read, not a failed read."""
-    mac = facts.mac_facts(answering(INTEL_OUTPUTS), system="darwin")
+    mac = facts.mac_facts(fake_run(INTEL_OUTPUTS), system="darwin")
     assert (mac["hw_arm64"], mac["proc_translated"]) == (False, False) and "unreadable" not in mac, mac
 
 
 def test_a_native_arm64_python_is_fit_whatever_sysctl_could_not_read(as_machine):
     """The reviewer's case: a native arm64 Python under cron was told "Python reports arm64 on an
     Intel Mac. Fix: install a native x86_64 Python"."""
-    mac = facts.mac_facts(answering(ONLY_SW_VERS), system="darwin")   # read by an x86_64 process: None, None
+    mac = facts.mac_facts(fake_run(ONLY_SW_VERS), system="darwin")   # read by an x86_64 process: None, None
     f = with_mac("apple_silicon_native", mac, "arm64", mps_available=True)
     for case in MPS_CHECKS:
         v = checks.evaluate(case, "mps", f)

@@ -338,27 +338,23 @@ def test_a_fallback_while_the_samples_are_made_is_not_the_op_s(monkeypatch, pass
 
 class _FallsBackBothWays(torch.autograd.Function):
     """An op whose forward warns MPS's fallback for aten::foo and whose backward warns it for
-    aten::foo_backward."""
+    aten::foo_backward (``backward_falls_back``)."""
+    backward_falls_back = True
+
     @staticmethod
     def forward(ctx, x):
         warnings.warn(FALLBACK_TEXT.format("aten::foo"), UserWarning)
         return x * 2
 
-    @staticmethod
-    def backward(ctx, grad):
-        warnings.warn(FALLBACK_TEXT.format("aten::foo_backward"), UserWarning)
+    @classmethod
+    def backward(cls, ctx, grad):
+        if cls.backward_falls_back:
+            warnings.warn(FALLBACK_TEXT.format("aten::foo_backward"), UserWarning)
         return grad * 2
 
 
-class _FallsBackForward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        warnings.warn(FALLBACK_TEXT.format("aten::foo"), UserWarning)
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
+class _FallsBackForward(_FallsBackBothWays):
+    backward_falls_back = False
 
 
 def test_each_pass_names_only_the_fallbacks_of_its_own_phase(monkeypatch):

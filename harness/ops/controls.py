@@ -246,12 +246,13 @@ def native_seen(target: str) -> ControlRun:
     return instruments.guarded(name, expected, NATIVE_CAUSE, NATIVE_SWITCH, run)
 
 
-def _spend(run) -> list[str]:
-    """Call ``run`` with torch's warn-always off (its default) and the warnings it gives kept
-    from the console: a TORCH_WARN_ONCE there is spent for the process. The warnings given."""
+def _spend(run, always: bool = False) -> list[str]:
+    """Call ``run`` with torch's warn-always off (its default; ``always``: on) and the warnings
+    it gives kept from the console: a TORCH_WARN_ONCE there is spent for the process. The first
+    lines of the warnings given."""
     import torch
     before = torch.is_warn_always_enabled()
-    torch.set_warn_always(False)
+    torch.set_warn_always(always)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -378,19 +379,7 @@ def _warned(run) -> list[str]:
     """The first lines of the warnings ``run()`` gives with warn-always on (each call of a
     TORCH_WARN_ONCE site warns), kept from the console; what it raises is seen again under the
     capture, where it counts."""
-    import torch
-    before = torch.is_warn_always_enabled()
-    torch.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                run()
-            except Exception:
-                pass
-    finally:
-        torch.set_warn_always(before)
-    return [str(w.message).splitlines()[0] for w in caught]
+    return _spend(run, always=True)
 
 
 def in_kernel_fallback_seen(target: str) -> ControlRun:
