@@ -1182,6 +1182,30 @@ def test_a_judged_loading_claim_says_what_its_loader_costs_before_its_source():
     assert told in verdict.message and verdict.message.index(told) < verdict.message.index("s" * 100)
 
 
+def test_the_workers_claims_record_says_how_the_trainer_started_its_workers(monkeypatch, tmp_path):
+    """On a Mac with MPS the Trainer starts DataLoader workers with 'fork' (transformers sets
+    dataloader_multiprocessing_context so from two workers on); the claim's note said they start
+    with 'spawn'. The record now keeps the start method the Trainer resolved, and the reason says it."""
+    import types
+
+    import transformers.training_args as ta
+    from transformers import TrainingArguments
+
+    from harness.optim import trainer_runs
+    from harness.optim.workloads import Setup
+    setup = Setup(model="tiny", batch=4, seq=16)
+    monkeypatch.setattr(ta, "is_torch_mps_available", lambda *a, **k: True)
+    kwargs = trainer_runs.arguments("dataloader-workers", True, setup, "cpu", str(tmp_path))
+    on_mac = types.SimpleNamespace(args=TrainingArguments(**kwargs))
+    assert on_mac.args.dataloader_num_workers >= 2 and trainer_runs.start_method(on_mac) == "fork"
+    baseline = types.SimpleNamespace(args=TrainingArguments(**trainer_runs.arguments("dataloader-workers", False, setup,
+                                                                                     "cpu", str(tmp_path))))
+    assert trainer_runs.start_method(baseline) is None   # no workers, nothing started
+    told = techniques.loading_story({"load_s": 1.0, "call_s": 2.0, "share": 0.5, "startup_s": 0.2,
+                                     "start_method": "fork"})
+    assert "the workers take about 0.20 s to start (started by 'fork')" in told
+
+
 @pytest.mark.slow
 def test_the_workers_claim_trains_with_workers_started_by_spawn_as_on_macos():
     """macOS starts DataLoader workers with 'spawn', which pickles the dataset and the collate

@@ -589,8 +589,10 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         notes="Holds only when loading is the bottleneck: the suite measures it on a loader that costs time per "
               "row (documents tokenized on the fly: harness/optim/trainer_runs.py text_dataset), its workers "
-              "persistent so the timed calls see loading, not start-up (reported apart). On macOS workers start "
-              "with 'spawn' (slower start-up; the dataset and the collate function are pickled per worker).",
+              "persistent so the timed calls see loading, not start-up (reported apart, with how they started). "
+              "On macOS torch starts workers with 'spawn' (slower start-up; the dataset and the collate "
+              "function are pickled per worker), but the Trainer starts them with 'fork' on MPS from two "
+              "workers on (transformers' default there; dataloader_multiprocessing_context changes it).",
     ),
     Claim(
         name="pin-memory", technique="data preloading: pinned host memory",

@@ -284,7 +284,8 @@ def loading_story(loading: dict) -> str:
     out = (f"Loading a train() call's batches in the main process takes {loading['load_s'] * 1e3:.0f} ms of the "
            f"call's {loading['call_s'] * 1e3:.0f} ms ({loading['share']:.0%}) here")
     if loading.get("startup_s") is not None:
-        out += (f"; the workers take about {loading['startup_s']:.2f} s to start, once per train() with "
+        how = f" (started by '{loading['start_method']}')" if loading.get("start_method") else ""
+        out += (f"; the workers take about {loading['startup_s']:.2f} s to start{how}, once per train() with "
                 "dataloader_persistent_workers=True (as measured), once per epoch without")
     return out
 

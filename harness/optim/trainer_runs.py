@@ -127,8 +127,9 @@ def kept_loader(trainer) -> None:
 
 class collator:
     """Pads a batch to ``max_length`` (padding="max_length") or, with None, to its longest row.
-    A module-level class, not a closure: DataLoader workers started with 'spawn' (macOS)
-    pickle the collate function with the dataset."""
+    A module-level class, not a closure: DataLoader workers started with 'spawn' (torch's
+    default on macOS, where the Trainer does not pick 'fork' itself as it does on MPS; or a
+    user's dataloader_multiprocessing_context) pickle the collate function with the dataset."""
 
     def __init__(self, max_length: int | None):
         self.max_length = max_length
@@ -306,7 +307,7 @@ def measure_trainer_claim(name: str, quantity: str, device: str, scale: str = "s
                 found[key] *= per
             found.update(loss_a=training_loss(ta), loss_b=training_loss(tb))   # NaN if any round's step was
             if name in LOADING_CLAIMS:
-                found.update(loading_bottleneck(ta, device, found))
+                found.update(loading_bottleneck(ta, device, found, workers=tb))
     return techniques.claim_run(found, **fields)
 
 
@@ -331,7 +332,22 @@ def loading_seconds(trainer) -> float:
     return statistics.median(times)
 
 
-def loading_bottleneck(baseline, device: str, found: dict) -> dict:
+def start_method(trainer) -> str | None:
+    """How ``trainer``'s DataLoader workers start, as the Trainer resolves it: its arguments'
+    ``dataloader_multiprocessing_context`` where set (transformers sets 'fork' itself on MPS
+    with two or more workers: training_args.py, "MPS requires forking if multiple workers are
+    specified"), else torch's default (macOS: 'spawn', Linux: 'fork'); None without workers."""
+    args = trainer.args
+    if not getattr(args, "dataloader_num_workers", 0):
+        return None
+    said = getattr(args, "dataloader_multiprocessing_context", None)
+    if said:
+        return str(said)
+    import torch.multiprocessing as mp
+    return mp.get_start_method(allow_none=True) or mp.get_context().get_start_method()
+
+
+def loading_bottleneck(baseline, device: str, found: dict, workers=None) -> dict:
     """What a loading claim's record keeps of its loader (``loading``: the baseline's batches of a
     call loaded alone, the call's median seconds, the share), and, where that share is under
     techniques.LOADING_BOTTLENECK and the claim did not hold anyway, the claim left unjudged:
@@ -344,6 +360,9 @@ def loading_bottleneck(baseline, device: str, found: dict) -> dict:
     startup = workers_startup(found)
     if startup is not None:
         loading["startup_s"] = round(startup, 4)
+    method = start_method(workers) if workers is not None else None
+    if method:
+        loading["start_method"] = method   # what the start-up was paid for: spawn pickles, fork copies
     out = {"loading": loading}
     if loading["share"] is not None and loading["share"] < techniques.LOADING_BOTTLENECK \
             and found["category"] != Category.HOLDS:
@@ -355,7 +374,7 @@ def workers_startup(found: dict) -> float | None:
     """About how long the variant's workers take to start (the seconds its first, warm-up call
     spent beyond its timed calls' median, less the baseline's own first-call excess), where
     compare_time kept the warm-ups: what a user pays once per ``train()`` with persistent
-    workers, or once per epoch without them (more on macOS, which starts them with 'spawn')."""
+    workers, or once per epoch without them (more where they start with 'spawn': ``start_method``)."""
     wa, wb = found.get("warmup_a_s") or [], found.get("warmup_b_s") or []
     if not (wa and wb and found.get("median_a_s") and found.get("median_b_s")):
         return None
