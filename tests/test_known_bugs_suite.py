@@ -228,7 +228,7 @@ def test_the_stand_in_is_registered_for_the_parity_suite_only():
 
 # --------------------------------------------------------------------------- the suite, end to end
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_the_suite_passes_on_the_cpu_and_a_tf32_device_and_finds_what_is_reproduced(tmp_path):
     """Through pytest, xdist and the sandbox children: the cpu target and a TF32 device
     (whose rounding the suite turns off) pass every check; with three reports reproduced

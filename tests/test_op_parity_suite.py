@@ -20,7 +20,7 @@ def run(tmp_path, *args, env=None):
     return run_suite(tmp_path, "suites/parity/test_op_parity.py", "parity and cpu", *args, env=env)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_a_softmax_off_by_1e3_in_float32_fails_exactly_the_float32_softmax_checks(tmp_path):
     clean, clean_records = run(tmp_path, "-k", SOFTMAX_SLICE)
     assert clean.returncode == 0, clean.stdout[-3000:]

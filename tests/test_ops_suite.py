@@ -22,7 +22,7 @@ def test_a_crashing_and_a_hanging_op_are_recorded_and_the_rest_goes_on(tmp_path)
     assert got["mul"][0] == "pass"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 def test_xdist_gives_the_same_op_records_as_serial(tmp_path):
     _, serial = run(tmp_path, "-k", SLICE)
     _, parallel = run(tmp_path, "-k", SLICE, "-n", "2")

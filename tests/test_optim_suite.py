@@ -23,7 +23,7 @@ def run(tmp_path, *args, env=None):
     return run_suite(tmp_path, "suites/optim/test_claims.py", "optim and cpu", *args, env=env)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 def test_sabotaged_checkpointing_and_adafactor_fail_their_claims_only(tmp_path):
     baseline = tmp_path / "kept" / "baseline.jsonl"
     clean, before = run(tmp_path, "-k", SLICE, "--save-baseline", str(baseline))
@@ -129,7 +129,7 @@ def test_gradient_accumulation_keeps_the_samples_per_step():
         Setup(batch=5, grad_accum=2).micro_batch
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_accumulation_that_forgets_to_scale_the_loss_fails_the_same_result_check(tmp_path):
     res, recs = run(tmp_path, "-k", "keeps", "-p", "tests.optim_sabotage",
                     env={"MPS_COMPAT_OPTIM_SABOTAGE": "ga-unscaled"})
@@ -1144,7 +1144,7 @@ def test_the_workers_start_up_is_the_variants_first_call_excess_beyond_the_basel
     assert trainer_runs.workers_startup({"median_a_s": 1.0}) is None
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=180)
 def test_workers_that_preload_nothing_fail_the_workers_claim_that_real_workers_hold(tmp_path):
     """The workers' claim on a loader whose rows also wait as reads from a slow disk do
     (tests/optim_mutants.py loader-waits: no CPU used, so workers hide it even on 2 cores,
@@ -1206,7 +1206,7 @@ def test_the_workers_claims_record_says_how_the_trainer_started_its_workers(monk
     assert "the workers take about 0.20 s to start (started by 'fork')" in told
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_the_workers_claim_trains_with_workers_started_by_spawn_as_on_macos():
     """macOS starts DataLoader workers with 'spawn', which pickles the dataset and the collate
     function: a closure collator (this suite's, before) cannot be pickled, so the workers'

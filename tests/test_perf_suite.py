@@ -659,7 +659,7 @@ def upgrade_side(tmp_path, side, baseline, *args, env=None):
     return res, report
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=300)
 def test_the_upgrade_check_flags_exactly_the_injected_slowdown_leaks_peak_and_per_shape_cost(tmp_path):
     """Both sides through ./compat's own path (tools/upgrade.py: the planned runs, each keeping
     its part), whose perf run is serial on both sides: the three runs measure at one thread

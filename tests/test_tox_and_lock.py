@@ -189,7 +189,7 @@ def test_tox_torch26_and_report_as_the_readme_runs_it(tmp_path):
     assert set(matrix["suites"]) == {"env"}, sorted(matrix["suites"])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 @needs_tox
 def test_the_candidate_environment_is_the_baseline_with_the_specs_and_nothing_newer(tmp_path):
     """`tox -e candidate` as ./compat runs it (its variables set as ./compat sets them): the
