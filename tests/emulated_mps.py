@@ -98,7 +98,8 @@ Re-entering ``context()`` (nesting, or a second stand-in inside the first) adds 
 outer context's rules hold.
 
 The broken variants each change ONE thing, so that the controls which watch that instrument
-fail on them: ``Mute``, ``Once``, ``NoKernels``, ``Frozen``, ``Blind``, ``Skewed``.
+fail on them: ``Mute``, ``Once``, ``NoKernels``, ``Frozen``, ``StalePeak``, ``FrozenDriver``,
+``Blind``, ``ZeroClock``, ``Skewed``.
 """
 from __future__ import annotations
 
@@ -967,6 +968,68 @@ class Frozen(EmulatedMac):
         return self._frozen[what]
 
 
+class StalePeak(EmulatedMac):
+    name = "standin-mps-stale-peak"
+    summary = ("broken on purpose: resetting the peak does nothing (reset_peak_memory_stats a no-op: the peak read "
+               "is the highest since the process began)")
+
+    def accelerator_namespace(self) -> types.SimpleNamespace:
+        ns = super().accelerator_namespace()
+        if hasattr(ns, "reset_peak_memory_stats"):
+            ns.reset_peak_memory_stats = lambda *a, **k: None
+        return ns
+
+
+class FrozenDriver(EmulatedMac):
+    name = "standin-mps-frozen-driver"
+    summary = ("broken on purpose: the driver reading (driver_allocated_memory) frozen at its first value; the "
+               "current reading and the peak move")
+
+    def __init__(self):
+        super().__init__()
+        self._driver: int | None = None
+
+    def reading(self, what: str) -> int:
+        if what != "driver":
+            return super().reading(what)
+        if self._driver is None:
+            self._driver = super().reading("driver")
+        return self._driver
+
+
+class _Stopped:
+    """The ``time`` module with its ``perf_counter`` stopped at one value; the rest as it is."""
+
+    def __init__(self, real):
+        self._real, self._at = real, real.perf_counter()
+
+    def perf_counter(self) -> float:
+        return self._at
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class ZeroClock(EmulatedMac):
+    """The clock the suites time with (harness.env.timing's ``perf_counter``: ``timed`` and
+    ``Clock``'s wall clock, which time the emulated queue) stopped while the device's context
+    is open: every interval reads 0 s, as an MPS event pair whose times are never recorded
+    gives ``elapsed_time`` 0. The work itself runs as on the emulated Mac."""
+    name = "standin-mps-zeroclock"
+    summary = "broken on purpose: the suites' clock reads zero for every interval timed on the device"
+
+    @contextlib.contextmanager
+    def context(self):
+        from harness.env import timing
+        was = timing.time
+        timing.time = _Stopped(was)
+        try:
+            with super().context():
+                yield
+        finally:
+            timing.time = was
+
+
 class Blind(EmulatedMac):
     name = "standin-mps-blind"
     summary = "broken on purpose: synchronize() returns without running the queued work (a timer misses it)"
@@ -992,4 +1055,5 @@ class Skewed(EmulatedMac):
 
 
 # Registered by tests/standins.py; MacOS13 is not a target (see its docstring).
-STAND_INS = (EmulatedMac(), Mute(), Once(), NoKernels(), Frozen(), Blind(), Skewed())
+STAND_INS = (EmulatedMac(), Mute(), Once(), NoKernels(), Frozen(), StalePeak(), FrozenDriver(), Blind(), ZeroClock(),
+             Skewed())

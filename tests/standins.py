@@ -48,11 +48,14 @@ the CPU the way a real device can (harness.env.devices.StandIn). Select one by n
                   float64, bf16 from macOS 14 (the recorded Mac's), its memory API and a
                   queue of matmul and convolution work. Every suite takes its mps branches
                   for it; the controls must pass on it.
-  standin-mps-mute, -once, -nokernels, -frozen, -blind, -skewed
+  standin-mps-mute, -once, -nokernels, -frozen, -stale-peak, -frozen-driver, -blind,
+  -zeroclock, -skewed
                   the emulated Mac with one instrument broken on purpose (fallback
                   warnings swallowed; warned once even with warn-always; an empty kernel
-                  table; memory readings frozen; synchronize that runs nothing; results
-                  1% off): the controls watching that instrument must fail on it.
+                  table; memory readings frozen; a peak whose reset does nothing; the
+                  driver reading frozen; synchronize that runs nothing; a clock that
+                  reads zero; results 1% off): the controls watching that instrument
+                  must fail on it.
 
 The sandbox children import this module too (harness.core.isolate.PRELOAD_VAR), so the checks
 that run there see the same targets.

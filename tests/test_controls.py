@@ -7,7 +7,9 @@ emulated Mac's variant that breaks the one instrument a control watches (fallbac
 swallowed, the warning once per process whatever warn-always says, an empty kernel table,
 frozen memory readings, a synchronize that leaves the queue, results 1% off), or for the
 parity judge, which is the harness's own code, a fault in the harness (tests/instrument_faults.py:
-its tolerance widened a million-fold, its reference computed in the case's dtype).
+its tolerance widened a million-fold, its reference computed in the case's dtype). A control
+that watches more than one instrument fails on each one's variant (``ALSO_BROKEN``: a peak
+whose reset does nothing, a driver reading that never moves, a clock that reads zero).
 
 The controls are called here as the sandbox child calls them, in this process; the plugin's
 part (records, the one-line failure, -k keeping the controls and running them first, the
@@ -23,7 +25,7 @@ import sys
 import pytest
 
 from harness.core.records import REASON_MAX, Category, RecordKind, Status
-from harness.env import instruments, timing
+from harness.env import devices, instruments, timing
 from harness.ops import controls as ops_controls
 from harness.optim import controls as optim_controls
 from harness.parity import controls as parity_controls
@@ -55,6 +57,20 @@ CONTROLS = {
     ("perf", "timing-sees-queued-work"): (perf_timing, "standin-mps-blind"),
 }
 IDS = [f"{suite}-{name}" for suite, name in CONTROLS]
+# The other instruments a control watches, each broken by a variant of its own: the memory
+# controls read the peak after a reset and MPS's driver reading besides the current one; the
+# timing controls must not take a clock that reads zero (a ratio of zeros) for one that works.
+ALSO_BROKEN = {
+    ("optim", "memory-sees-allocation"): ("standin-mps-stale-peak", "standin-mps-frozen-driver"),
+    ("perf", "memory-sees-allocation"): ("standin-mps-stale-peak", "standin-mps-frozen-driver"),
+    ("optim", "timing-sees-queued-work"): ("standin-mps-zeroclock",),
+    ("perf", "timing-sees-queued-work"): ("standin-mps-zeroclock",),
+}
+ALSO = [(key, breaks) for key, variants in ALSO_BROKEN.items() for breaks in variants]
+# what each of those variants makes the control say it saw
+ALSO_SEEN = {"standin-mps-stale-peak": " (not reset)",
+             "standin-mps-frozen-driver": "driver +0.0 MiB",
+             "standin-mps-zeroclock": "readings of zero or no number"}
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +114,24 @@ def test_a_control_fails_naming_itself_where_its_instrument_is_broken(key):
     assert verdict.message.startswith(f"instrument not trustworthy here: {key[1]}: expected ")
     assert ", saw " in verdict.message and "\n" not in verdict.message
     assert len(verdict.message) <= REASON_MAX, "the record would cut the cause and the switch off"
+    the_record_is_a_control(verdict, key[1])
+
+
+@pytest.mark.parametrize("key,breaks", ALSO, ids=[f"{s}-{n}-{b.removeprefix('standin-mps-')}" for (s, n), b in ALSO])
+def test_a_control_fails_naming_itself_where_another_of_its_instruments_is_broken(key, breaks):
+    """A peak counter whose reset does nothing, a driver reading frozen while the current one
+    moves, a clock that reads zero: each one instrument of a control that watches several; the
+    control fails on it, naming itself and what it saw. (Before: the memory controls held on the
+    first two, as their allocation after the reset was no larger than the one before it and the
+    driver reading was read but not judged; the timing controls held on the third, "infx".)"""
+    entry, _ = CONTROLS[key]
+    if breaks == "standin-mps-stale-peak" and not devices.backend(breaks).reset_peak():
+        pytest.skip("this torch's MPS keeps no peak counter (torch.accelerator's serve MPS from 2.13): nothing to reset")
+    verdict = run(entry, breaks)
+    assert verdict.status == Status.FAIL, f"{key[1]} on {breaks}: {verdict.status}: {verdict.metrics['seen']}"
+    assert verdict.message.startswith(f"instrument not trustworthy here: {key[1]}: expected ")
+    assert ALSO_SEEN[breaks] in verdict.metrics["seen"], verdict.metrics["seen"]
+    assert "\n" not in verdict.message and len(verdict.message) <= REASON_MAX
     the_record_is_a_control(verdict, key[1])
 
 
@@ -169,15 +203,77 @@ def test_a_timer_that_reads_nothing_fails_and_a_busy_machine_is_inconclusive():
     assert fine.held is True
 
 
+@pytest.mark.parametrize("small,large", [(0.0, 0.0), (0.0, 0.04), (0.005, 0.0), (float("nan"), 0.04),
+                                         (0.005, float("inf")), (-1e-3, 0.04)],
+                         ids=["zero", "small-zero", "large-zero", "nan", "inf", "negative"])
+def test_a_timer_that_reads_zero_or_no_number_fails_before_any_ratio(small, large):
+    """A median that is not a finite time above zero fails, named, with the cause and the switch,
+    calibrated or not: the ratio of two zeros is no evidence (before, a small job of 0 made the
+    ratio infinite and the control held, "infx"). No ratio is recorded for it."""
+    for calibrated in (False, True):
+        attempt = {"n": 512, "calibrated": calibrated, "calibration_small_s": 0.0 if not calibrated else 0.004,
+                   "small_s": [small] * 5, "large_s": [large] * 5, "cpu_share": 1.0}
+        seen = instruments.timing_judged({"matmuls": 4, "on_cpu": True, "attempts": [attempt]})
+        assert seen.held is False and seen.name == instruments.TIMING, (small, large, calibrated, seen.seen)
+        assert seen.seen.endswith("readings of zero or no number") and "infx" not in seen.seen
+        assert seen.cause == instruments.TIMING_ZERO_CAUSE and "reads zero or no number" in seen.cause and seen.switch
+        assert seen.figures["ratio"] is None
+        verdict = instruments.verdict(seen)
+        assert verdict.message.startswith(f"instrument not trustworthy here: {instruments.TIMING}: expected ")
+        assert len(verdict.message) <= REASON_MAX
+
+
+def test_an_uncalibrated_attempt_fails_whatever_its_ratio():
+    """A small job that never read the calibration time at the largest size fails, even where
+    its twin read 8x as long: a timer reading a thousandth of the time (the wrong unit) keeps
+    the ratio (before, such an attempt held on its ratio alone)."""
+    attempt = {"n": 4096, "calibrated": False, "calibration_small_s": 4e-5, "small_s": [4e-5] * 5,
+               "large_s": [3.2e-4] * 5, "cpu_share": 1.0}
+    seen = instruments.timing_judged({"matmuls": 4, "on_cpu": False, "attempts": [attempt]})
+    assert seen.held is False and "at the largest size, under 3 ms" in seen.seen and seen.seen.startswith("8.00x")
+
+
+def test_the_cpu_target_calibrates_past_the_stand_ins_cap():
+    """An uncalibrated attempt fails, so the CPU target itself climbs past the stand-ins' cap
+    (a CPU core with a matrix unit runs four 512 x 512 matmuls in about 1 ms); a stand-in on
+    this CPU stops there, a device goes on to the largest size."""
+    assert max(instruments._sizes("cpu")) == instruments.HOST_CAP > instruments.CPU_CAP
+    assert max(instruments._sizes("standin-mps")) == instruments.CPU_CAP
+    assert max(instruments._sizes("cuda")) == instruments.SIZES[-1]
+
+
 def test_the_memory_judge_takes_ten_percent_and_says_what_moved():
     base = {"allocated_bytes": 64 * 2 ** 20, "current_before": 10, "keeps_peak": True, "reading": "r",
             "driver_before": None, "driver_after": None, "current_freed": 10}
     near = instruments.memory_judged({**base, "current_after": 10 + 60 * 2 ** 20, "peak_after": 10 + 70 * 2 ** 20})
     assert near.held is True
     peak_stuck = instruments.memory_judged({**base, "current_after": 10 + 64 * 2 ** 20, "peak_after": 10})
-    assert peak_stuck.held is False and "the peak by 0.0 MiB" in peak_stuck.seen
+    assert peak_stuck.held is False and "peak +0.0 MiB" in peak_stuck.seen
     none = instruments.memory_judged({**base, "current_before": None, "current_after": None, "peak_after": None})
     assert none.held is None
+
+
+def test_the_memory_judge_needs_a_reset_peak_and_a_driver_reading_that_grows():
+    """The peak after a reset that follows a block twice the allocation: a reset that did
+    nothing reads that block, and fails saying so. MPS's driver reading counts whole heaps: it
+    must grow by at least the allocation (less 10%) while it is held, by more is fine (a 1 GiB
+    heap for 64 MiB on a Mac); frozen, it fails. Where the device offers none, it is not judged."""
+    n = 64 * 2 ** 20
+    base = {"allocated_bytes": n, "current_before": 10, "current_after": 10 + n, "keeps_peak": True,
+            "peak_after": 10 + n, "reading": "mps allocated memory", "driver_before": 500 * 2 ** 20,
+            "driver_after": 500 * 2 ** 20 + n, "current_freed": 10, "stale_bytes": 2 * n}
+    assert instruments.memory_judged(base).held is True
+    heap = instruments.memory_judged({**base, "driver_after": 500 * 2 ** 20 + 2 ** 30})
+    assert heap.held is True and "driver +1024.0 MiB" in heap.seen
+    stale = instruments.memory_judged({**base, "peak_after": 10 + 2 * n})
+    assert stale.held is False and "peak +128.0 MiB (not reset)" in stale.seen
+    frozen = instruments.memory_judged({**base, "driver_after": base["driver_before"]})
+    assert frozen.held is False and "driver +0.0 MiB" in frozen.seen
+    assert "driver (at least)" in frozen.expected and frozen.figures["driver_moved"] == 0
+    short = instruments.memory_judged({**base, "driver_after": base["driver_before"] + n // 2})
+    assert short.held is False
+    none = instruments.memory_judged({**base, "driver_before": None, "driver_after": None})
+    assert none.held is True and "driver" not in none.seen and "driver" not in none.expected
 
 
 def test_every_suite_that_measures_a_device_has_its_controls_on_every_target():

@@ -18,10 +18,14 @@ and perf suites both use (the memory reading and the timer):
   ``verdict``      its record (category ``control``, ``metrics.record_kind`` "control")
   ``ControlCase``  a row of a suite's control table (``<suite>/controls/<name>``)
   ``allocation_readings`` / ``memory_judged``   64 MiB allocated on the device moves the
-                               reading by 64 MiB (the memory control, with the storage count
-                               both suites weigh by: harness/optim/controls.py)
+                               reading by 64 MiB, the peak by as much after a reset that
+                               follows a larger block, and MPS's driver reading by at least
+                               that (the memory control, with the storage count both suites
+                               weigh by: harness/optim/controls.py)
   ``timing_sees_queued_work``  k matmuls twice the size (8x the work, the same launches)
-                               take at least 3x as long through the timer
+                               take at least 3x as long through the timer, whose readings
+                               are finite and above zero and whose small job lasted long
+                               enough to be measured
 
 The ops controls are in harness/ops/controls.py, the parity judge's in
 harness/parity/controls.py, the smaller-batch control and the optimization suite's own
@@ -38,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import math
 import statistics
 import time
 from typing import Callable
@@ -134,8 +139,10 @@ def table(entries: dict[str, tuple]) -> tuple[ControlCase, ...]:
 MIB = 2 ** 20
 ALLOCATION = 64 * MIB       # what the memory control allocates: well above any reading's noise
 MEMORY_SLACK = 0.10         # a reading may move by the allocation within this share of it
+STALE = 2                   # a block this many times the allocation is made and freed before the peak's reset:
+                            # a reset that does nothing leaves the peak at it, STALE x what a reset peak reads
 MEMORY = "memory-sees-allocation"
-MEMORY_CAUSE = ("this suite's memory figures do not follow the device's allocations, so its memory verdicts on this "
+MEMORY_CAUSE = ("this suite's memory figures do not follow the device's allocations: its memory verdicts on this "
                 "column cannot be trusted")
 MEMORY_SWITCH = "report it with this run file; meanwhile judge memory there by Activity Monitor or nvidia-smi"
 
@@ -149,6 +156,21 @@ def mib(n: float | None) -> str:
     return "no reading" if n is None else f"{n / MIB:.1f} MiB"
 
 
+def signed(delta: float | None) -> str:
+    """A reading's move, with its sign: "+64.0 MiB", "-1.5 MiB", "no reading"."""
+    return "no reading" if delta is None else f"{delta / MIB:+.1f} MiB"
+
+
+def stale_peak(target: str, nbytes: int) -> None:
+    """Allocate and free STALE x ``nbytes`` on the target (inside its context), to be done just
+    before the peak is reset and ``nbytes`` measured: a reset that does nothing then leaves the
+    peak at this larger block, which the judge tells from the allocation, instead of at an
+    earlier one that the allocation may exceed (a no-op reset read right before)."""
+    import torch
+    block = torch.ones(STALE * nbytes // 4, dtype=torch.float32, device=devices.place(target))
+    del block
+
+
 def allocation_readings(target: str, nbytes: int = ALLOCATION) -> dict:
     """The target's memory readings (devices.backend: current, the peak where the device keeps
     one, and MPS's driver figure where offered) before and after ``nbytes`` of float32 ones are
@@ -156,11 +178,21 @@ def allocation_readings(target: str, nbytes: int = ALLOCATION) -> dict:
     inside the target's context. Python's garbage collector is held off meanwhile: a
     collection between the two readings would free other tensors and move the reading by
     something else (collecting first instead costs a quarter of a second with transformers
-    loaded)."""
+    loaded).
+
+    Before the first reading, a block STALE x ``nbytes`` is allocated and freed (``stale_peak``:
+    a peak whose reset does nothing reads it), and the caching allocator's cache is emptied
+    (Backend.empty_cache): MPS's driver reading counts the allocator's heaps, cached blocks
+    included, so with that block still cached the allocation could reuse it and leave the
+    driver reading where it was; emptied, the allocation needs a new heap and the driver
+    reading grows by at least its size (a heap of 1 GiB on a Mac with unified memory, holding
+    any allocation from 10 MiB to 512 MiB: MPSAllocator.h, ``createHeapBlock``)."""
     import torch
     backend = devices.backend(target)
     with devices.on_device(target), _no_collection():
+        stale_peak(target, nbytes)
         backend.synchronize()
+        backend.empty_cache()
         before = backend.memory_current()
         driver_before = _driver(backend)
         keeps_peak = backend.reset_peak()
@@ -174,6 +206,7 @@ def allocation_readings(target: str, nbytes: int = ALLOCATION) -> dict:
         freed = backend.memory_current()
     return {"allocated_bytes": nbytes, "current_before": before, "current_after": after, "current_freed": freed,
             "keeps_peak": keeps_peak, "peak_after": peak, "driver_before": driver_before, "driver_after": driver_after,
+            "stale_bytes": STALE * nbytes,
             "reading": "resident set (psutil)" if devices.rules_of(target) in ("cpu", "stand-in") else
             f"{devices.rules_of(target)} allocated memory"}
 
@@ -194,30 +227,54 @@ def _driver(backend) -> int | None:
     return driver() if driver is not None else None
 
 
+def driven_by(delta: int | None, nbytes: int) -> bool:
+    """Whether a driver reading grew by at least ``nbytes`` less MEMORY_SLACK of it: it counts
+    whole heaps, so it may grow by more (a 1 GiB heap for 64 MiB on a Mac), never by less."""
+    return delta is not None and delta >= (1 - MEMORY_SLACK) * nbytes
+
+
+def stale_note(moved: int | None, figures: dict) -> str:
+    """What a peak that moved by the block freed before its reset (``stale_bytes``, STALE x the
+    allocation) says: the reset did nothing."""
+    stale = figures.get("stale_bytes")
+    if moved is None or not stale or moved < (1 - MEMORY_SLACK) * stale:
+        return ""
+    return " (not reset)"
+
+
 def memory_judged(figures: dict, also_held: tuple[bool, str] | None = None) -> ControlRun:
     """The memory control from ``allocation_readings``' figures: the current reading moved by
-    the allocation within MEMORY_SLACK, and the peak too where the device keeps one.
+    the allocation within MEMORY_SLACK; the peak too where the device keeps one (reset after a
+    block STALE x larger was freed, so a reset that does nothing reads that block); and the
+    driver reading, where the device offers one (MPS's ``driver_allocated_memory``, which
+    perf's long runs judge growth by), grew by at least the allocation while it was held.
     ``also_held``: a suite's own readings, judged by that suite (held, what they saw), for
     harness.optim.controls."""
     n = figures["allocated_bytes"]
     before, after, peak = figures["current_before"], figures["current_after"], figures["peak_after"]
-    expected = (f"the memory reading to move by {mib(n)} (within {MEMORY_SLACK:.0%}) when that is allocated on the "
-                "device" + (", the peak too" if figures["keeps_peak"] else ""))
+    driver_before, driver_after = figures.get("driver_before"), figures.get("driver_after")
+    has_driver = driver_before is not None and driver_after is not None
+    expected = (f"the readings to move by the {mib(n)} allocated (within {MEMORY_SLACK:.0%}): memory"
+                + (", peak (reset first)" if figures["keeps_peak"] else "") + (", driver (at least)" if has_driver else ""))
     if before is None or after is None:
         return ControlRun(MEMORY, None, expected, "this device offers no memory reading in this torch "
                           "(the suite records none either)", figures=figures)
     moved = after - before
     peak_moved = None if peak is None else peak - before
-    seen = [f"{figures['reading']} moved by {mib(moved)}"]
+    driver_moved = driver_after - driver_before if has_driver else None
+    seen = [f"{figures['reading']} {signed(moved)}"]
     held = moved_by(moved, n)
     if figures["keeps_peak"]:
-        seen.append(f"the peak by {mib(peak_moved)}")
+        seen.append(f"peak {signed(peak_moved)}{stale_note(peak_moved, figures)}")
         held = held and moved_by(peak_moved, n)
+    if has_driver:
+        seen.append(f"driver {signed(driver_moved)}")
+        held = held and driven_by(driver_moved, n)
     if also_held is not None:
         seen.append(also_held[1])
         held = held and also_held[0]
     return ControlRun(MEMORY, held, expected, ", ".join(seen), MEMORY_CAUSE, MEMORY_SWITCH,
-                      {**figures, "current_moved": moved, "peak_moved": peak_moved})
+                      {**figures, "current_moved": moved, "peak_moved": peak_moved, "driver_moved": driver_moved})
 
 
 # --------------------------------------------------------------------------- timing
@@ -229,15 +286,26 @@ RATIO_FLOOR = 3.0            # 8x the arithmetic must take at least this much lo
 ROUNDS = 5                   # interleaved rounds per attempt (medians)
 ATTEMPTS = 3                 # a noisy machine gets this many attempts before the control gives up
 SIZES = (64, 91, 128, 181, 256, 362, 512, 724, 1024, 1448, 2048, 2896, 4096)   # n, by about sqrt(2)
-CPU_CAP = 512                # the largest n where the work is the CPU's (the CPU, a stand-in): 2n = 1024
+CPU_CAP = 512                # the largest n where the work is a stand-in's on this CPU: 2n = 1024
+HOST_CAP = 1448              # the largest n on the CPU target itself: 2n = 2896 (``_sizes``)
 TIMING_CAUSE = ("the timer returns before the device has worked, so this suite's times are launch times and its "
                 "speed verdicts on this column cannot be trusted")
+TIMING_ZERO_CAUSE = ("the timer reads zero or no number for the device's work, so this suite's times and speed "
+                     "verdicts on this column cannot be trusted")
 TIMING_SWITCH = ("report it with this run file; trust no speed figure there that was not taken with the device "
                  "synchronized")
 
 
 def _sizes(target: str) -> tuple[int, ...]:
-    cap = CPU_CAP if devices.place(target) == "cpu" else SIZES[-1]
+    """The sizes an attempt calibrates through, smallest first (it stops at the first that reads
+    MIN_JOB_S). A device's go up to SIZES' last; a stand-in's, whose work runs on this CPU (the
+    project's CI machines, where every broken variant's timer reads short and so climbs to the
+    cap), to CPU_CAP. The CPU target's go on to HOST_CAP: an attempt whose small job never
+    reads MIN_JOB_S fails, and one thread with a matrix unit (an Apple-silicon core through
+    Accelerate, about 1 TFLOP/s) runs four 512 x 512 matmuls in about 1 ms; only so fast a CPU
+    climbs past 512, where the larger sizes cost it little."""
+    place = devices.place(target)
+    cap = SIZES[-1] if place != "cpu" else HOST_CAP if target == "cpu" else CPU_CAP
     return tuple(n for n in SIZES if n <= cap)
 
 
@@ -291,9 +359,16 @@ def _attempt(target: str, read, place: str) -> dict:
             "large_s": large_s, "cpu_share": cpu / wall if wall > 0 else None}
 
 
+def _readable(seconds: float) -> bool:
+    """A reading a ratio can be taken of: a finite number above zero."""
+    return math.isfinite(seconds) and seconds > 0
+
+
 def _ratio(attempt: dict) -> float:
-    small = statistics.median(attempt["small_s"])
-    return statistics.median(attempt["large_s"]) / small if small > 0 else float("inf")
+    """The larger job's median over the smaller's; NaN where either median is not a finite
+    number above zero (a clock that reads zero: no ratio, never an infinite one that passes)."""
+    small, large = statistics.median(attempt["small_s"]), statistics.median(attempt["large_s"])
+    return large / small if _readable(small) and _readable(large) else float("nan")
 
 
 def timing_readings(target: str, kind: str) -> dict:
@@ -339,31 +414,39 @@ def timing_judged(figures: dict) -> ControlRun:
     """The timing control from ``timing_readings``' figures (judged outside the device's
     context: the intervals are float64), by its last attempt.
 
-    Holds when the larger job's median is at least RATIO_FLOOR x the smaller's. Fails when it
-    is not and the small job read under MIN_JOB_S even at the largest size: the timer returns
-    before the device has worked (interference only adds time, so a busy machine cannot make
-    a working timer read short). A small job that did read MIN_JOB_S, whose 8x larger
-    twin still did not read RATIO_FLOOR x longer in any attempt, shows readings made of
-    something else than this work (the machine's other tenants, which stall both sides alike,
-    or a fixed cost per job): inconclusive, a skip that says what was seen, never a flaky
-    failure."""
+    Fails, before any ratio is compared, when the timer's medians are not finite numbers above
+    zero (a clock that reads zero, as an event pair that never records its times gives: the
+    ratio of two zeros passes anything), or when the small job read under MIN_JOB_S even at
+    the largest size: the timer returns before the device has worked (interference only adds
+    time, so a busy machine cannot make a working timer read short), or reads in the wrong
+    unit. Else holds when the larger job's median is at least RATIO_FLOOR x the smaller's. A
+    small job that did read MIN_JOB_S, whose 8x larger twin still did not read RATIO_FLOOR x
+    longer in any attempt, shows readings made of something else than this work (the
+    machine's other tenants, which stall both sides alike, or a fixed cost per job):
+    inconclusive, a skip that says what was seen, never a flaky failure."""
     k, last = figures["matmuls"], figures["attempts"][-1]
     n = last["n"]
     small, large = statistics.median(last["small_s"]), statistics.median(last["large_s"])
     ratio = _ratio(last)
-    widths = [timing.summary(side)["width"] for side in (last["small_s"], last["large_s"])]
     expected = (f"{k} matmuls of {2 * n} x {2 * n} (8x the work of {n} x {n}, as many launches) to take "
                 f"{RATIO_FLOOR:g}x as long or more through the suite's timer")
     tries = len(figures["attempts"])
-    seen = (f"{ratio:.2f}x ({large * 1e3:.3g} ms against {small * 1e3:.3g} ms, medians of {len(last['small_s'])} "
-            f"interleaved rounds{f', attempt {tries}' if tries > 1 else ''})")
-    out = {**figures, "n": n, "ratio": ratio, "small_median_s": small, "large_median_s": large, "widths": widths}
-    if ratio >= RATIO_FLOOR:
-        return ControlRun(TIMING, True, expected, seen, figures=out)
+    rounds = f"medians of {len(last['small_s'])} interleaved rounds{f', attempt {tries}' if tries > 1 else ''}"
+    out = {**figures, "n": n, "ratio": ratio if math.isfinite(ratio) else None, "small_median_s": small,
+           "large_median_s": large}
+    if not (_readable(small) and _readable(large)):
+        seen = (f"{large * 1e3:.3g} ms against {small * 1e3:.3g} ms ({rounds}; calibration read "
+                f"{last['calibration_small_s'] * 1e3:.3g} ms at {n} x {n}): readings of zero or no number")
+        return ControlRun(TIMING, False, expected, seen, TIMING_ZERO_CAUSE, TIMING_SWITCH, out)
+    widths = [timing.summary(side)["width"] for side in (last["small_s"], last["large_s"])]
+    out["widths"] = widths
+    seen = f"{ratio:.2f}x ({large * 1e3:.3g} ms against {small * 1e3:.3g} ms, {rounds})"
     if not last["calibrated"]:
         seen += (f"; the small job read {last['calibration_small_s'] * 1e3:.3g} ms at the largest size, under "
                  f"{MIN_JOB_S * 1e3:g} ms")
         return ControlRun(TIMING, False, expected, seen, TIMING_CAUSE, TIMING_SWITCH, out)
+    if ratio >= RATIO_FLOOR:
+        return ControlRun(TIMING, True, expected, seen, figures=out)
     busy = []
     if max(widths) > timing.NOISY_WIDTH:
         busy.append(f"interval widths {', '.join(f'{w:.0%}' for w in widths)}")

@@ -8,9 +8,11 @@ by harness.optim.techniques.claim_memory), time in interleaved rounds with the d
 judged on a target, three controls with known answers:
 
   memory-sees-allocation       64 MiB allocated on the device moves the device's memory reading
-                               by 64 MiB (harness.env.instruments), the suite's storage count by
-                               exactly that, and the allocator's peak the suite reads beside it
-                               (measure.allocator_peak) by it too, where the device keeps one
+                               by 64 MiB (harness.env.instruments), MPS's driver reading by at
+                               least that, the suite's storage count by exactly that, and the
+                               allocator's peak the suite reads beside it (measure.allocator_peak)
+                               by it too, where the device keeps one: reset after a block twice
+                               as large was freed, so a reset that does nothing reads that block
   timing-sees-queued-work      8x the work takes at least 3x as long through the suite's timer
                                (harness.env.instruments, timing.timed with the device's sync)
   smaller-batch-lowers-memory  a training step at a quarter of the batch peaks lower, measured as
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from harness.core.records import Category, ClaimKind
 from harness.env import devices, instruments
-from harness.env.instruments import ALLOCATION, ControlRun, mib, moved_by
+from harness.env.instruments import ALLOCATION, ControlRun, mib, moved_by, signed
 
 # The smaller-batch control's step: the tiny BERT (harness.optim.workloads.PRESETS), long
 # enough for its activations to outweigh the weights, quick on a 2-core CPU.
@@ -36,7 +38,10 @@ def optim_readings(target: str, nbytes: int = ALLOCATION) -> dict:
     """The optimization suite's own readings of ``nbytes`` of float32 ones allocated on the
     target, inside its context: the storage count (measure.MemoryTracker, whose peak is the
     suite's memory figure) and the allocator's peak over the allocation (measure.allocator_peak,
-    the cross-check it records beside it), with the device's current reading before it."""
+    the cross-check it records beside it), with the device's current reading before it. Just
+    before the peak is reset, a block instruments.STALE x ``nbytes`` is allocated and freed
+    (instruments.stale_peak): a reset that does nothing leaves the peak there, which reads as
+    twice the allocation, where an allocation as large as the one before it would read right."""
     import torch
 
     from harness.optim import measure
@@ -47,6 +52,7 @@ def optim_readings(target: str, nbytes: int = ALLOCATION) -> dict:
         with tracker:
             x = torch.ones(nbytes // 4, dtype=torch.float32, device=place)
         del x
+        instruments.stale_peak(target, nbytes)
         backend.synchronize()
         before = backend.memory_current()
         with measure.allocator_peak(backend) as cross:
@@ -59,12 +65,12 @@ def optim_judged(own: dict, nbytes: int = ALLOCATION) -> tuple[bool, str]:
     """The suite's own readings held when the storage count saw exactly the allocation and the
     allocator's peak (where the device keeps one) moved by it within MEMORY_SLACK."""
     held = own["tracked_bytes"] == nbytes
-    seen = f"the storage count by {mib(own['tracked_bytes'])}"
+    seen = f"storage count {signed(own['tracked_bytes'])}"
     peak, before = own["allocator_peak"], own["allocator_before"]
     if peak is not None:
         moved = peak - before if before is not None else None
         held = held and moved_by(moved, nbytes)
-        seen += f", the allocator's peak by {mib(moved)}"
+        seen += f", allocator's peak {signed(moved)}"
     return held, seen
 
 
@@ -76,7 +82,7 @@ def memory_sees_allocation(target: str) -> ControlRun:
     def run() -> ControlRun:
         own = optim_readings(target)
         found = instruments.memory_judged(instruments.allocation_readings(target), optim_judged(own))
-        return ControlRun(found.name, found.held, found.expected + ", the storage count by exactly that",
+        return ControlRun(found.name, found.held, found.expected + ", storage count (exactly)",
                           found.seen, found.cause, found.switch, {**found.figures, **own})
     return instruments.guarded(instruments.MEMORY, expected, instruments.MEMORY_CAUSE, instruments.MEMORY_SWITCH, run)
 
