@@ -17,7 +17,7 @@ cold-start processes they start, so the fault is where the measurement is.
                 sees an input shape (what the MPS graph cache does when it builds a graph per
                 shape: per model, so another model's shapes do not count), for a table's first
                 ``SHAPE_LIMIT`` shapes: the varying-length run's; the long memory runs, which
-                no shape cost can fail, would otherwise sleep for each of their 40 lengths
+                no shape cost can fail, would otherwise sleep for each of their lengths
   bloat         every ``torch.nn.functional.embedding`` call also makes ``BLOAT_BYTES`` of tensor
                 on the table's device, held until the next optimizer step (the last
                 ``BLOAT_HELD`` of them without one): a step, inference or generation that holds
