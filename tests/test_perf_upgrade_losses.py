@@ -247,3 +247,23 @@ def test_a_cold_start_measured_again_keeps_the_process_least_disturbed_in_all_it
     v = against.confirmed(slow_everywhere, models.judge)
     [(kind, _, detail)] = _cold_found(base, _cold_rec(v))
     assert kind == "regression" and "importing torch and transformers" in detail, detail
+
+
+def test_a_long_run_of_random_lengths_against_one_of_buckets_is_not_compared_for_growth():
+    """A long run now steps through a few lengths its warm-up met (harness.perf.memory.buckets);
+    before, it drew a new length most steps, and on MPS each new shape grew the graph cache the
+    driver reading counts. A baseline kept then that "grew" for that reason and a candidate that
+    is steady read as the versions' improvement; now as not comparable. Growth that got worse with
+    fewer new shapes, a run that now dies, and two runs of buckets compare as ever."""
+    def bucketed(rec):
+        return {**rec, "metrics": {**rec["metrics"], "buckets": [16, 24, 32, 48, 56, 64]}}
+    old_grew = _memory_rec(1.0)
+    for b in (bucketed(_memory_rec(0.0)), bucketed(_memory_rec(0.1))):
+        [(kind, rule, detail)] = compare.compare_records(old_grew, b, machines=SAME)
+        assert (kind, rule) == ("warning", "perf-memory") and detail.startswith(against.LENGTHS_APART), detail
+    for a, b in ((_memory_rec(0.0), bucketed(_memory_rec(50.0))), (old_grew, bucketed(_memory_rec(50.0)))):
+        assert [f[:2] for f in compare.compare_records(a, b, machines=SAME)] == [("regression", "perf-memory")]
+    died = _rec("perf/memory-bert/loop", {}, Category.NA, Status.CRASH, "the sandbox child was killed (signal 9)")
+    assert [f[:2] for f in compare.compare_records(old_grew, died, machines=SAME)] == [("regression", "perf-memory")]
+    assert [f[:2] for f in compare.compare_records(bucketed(_memory_rec(0.0)), bucketed(_memory_rec(50.0)),
+                                                   machines=SAME)] == [("regression", "perf-memory")]

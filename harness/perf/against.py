@@ -461,7 +461,29 @@ def _rates(a: dict, b: dict) -> list[tuple[str, str, str]]:
     return []
 
 
+# A long run's lengths: records with ``buckets`` stepped through a few lengths its warm-up met;
+# older ones drew a new length most steps, and on MPS each new shape grows the graph cache that
+# the driver reading counts, which read as growth per step (harness.perf.memory).
+LENGTHS_APART = ("not comparable: the baseline's long run drew a new input length most steps, the candidate's "
+                 "steps through a few lengths its warm-up met (on MPS each new shape grows the graph cache the "
+                 "driver reading counts), so less growth may be that, not the versions; keep the baseline "
+                 "again (./compat baseline -m perf) to compare them")
+
+
 def _memory(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    """``_memory_rules``; where the baseline's long run drew random lengths and the candidate's
+    stepped through buckets its warm-up met, an improvement is a warning (``LENGTHS_APART``):
+    fewer new shapes alone grow MPS's graph cache less. A candidate that grows more, with fewer
+    new shapes, regresses as ever."""
+    found = _memory_rules(a, b)
+    ma, mb = a.get("metrics") or {}, b.get("metrics") or {}
+    if "buckets" in ma or "buckets" not in mb:
+        return found
+    return [("warning", rule, f"{LENGTHS_APART}: {detail}") if kind == "improvement" else (kind, rule, detail)
+            for kind, rule, detail in found]
+
+
+def _memory_rules(a: dict, b: dict) -> list[tuple[str, str, str]]:
     """Memory over a long run (harness.perf.memory): the category, and where both sides grow
     the growth per step (``_rates``). A run that grew in the baseline and now dies (crash,
     timeout, error: a process killed for running out of memory) is a regression here, since
