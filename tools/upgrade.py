@@ -47,10 +47,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 from harness.core import records, runfiles
+from harness.env.facts import package_versions
 from harness.report import compare
 from harness.report.selection import readable
 from tools import cli, suiteplan
@@ -164,14 +164,13 @@ def installed(specs: list[str], packages: dict) -> tuple[str | None, list[str]]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     base = {canonicalize_name(k): str(v) for k, v in packages.items()}
-    asked = set()
+    asked = {named(spec) for spec in specs}
+    here = package_versions([n for n in {*asked, *base} if n])
     notes = []
     for spec in specs:
         name = named(spec)
-        asked.add(name)
-        try:
-            got = metadata.version(name) if name else None
-        except metadata.PackageNotFoundError:
+        got = here.get(name) if name else None
+        if name and got is None:
             return f"{spec}: uv reported success, but no {name} is installed", notes
         try:
             req = Requirement(spec)
@@ -183,32 +182,17 @@ def installed(specs: list[str], packages: dict) -> tuple[str | None, list[str]]:
         if got and base.get(name) is not None and _public(base[name]) == _public(got):
             notes.append(f"{name} {got} is the baseline's version already: the candidate tries nothing new for it")
     for name, was in sorted(base.items()):
-        try:
-            now = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-        if name not in asked and _public(now) != _public(was):
+        now = here.get(name)
+        if now is not None and name not in asked and _public(now) != _public(was):
             notes.append(f"{name} {was} -> {now}, though no SPEC named it (the versions named needed it, or the "
                          "environment was built without the baseline's pins): a change here may be its doing")
     return None, notes
 
 
-def _version_of(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def versions(specs: list[str] = ()) -> str:
     """The shown packages' versions here, and those of the packages the SPECs name."""
-    got = []
-    for name in dict.fromkeys((*SHOWN, *(n for n in map(named, specs) if n))):
-        try:
-            got.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return ", ".join(got)
+    names = list(dict.fromkeys((*SHOWN, *(n for n in map(named, specs) if n))))
+    return ", ".join(f"{name} {v}" for name, v in package_versions(names).items() if v is not None)
 
 
 def run_parts(pytest_args: list[str], parts: Path, extra: list[str], execute=suiteplan.execute,
@@ -397,7 +381,8 @@ def try_candidate(args, pytest_args: list[str], install=install, planned=suitepl
         print(f"error: {problem}", file=sys.stderr)
         return 2
     pinned = pins(baseline.packages, args.specs) if os.environ.get(IN_CANDIDATE_ENV) == "1" else []
-    moved = [pin for pin in pinned if _public(_version_of(pin.split("==")[0]) or "") != _public(pin.split("==")[1])]
+    here = package_versions([pin.split("==")[0] for pin in pinned])
+    moved = [pin for pin in pinned if _public(here[pin.split("==")[0]] or "") != _public(pin.split("==")[1])]
     if args.specs or moved:
         problem = install(args.specs, pinned)
         if problem:
