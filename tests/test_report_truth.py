@@ -1080,3 +1080,27 @@ def test_the_first_screen_says_why_ops_fail_with_an_op_s_own_errors_as_one_cause
          "metrics": {"cause": f"{verdict.OP_RAISED}RuntimeError: {n}"}} for n in ("a", "b", "c")]
         + [{"check": "ops/d/float32", "status": Status.CRASH, "metrics": {}}] * 2)
     assert verdict._biggest(groups) == "the op raised 3, crashed 2", [(g.cause, len(g.checks)) for g in groups]
+
+
+def test_the_memory_table_shows_what_a_new_length_cost_beside_the_trend(tmp_path, recorded):
+    """A long run's ``first_sight`` (what each reading moved per length the run had not met: MPS's
+    graph cache) was in matrix.json only: the page's memory table had no word of it, so a user
+    saw "steady" and could not tell that each new padded length costs 40 MiB of driver memory."""
+    from harness.report import speed
+    mib = 2 ** 20
+    trend = {"verdict": "steady", "growth_bytes": 0.5 * mib, "per_step_bytes": 0.01 * mib, "ci_low": -mib,
+             "ci_high": mib, "tolerance_bytes": 16 * mib}
+    with_probe = rec("memory-bert", "pass", suite="perf", variant="loop", category="steady",
+                     check="perf/memory-bert/loop",
+                     metrics={"trends": {"driver": trend, "rss": trend}, "given_back": {"driver": 60 * mib},
+                              "first_sight": {"lengths": [40, 48, 56],
+                                              "per_length_bytes": {"driver": 40 * mib, "rss": -0.25 * mib}}})
+    without = rec("memory-gpt2", "pass", suite="perf", variant="loop", category="steady",
+                  check="perf/memory-gpt2/loop", metrics={"trends": {"rss": trend}, "given_back": {}})
+    runs, _, _ = report.load([str(write_run(tmp_path / "mem.jsonl", recorded("linux_x86_64"), [with_probe, without]))])
+    section = speed.memory_section(build(runs))
+    rows = {(r[0], r[3]): dict(zip(section.headers, r)) for r in section.rows}
+    assert rows[("bert", "driver")]["a new length MiB"] == "+40"
+    assert rows[("bert", "rss")]["a new length MiB"] == "-0.25"
+    assert rows[("gpt2", "rss")]["a new length MiB"] == "—"
+    assert "new length" in section.intro

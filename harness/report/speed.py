@@ -123,6 +123,8 @@ def memory_section(m: Matrix) -> Section:
         met = rec.get("metrics") or {}
         if not rec["subject"].startswith("memory-") or not isinstance(met.get("trends"), dict):
             continue
+        seen = met.get("first_sight") if isinstance(met.get("first_sight"), dict) else {}
+        per_length = seen.get("per_length_bytes") if isinstance(seen.get("per_length_bytes"), dict) else {}
         for reading, t in met["trends"].items():
             if not isinstance(t, dict):
                 continue
@@ -131,13 +133,17 @@ def memory_section(m: Matrix) -> Section:
                          _mib(t.get("growth_bytes", 0), "+"), _mib(t.get("per_step_bytes", 0), "+"),
                          f"[{_mib(t.get('ci_low', 0), '+')}, {_mib(t.get('ci_high', 0), '+')}]",
                          _mib(t.get("tolerance_bytes", 0)),
-                         _mib((met.get("given_back") or {}).get(reading, 0))])
+                         _mib((met.get("given_back") or {}).get(reading, 0)),
+                         _mib(per_length[reading], "+") if reading in per_length else "—"])
     return Section("Memory over a long run", ["model", "through", "column", "reading", "trend", "grew MiB",
                                               "MiB / step", "95% interval MiB", "tolerance MiB",
-                                              "empty_cache gave back MiB"], rows, level=2,
+                                              "empty_cache gave back MiB", "a new length MiB"], rows, level=2,
                    empty="No long run was measured (the perf suite did not run).",
-                   intro="A training run with varying lengths and an LR scheduler, read after every step: the last "
-                         "third's median against the first third's, after the warm-up. 'grows' fails the check.")
+                   intro="A training run (or inference) over a few fixed lengths that the warm-up meets, read after "
+                         "every step: the last third's median against the first third's, after the warm-up. 'grows' "
+                         "fails the check. 'a new length' is what each reading moved per length the run had not met "
+                         "(steps after the trend; MPS caches a graph per input shape): a per-shape cost, never judged "
+                         "as growth; '—' where the run took no such steps.")
 
 
 def _column_side(m: Matrix, col) -> compare.Side:
