@@ -181,3 +181,37 @@ def test_the_warm_up_meets_every_length_the_trend_steps_at_the_longest_first(wor
     assert len(new) == memory.NEW_LENGTHS == len(set(new)) and not set(new) & (set(lengths) | {seq // 2})
     assert all(seq // 4 <= n <= seq for n in new)
     assert new != memory.new_lengths(seq, lengths, salt="gpt2/loop")   # checks in one process meet their own
+
+
+def _creep_run(series):
+    return {"series": {"rss": series}, "warmup": 10, "entry": "loop", "model": "m", "steps": len(series),
+            "batch": 4, "lengths": "16..64", "given_back": {"rss": 0}}
+
+
+def test_a_leak_under_the_tolerance_that_grows_every_step_through_the_run_grows():
+    """0.45 MiB a step (4.4 GiB in 10,000 steps) grew 12 MiB over the 40 steps the trend reads,
+    under the 16 MiB tolerance, and read "steady" with its interval [10, 14.6] MiB: a leak the
+    upgrade check compared as unchanged. A reading that grows at least CREEP_BYTES a step through
+    the whole run grows now; an allocator's one-time jump of as much, and a flat run, do not."""
+    rng = torch.Generator().manual_seed(0)
+    jitter = [int(x) for x in (torch.rand(50, generator=rng) * 0.05 * MIB)]
+    leak = [int(891 * MIB + 0.45 * MIB * i) + j for i, j in enumerate(jitter)]
+    v = memory.judge(_creep_run(leak))
+    trend = v.metrics["trends"]["rss"]
+    assert v.category == Category.GROWS and v.status == Status.FAIL, v.message
+    assert trend["ci_low"] < trend["tolerance_bytes"] and trend["creeps"] is True
+    assert "under the tolerance, but at least 0.25 MiB a step through the whole run" in v.message
+    assert "4.38 GiB in 10,000 steps" in v.message, v.message
+    # the same growth in one jump (a new heap, once): steady, as is a flat run with its jitter
+    jump = [891 * MIB + j + (12 * MIB if i >= 30 else 0) for i, j in enumerate(jitter)]
+    assert memory.judge(_creep_run(jump)).category == Category.STEADY
+    for at in (14, 25, 33, 41):   # a jump anywhere: at most two quarters' rises
+        jump = [891 * MIB + j + (12 * MIB if i >= at else 0) for i, j in enumerate(jitter)]
+        assert memory.judge(_creep_run(jump)).category == Category.STEADY, at
+    assert memory.judge(_creep_run([891 * MIB + j for j in jitter])).category == Category.STEADY
+    # at a 3.7 GiB level (1% of it: a 37 MiB tolerance) 1 MiB a step grows too
+    big = [int(3700 * MIB + MIB * i) + j for i, j in enumerate(jitter)]
+    assert memory.judge(_creep_run(big)).category == Category.GROWS
+    # slower than the floor: steady, as before
+    slow = [int(891 * MIB + 0.1 * MIB * i) + j for i, j in enumerate(jitter)]
+    assert memory.judge(_creep_run(slow)).category == Category.STEADY

@@ -294,7 +294,8 @@ def test_a_slowdown_seen_in_one_process_only_is_a_warning_until_measured_again()
     assert (kind, rule) == ("warning", "perf-time") and against.ONE_PROCESS in detail and "slower: " in detail
     assert [c[:2] for c in _changes(a, _rec("perf/mul/float32/forward", Category.TIMED, _time(2e-3)))] == [
         ("regression", "perf-time")]
-    assert [c[:2] for c in _changes(once, a)] == [("improvement", "perf-time")]   # faster needs no second look
+    assert [c[:2] for c in _changes(_rec("perf/mul/float32/forward", Category.TIMED, _time(2e-3)), a)] == [
+        ("improvement", "perf-time")]   # faster than a baseline figure measured again: an improvement
     shape = {"per_shape_s": 0.001, "ci_low": -0.01, "ci_high": 0.012, "seen_s": 0.2}
     dearer = {**shape, "per_shape_s": 0.15, "ci_low": 0.12, "ci_high": 0.2}
     assert [c[:2] for c in _changes(_rec("perf/model-bert/varying-length", Category.TIMED, shape),
@@ -803,3 +804,23 @@ def test_on_mps_the_driver_and_allocated_readings_are_taken_and_judged(monkeypat
                       "batch": 4, "lengths": "16..64"})
     assert v.status == Status.FAIL and "driver kept growing" in v.message
     assert v.metrics["trends"]["allocated"]["verdict"] == Category.STEADY
+
+
+def test_faster_than_a_baseline_figure_measured_once_is_a_warning_not_an_improvement():
+    """``./compat baseline`` measures each figure in one process; the candidate's slower-looking
+    figures are measured again, a baseline's cannot be. On the 2-core VM a baseline's addmm
+    slowed 9x by a neighbour (18.2 ms, its interval narrow, its control and load ordinary) read
+    a real 4x slowdown of the candidate (2 ms -> 7.8 ms) as "faster, 0.43x": an improvement
+    where the user had lost 4x. Such a comparison is inconclusive, and says what settles it."""
+    disturbed = _rec("perf/addmm/float32/forward", Category.TIMED, _time(18.2e-3, spread=0.05, once=True))
+    slowed = _rec("perf/addmm/float32/forward", Category.TIMED, _time(7.8e-3))
+    [(kind, rule, detail)] = _changes(disturbed, slowed)
+    assert (kind, rule) == ("warning", "perf-time"), detail
+    assert detail.startswith("inconclusive: faster, but") and against.BASELINE_ONCE in detail
+    assert "./compat baseline" in detail and "faster: " in detail
+    # the same figures with the baseline's measured again in fresh processes: an improvement
+    confirmed = _rec("perf/addmm/float32/forward", Category.TIMED, _time(18.2e-3, spread=0.05))
+    assert [c[:2] for c in _changes(confirmed, slowed)] == [("improvement", "perf-time")]
+    # a slowdown against the once-measured baseline is judged as ever
+    assert [c[:2] for c in _changes(_rec("perf/addmm/float32/forward", Category.TIMED, _time(2e-3, once=True)),
+                                    slowed)] == [("regression", "perf-time")]

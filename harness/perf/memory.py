@@ -37,8 +37,9 @@ and the optimizer's state settle, every bucket's shapes are met; the warm-up's f
 the longest length, so the largest blocks exist before the trend is read), the median of the last third of the steps
 against the median of the first third, with a bootstrap interval. It **grows** when the whole
 interval is above the tolerance (``TOLERANCE_BYTES``, or ``TOLERANCE_SHARE`` of the level
-where that is more), is **steady** when the whole interval is below it, and **inconclusive**
-otherwise. Fewer than ``MIN_TREND`` readings after the warm-up show no trend at all (two thirds
+where that is more), or, below it, grows ``CREEP_BYTES`` a step or more through the whole run
+(``_creeps``: a slow leak, not an allocator's one-time jump), is **steady** when the whole
+interval is below the tolerance, and **inconclusive** otherwise. Fewer than ``MIN_TREND`` readings after the warm-up show no trend at all (two thirds
 of one or two readings overlap or have no spread to take an interval of): such a reading is
 **inconclusive**, saying how many it had and that more steps (the run's ``steps``) change it,
 never steady. What ``empty_cache`` (and a garbage collection) gives back at the end is recorded,
@@ -66,6 +67,15 @@ TOLERANCE_SHARE = 0.01     # of the reading's level at the start of the trend
 MIN_TREND = 4              # readings after the warm-up a trend needs: two in the first third, two in
                            # the last, apart (three readings' thirds would share the middle one)
 MIB = 2 ** 20
+# A reading that grows this much per step or more (its interval's low end) and through the whole
+# run (each quarter's median above the one before by CREEP_SHARE of their average rise at least)
+# grows, below the tolerance as it may be: 0.45 MiB a step (4.4 GiB in 10,000 steps) grew 12 MiB
+# in 40 steps, under 16 MiB, and read steady. The floor is 2.4 GiB in 10,000 steps; a one-time
+# jump (an allocator's new heap) raises at most two of the three quarter-to-quarter steps, and a
+# steady run here moves 0.06 MiB a step at most (the cpu target's long runs).
+CREEP_BYTES = 0.25 * MIB
+CREEP_SHARE = 0.25
+CREEP_PARTS = 4
 BUCKETS = 6                # the fixed lengths a run draws from (at most the warm-up's steps: it meets them all)
 PAD_TO = 8                 # each bucket a multiple of it, where the workload's lengths leave room (pad_to_multiple_of)
 NEW_LENGTHS = 3            # steps after the trend at lengths the run never used: what a new shape costs
@@ -334,11 +344,31 @@ def growth(values: list[int], warmup: int) -> dict:
     low, high = float(diffs.quantile(tail_p)), float(diffs.quantile(1 - tail_p))
     level = statistics.median(head)
     tolerance = max(TOLERANCE_BYTES, TOLERANCE_SHARE * level)
-    verdict = (Category.GROWS if low > tolerance else Category.STEADY if high < tolerance else Category.INCONCLUSIVE)
     span = len(trend) - third   # steps between the two thirds' centres
-    return {"growth_bytes": grown, "ci_low": low, "ci_high": high, "tolerance_bytes": tolerance,
-            "level_bytes": level, "per_step_bytes": grown / span if span else 0.0, "verdict": verdict,
-            "steps": len(trend)}
+    creeps = _creeps(trend, third, grown, low, span)
+    verdict = (Category.GROWS if low > tolerance or creeps else Category.STEADY if high < tolerance
+               else Category.INCONCLUSIVE)
+    out = {"growth_bytes": grown, "ci_low": low, "ci_high": high, "tolerance_bytes": tolerance,
+           "level_bytes": level, "per_step_bytes": grown / span if span else 0.0, "verdict": verdict,
+           "steps": len(trend)}
+    if creeps and low <= tolerance:
+        out["creeps"] = True   # grows by the per-step rule alone (CREEP_BYTES), under the tolerance
+    return out
+
+
+def _creeps(trend: list[int], third: int, grown: float, low: float, span: int) -> bool:
+    """Does a reading grow at least CREEP_BYTES a step (its interval's low end, over the steps
+    between the thirds' centres) through the whole run: the median of each of CREEP_PARTS
+    quarters above the one before by at least CREEP_SHARE of their average rise? A leak rises
+    alike from quarter to quarter; an allocator that took one more heap once rises in at most two
+    of the three (the jump's quarter and the next), and stays flat in the other."""
+    size = len(trend) // CREEP_PARTS
+    if size < 2 or span <= 0 or low / span < CREEP_BYTES:
+        return False
+    medians = [statistics.median(trend[k * size:(k + 1) * size]) for k in range(CREEP_PARTS - 1)]
+    medians.append(statistics.median(trend[(CREEP_PARTS - 1) * size:]))
+    rises = [b - a for a, b in zip(medians, medians[1:])]
+    return min(rises) >= CREEP_SHARE * max(grown, 0.0) / len(rises) > 0
 
 
 def first_sight(run: dict, trends: dict) -> dict:
@@ -448,7 +478,10 @@ def judge(run: dict) -> Verdict:
                          if n in few else
                          f"{n} {_mib(trends[n]['growth_bytes'])} ({_mib(trends[n]['per_step_bytes'])}/step, interval "
                          f"[{_mib(trends[n]['ci_low'])}, {_mib(trends[n]['ci_high'])}], tolerance "
-                         f"{_mib(trends[n]['tolerance_bytes'])})" for n in names)
+                         f"{_mib(trends[n]['tolerance_bytes'])}"
+                         + (f"; under the tolerance, but at least {_mib(CREEP_BYTES)} a step through the whole run: "
+                            f"{trends[n]['per_step_bytes'] * 10_000 / 2 ** 30:.3g} GiB in 10,000 steps"
+                            if trends[n].get("creeps") else "") + ")" for n in names)
 
     def back(names):
         return ", ".join(f"{n} {_mib(run['given_back'][n])}" for n in names if n in run["given_back"])

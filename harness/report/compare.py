@@ -463,7 +463,7 @@ def _memory_says(a: dict, b: dict) -> bool:
 
 def compare_records(a: dict, b: dict, factor: float = DEFAULT_FACTOR, floor: float = DEFAULT_FLOOR,
                     machines: tuple[str | None, str | None] = (None, None),
-                    noise: float = 0.0, times_apart: bool = False) -> list[tuple[str, str, str]]:
+                    noise: float | dict = 0.0, times_apart: bool = False) -> list[tuple[str, str, str]]:
     """(kind, rule, detail) for one check seen on both sides; empty when nothing changed
     that matters. ``machines``: where each side ran (perf times compare on one machine only);
     ``times_apart``: its perf times were taken in unlike company (against.company_apart)."""
@@ -868,7 +868,7 @@ def _uncompared_keys(pairs: list[tuple[dict, dict, tuple[str, str]]], unlike: di
     timed = [(a, b, kb) for a, b, kb in pairs if a.get("category") in Category.TIMES]
     if machines[0] != machines[1]:
         return {kb for _, _, kb in timed}
-    return set(unlike) | {kb for a, b, kb in timed if against.threads_apart(a, b)}
+    return set(unlike) | {kb for a, b, kb in timed if against.threads_apart(a, b) or against.clocks_apart(a, b)}
 
 
 def targets_lost(candidate: Side, pairs: list[tuple[dict, dict, tuple[str, str]]]) -> list[Change]:
@@ -917,7 +917,7 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
     unlike = {kb: apart for a, b, kb in pairs if a.get("category") in Category.TIMES
               for apart in [against.company_apart(baseline.company.get(a.get("run")),
                                                   candidate.company.get(b.get("run")))] if apart}
-    noise = against.spread([(a, b) for a, b, kb in pairs
+    noise = against.spreads([(a, b) for a, b, kb in pairs
                             if a.get("category") in Category.TIMES and b.get("category") in Category.TIMES
                             and kb not in unlike])
     uncompared_keys = _uncompared_keys(pairs, unlike, machines)
@@ -983,6 +983,14 @@ def compare(baseline: Side, candidate: Side, factor: float = DEFAULT_FACTOR,
                          f"process, the candidate with {tb}; a time only compares at one thread count "
                          "(pytest-xdist's -n shares the cores among its workers: run both sides with the same -n, "
                          "or both with ./compat baseline and ./compat candidate, which time perf serially)")
+        clocks: Counter = Counter(against.clocks_apart(a, b) for a, b, _ in pairs
+                                  if a.get("category") in Category.TIMES and not against.threads_apart(a, b))
+        for (ca, cb), n in sorted(((k, n) for k, n in clocks.items() if k), key=lambda kv: -kv[1]):
+            notes.append(f"{n} perf time(s) not compared: the baseline timed them by the {ca}, the candidate by the "
+                         f"{cb}; a device's events time its kernels alone, the wall clock also the launches and "
+                         "waits (MPS times ops by its events from torch 2.15, by the wall clock before), so the two "
+                         "figures measure different things; the models' steps, timed by the wall clock on both "
+                         "sides, are still compared")
     uncompared = [n for n in notes[first:] if " perf time(s) not compared: " in n]
     untold = [c for c in changes if c.kind == "warning" and c.rule.startswith("perf-") and c.rule != "perf-memory"
               and c.detail.startswith("inconclusive: ") and not against.seen_once(c.kind, c.detail)]
