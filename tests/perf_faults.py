@@ -22,6 +22,11 @@ cold-start processes they start, so the fault is where the measurement is.
                 on the table's device, held until the next optimizer step (the last
                 ``BLOAT_HELD`` of them without one): a step, inference or generation that holds
                 more at its peak, and does not grow (an upgrade that saves more for backward)
+  cold-serve    the first ``torch.nn.functional.embedding`` call of a process without autograd
+                (an inference or a generation) sleeps ``COLD_SERVE_S``: a serving process's first
+                request an upgrade made slow; training and every later call are untouched, and the
+                warm inference and generation checks discard their first calls, so only
+                ``cold-inference`` and ``cold-generate`` can see it
 
 Each fault changes only what it names: the self-tests check that the upgrade check flags
 exactly the checks that measure it.
@@ -46,6 +51,8 @@ SHAPE_LIMIT = 7          # the varying-length run's fixed length and its 6 new o
 BLOAT_BYTES = 16 * 2 ** 20   # per lookup: GPT-2 looks up twice a forward, 32 MiB on a small-workload step of ~200 MiB,
                              # beyond perf-peak's 10%
 BLOAT_HELD = 4               # lookups held where no optimizer steps (inference, generation): bounded, not a leak
+
+COLD_SERVE_S = 1.0           # several times a small model's first inference on the 2-core VM (about 0.1-0.3 s)
 
 FAULTS = [f for f in os.environ.get(VAR, "").split(",") if f]
 _KEPT: list = []          # what the leak keeps alive
@@ -99,6 +106,18 @@ def _serving_leak(fn):
     return embedding
 
 
+def _cold_serving(fn):
+    served = []
+
+    @functools.wraps(fn)
+    def embedding(input, weight, *args, **kwargs):
+        if not served and not torch.is_grad_enabled():
+            served.append(True)
+            time.sleep(COLD_SERVE_S)
+        return fn(input, weight, *args, **kwargs)
+    return embedding
+
+
 def _release(optimizer, args, kwargs):
     _HELD.clear()
 
@@ -113,8 +132,11 @@ for fault in FAULTS:
         torch.nn.functional.embedding = _per_shape(torch.nn.functional.embedding)
     elif fault == "serve-leak":
         torch.nn.functional.embedding = _serving_leak(torch.nn.functional.embedding)
+    elif fault == "cold-serve":
+        torch.nn.functional.embedding = _cold_serving(torch.nn.functional.embedding)
     elif fault == "bloat":
         torch.nn.functional.embedding = _bloated(torch.nn.functional.embedding)
         register_optimizer_step_post_hook(_release)
     else:
-        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>[:<times>], leak, serve-leak, per-shape, bloat")
+        raise ValueError(f"{VAR}: unknown fault {fault!r}; known: slow:<torch function>[:<times>], leak, "
+                         "serve-leak, per-shape, bloat, cold-serve")

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from harness.core import runfiles
+from harness.core import records, runfiles
 from harness.core.records import Category, Status
 from harness.env import timing
 from harness.perf import against, memory, models, ops
@@ -824,3 +824,68 @@ def test_faster_than_a_baseline_figure_measured_once_is_a_warning_not_an_improve
     # a slowdown against the once-measured baseline is judged as ever
     assert [c[:2] for c in _changes(_rec("perf/addmm/float32/forward", Category.TIMED, _time(2e-3, once=True)),
                                     slowed)] == [("regression", "perf-time")]
+
+
+# --------------------------------------------------------------------------- a serving process's first call
+
+def test_a_slow_first_request_shows_in_cold_inference_and_cold_generate_only(monkeypatch):
+    """A first inference an upgrade made slow (the cold-serve fault: the first call of a process
+    without autograd sleeps 1 s) was invisible: the warm inference and generation checks discard
+    their first calls, and the cold start times a training step. The cold processes forked for
+    cold-inference and cold-generate each pay it; the training one does not."""
+    if not models._forks():
+        pytest.skip("fork is Linux's here: elsewhere each cold start is a fresh interpreter")
+    import os
+
+    from harness.core import isolate
+    from tests import perf_faults
+    monkeypatch.setenv(isolate.PRELOAD_VAR, "tests.perf_faults")
+    monkeypatch.setenv(perf_faults.VAR, "cold-serve")
+    monkeypatch.setattr(models, "_ZYGOTE", [])
+    z = models._zygote()
+    try:
+        assert os.environ[perf_faults.VAR] == "cold-serve"
+        infer = models.cold_start("gpt2", "cpu", "small", processes=2, call="inference")
+        gen = models.cold_start("gpt2", "cpu", "small", processes=2, call="generate")
+        train = models.cold_start("gpt2", "cpu", "small", processes=2, call="train")
+    finally:
+        z.proc.kill()
+    assert (infer["what"], gen["what"], train["what"]) == ("cold-inference", "cold-generate", "cold-start")
+    for run in (infer, gen):
+        assert min(run["durations"]) >= perf_faults.COLD_SERVE_S, run["durations"]
+        assert run["warm_s"] < perf_faults.COLD_SERVE_S / 2   # the later calls pay nothing
+    assert max(train["durations"]) < perf_faults.COLD_SERVE_S + train["warm_s"] * 4 and train["warm_s"] > 0
+    v = models.judge(infer)
+    assert "the first inference of a cold process" in v.message and "a warm inference takes" in v.message
+
+
+def test_a_slower_first_inference_regresses_and_is_said_as_the_first_inference():
+    """cold-inference against its baseline: the first inference grew 3x, the import alike."""
+    import copy
+    fast = models.judge({**timing.summary([0.10, 0.11, 0.12]), "what": "cold-inference", "model": "GPT2",
+                         "runs": [{"import_s": 5.0, "build_s": 0.1, "first_step_s": f} for f in (0.10, 0.11, 0.12)],
+                         "durations": [0.10, 0.11, 0.12], "import_s": 5.0, "build_s": 0.1, "warm_s": 0.08,
+                         "threads": 2, "clock": "wall clock", "control_s": 1e-3, "shape": "batch 16, length 64"})
+    slow = models.judge({**timing.summary([1.1, 1.12, 1.15]), "what": "cold-inference", "model": "GPT2",
+                         "runs": [{"import_s": 5.0, "build_s": 0.1, "first_step_s": f} for f in (1.1, 1.12, 1.15)],
+                         "durations": [1.1, 1.12, 1.15], "import_s": 5.0, "build_s": 0.1, "warm_s": 0.08,
+                         "threads": 2, "clock": "wall clock", "control_s": 1e-3, "shape": "batch 16, length 64"})
+
+    def rec(v):
+        metrics = json.loads(json.dumps(records.json_safe(v.metrics)))
+        metrics["confirmation"] = {"processes": 3, "figures_s": [metrics["median_s"]] * 3}
+        return {"check": "perf/model-gpt2/cold-inference", "suite": "perf", "subject": "model-gpt2",
+                "variant": "cold-inference", "target": "cpu", "status": v.status, "category": v.category,
+                "metrics": metrics, "reason": v.message}
+    found = against.changes(rec(fast), rec(slow), *SAME)
+    kinds = {(k, r) for k, r, _ in found}
+    assert ("regression", "perf-time") in kinds, found
+    assert against.group_of(against.kind_of(rec(slow))) == "cold-start"
+    [(kind, _, detail)] = [f for f in found if f[1] == "perf-cold-start"] or [("none", "", "")]
+    assert kind in ("none", "regression")   # the first call's own rule said it: the same loss counted once
+    worse = copy.deepcopy(rec(slow))
+    worse["metrics"]["import_s"] = 15.0
+    for p in worse["metrics"]["processes"]:
+        p["import_s"] = 15.0
+    [(kind, _, detail)] = [f for f in against.changes(rec(fast), worse, *SAME) if f[1] == "perf-cold-start"]
+    assert kind == "regression" and "its first inference" in detail, detail

@@ -77,7 +77,9 @@ from harness.core.records import Category, Status, Verdict
 from harness.env import timing
 
 # Allowed slowdown before a time regresses, by what the check times (relative).
-TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50}
+TOLERANCE = {"op": 0.30, "train-step": 0.20, "inference": 0.20, "generate": 0.25, "cold-start": 0.50,
+             "cold-inference": 0.50, "cold-generate": 0.50}
+COLD_KINDS = ("cold-start", "cold-inference", "cold-generate")   # a fresh process's first call (harness.perf.models.COLD)
 SHAPE_TOLERANCE = 0.15     # of a step: what a new shape may cost more than it did
 SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations out of the pair's spread
 # The most the pair's spread may widen the allowance: twice the largest move of a single op
@@ -268,7 +270,7 @@ def group_of(kind: str | None) -> str:
     """Which times share one spread (``spreads``): op times; a model's step, inference and
     generation; cold starts (a fresh process: its import and first step move otherwise than a
     warm call)."""
-    return "op" if kind in (None, "op") else "cold-start" if kind == "cold-start" else "model"
+    return "op" if kind in (None, "op") else "cold-start" if kind in COLD_KINDS else "model"
 
 
 def spreads(pairs: list[tuple[dict, dict]]) -> dict[str, float]:
@@ -611,7 +613,12 @@ def _cold_figure(m: dict, parts: tuple[str, ...]) -> tuple[float, float | None, 
     return fixed + centre, (fixed + low if low is not None else None), (fixed + high if high is not None else None)
 
 
-def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset()) -> list[tuple[str, str, str]]:
+FIRST_CALL = {"cold-start": "the first step", "cold-inference": "the first inference",
+              "cold-generate": "the first generation"}
+
+
+def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset(),
+          call: str = "cold-start") -> list[tuple[str, str, str]]:
     """A cold start as a user waits for it (``perf-cold-start``): importing torch and
     transformers, building the model and its first step, where the records keep them (an
     older record without the import or build figures: the first step's time rule alone).
@@ -620,7 +627,8 @@ def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset()) ->
     regression naming what grew and what to do; slower by as much otherwise, a warning
     (inconclusive); faster by as much, figures apart, an improvement. Where the first step grew
     most and its own time rule already said as much (``said``: the kinds it found), nothing
-    more is said: the same loss, counted once."""
+    more is said: the same loss, counted once. ``call``: which cold check (``COLD_KINDS``): its
+    first call is a training step, an inference or a generation, each named as such."""
     parts = tuple(k for k in ("import_s", "build_s") if _num(ma, k) is not None and _num(mb, k) is not None)
     fa, fb = (_cold_figure(m, parts) for m in (ma, mb)) if parts else (None, None)
     if fa is None or fb is None or fa[0] <= 0:
@@ -633,6 +641,10 @@ def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset()) ->
                     ({k: (_num(ma, k), _num(mb, k)) for k in parts} | first).items()
                     if ma_v is not None and mb_v is not None), reverse=True)
     words = {k: (w, fix) for k, w, fix in COLD_PARTS}
+    if call != "cold-start":   # a serving process's first call: an inference or a generation
+        words["first_step_s"] = (f"{FIRST_CALL[call]} (lazy initialisation, kernel choice, graph building)",
+                                 "send one warm-up request when the process starts, before serving, or stay on the "
+                                 "versions before")
     grew = [f"{words[k][0]} {ma[k if k != 'first_step_s' else 'median_s']:.3g} s -> "
             f"{mb[k if k != 'first_step_s' else 'median_s']:.3g} s" for d, k in moves if d > 0]
     lead = moves[0][1] if moves and moves[0][0] > 0 else "first_step_s"
@@ -643,7 +655,8 @@ def _cold(ma: dict, mb: dict, tolerance: float, said: set[str] = frozenset()) ->
             else None)
     if kind is None or (kind in said and lead == "first_step_s"):
         return []
-    figures = (f"{fa[0]:.3g} s{interval(fa)} -> {fb[0]:.3g} s{interval(fb)} from a fresh process to its first step, "
+    figures = (f"{fa[0]:.3g} s{interval(fa)} -> {fb[0]:.3g} s{interval(fb)} from a fresh process to "
+               f"its {FIRST_CALL.get(call, 'the first step').removeprefix('the ')}, "
                f"{ratio:.3g}x; tolerance {tolerance:.0%}")
     what = " + ".join(words[k][0].split(" (")[0] for k in (*parts, "first_step_s"))
     if kind == "regression":
@@ -706,8 +719,8 @@ def changes(a: dict, b: dict, host_a: str | None, host_b: str | None,
     found = _shape(ma, mb) if kind == "varying-length" else _time(ma, mb, tolerance, noise)
     if not provisional:
         found = hidden_by(ma, mb, "perf-shape" if kind == "varying-length" else "perf-time", found)
-    if kind == "cold-start":
-        found = found + _cold(ma, mb, tolerance, {k for k, _, _ in found})
+    if kind in COLD_KINDS:
+        found = found + _cold(ma, mb, tolerance, {k for k, _, _ in found}, kind)
     return (found if provisional else baseline_once(ma, measured_once(mb, under_load(ma, mb, found)))) + peak
 
 
@@ -748,7 +761,7 @@ def _fastest_parts(runs: list[dict], kept: dict) -> dict:
     interference only adds time, so each part's minimum is its least disturbed figure. Ranking
     runs by their whole wait once kept the process whose import was fastest and whose first
     step was slowed twice (a disturbed one), and judged that first step: a false regression."""
-    if kept.get("what") != "cold-start" or not all(_num(r, k) is not None for r in runs for k in COLD_FIXED):
+    if kept.get("what") not in COLD_KINDS or not all(_num(r, k) is not None for r in runs for k in COLD_FIXED):
         return kept
     best = {k: min(r[k] for r in runs) for k in COLD_FIXED}
     procs = [{**p, **{k: min(p[k], best[k]) for k in COLD_FIXED if _num(p, k) is not None}} if isinstance(p, dict)
@@ -765,7 +778,7 @@ def confirmed(runs: list[dict], judge) -> Verdict:
     v = judge(kept)
     figures = [round(figure_of(r), 9) for r in runs]
     what = ("first steps; importing and building each at their fastest"
-            if kept.get("what") == "cold-start" else "")
+            if kept.get("what") in COLD_KINDS else "")
     note = (f"; it looked slower than the baseline, so it was measured in {len(runs)} processes "
             f"({', '.join(f'{f * 1e3:.4g} ms' for f in figures)}{f', {what}' if what else ''}): the fastest is kept")
     return Verdict(v.status, v.category, v.message + note,

@@ -19,6 +19,9 @@ Checks (``perf/model-<arch>/<what>``):
   then more: the first step's seconds (lazy initialisation, kernel choice, graph building; on MPS the graph cache),
   its spread over the processes (a kernel picked badly on some cold starts shows as spread),
   and the import time beside it;
+* ``cold-inference`` and ``cold-generate`` (decoders): the same for a serving process, whose
+  first call is an inference (the forward under ``torch.no_grad``) or a generation: the warm
+  figures above discard their first calls, so a first request an upgrade made slow showed nowhere;
 * ``varying-length``: steps at one length, then ``SHAPE_STEPS`` lengths drawn from a seeded
   distribution, each new, each stepped twice in a row; new in the process too, where every
   architecture's checks run: each architecture meets lengths of its own (``lengths_for``),
@@ -32,6 +35,7 @@ turn it into the record's Verdict.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -46,7 +50,8 @@ from harness.perf.ops import DeviceClock, Dims, ms, on_target, targets, time_ver
 
 ARCHS = ("bert", "gpt2", "t5", "llama", "minilm")
 DECODERS = ("gpt2", "t5", "llama")
-WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length")
+WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length", "cold-inference", "cold-generate")
+COLD = {"cold-start": "train", "cold-inference": "inference", "cold-generate": "generate"}   # what -> the first call
 NEW_TOKENS = 16            # generated per sequence
 GENERATE_BATCH = 4         # sequences decoded at once
 SHAPE_STEPS = 6            # new lengths in the varying-length run
@@ -322,8 +327,9 @@ def varying_length(arch: str, device: str, workload: str) -> dict:
                                          for _ in range(5)])["median_s"]}
 
 
-def cold_start(arch: str, device: str, workload: str, processes: int = COLD_PROCESSES) -> dict:
-    """``processes`` cold processes in turn, each reporting its first training step.
+def cold_start(arch: str, device: str, workload: str, processes: int = COLD_PROCESSES, call: str = "train") -> dict:
+    """``processes`` cold processes in turn, each reporting its first ``call`` (``COLD``'s: a
+    training step, an inference, a generation).
 
     A cold process has imported torch and transformers and computed nothing. Importing them
     takes most of the seconds a fresh interpreter costs (about 12 s of 13 on a 2-core VM), so
@@ -333,10 +339,11 @@ def cold_start(arch: str, device: str, workload: str, processes: int = COLD_PROC
     time is the zygote's. On macOS (Metal and Objective-C forbid fork after their frameworks
     loaded) and where fork is absent, each is a fresh interpreter.
     """
-    runs = [_zygote().first_step(arch, device, workload) if _forks() else _fresh(arch, device, workload)
+    runs = [_zygote().first_step(arch, device, workload, call) if _forks() else _fresh(arch, device, workload, call)
             for _ in range(processes)]
     first = [r["first_step_s"] for r in runs]
-    return {**timing.summary(first), "what": "cold-start", "model": runs[0]["model"], "runs": runs,
+    what = next(w for w, c in COLD.items() if c == call)
+    return {**timing.summary(first), "what": what, "model": runs[0]["model"], "runs": runs,
             "durations": first, "import_s": statistics.median(r["import_s"] for r in runs),
             "build_s": statistics.median(r["build_s"] for r in runs),
             "warm_s": statistics.median(r["warm_s"] for r in runs), "threads": runs[0]["threads"],
@@ -348,8 +355,8 @@ def _forks() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def _fresh(arch: str, device: str, workload: str) -> dict:
-    res = subprocess.run([sys.executable, "-m", "harness.perf.models", "cold", arch, device, workload],
+def _fresh(arch: str, device: str, workload: str, call: str = "train") -> dict:
+    res = subprocess.run([sys.executable, "-m", "harness.perf.models", "cold", arch, device, workload, call],
                          capture_output=True, text=True, timeout=COLD_TIMEOUT_S, env=dict(os.environ))
     if res.returncode != 0:
         tail = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
@@ -373,8 +380,8 @@ class Zygote:
             raise RuntimeError(f"the zygote process for cold starts ended (exit status {self.proc.poll()})")
         return line
 
-    def first_step(self, arch: str, device: str, workload: str) -> dict:
-        self.proc.stdin.write(json.dumps([arch, device, workload]) + "\n")
+    def first_step(self, arch: str, device: str, workload: str, call: str = "train") -> dict:
+        self.proc.stdin.write(json.dumps([arch, device, workload, call]) + "\n")
         self.proc.stdin.flush()
         out = json.loads(self._line())
         if "error" in out:
@@ -403,8 +410,36 @@ def import_models() -> float:
     return time.perf_counter() - t0
 
 
-def _first_steps(arch: str, device: str, workload: str, process: str) -> dict:
-    """In a cold process: build, the first step, two warm ones."""
+def first_call(t: Trainer, arch: str, call: str):
+    """The call a cold process makes first (``COLD``'s): a training step on the workload's
+    batch, an inference (eval mode, ``torch.no_grad``) on it, or a greedy generation of
+    ``NEW_TOKENS`` tokens from a prompt of half its length, as the warm checks make them."""
+    import torch
+    if call == "train":
+        batch = t.batch()
+        return lambda: t.step(batch)
+    t.model.eval()
+    if call == "inference":
+        batch = {k: v for k, v in t.batch().items() if k != "labels" or arch == "t5"}
+
+        def forward():
+            with torch.no_grad():
+                return t.model(**batch)
+        return forward
+    if call != "generate":
+        raise ValueError(f"no such first call: {call!r} (train, inference or generate)")
+    prompt = t.batch(seq=max(2, t.dims.seq // 2), batch=min(GENERATE_BATCH, t.dims.batch))
+
+    def decode():
+        with torch.no_grad():
+            return t.model.generate(input_ids=prompt["input_ids"], attention_mask=prompt["attention_mask"],
+                                    max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                                    use_cache=True, pad_token_id=0)
+    return decode
+
+
+def _first_steps(arch: str, device: str, workload: str, process: str, call: str = "train") -> dict:
+    """In a cold process: build, the first ``call``, two warm ones."""
     import torch
 
     from harness.core import isolate
@@ -412,20 +447,21 @@ def _first_steps(arch: str, device: str, workload: str, process: str) -> dict:
     t1 = time.perf_counter()
     t = Trainer(arch, workload, device)
     build_s = time.perf_counter() - t1
-    batch = t.batch()
+    fn = first_call(t, arch, call)
     clock = _clock(device)
-    first = clock.seconds(lambda: t.step(batch))
-    warm = [clock.seconds(lambda: t.step(batch)) for _ in range(2)]
+    with on_target(device):
+        first = clock.seconds(fn)
+        warm = [clock.seconds(fn) for _ in range(2)]
     control = statistics.median(timing.timed(timing.control_work, lambda: None) for _ in range(5))
     return {"model": t.about, "build_s": build_s, "first_step_s": first, "warm_s": min(warm),
             "threads": torch.get_num_threads(), "control_s": control, "process": process,
             "shape": f"batch {t.dims.batch}, length {t.dims.seq}"}
 
 
-def _cold_main(arch: str, device: str, workload: str) -> None:
+def _cold_main(arch: str, device: str, workload: str, call: str = "train") -> None:
     """A fresh interpreter's cold start: one JSON line out."""
     import_s = import_models()
-    print(json.dumps({**_first_steps(arch, device, workload, "fresh interpreter"), "import_s": import_s}))
+    print(json.dumps({**_first_steps(arch, device, workload, "fresh interpreter", call), "import_s": import_s}))
 
 
 def _zygote_main() -> None:
@@ -441,7 +477,9 @@ def _zygote_main() -> None:
         if pid == 0:
             os.close(read)
             try:
-                out = _first_steps(*json.loads(line), "forked from a zygote that imported torch and transformers")
+                arch, device, workload, *call = json.loads(line)
+                out = _first_steps(arch, device, workload, "forked from a zygote that imported torch and transformers",
+                                   *call)
             except Exception as exc:   # the child's failure goes back as one line
                 out = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
             os.write(write, (json.dumps(out) + "\n").encode())
@@ -454,7 +492,7 @@ def _zygote_main() -> None:
 
 
 MEASURE = {"train-step": train_step, "inference": inference, "generate": generate, "varying-length": varying_length,
-           "cold-start": cold_start}
+           **{what: functools.partial(cold_start, call=call) for what, call in COLD.items()}}
 
 
 def measure(arch: str, what: str, device: str, workload: str) -> dict:
@@ -462,7 +500,7 @@ def measure(arch: str, what: str, device: str, workload: str) -> dict:
     a cold start's zygote imports before, in parallel with the others), with the machine's
     load around it (timing.load_during)."""
     import_models()   # paid once per child, outside the lock
-    if what == "cold-start" and _forks():
+    if what in COLD and _forks():
         _zygote()
     with timing.alone() as waited, timing.load_during() as load:
         found = MEASURE[what](arch, device, workload)
@@ -484,7 +522,7 @@ class ModelTimeCase:
         return targets()
 
     def not_timed(self) -> Verdict | None:
-        if self.what == "generate" and self.arch not in DECODERS:
+        if self.what in ("generate", "cold-generate") and self.arch not in DECODERS:
             return Verdict(Status.SKIP, Category.NA, f"{self.arch} is an encoder: it generates nothing "
                                                      f"(generation is timed for {', '.join(DECODERS)})")
         return None
@@ -500,15 +538,16 @@ def judge(run: dict) -> Verdict:
     if what == "varying-length":
         return shape_verdict(run)
     extra = {"model": run["model"], "durations": [round(x, 6) for x in run["durations"]]}
-    if what == "cold-start":
+    if what in COLD:
         extra.update(import_s=run["import_s"], build_s=run["build_s"], warm_s=run["warm_s"],
                      cold_overhead_s=run["median_s"] - run["warm_s"],
                      processes=run["runs"])
-        v = time_verdict(run, f"{run['model']}: the first training step of a cold process, over {run['rounds']} "
+        call = {"train": "training step", "inference": "inference", "generate": "generation"}[COLD[what]]
+        v = time_verdict(run, f"{run['model']}: the first {call} of a cold process, over {run['rounds']} "
                               f"process{'es' if run['rounds'] != 1 else ''}", extra,
                          f"cold_start's processes=, {COLD_PROCESSES} in the suite")
         spread = max(run["durations"]) / min(run["durations"]) if min(run["durations"]) > 0 else float("inf")
-        note = (f"; a warm step takes {ms(run['warm_s'])}; before the first step, importing torch and transformers' "
+        note = (f"; a warm {call} takes {ms(run['warm_s'])}; before the first, importing torch and transformers' "
                 f"models took {ms(run['import_s'])}, building the model {ms(run['build_s'])}"
                 + (f"; slowest cold start {spread:.2g}x the fastest" if len(run["durations"]) > 1 else ""))
         return Verdict(v.status, v.category, v.message + note, {**v.metrics, "spread": spread})
@@ -560,9 +599,9 @@ def shape_verdict(run: dict) -> Verdict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "cold":
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "cold":
         _cold_main(*sys.argv[2:])
     elif sys.argv[1:] == ["zygote"]:
         _zygote_main()
     else:
-        sys.exit("usage: python -m harness.perf.models cold ARCH DEVICE WORKLOAD | zygote")
+        sys.exit("usage: python -m harness.perf.models cold ARCH DEVICE WORKLOAD [train|inference|generate] | zygote")

@@ -1,7 +1,7 @@
 """Speed and memory on the target, as figures a later run of the same machine is compared with.
 
 Three tables (harness/perf): op time (``perf/<op>/<dtype>/<pass>``, harness/perf/ops.py),
-model time (``perf/model-<arch>/<train-step|inference|generate|cold-start|varying-length>``,
+model time (``perf/model-<arch>/<train-step|inference|generate|cold-start|cold-inference|cold-generate|varying-length>``,
 harness/perf/models.py) and memory over a long run (``perf/memory-<arch>/<loop|trainer>``,
 harness/perf/memory.py). Each check is measured in the sandbox child at the target's
 workload shape (``--workload``) and recorded with its interval, its rounds, its clock and the
@@ -61,7 +61,7 @@ def test_model_time(case, target, backend, sandbox, record, workload, baseline_o
         record.conclude(skip)
     _timed(case, target, workload, sandbox, record, baseline_of, "harness.perf.models:measure",
            (case.arch, case.what, target, workload["name"]), models.judge,
-           TIMEOUT["cold-start" if case.what == "cold-start" else "model"])
+           TIMEOUT["cold-start" if case.what in models.COLD else "model"])
 
 
 @pytest.mark.cases(memory.CASES)
