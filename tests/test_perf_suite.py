@@ -828,6 +828,7 @@ def test_faster_than_a_baseline_figure_measured_once_is_a_warning_not_an_improve
 
 # --------------------------------------------------------------------------- a serving process's first call
 
+@pytest.mark.slow(seconds=30)
 def test_a_slow_first_request_shows_in_cold_inference_and_cold_generate_only(monkeypatch):
     """A first inference an upgrade made slow (the cold-serve fault: the first call of a process
     without autograd sleeps 1 s) was invisible: the warm inference and generation checks discard
