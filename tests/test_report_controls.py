@@ -150,10 +150,13 @@ def test_the_detail_names_a_skipped_control_and_the_suites_that_ran_without_any(
     skipped = control("ops", "fallback-seen", Status.SKIP, "every op has a kernel here")
     v = verdict_of(checks() + [control("ops", "native-seen"), skipped])
     inst = aspect(v, "instruments")
-    assert (inst.state, inst.line) == (verdict.GOOD, "instruments checked: 1 control passed (ops)")
+    # the ops control passed, the other suites measured with none: not "instruments checked" in
+    # green beside three aspects marked unchecked (report review, defect 4)
+    assert (inst.state, inst.line) == (verdict.WARN, "instruments unchecked for parity, optim, perf: no parity, "
+                                                     "optim or perf control ran here (1 control passed (ops))")
     assert inst.detail == ["skipped here: ops control fallback-seen (every op has a kernel here)",
-                           "ran here without controls (an older run, its controls not selected, or all skipped): "
-                           "parity, optim, perf"]
+                           "unchecked: no parity control ran here", "unchecked: no optim control ran here",
+                           "unchecked: no perf control ran here"]
 
 
 def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measured():
@@ -175,10 +178,11 @@ def test_a_run_without_controls_is_not_green_where_an_unchecked_instrument_measu
     assert checked.state == verdict.GOOD and "unchecked" not in checked.headline
     # one suite's controls missing (an older optim run merged in): only its aspect is unchecked
     partly = verdict_of([c for c in controls() if c["suite"] != "optim"] + checks())
-    assert [a.name for a in partly.aspects if a.state == verdict.WARN] == ["optimizations"]
+    assert [a.name for a in partly.aspects if a.state == verdict.WARN] == ["instruments", "optimizations"]
     # every control of a suite skipped: nothing checked that suite's instrument either
     skipped = [{**c, "status": Status.SKIP} if c["suite"] == "perf" else c for c in controls()]
-    assert [a.name for a in verdict_of(skipped + checks()).aspects if a.state == verdict.WARN] == ["speed and memory"]
+    assert [a.name for a in verdict_of(skipped + checks()).aspects if a.state == verdict.WARN] == [
+        "instruments", "speed and memory"]
     # a failure stays bad, and says what it was measured through: unchecked never makes a verdict better
     broken = aspect(verdict_of([check("ops/add/float32", Status.FAIL, Category.NA)]), "ops")
     assert broken.state == verdict.BAD and broken.line.startswith("unchecked (no ops control ran here: ")
@@ -266,11 +270,21 @@ def instrument_contradictions(found, doc: dict, md: str, page: str) -> list[str]
                         said.append(f"{v.title}: {name} is good though the {failed['suite']} instruments failed")
         elif marked or (inst and inst.state == verdict.BAD) or any("unconfirmed" in a.line for a in v.aspects):
             said.append(f"{v.title}: {state} in matrix.json, the verdict says the instruments failed")
-        elif state == matrix.TRUSTED and (inst is None or inst.state != verdict.GOOD):
+        elif state == matrix.TRUSTED and (inst is None or inst.state != verdict.GOOD
+                                          or any(a.line.startswith("unchecked") for a in v.aspects)):
             said.append(f"{v.title}: trusted in matrix.json, the verdict does not say instruments checked")
-        elif state == matrix.UNCHECKED and (inst is not None or not v.instruments_note.startswith(
-                "instruments unchecked")):
-            said.append(f"{v.title}: unchecked in matrix.json, the verdict does not say so")
+        elif state == matrix.UNCHECKED and mine[0].get("unchecked"):   # some suites' records unvouched
+            named = [u["suite"] for u in mine[0]["unchecked"]]
+            if not (inst is None and v.instruments_note.startswith("instruments unchecked")) and not (
+                    inst is not None and inst.state == verdict.WARN and all(s in inst.line for s in named)):
+                said.append(f"{v.title}: unchecked in matrix.json, the verdict does not say so")
+            for suite in named:
+                for name in verdict.ASPECTS_OF_SUITE[suite]:
+                    a = aspect(v, name)
+                    if a and a.state != verdict.NONE and not a.line.startswith("unchecked ("):
+                        said.append(f"{v.title}: {name} does not say it is unchecked")
+        elif state == matrix.UNCHECKED and inst is not None:
+            said.append(f"{v.title}: unchecked in matrix.json, the verdict says instruments checked")
     if untrusted and "instruments not trustworthy</span>" not in text:
         said.append("the page's column headers carry no badge")
     if not untrusted and ("instruments not trustworthy</span>" in text or matrix.UNTRUSTED_WORDS in md):
@@ -301,11 +315,13 @@ def test_matrix_json_carries_each_column_s_instruments_and_matches_its_schema(wr
     _, doc, _, _ = written
     assert schema.problem(doc) is None
     by_host = {c["facts"]["host"]: c["instruments"] for c in doc["columns"]}
-    assert by_host["vm"] == {"state": "untrusted", "passed": 4, "skipped": 0, "failed": [
+    assert by_host["vm"] == {"state": "untrusted", "passed": 4, "skipped": 0, "unchecked": [], "failed": [
         {"suite": "ops", "control": "fallback-seen", "message": FALLBACK_SWALLOWED.split("fallback-seen: ", 1)[1],
          "run": "R1"}]}
-    assert by_host["other"] == {"state": "trusted", "failed": [], "passed": 5, "skipped": 0}
-    assert by_host["older"] == {"state": "unchecked", "failed": [], "passed": 0, "skipped": 0}
+    assert by_host["other"] == {"state": "trusted", "failed": [], "passed": 5, "skipped": 0, "unchecked": []}
+    assert by_host["older"] == {"state": "unchecked", "failed": [], "passed": 0, "skipped": 0, "unchecked": [
+        {"suite": s, "records": n, "of": n, "controls_ran": False}
+        for s, n in (("ops", 1), ("parity", 2), ("optim", 1), ("perf", 1))]}
     (verdict_json,) = [v for v in doc["verdicts"] if "standin-mps-mute" in v["title"]]
     assert verdict_json["aspects"][0]["name"] == "instruments" and verdict_json["headline"].startswith(SAID)
 
@@ -558,17 +574,23 @@ def test_an_emulated_mac_says_its_times_are_the_cpus():
 
 def test_the_controls_section_lists_as_unchecked_only_columns_that_ran_something():
     """A column that ran checks without controls has unchecked instruments; a target whose
-    every check was skipped (mps on Linux) measured nothing for an instrument to vouch for, and
-    is not listed beside them."""
+    every check was skipped (mps on Linux), or that ran the environment suite alone, measured
+    nothing for an instrument to vouch for, and is not listed beside them (report review,
+    defect 4: the env-only cpu columns were listed, their cards saying OK)."""
     from harness.report.sections import controls_section
-    recs = (controls(target="cuda") + checks("cuda") + [check("env/threads")]
+    recs = (controls(target="cuda") + checks("cuda") + [check("env/threads"), check("ops/add/float32", target="cpu",
+                                                                                    category=Category.NATIVE)]
             + [check("env/device-available", Status.SKIP, target="mps", reason="not a Mac")])
     header = runfiles.header("R1", env_id(FACTS), FACTS, pytest_args=["suites/"])
     runs = [runfiles.Run("R1", header, "x", [{"kind": "check", "run": "R1", **r} for r in recs],
                          {"kind": "end", "run": "R1", "exitstatus": 0})]
     section = controls_section(build(runs))
     unchecked = section.intro.split("Without controls (instruments unchecked): ")[1]
-    assert " cpu" in unchecked and " mps" not in unchecked and " cuda" not in unchecked, unchecked
+    assert " cpu (ops)" in unchecked and " mps" not in unchecked and " cuda" not in unchecked, unchecked
+    env_only = [r for r in recs if not (r["target"] == "cpu" and r["suite"] == "ops")]
+    runs = [runfiles.Run("R1", header, "x", [{"kind": "check", "run": "R1", **r} for r in env_only],
+                         {"kind": "end", "run": "R1", "exitstatus": 0})]
+    assert "Without controls" not in controls_section(build(runs)).intro
 
 
 def test_a_later_runs_controls_do_not_vouch_for_an_earlier_run_without_any(tmp_path):
@@ -586,10 +608,14 @@ def test_a_later_runs_controls_do_not_vouch_for_an_earlier_run_without_any(tmp_p
         (card,) = [v for v in verdict.verdicts(build(runs)) if v.title.endswith("· cpu")]
         return card
     merged = page(first_has_controls=False)
-    assert aspect(merged, "instruments").state == verdict.GOOD   # R2's controls passed
+    # R2's controls passed, but not in the run the other records come from: a warning, not
+    # "instruments checked" in green beside aspects marked unchecked (report review, defect 4)
+    assert aspect(merged, "instruments").state == verdict.WARN
+    assert aspect(merged, "instruments").line.startswith("instruments unchecked for ops, parity, optim, perf: ")
     for name in ("ops", "numerics", "optimizations", "speed and memory"):
         a = aspect(merged, name)
-        assert a.state == verdict.WARN and a.line.startswith("unchecked (no "), (name, a)
+        assert a.state == verdict.WARN and a.line.startswith("unchecked (") and (
+            "from runs in which no" in a.line or "from a run in which no" in a.line), (name, a)
     assert aspect(merged, "environment").state == verdict.GOOD
     vouched = page(first_has_controls=True)
     assert [a.name for a in vouched.aspects if a.line.startswith("unchecked")] == []

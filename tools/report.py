@@ -74,6 +74,21 @@ def _cause(exc: OSError, out: Path) -> str:
     return where + (exc.strerror or str(exc)).lower()
 
 
+def _unique_images(secs) -> None:
+    """Each chart its own file beside matrix.md: a name two sections share (the charts are a dict
+    of name -> PNG) would keep one chart and show it under both sections, so a later one gets
+    the name with -2, -3 ... (harness.report.sections.image_name makes names unique already)."""
+    seen: set[str] = set()
+    for s in secs:
+        if not s.image:
+            continue
+        name, n = s.image_name, 1
+        while s.image_name in seen:
+            n += 1
+            s.image_name = name.removesuffix(".png") + f"-{n}.png"
+        seen.add(s.image_name)
+
+
 @cli.guarded
 def main(argv: list[str] | None = None) -> int:
     parser = cli.Parser(prog="python -m tools.report", description=cli.summary(__doc__))
@@ -91,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("out", "kernels", "baseline"):   # "" is no path: as a directory it would be the current one
         if getattr(args, option) == "":
             return cli.error(f"--{option} is empty: give a path, or leave the option out for its default")
+        setattr(args, option, cli.from_caller(getattr(args, option)))   # relative: to where ./compat was run
+    args.inputs = [cli.from_caller(p) for p in args.inputs]
     if args.kernels is not None and not Path(args.kernels).exists():   # a typo would drop the section unsaid
         return cli.error(f"--kernels {args.kernels}: no such file or directory (give the directory of "
                          "python -m tools.kernels --save's tables, an empty one for none, or leave the option out)")
@@ -119,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         cli.note(visible(note))
     regressions = against_baseline(m, baseline) if baseline is not None else None
     found = verdict.verdicts(m, regressions)
-    secs = sections(m, tables, errors, perf_sections(m, baseline), regressions, found)
+    secs = sections(m, tables, errors, perf_sections(m, baseline), regressions, found, baseline)
+    _unique_images(secs)
     doc = json_doc(m, files, errors, tables, found)   # harness/report/matrix.schema.json (tests/test_report_truth.py)
     rendered = {s.image_name: s.image for s in secs if s.image} | {
         "matrix.md": render_md(secs, files).encode("utf-8"),

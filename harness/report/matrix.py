@@ -269,6 +269,9 @@ def _version_key(text: str | None):
 TRUSTED, UNTRUSTED, UNCHECKED = "trusted", "untrusted", "unchecked"
 UNTRUSTED_WORDS = "instrument not trustworthy here"
 SUITE_ORDER = ("env", "ops", "parity", "optim", "perf")
+# the suites that measure through an instrument a control can check (the environment suite
+# reads facts: it has no controls, and a column of it alone has nothing to vouch for)
+MEASURING_SUITES = ("ops", "parity", "optim", "perf")
 
 
 def is_control(rec: dict) -> bool:
@@ -337,12 +340,19 @@ class Instruments:
     # every control record of the column's runs, not only the newest of each check: a failed
     # control of an earlier run is not erased by a later run's pass (``instruments_of``)
     history: list[dict] = dataclasses.field(default_factory=list, repr=False)
+    # suite -> (its records measured here through instruments no control of it checked, its
+    # records measured here): a suite with no control passed or failed here, or records of a run
+    # in which none did (``unchecked_of``); a suite whose control failed is not here (its records
+    # are unconfirmed: ``failed``)
+    unchecked: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
     @property
     def state(self) -> str:
-        """untrusted (a control failed), trusted (controls passed, none failed), or unchecked
-        (no control ran: an older run file, or all of them skipped)."""
-        return UNTRUSTED if self.failed else TRUSTED if self.passed else UNCHECKED
+        """untrusted (a control failed), trusted (controls passed, none failed, and every record
+        measured here through an instrument was vouched for by its own run's controls), or
+        unchecked (no control ran: an older run file, or all of them skipped; or some suite's
+        records here were measured with no control of theirs: ``unchecked`` names them)."""
+        return UNTRUSTED if self.failed else UNCHECKED if self.unchecked or not self.passed else TRUSTED
 
     def failed_suites(self) -> list[str]:
         return _in_suite_order({c.suite for c in self.failed})
@@ -350,11 +360,20 @@ class Instruments:
     def passed_suites(self) -> list[str]:
         return _in_suite_order({c.suite for c in self.passed})
 
+    def unchecked_suites(self) -> list[str]:
+        return _in_suite_order(self.unchecked)
+
+    def controls_ran(self, suite: str) -> bool:
+        """Whether a control of ``suite`` passed or failed here (in any of the runs)."""
+        return any(c.suite == suite for c in self.passed + self.failed)
+
     def as_json(self) -> dict:
         """matrix.json's ``columns[].instruments``."""
         return {"state": self.state, "failed": [{"suite": c.suite, "control": c.name, "message": c.message,
                                                  **({"run": c.run} if c.run else {})} for c in self.failed],
-                "passed": len(self.passed), "skipped": len(self.skipped)}
+                "passed": len(self.passed), "skipped": len(self.skipped),
+                "unchecked": [{"suite": s, "records": self.unchecked[s][0], "of": self.unchecked[s][1],
+                               "controls_ran": self.controls_ran(s)} for s in self.unchecked_suites()]}
 
 
 def _suite_rank(suite: str) -> tuple[int, str]:
@@ -396,7 +415,37 @@ def instruments_of(recs, checked_runs: dict[str, set[str]] | None = None, histor
         said.add((rec.get("check"), rec.get("run")))
         found.failed.append(earlier_control_of(rec))
         found.failed_runs.setdefault(rec.get("suite") or "", set()).add(rec["run"])
+    found.unchecked = unchecked_of(found, recs)
     return found
+
+
+def unchecked_of(found: Instruments, recs) -> dict[str, tuple[int, int]]:
+    """suite -> (how many of its records among ``recs`` no control vouched for, how many it
+    measured): the suites that measured here (a check that ran, not a control) with no control
+    of theirs passed or failed, or with records of a run in which none did: their instruments
+    were never checked there (an older run merged in, controls deselected, or every control of
+    theirs skipped). A later run's controls do not vouch for an earlier run's measurements. A
+    suite whose control failed here is left out: its records are unconfirmed, which the failed
+    control says (``Instruments.failed``), not unchecked as well."""
+    failed = {c.suite for c in found.failed}
+    checked = {c.suite for c in found.passed + found.failed}
+    out: dict[str, tuple[int, int]] = {}
+    for suite in MEASURING_SUITES:
+        if suite in failed:
+            continue
+        measured = [r for r in recs if r.get("suite") == suite and r["status"] != Status.SKIP and not is_control(r)]
+        if not measured:
+            continue
+        runs = found.checked_runs.get(suite, set()) | found.failed_runs.get(suite, set())
+        if suite not in checked:
+            unvouched = len(measured)
+        elif runs:
+            unvouched = sum(1 for r in measured if r.get("run") and r["run"] not in runs)
+        else:
+            unvouched = 0
+        if unvouched:
+            out[suite] = (unvouched, len(measured))
+    return out
 
 
 @dataclasses.dataclass
@@ -552,8 +601,7 @@ def build(runs: list[Run]) -> Matrix:
     rows = [c for s in ordered_suites.values() for c in s]
     ordered = sorted(columns.values(), key=Column.sort_key)
     _disambiguate(ordered)
-    _mark_instruments(ordered, cells, checked_runs_of(rec for rs in by_env.values() for run in rs for rec in run.records),
-                      history)
+    _mark_instruments(ordered, cells, None, history)   # each machine and target by its own controls
     return Matrix(ordered, rows, ordered_suites, cells, notes, company_of(runs))
 
 
@@ -713,7 +761,9 @@ def as_written(rec: dict) -> dict:
 def checked_runs_of(recs) -> dict[str, set[str]]:
     """suite -> the run ids in which a control of that suite passed and none failed: a run is
     checked only by controls that passed in it (one whose control failed is untrusted for that
-    suite, and its records unconfirmed: ``instruments_of``)."""
+    suite, and its records unconfirmed: ``instruments_of``). ``recs``: the controls of one
+    machine and target (``_mark_instruments``): a control of another target says nothing of
+    this one's instruments."""
     passed: dict[str, set[str]] = defaultdict(set)
     failed: dict[str, set[str]] = defaultdict(set)
     for rec in recs:
@@ -730,7 +780,11 @@ def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict],
                       history: dict[str, list[dict]] | None = None) -> None:
     """Each column's Instruments, from the controls of its machine and target (its workloads
     together: the optimization suite's controls are one for the small and the large workload).
-    ``history``: column id -> every control record its runs wrote (``instruments_of``)."""
+    ``history``: column id -> every control record its runs wrote (``instruments_of``).
+    ``checked_runs`` (one for every column), else each machine and target's own, from the
+    controls of that machine and target in ``history``: a run of two targets (cpu and mps, as
+    ``./compat suites`` runs on a Mac) whose mps control failed is still checked for cpu by the
+    cpu controls that passed in it."""
     groups: dict[tuple[str, str], list[Column]] = defaultdict(list)
     for col in columns:
         groups[(col.env_id, col.target)].append(col)
@@ -738,8 +792,9 @@ def _mark_instruments(columns: list[Column], cells: dict[tuple[str, str], dict],
     for (_, col_id), rec in cells.items():
         by_column[col_id].append(rec)
     for cols in groups.values():
-        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])], checked_runs,
-                               [rec for c in cols for rec in (history or {}).get(c.id, [])])
+        controls = [rec for c in cols for rec in (history or {}).get(c.id, [])]
+        found = instruments_of([rec for c in cols for rec in by_column.get(c.id, [])],
+                               checked_runs if checked_runs is not None else checked_runs_of(controls), controls)
         for col in cols:
             col.instruments = found
 
@@ -794,7 +849,8 @@ WORKS = (Status.PASS, Category.CPU_FALLBACK, Status.XPASS)   # cell keys that co
 
 @dataclasses.dataclass(frozen=True)
 class History:
-    """One check on one lineage (host, target, Python) across torch versions, oldest first.
+    """One check on one lineage (one machine: host and hardware; target, Python) across torch
+    versions, oldest first.
 
     Skipped cells say nothing about whether the check works, so they are left out of
     ``steps``. ``first_works``: the first version of the final unbroken run of working
@@ -810,18 +866,26 @@ class History:
     first_works: str | None
     last_worked: str | None
     regressions: tuple[tuple[str, str], ...]
+    # the machine (Column.host_label: host, then chip or GPUs, CPU and OS): two machines that share
+    # a host name (a cloud's VMs, all "vm") are two lineages, told apart by it
+    machine: str = ""
 
     @property
     def works_now(self) -> bool:
         return self.steps[-1][1] in WORKS
 
 
-def lineages(m: Matrix) -> dict[tuple[str, str, str], list[Column]]:
-    """Columns of one host, target (with its workload) and Python, ordered by torch version."""
-    out: dict[tuple[str, str, str], list[Column]] = defaultdict(list)
+def lineages(m: Matrix) -> dict[tuple[str, str, str, str], list[Column]]:
+    """Columns of one machine (host and hardware: ``hardware_key``), target (with its workload)
+    and Python, ordered by torch version (then the stack's versions). Two machines that share a
+    host name (a cloud's VMs all call themselves "vm": the recorded H100 and H200) are two
+    lineages: merged, what differs between their GPUs read as a torch regression ("worked in
+    2.11.0, broke in 2.11.0"). Key: (host, hardware_key, target label, Python)."""
+    out: dict[tuple[str, str, str, str], list[Column]] = defaultdict(list)
     for col in m.columns:
         f = col.facts
-        out[(f.get("host", "?"), col.target_label, (f.get("python") or {}).get("version", "?"))].append(col)
+        out[(f.get("host", "?"), hardware_key(f), col.target_label,
+             (f.get("python") or {}).get("version", "?"))].append(col)
     return {k: sorted(cols, key=lambda c: (_version_key((c.facts.get("torch") or {}).get("version")),
                                            tuple(_version_key(v) for _, v in stack_of(c.facts))))
             for k, cols in out.items()}
@@ -830,18 +894,18 @@ def lineages(m: Matrix) -> dict[tuple[str, str, str], list[Column]]:
 def version_history(m: Matrix) -> list[History]:
     """Every check whose result changes across the torch versions of a lineage."""
     out = []
-    for (host, target, python), cols in lineages(m).items():
+    for (host, _, target, python), cols in lineages(m).items():
         if len(cols) < 2:
             continue
         for check in m.rows:
             steps = tuple((c.torch_release + c.label_suffix, cell_key(r)) for c in cols   # + the stack, where two share a torch
                           if (r := m.cells.get((check, c.id))) and r["status"] != Status.SKIP)
             if len({key for _, key in steps}) > 1:
-                out.append(_history(check, host, target, python, steps))
+                out.append(_history(check, host, target, python, steps, cols[0].host_label))
     return out
 
 
-def _history(check: str, host: str, target: str, python: str, steps: tuple) -> History:
+def _history(check: str, host: str, target: str, python: str, steps: tuple, machine: str = "") -> History:
     versions = [v for v, _ in steps]
     works = [key in WORKS for _, key in steps]
     regressions = tuple((versions[i], versions[i + 1]) for i in range(len(steps) - 1) if works[i] and not works[i + 1])
@@ -853,7 +917,7 @@ def _history(check: str, host: str, target: str, python: str, steps: tuple) -> H
         first_works = versions[start]
     else:
         last_worked = next((v for v, w in zip(reversed(versions), reversed(works)) if w), None)
-    return History(check, host, target, python, steps, first_works, last_worked, regressions)
+    return History(check, host, target, python, steps, first_works, last_worked, regressions, machine)
 
 
 def suite_counts(records: list[dict]) -> list[tuple[str, str, Counter]]:

@@ -8,9 +8,11 @@ sections into Markdown and HTML.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Collection
 
 from packaging.version import InvalidVersion, Version
 
@@ -22,7 +24,7 @@ from harness.parity.numerics import causes
 from harness.report.charts import CHART_ROWS, WORST_CHARTED, margin_chart, path_chart, ratio_chart
 from harness.report import verdict
 from harness.report.verdict import DTYPES, dtype_of, has_bug
-from harness.report.matrix import (KEY_ORDER, LEGEND, NOT_SHOWN, PREFERRED_METRICS, SYMBOL, UNCHECKED,
+from harness.report.matrix import (KEY_ORDER, LEGEND, MEASURING_SUITES, NOT_SHOWN, PREFERRED_METRICS, SYMBOL,
                                    UNTRUSTED_WORDS, WORKS, History, Matrix, cell_key, is_control, key_metric, short,
                                    listed, shown, version_history)
 
@@ -113,6 +115,14 @@ def num(value) -> str:
 
 def slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_")[:60]
+
+
+def image_name(prefix: str, label: str) -> str:
+    """A chart's file name beside matrix.md for one column: its label's slug, cut, and a hash of
+    the whole label. The slug alone is cut at 60 characters, and two labels that differ only
+    after it (the upgrade check's baseline and candidate: one torch, another transformers,
+    "... · transformers 5.24.0") were one file, one column's chart shown under both."""
+    return f"{prefix}_{slug(label)}_{hashlib.sha256(label.encode('utf-8', 'replace')).hexdigest()[:10]}.png"
 
 
 def finite(value) -> float | None:
@@ -437,8 +447,12 @@ def controls_section(m: Matrix) -> Section:
     heads = ["column", "control", "result", "expected", "seen", "reason"]
     if not any(row[-1] for row in rows):   # every control passed: no reason to give, no empty column
         heads, rows = heads[:-1], [row[:-1] for row in rows]
-    ran = {cid for (_, cid), r in m.cells.items() if r["status"] != Status.SKIP}   # a column that ran nothing has
-    unchecked = [c.label for c in m.columns if c.instruments.state == UNCHECKED and c.id in ran]   # no instrument
+    # the columns whose own records some suite measured with no control of it (the per-suite state
+    # matrix.json's instruments.unchecked and the cards say): a column of the environment suite
+    # alone, or whose every check was skipped, measured nothing for an instrument to vouch for
+    measured = _measured_suites(m)
+    unchecked = [f"{c.label} ({', '.join(here)})" for c in m.columns
+                 if (here := [s for s in c.instruments.unchecked_suites() if s in measured.get(c.id, ())])]
     return Section("Instruments: the controls of each column", heads, rows, anchor="controls",
                    fold=len(rows) > LONG,
                    empty="No control ran in these runs (written before mps-compat had controls, or the controls were "
@@ -461,13 +475,34 @@ def _control_row(col, check: str, rec: dict, reason: str) -> list:
             shown(met.get("expected") or ""), shown(met.get("seen") or ""), reason]
 
 
-def instruments_words(col) -> str:
-    """A column's instruments in a few words, for the summary table."""
+def _measured_suites(m: Matrix) -> dict[str, set[str]]:
+    """Column id -> the suites that measured there through an instrument (a check of theirs ran
+    that is not a control: matrix.MEASURING_SUITES)."""
+    out: dict[str, set[str]] = {}
+    for (_, cid), r in m.cells.items():
+        if r.get("suite") in MEASURING_SUITES and r["status"] != Status.SKIP and not is_control(r):
+            out.setdefault(cid, set()).add(r["suite"])
+    return out
+
+
+def instruments_words(col, measured: Collection[str] | None = None) -> str:
+    """A column's instruments in a few words, for the summary table: from the same per-suite
+    state as its card and matrix.json (``Instruments.unchecked``). ``measured``: the suites that
+    measured in this column (``_measured_suites``; None: not known, every suite of its machine
+    and target counts)."""
     found = col.instruments
+    here = [s for s in found.unchecked_suites() if measured is None or s in measured]
+    unchecked = f"unchecked: {', '.join(here)} (records here from runs without their controls)" if here else ""
+    passed = f"{len(found.passed)} control{'' if len(found.passed) == 1 else 's'} passed"
     if found.failed:
-        return f"{UNTRUSTED_WORDS}: " + ", ".join(f"{c.suite} control {c.name}" for c in found.failed)
+        return f"{UNTRUSTED_WORDS}: " + ", ".join(f"{c.suite} control {c.name}" for c in found.failed) + (
+            f"; {unchecked}" if unchecked else "")
+    if unchecked:
+        return unchecked + (f"; {passed} for other records" if found.passed else "")
     if found.passed:
-        return f"checked: {len(found.passed)} control{'' if len(found.passed) == 1 else 's'} passed"
+        return f"checked: {passed}"
+    if measured is not None and not measured:
+        return "nothing measured through an instrument here (no control to run)"
     return "unchecked (no control ran)"
 
 
@@ -477,25 +512,30 @@ def legend_section() -> Section:
 
 
 def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: list[Section] = (),
-             regressions: dict | None = None, found: list | None = None) -> list[Section]:
+             regressions: dict | None = None, found: list | None = None, baseline=None) -> list[Section]:
     """The page: the verdicts and the legend first, then the failures by cause, then the
     environments and the matrix, suite by suite, then the rest of the outcomes. ``speed``: the
     perf suite's sections (harness.report.speed), placed after the optimizations'.
-    ``regressions``: column id -> that column against a baseline (speed.against_baseline)."""
+    ``regressions``: column id -> that column against a baseline (speed.against_baseline);
+    ``baseline``: that baseline (a harness.report.compare.Side), which names its machine where no
+    column was compared with it."""
     found = verdict.verdicts(m, regressions) if found is None else found
     envs = env_rows(m)
     failures, *rest_of_outcomes = outcome_sections(m)
     by_cause, *cpu_side = cause_sections(m)
     out = [verdict_section(m, found), legend_section(), by_cause, failures, controls_section(m)]
+    if regressions is not None and not regressions and baseline is not None:   # said on the first screen too
+        out[0].intro += " " + not_compared(m, baseline)
     out.append(Section("Environments", list(envs[0]) if envs else [], [list(r.values()) for r in envs],
                        anchor="environments"))
+    measured = _measured_suites(m)
     out.append(Section("Summary per column", ["column", "all suites"] + [f"{SYMBOL[k]} {k}" for k in KEY_ORDER]
                        + ["instruments"],
                        [[c.label, Bar(m.summary(c))] + [str(m.summary(c).get(k, 0)) for k in KEY_ORDER]
-                        + [instruments_words(c)]
+                        + [instruments_words(c, measured.get(c.id, set()))]
                         for c in m.columns], anchor="summary"))
     if regressions is not None:
-        out.append(regressions_section(m, regressions))
+        out.append(regressions_section(m, regressions, baseline))
     out.append(history_section(m))
     out += suite_sections(m)
     out += model_sections(m)
@@ -517,9 +557,32 @@ def sections(m: Matrix, kernel_tables: list[dict], errors: list[str], speed: lis
     return out
 
 
-def regressions_section(m: Matrix, regressions: dict) -> Section:
+def not_compared(m: Matrix, baseline) -> str:
+    """Why no column of ``m`` was compared with ``baseline`` (a harness.report.compare.Side: the
+    rules compare a column of the baseline's machine, host and hardware, and of a target it
+    ran), in a sentence that says nothing was compared; "" without a baseline."""
+    if baseline is None:
+        return ""
+    from harness.core.records import target_of
+    from harness.report.matrix import hardware_key, machine_name
+    facts = baseline.header.get("facts") or {}
+    machine = f"{short(facts.get('host', '?'))}: {machine_name(facts)}"
+    mine = [c for c in m.columns
+            if (c.facts.get("host"), hardware_key(c.facts)) == (facts.get("host"), hardware_key(facts))]
+    if not mine:
+        return (f"The baseline's machine ({machine}) has no column here: nothing was compared, so nothing is said "
+                "of regressions (a baseline speaks for the machine it was kept on: compare with the run files of "
+                "that machine, or keep a baseline here with ./compat baseline).")
+    targets = ", ".join(sorted({target_of(r) for r in baseline.records.values()})) or "none"
+    return (f"No column of the baseline's machine ({machine}) here is of a target and workload it ran ({targets}): "
+            "nothing was compared, so nothing is said of regressions.")
+
+
+def regressions_section(m: Matrix, regressions: dict, baseline=None) -> Section:
     """What the first screen's "against the baseline" counts: the regressions, then the warnings
-    (a slowdown seen in one process only, or one the rules could not call)."""
+    (a slowdown seen in one process only, or one the rules could not call). Where no column was
+    compared (``regressions`` empty: none of the baseline's machine and targets), it says so and
+    why (``not_compared``), never "nothing regressed"."""
     labels = {c.id: c.label for c in m.columns}
     order = {"regression": 0, "warning": 1}
     rows = [[labels.get(cid, cid), c.check, Cell(c.kind, Status.FAIL if c.kind == "regression" else "inconclusive"),
@@ -529,8 +592,12 @@ def regressions_section(m: Matrix, regressions: dict) -> Section:
     return Section("Against the baseline: what regressed, and what could not be told",
                    ["column", "check", "change", "rule", "before", "after", "detail"],
                    rows, anchor="against-the-baseline", fold=len(rows) > LONG,
-                   empty="Nothing regressed against the baseline on the columns of its machine, and nothing was "
-                         "left undecided.",
+                   empty=("Nothing regressed against the baseline on the columns of its machine, and nothing was "
+                          "left undecided." if any(getattr(a, "compared", 1) for a in regressions.values()) else
+                          "Nothing was compared: the baseline holds none of the checks of the columns of its machine "
+                          "here (keep a baseline of the same selection: ./compat baseline)." if regressions else
+                          not_compared(m, baseline) or "No column here is of the baseline's machine and a target it "
+                                                       "ran: nothing was compared."),
                    intro="The upgrade check's rules (python -m tools.compare) applied to each column of the "
                          "baseline's machine and target: the regressions, then the warnings ('inconclusive': a "
                          "slowdown seen in one process only, or one the host's own slowness or the noise leaves "
@@ -544,15 +611,21 @@ def history_section(m: Matrix) -> Section:
     row_of = {check: i for i, check in enumerate(m.rows)}
     hist.sort(key=lambda h: (0 if h.last_worked else 1 if h.first_works else 2, row_of[h.check], h.host, h.target))
     works = " ".join(SYMBOL[k] for k in WORKS)
-    rows = [[h.check, f"{short(h.host)} {h.target} py{short(h.python)}",
+    # two machines that share a host name (a cloud's VMs, all "vm") are two lineages: named in full
+    machines: dict[str, set[str]] = {}
+    for h in hist:
+        machines.setdefault(h.host, set()).add(h.machine)
+    rows = [[h.check, f"{short(h.machine if len(machines[h.host]) > 1 and h.machine else h.host)} {h.target} "
+                      f"py{short(h.python)}",
              " → ".join(f"{v} {SYMBOL[k]}" for v, k in h.steps),
              Cell(h.first_works, "pass") if h.first_works else "-",
              Cell(h.last_worked, "fail") if h.last_worked else "-", history_note(h)] for h in hist]
     return Section("Across torch versions: where a result changed",
                    ["check", "host / target", "versions tried (oldest first)", "first works", "last worked", "note"],
-                   rows, anchor="history", fold=len(rows) > LONG, empty="No result changed between the torch versions of any host, target and "
+                   rows, anchor="history", fold=len(rows) > LONG, empty="No result changed between the torch versions of any machine, target and "
                                               "Python (or only one version was run).",
-                   intro=f"Per host, target and Python, the torch versions in numeric order; works = {works}. "
+                   intro=f"Per machine (host and hardware: two machines that share a host name are apart), target "
+                         f"and Python, the torch versions in numeric order; works = {works}. "
                          "first works: the first version of the final unbroken run of working versions. last "
                          "worked: when the newest version does not work, the newest that did. Skips are left out; "
                          "a check whose result is the same everywhere is not listed.")
@@ -833,7 +906,7 @@ def _path_section(label: str, rec: dict) -> Section:
     return Section(f"Memory-saving steps, one after another, on {label}",
                    ["row", "peak MiB", "memory x baseline", "memory x baseline in the table", "peak phase", "step s",
                     "time x baseline [95% interval]", "time x baseline in the table"], table,
-                   level=3, image=path_chart(label, rows, title=caption), image_name=f"seed003_{slug(label)}.png",
+                   level=3, image=path_chart(label, rows, title=caption), image_name=image_name("seed003", label),
                    caption=caption,
                    intro=f"workload {shown(rec['metrics'].get('workload'))} "
                          f"({shown(rec['metrics'].get('shape') or 'shape not recorded')}); {cell_of(rec).text}. "

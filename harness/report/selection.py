@@ -7,9 +7,10 @@ A column of the report (and a side of tools.compare) merges every run of one env
 the newest record of each check stands. A run narrowed by ``-k``, by a ``-m`` expression, by
 a path inside a suite or by ``--deselect``, or a run cut off before its end, leaves checks
 out; whether the column lacks them depends on the other runs. Such a run is *covered*, and
-says nothing about the column, when for every suite and target it holds standing records of,
-another run merged beside it was whole for that suite and target, reached its end, and still
-holds standing records there (before or after it: where the narrowed run ran nothing newer,
+says nothing about the column, when for every suite, target and workload (the optimization
+and perf suites' small or large training workload) it holds standing records of, another run
+merged beside it was whole for that suite and target, reached its end, and still holds
+standing records there, at that workload (before or after it: where the narrowed run ran nothing newer,
 the whole run's records stand). A run none of whose records stand any more is covered too:
 newer runs re-ran everything it did. Only the other runs make a column partial.
 
@@ -238,10 +239,13 @@ def narrowed_paths(sel: dict) -> list[str]:
     return [a for a in sel.get("args") or [] if len(_within_suites(a) or ()) > 1]
 
 
-def _standing(header: dict, recs: list[dict]) -> set[tuple[str, str]]:
-    """The (suite, target) pairs where ``header``'s run still holds a standing record."""
+def _standing(header: dict, recs: list[dict]) -> set[tuple[str, str, str]]:
+    """The (suite, target, workload) places where ``header``'s run still holds a standing
+    record. The workload (records.workload_of: the optimization and perf suites' small or large
+    training workload, "" for the rest) is part of the place: a whole run of the small workload
+    makes up for nothing of a cut-off or ``-k`` run of the large one, whose checks it never ran."""
     run = header.get("run")
-    return {(r.get("suite"), r.get("target")) for r in recs if r.get("run") == run}
+    return {(r.get("suite"), r.get("target"), records.workload_of(r)) for r in recs if r.get("run") == run}
 
 
 def uncovered(headers: list[dict], recs: list[dict], cut_off: Collection[str] = ()) -> tuple[list, list]:
@@ -251,17 +255,17 @@ def uncovered(headers: list[dict], recs: list[dict], cut_off: Collection[str] = 
     standing = {id(h): _standing(h, recs) for h in headers}
     selections = {id(h): selection_of(h) for h in headers}
 
-    def whole_somewhere_else(h: dict, pair: tuple[str, str]) -> bool:
-        return any(other is not h and other.get("run") not in cut_off and pair in standing[id(other)]
-                   and whole_for(selections[id(other)], *pair) for other in headers)
+    def whole_somewhere_else(h: dict, place: tuple[str, str, str]) -> bool:
+        return any(other is not h and other.get("run") not in cut_off and place in standing[id(other)]
+                   and whole_for(selections[id(other)], *place[:2]) for other in headers)
 
     narrowed, cut = [], []
     for h in headers:
-        pairs = standing[id(h)]
-        if not pairs or all(whole_somewhere_else(h, p) for p in pairs):
+        places = standing[id(h)]
+        if not places or all(whole_somewhere_else(h, p) for p in places):
             continue
         if h.get("run") in cut_off:
             cut.append(h)
-        if not all(whole_for(selections[id(h)], *p) for p in pairs):
+        if not all(whole_for(selections[id(h)], *p[:2]) for p in places):
             narrowed.append(h)
     return narrowed, cut

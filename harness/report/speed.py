@@ -22,7 +22,8 @@ from harness.report.sections import Cell, Section, cell_of
 from harness.report.verdict import SPEED_AGAINST
 
 SLOWEST = 10       # ops per column and dtype in the slowest-ops table
-MODEL_WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length")
+MODEL_WHATS = ("train-step", "inference", "generate", "cold-start", "varying-length", "cold-inference",
+               "cold-generate")
 
 
 def _perf_cells(m: Matrix):
@@ -70,7 +71,8 @@ def model_section(m: Matrix) -> Section:
             figure = ms(met["median_s"]) if isinstance(met.get("median_s"), (int, float)) else ""
             rate = (f"{_rate(met['per_second'])} {met.get('unit', '')}"
                     if isinstance(met.get("per_second"), (int, float))
-                    else f"import {ms(met['import_s'])}, warm step {ms(met['warm_s'])}"
+                    else f"import {ms(met['import_s'])}, warm {'step' if what == 'cold-start' else 'call'} "
+                         f"{ms(met['warm_s'])}"
                     if isinstance(met.get("import_s"), (int, float)) and isinstance(met.get("warm_s"), (int, float))
                     else "")
         rows.append([subject.removeprefix("model-"), what, label, cell_of(rec, label, metric=False), figure,
@@ -78,9 +80,10 @@ def model_section(m: Matrix) -> Section:
                      str(met.get("rounds", len(met.get("lengths") or []) or ""))])
     return Section("Speed: models", ["model", "what", "column", "result", "time", "95% interval", "rate / note",
                                      "peak memory", "figure", "rounds"], rows, level=2,
-                   empty="No model was timed (the perf suite did not run).",
+                   empty="No model was timed: no perf model check was selected or reached in the runs read.",
                    intro="Each architecture at the column's training workload: a warm training step, inference, "
-                         "generation (tokens/s), the first step of a cold process, and what a new input length costs "
+                         "generation (tokens/s), the first training step, inference and generation of a cold process "
+                         "(cold-start, cold-inference, cold-generate), and what a new input length costs "
                          "a step (the same lengths stepped twice: first sight minus second). 'noisy' marks a figure "
                          "whose interval spans more than a quarter of it: the machine was busy. 'peak memory' is "
                          "the tensors live at the call's peak (their storages counted, the same bytes in every "
@@ -112,7 +115,7 @@ def ops_section(m: Matrix) -> Section:
                          rec.get("category") or ""])
     return Section("Speed: the slowest ops", ["column", "op / dtype / pass", "result", "time per call",
                                                "95% interval", "rounds", "clock", "figure"], rows, level=2,
-                   empty="No op was timed (the perf suite did not run).",
+                   empty="No op was timed: no perf op check was selected or reached in the runs read.",
                    intro=f"Per column the {SLOWEST} slowest op timings at the training workload's shapes (forward "
                          "with autograd recording; backward alone). Every figure is in matrix.json.")
 
@@ -138,7 +141,7 @@ def memory_section(m: Matrix) -> Section:
     return Section("Memory over a long run", ["model", "through", "column", "reading", "trend", "grew MiB",
                                               "MiB / step", "95% interval MiB", "tolerance MiB",
                                               "empty_cache gave back MiB", "a new length MiB"], rows, level=2,
-                   empty="No long run was measured (the perf suite did not run).",
+                   empty="No long run was measured: no perf memory check was selected or reached in the runs read.",
                    intro="A training run (or inference) over a few fixed lengths that the warm-up meets, read after "
                          "every step: the last third's median against the first third's, after the warm-up. 'grows' "
                          "fails the check. 'a new length' is what each reading moved per length the run had not met "
@@ -154,6 +157,7 @@ def _column_side(m: Matrix, col) -> compare.Side:
 
 def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
     rows, notes = [], []
+    compared = False   # whether any column's perf figures were compared with the baseline's
     if baseline is not None:
         for col in m.columns:
             side = _column_side(m, col)
@@ -163,6 +167,7 @@ def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
                 notes.append(f"{col.label}: another machine than the baseline's, times not compared")
                 continue
             result = compare.compare(baseline, side)
+            compared = True
             notes += [f"{col.label}: {note}" for note in result.notes]   # e.g. times at another thread count
             for c in result.changes:
                 if c.rule.startswith("perf-"):
@@ -179,7 +184,8 @@ def baseline_section(m: Matrix, baseline: compare.Side | None) -> Section:
                    level=2, intro=intro, anchor=SPEED_AGAINST,
                    empty=("No baseline given: keep one with ./compat baseline -m perf, then "
                           "python -m tools.report --baseline reports/baseline.jsonl." if baseline is None else
-                          "Nothing changed beyond the checks' tolerances."))
+                          "Nothing changed beyond the checks' tolerances." if compared else
+                          "Nothing was compared: no column here with perf figures is of the baseline's machine."))
 
 
 def perf_sections(m: Matrix, baseline: compare.Side | None = None) -> list[Section]:

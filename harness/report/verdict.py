@@ -39,7 +39,8 @@ from harness.parity.numerics import causes, rejudge
 from harness.perf import against
 from harness.report import selection
 from harness.report.matrix import (UNTRUSTED_WORDS, Column, Instruments, Matrix, build, cell_key,
-                                   instruments_of, is_control, is_emulated, listed as _list, shown, visible)
+                                   instruments_of, is_control, is_emulated, listed as _list, shown, unchecked_of,
+                                   visible)
 
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
 SPEED_AGAINST = "speed-and-memory-against-the-baseline"   # the section a slowdown seen once links to
@@ -740,10 +741,14 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
     """(the instruments aspect, or None; the note a verdict carries when there is none).
 
     A failed control: BAD, its line the one the column is marked with, every failed control in
-    the detail. Controls that all passed: GOOD, with how many and of which suites, and in the
-    detail the suites that ran here without any (an older run merged in). None ran: no aspect,
+    the detail. Controls that all passed: GOOD, with how many and of which suites, where every
+    record measured here was vouched for by its own run's controls; else (a suite that measured
+    here without any, or records of an older run merged in: ``Instruments.unchecked``) a
+    warning that names those suites and how much of each, never "checked" in green beside
+    aspects marked unchecked. None ran: no aspect,
     a note (``UNCHECKED_NOTE``, or that every control was skipped, and why), unless nothing ran
     here that an instrument measures (the environment suite alone)."""
+    unchecked = [unchecked_why(found, s) for s in found.unchecked_suites()]
     if found.failed:
         first, more = found.failed[0], found.failed[1:]
         line = first.untrusted + (f"; and {_list(f'{c.suite} control {c.name}' for c in more)}" if more else "")
@@ -752,15 +757,21 @@ def _instruments(found: Instruments, recs: list[dict]) -> tuple[Aspect | None, s
         detail = [c.untrusted for c in found.failed]
         if found.passed:
             detail.append(f"passed: {_n(len(found.passed), 'control')} ({', '.join(found.passed_suites())})")
+        detail += [f"unchecked: {u}" for u in unchecked]
         return Aspect("instruments", BAD, line, detail, "controls", short), ""
     if found.passed:
-        line = f"instruments checked: {_n(len(found.passed), 'control')} passed ({', '.join(found.passed_suites())})"
+        passed = f"{_n(len(found.passed), 'control')} passed ({', '.join(found.passed_suites())})"
         detail = [f"skipped here: {c.suite} control {c.name} ({c.message})" for c in found.skipped]
-        unchecked = unchecked_suites(found, recs)
-        if unchecked:
-            detail.append(f"ran here without controls (an older run, its controls not selected, or all skipped): "
-                          f"{', '.join(unchecked)}")
-        return Aspect("instruments", GOOD, line, detail, "controls"), ""
+        if unchecked:   # controls passed, but none of some suite's, or not in the runs its records come from
+            suites = found.unchecked_suites()
+            none = [s for s in suites if not found.controls_ran(s)]
+            said = ([f"no {_or(none)} control ran here"] if none else []) + [
+                unchecked_why(found, s) for s in suites if s not in none]
+            line = (f"instruments unchecked for {', '.join(suites)}: " + "; ".join(said) + f" ({passed}"
+                    + (": a run's controls vouch for that run's records only)" if len(none) < len(suites) else ")"))
+            detail += [f"unchecked: {u}" for u in unchecked]
+            return Aspect("instruments", WARN, line, detail, "controls"), ""
+        return Aspect("instruments", GOOD, f"instruments checked: {passed}", detail, "controls"), ""
     if found.skipped:
         return None, ("instruments unchecked: every control was skipped here ("
                       + _list((f"{c.suite} control {c.name}: {c.message}" for c in found.skipped), 4) + ")")
@@ -773,29 +784,48 @@ def unchecked_suites(found: Instruments, recs: list[dict]) -> list[str]:
     """The suites that measured here (a check that ran, not a control) with no control of
     theirs passed or failed, or with records of a run in which none did: their instruments were
     never checked there (an older run merged in, controls deselected, or every control of
-    theirs skipped). A later run's controls do not vouch for an earlier run's measurements. The
-    records of a run whose control of their suite failed are not unchecked but unconfirmed: the
-    failed control says so (``Instruments.failed_runs``)."""
-    checked = {c.suite for c in found.passed + found.failed}
-    out = []
-    for s in ASPECTS_OF_SUITE:
-        measured = [r for r in recs if r.get("suite") == s and r["status"] != Status.SKIP and not is_control(r)]
-        runs = found.checked_runs.get(s, set()) | found.failed_runs.get(s, set())
-        if measured and (s not in checked or (runs and any(r.get("run") and r["run"] not in runs for r in measured))):
-            out.append(s)
-    return out
+    theirs skipped). A later run's controls do not vouch for an earlier run's measurements. A
+    suite whose control failed is not among them: its records are unconfirmed, which the failed
+    control says (``Instruments.failed``), never "unchecked" and "unconfirmed" at once
+    (harness.report.matrix.unchecked_of)."""
+    return _in_order(unchecked_of(found, recs))
 
 
-def _unchecked(aspect: Aspect, suite: str) -> Aspect:
+def _or(items: list[str]) -> str:
+    """"a", "a or b", "a, b or c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _in_order(suites) -> list[str]:
+    return [s for s in ASPECTS_OF_SUITE if s in suites]
+
+
+def unchecked_why(found: Instruments, suite: str) -> str:
+    """Why ``suite``'s records here are unchecked, in a few words: no control of it ran here at
+    all, or (its controls ran in other runs) how many of its records come from runs in which
+    none did."""
+    unvouched, measured = found.unchecked.get(suite, (0, 0))
+    if not found.controls_ran(suite):
+        return f"no {suite} control ran here"
+    if measured == 1:
+        return f"the 1 {suite} record here is from a run in which no {suite} control ran"
+    return (f"{'all' if unvouched >= measured else f'{unvouched:,} of the'} {measured:,} {suite} records here are "
+            f"from runs in which no {suite} control ran")
+
+
+def _unchecked(aspect: Aspect, suite: str, why: str = "") -> Aspect:
     """An aspect measured through instruments no control checked here: never good (the controls
     exist to tell a healthy device from a broken instrument, and none ran; a warning at best,
-    bad stays bad), its line saying so, as an unconfirmed one's does."""
+    bad stays bad), its line saying so, as an unconfirmed one's does. ``why``: ``unchecked_why``
+    (by default: no control of the suite ran here)."""
     if aspect.state == NONE:
         return aspect
+    why = why or f"no {suite} control ran here"
+    again = ("run the suite again, without deselecting its controls, which run first" if why.startswith("no ")
+             else "run the suite again with its controls, which run first, to replace them")
     return dataclasses.replace(
         aspect, state=BAD if aspect.state == BAD else WARN,
-        line=f"unchecked (no {suite} control ran here: run the suite again, without deselecting its controls, "
-             f"which run first): {aspect.line}",
+        line=f"unchecked ({why}: {again}): {aspect.line}",
         short=f"unchecked: {aspect.short}" if aspect.short else "")   # before it: a short ends in its own "(...)"
 
 
@@ -1025,8 +1055,9 @@ def verdicts(m: Matrix, regressions: dict | None = None) -> list[Verdict]:
         failed = found.failed_suites()
         for suite in failed:
             aspects = [_unconfirmed(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
-        for suite in unchecked_suites(found, recs):
-            aspects = [_unchecked(a, suite) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
+        for suite in found.unchecked_suites():   # never one of ``failed``: unconfirmed says it
+            why = unchecked_why(found, suite)
+            aspects = [_unchecked(a, suite, why) if a.name in ASPECTS_OF_SUITE.get(suite, ()) else a for a in aspects]
         if instruments:
             aspects.insert(0, instruments)
         compared = regressions is not None and any(cid in regressions for cid in ids)
