@@ -287,7 +287,9 @@ def test_compat_candidate_without_a_baseline_says_so_before_tox_builds_anything(
 def test_the_users_own_parallelism_or_a_one_run_option_is_one_run_as_written(fake_venv, tmp_path, args):
     res, calls = compat(fake_venv, tmp_path, "suites", *args)
     assert res.returncode == 0, res.stderr
-    assert calls[0] == ["pytest", "suites/", *args]
+    # a file option's relative path means the directory ./compat was run from (here tmp_path)
+    given = [str(tmp_path / a) if prev == "--baseline" else a for prev, a in zip(["", *args], args)]
+    assert calls[0] == ["pytest", "suites/", *given]
     assert [c[0] for c in calls].count("pytest") == 1
 
 

@@ -121,8 +121,10 @@ def test_the_candidate_is_compared_once_over_all_its_runs(tmp_path, capsys):
     code = upgrade.main(["candidate", "--baseline-file", str(kept), "--report", str(report), "--", "-m", "cpu"],
                         **runs.run())
     assert code == 1
-    for args in runs.calls:   # each run reads the baseline (perf confirms against it) and compares nothing itself
-        assert args[2:] == ["--part-of-plan", "--baseline", str(kept), "-m", "cpu"]
+    for args in runs.calls:   # each run reads the baseline (perf confirms against it) and compares nothing itself,
+        # into the candidate's own run file, beside the comparison (never your environment's)
+        assert args[2:] == ["--part-of-plan", "--baseline", str(kept), "--run-file",
+                            str(tmp_path / "runs" / "candidate.jsonl"), "-m", "cpu"]
     out = capsys.readouterr().out
     assert "FAILED: 1 regression(s) against " in out
     md, data = report.read_text(), json.loads(report.with_suffix(".json").read_text())

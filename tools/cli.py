@@ -11,6 +11,10 @@
 - A stream that cannot hold a character (an ASCII stdout under the C locale with UTF-8 mode
   off) gets that character as an escape (``\\u2192``); newlines stay newlines, so a table
   stays a table.
+- A relative path the user typed means the directory they typed it in. ``./compat`` runs every
+  tool from the project's root (``cd``), so it hands the caller's directory on as
+  ``MPS_COMPAT_CWD``; ``from_caller`` and ``caller_args`` resolve against it (``./compat report
+  good.jsonl --out site`` from elsewhere read the project's good.jsonl and wrote its site/).
 """
 from __future__ import annotations
 
@@ -24,6 +28,35 @@ from typing import Callable, TextIO
 
 BAD = 2
 TRACEBACK_ENV = "MPS_COMPAT_TRACEBACK"
+CWD_ENV = "MPS_COMPAT_CWD"   # the directory ./compat was run from (it runs the tools from the project root)
+
+
+def from_caller(path: str | None) -> str | None:
+    """``path`` as the user meant it: a relative one joined to the directory ./compat was run from
+    (``MPS_COMPAT_CWD``), where that is set; an absolute one, "" and None as they are."""
+    caller = os.environ.get(CWD_ENV)
+    if not path or not caller or os.path.isabs(path):
+        return path
+    return os.path.join(caller, path)
+
+
+def caller_args(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` with the value of each of ``options`` (``--run-file PATH`` or ``--run-file=PATH``)
+    resolved by ``from_caller``; every other argument as it is."""
+    out, take = [], False
+    for arg in argv:
+        if take:
+            out.append(from_caller(arg))
+            take = False
+        elif arg in options:
+            out.append(arg)
+            take = True
+        elif arg.split("=", 1)[0] in options and "=" in arg:
+            name, value = arg.split("=", 1)
+            out.append(f"{name}={from_caller(value)}")
+        else:
+            out.append(arg)
+    return out
 
 
 def say(text: str, stream: TextIO | None = None) -> None:

@@ -3,6 +3,7 @@
     python -m tools.upgrade baseline [--baseline-file PATH] [-- PYTEST_ARGS ...]
     python -m tools.upgrade candidate [SPEC ...] [--baseline-file PATH] [--report PATH.md] [-- PYTEST_ARGS ...]
     python -m tools.upgrade check [the candidate's arguments]   # what would stop it, before tox builds it
+    python -m tools.upgrade tox [TOX ARGS]                       # ./compat tox: tox, its torch environments checked
 
 ``baseline`` (``./compat baseline``) runs the suites in this environment and keeps them as
 ``reports/baseline.jsonl``. ``candidate`` (``./compat candidate``, inside ``tox -e candidate``,
@@ -37,12 +38,23 @@ refuse, a suite the baseline never ran), 0 otherwise.
 The candidate is the baseline with the SPECs: in its tox environment (``IN_CANDIDATE_ENV``)
 the SPECs are installed with the baseline's versions of every package its header records
 that no SPEC names (``pins``), and ``check --constraints`` writes the same for ./compat to
-build that environment under (UV_CONSTRAINT); ``installed`` then checks what it got.
+build that environment under (UV_CONSTRAINT); ``installed`` then checks what it got, and names
+every other package the baseline recorded that moved. Its runs are an environment of their own
+(``-candidate`` in their environment id: harness.env.facts.ROLE_VAR) with a run file of their own,
+``reports/runs/candidate.jsonl``, which holds one candidate at a time (an earlier one's runs move
+to its archive): the matrix shows it beside your environment, whose run file it never touches.
+
+``tox`` (``./compat tox``): tox itself, once the torch environments it would build are known
+to have a torch wheel for this Python and macOS (harness.env.fitness.TORCH_WHEELS): one named
+that has none is refused in one line (exit 2) before tox builds anything, and left out of the
+default list with a note. A relative path in any of these arguments means the directory
+./compat was run from (tools.cli.from_caller).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,7 +62,8 @@ import tempfile
 from pathlib import Path
 
 from harness.core import records, runfiles
-from harness.env.facts import package_versions
+from harness.env import fitness
+from harness.env.facts import PACKAGES, ROLE_VAR, distributions, package_versions
 from harness.report import compare
 from harness.report.selection import readable
 from tools import cli, suiteplan
@@ -61,6 +74,12 @@ REPORT = ROOT / "reports" / "upgrade-check.md"
 SHOWN = ("torch", "transformers", "datasets", "accelerate", "tokenizers", "peft")
 # set by this command on every run: the user's own would fight them
 OURS = ("--save-baseline", "--baseline", "--compare-out", "--part-of-plan")
+# pytest's options that name a file: relative, they mean the directory ./compat was run from (tools.cli)
+PYTEST_PATHS = ("--run-file", "--junitxml", "--junit-xml", "--basetemp")
+# The candidate's own run file, in runs/ beside its comparison (reports/runs/candidate.jsonl): its
+# runs are an environment of their own (facts.ROLE_VAR), never appended to your environment's
+# file, whose earlier runs they retired while the matrix showed the candidate as your column.
+CANDIDATE_RUNS = "candidate.jsonl"
 
 
 def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -157,10 +176,12 @@ def constraints(packages: dict, specs: list[str]) -> str:
     return "".join(f"{line}\n" for line in (*pins(packages, specs), *plain))
 
 
-def installed(specs: list[str], packages: dict) -> tuple[str | None, list[str]]:
+def installed(specs: list[str], packages: dict, recorded: dict | None = None) -> tuple[str | None, list[str]]:
     """After the install: (the first SPEC whose package is not at a version it asked for, in
-    one line, or None; notes: the named packages still at the baseline's version, and the
-    others the install moved away from the baseline's)."""
+    one line, or None; notes: the named packages still at the baseline's version, the others
+    the install moved away from the baseline's (``packages``: its header's, pinned), every other
+    distribution the baseline recorded (``recorded``: its header's ``distributions``) that moved,
+    and the packages recorded today that the baseline's header lacks, which were not pinned)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     base = {canonicalize_name(k): str(v) for k, v in packages.items()}
@@ -186,6 +207,20 @@ def installed(specs: list[str], packages: dict) -> tuple[str | None, list[str]]:
         if now is not None and name not in asked and _public(now) != _public(was):
             notes.append(f"{name} {was} -> {now}, though no SPEC named it (the versions named needed it, or the "
                          "environment was built without the baseline's pins): a change here may be its doing")
+    if recorded:   # every other distribution the baseline recorded: not pinned, so said when it moved
+        now_all = distributions()
+        moved = [f"{name} {was} -> {now_all[name]}" for name, was in sorted(recorded.items())
+                 if name not in asked and name not in base and name in now_all
+                 and _public(now_all[name]) != _public(str(was))]
+        if moved:
+            notes.append(f"also moved, though no SPEC named them and the candidate keeps the baseline's versions of "
+                         f"{', '.join(PACKAGES)} only (the versions named needed them, or they are a dependency's): "
+                         f"{', '.join(moved)}")
+    lacking = [name for name in PACKAGES if canonicalize_name(name) not in base]
+    if lacking:
+        notes.append(f"the baseline records no version of {', '.join(lacking)} (it was kept by an older version of "
+                     "this project), so the candidate has the newest of them, not the baseline's: keep the baseline "
+                     "again (./compat baseline) to try the SPECs alone")
     return None, notes
 
 
@@ -388,21 +423,33 @@ def try_candidate(args, pytest_args: list[str], install=install, planned=suitepl
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 2
-    problem, notes = installed(args.specs, baseline.packages)
+    problem, notes = installed(args.specs, baseline.packages, (baseline.header.get("facts") or {}).get("distributions"))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     print(f"candidate: {versions(args.specs)}", flush=True)
     for note in notes:
         print(f"note: {note}", flush=True)
-    with tempfile.TemporaryDirectory(prefix=".candidate-parts-") as tmp:
-        outcome, parts, short = run_parts(pytest_args, Path(tmp), ["--baseline", args.baseline_file],
-                                          planned=planned, **run)
-        if short:
-            print(f"no comparison: the run {short}; {os.path.relpath(args.report)} was not written",
-                  file=sys.stderr)
-            return failed(outcome)
-        candidate = compare.load_side([str(p) for p in parts], "candidate")
+    extra = ["--baseline", args.baseline_file]
+    own = candidate_run_file(args, pytest_args)
+    if own is not None:
+        say_earlier(own)
+        extra += ["--run-file", str(own)]
+    before = os.environ.get(ROLE_VAR)
+    os.environ[ROLE_VAR] = "candidate"   # its runs' environment id: <yours>-candidate (harness.env.facts.env_id)
+    try:
+        with tempfile.TemporaryDirectory(prefix=".candidate-parts-") as tmp:
+            outcome, parts, short = run_parts(pytest_args, Path(tmp), extra, planned=planned, **run)
+            if short:
+                print(f"no comparison: the run {short}; {os.path.relpath(args.report)} was not written",
+                      file=sys.stderr)
+                return failed(outcome)
+            candidate = compare.load_side([str(p) for p in parts], "candidate")
+    finally:   # the role is the candidate's runs', not this process's (a caller in-process goes on as itself)
+        if before is None:
+            os.environ.pop(ROLE_VAR, None)
+        else:
+            os.environ[ROLE_VAR] = before
     try:
         problem = compare.overlap_problem(baseline, candidate, compare.FROM_CANDIDATE)
         if problem:
@@ -415,6 +462,7 @@ def try_candidate(args, pytest_args: list[str], install=install, planned=suitepl
     if outside:
         cmp.notes.append(f"{outside:,} check(s) of the baseline are outside the candidate's selection (its paths, "
                          "-m and -k do not take them): not compared, and not counted as disappeared")
+    cmp.notes.extend(notes)   # what else the candidate's install moved: in the report, not only on the terminal
     print("\n" + compare.render(cmp, "table").rstrip())
     try:
         for path, fmt in ((Path(args.report), "md"), (Path(args.report).with_suffix(".json"), "json")):
@@ -431,13 +479,164 @@ def try_candidate(args, pytest_args: list[str], install=install, planned=suitepl
     return 0
 
 
+def candidate_run_file(args, pytest_args: list[str]) -> Path | None:
+    """Where the candidate's runs go: ``runs/candidate.jsonl`` beside its comparison, or None
+    where the pytest arguments name a ``--run-file`` of their own (theirs is kept as given)."""
+    if any(arg == "--run-file" or arg.startswith("--run-file=") for arg in pytest_args):
+        return None
+    return Path(args.report).parent / "runs" / CANDIDATE_RUNS
+
+
+def say_earlier(path: Path) -> None:
+    """Move an earlier candidate's runs out of its run file into the archive beside it
+    (runfiles.retire), and say so: the matrix shows this candidate alone, not its records over
+    another candidate's (a peft SPEC's runs, and before them a tokenizers SPEC's)."""
+    try:
+        moved = runfiles.retire(path, lambda runs: {run.run_id for run in runs})
+    except OSError as exc:
+        print(f"note: the earlier candidate's runs stay in {os.path.relpath(path)} ({runfiles.os_error_words(exc)}): "
+              "the matrix may show its records beside this candidate's", flush=True)
+        return
+    if moved is not None:
+        print(f"note: the earlier candidate's {moved.runs} run(s) moved to {os.path.relpath(moved.archive)}: the "
+              "matrix shows this candidate alone", flush=True)
+
+
+def local_spec(spec: str) -> bool:
+    """Whether a SPEC is a local wheel, archive or folder (a path), not a requirement or a URL."""
+    if "://" in spec or spec.startswith("git+"):
+        return False
+    return os.sep in spec or spec.startswith(".") or spec.endswith((".whl", ".tar.gz", ".zip"))
+
+
+# --------------------------------------------------------------------------- ./compat tox
+
+TOX_BUILDS = ("run", "r", "run-parallel", "p", "exec", "e", "devenv", "d", "legacy", "le")
+TORCH_ENV = r"torch(\d)(\d+)"
+
+
+def tox_envs(argv: list[str], default: list[str], environ=os.environ) -> tuple[list[str], bool]:
+    """(the environments a tox command line runs, whether it names them): its -e / --env
+    (comma lists, every time given), else TOXENV, else tox.ini's env_list (``default``). Its
+    arguments after ``--`` are pytest's, not tox's."""
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    named: list[str] = []
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("-e", "--env") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--env="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-e") and len(arg) > 2 and not arg.startswith("--"):
+            value = arg[2:].lstrip("=")
+        if value:
+            named += [e.strip() for e in value.split(",") if e.strip()]
+    if named:
+        return named, True
+    if environ.get("TOXENV"):
+        return [e.strip() for e in environ["TOXENV"].split(",") if e.strip()], True
+    return list(default), False
+
+
+def tox_default(ini: Path) -> list[str]:
+    """tox.ini's ``env_list`` (``[tox]``)."""
+    import configparser
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(ini, encoding="utf-8")
+    raw = cfg.get("tox", "env_list", fallback="") or cfg.get("tox", "envlist", fallback="")
+    return [e.strip() for e in raw.replace("\n", ",").split(",") if e.strip()]
+
+
+def this_machine() -> tuple[str, str, str, str | None]:
+    """(Python version, system, machine, macOS version or None): what a tox environment's torch
+    wheel must fit. The macOS is ``sw_vers``' where Python's may be a stand-in (facts)."""
+    import platform
+    from harness.env import facts
+    mac = None
+    if platform.system() == "Darwin":
+        mac = platform.mac_ver()[0] or None
+        if facts.compatibility_version(mac):
+            mac = facts.run_command(["sw_vers", "-productVersion"], {"SYSTEM_VERSION_COMPAT": "0"}) or mac
+    return platform.python_version(), platform.system(), platform.machine(), mac
+
+
+def tox_problem(argv: list[str], default: list[str], machine: tuple,
+                environ=os.environ) -> tuple[list[str], str | None, str | None]:
+    """What ``./compat tox ARGV`` should run: (the tox arguments, a note to print, or the one-line
+    refusal). A torch environment whose torch has no PyPI wheel for this Python or macOS
+    (harness.env.fitness.torch_wheel_gap: torch 2.15 on Python 3.10 or macOS 13) failed in tox
+    with uv's words after the others had run; named (-e, TOXENV), it is refused before anything
+    runs; from the default list, it is left out and said."""
+    if argv and not argv[0].startswith("-") and argv[0] not in TOX_BUILDS:
+        return argv, None, None   # tox list, tox config ...: builds nothing
+    envs, named = tox_envs(argv, default, environ)
+
+    def gap_of(env: str) -> str | None:
+        m = re.fullmatch(TORCH_ENV, env)
+        return fitness.torch_wheel_gap(f"{m.group(1)}.{m.group(2)}", *machine) if m else None
+    gaps = {env: gap for env in envs if (gap := gap_of(env))}
+    if not gaps:
+        return argv, None, None
+    said = "; ".join(f"{env}: {gap}" for env, gap in gaps.items())
+    fixes = []
+    for gap in gaps.values():
+        if "Intel Macs" in gap:
+            fix = "run it on an Apple-silicon Mac (an Intel Mac's last torch is set up by hand: docs/lock-and-tox.md)"
+        elif "no wheel for Python" in gap:
+            ranges = [fitness.TORCH_WHEELS[f"{m.group(1)}.{m.group(2)}"].python for env in default
+                      if (m := re.fullmatch(TORCH_ENV, env)) and f"{m.group(1)}.{m.group(2)}" in fitness.TORCH_WHEELS]
+            from packaging.version import Version
+            low, high = max((r[0] for r in ranges), key=Version), min((r[1] for r in ranges), key=Version)
+            fix = (f"make .venv from a Python {low} to {high}, which every torch environment has a wheel for "
+                   f"(PYTHON=python{high} ./compat setup makes it anew)")
+        else:
+            fix = "update macOS (System Settings > General > Software Update)"
+        if fix not in fixes:
+            fixes.append(fix)
+    others = [env for env in default if not gap_of(env)]
+    runs_torch = any(re.fullmatch(TORCH_ENV, env) for env in others)
+    if named or not any(re.fullmatch(TORCH_ENV, env) for env in envs if env not in gaps):
+        rest = f", or run the others: ./compat tox -e {','.join(others)}" if runs_torch else ""
+        return argv, None, f"tox cannot build {said}: {'; '.join(fixes)}{rest}"
+    fits = [env for env in envs if env not in gaps]
+    them = "it" if len(gaps) == 1 else "them"
+    return (["-e", ",".join(fits), *argv],
+            f"leaving out {said}; the others run (./compat tox -e {','.join(fits)}); to include {them}: "
+            f"{'; '.join(fixes)}", None)
+
+
+def run_tox(argv: list[str], machine=None, execv=os.execv, environ=os.environ, tox: str | None = None) -> int:
+    """``./compat tox ARGS``: tox with ARGS, once the torch environments it would run are known
+    to have a torch wheel for this Python and macOS (``tox_problem``); exec'd, so its status is
+    tox's."""
+    if "--" in argv:   # pytest's, in the torch environments: its file options mean the caller's directory
+        i = argv.index("--")
+        argv = [*argv[:i + 1], *cli.caller_args(argv[i + 1:], (*PYTEST_PATHS, *OURS[:3]))]
+    args, note, problem = tox_problem(argv, tox_default(ROOT / "tox.ini"), machine or this_machine(), environ)
+    if problem:
+        print(f"compat: {problem}", file=sys.stderr)
+        return 2
+    if note:
+        print(f"compat: {note}", file=sys.stderr, flush=True)
+    tox = tox or str(Path(sys.executable).parent / "tox")
+    execv(tox, [tox, *args])
+    return 0
+
+
 def main(argv: list[str] | None = None, **run) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["tox"]:   # ./compat tox: [--tox PATH] -- tox's own arguments, not this command's
+        rest, tox = argv[1:], None
+        if rest[:1] == ["--tox"] and len(rest) > 1:
+            tox, rest = rest[1], rest[2:]
+        return run_tox(rest[1:] if rest[:1] == ["--"] else rest, tox=tox)
     parser = argparse.ArgumentParser(prog="python -m tools.upgrade", description=cli.summary(__doc__))
     sub = parser.add_subparsers(dest="side", required=True)
     base = sub.add_parser("baseline", help="the suites in this environment, kept as the baseline")
     cand = sub.add_parser("candidate", help="the suites with candidate versions, compared with the baseline")
     check = sub.add_parser("check", help="what would stop a candidate, said before its environment is built")
+    sub.add_parser("tox", help="./compat tox: tox, once the torch environments it builds have a wheel here "
+                               "(its arguments are tox's: read before this parser)")
     for p in (cand, check):
         p.add_argument("specs", nargs="*", help="requirement specs to install, e.g. torch==2.15.*")
         p.add_argument("--report", default=str(REPORT), help="where the comparison goes (.md; .json beside it)")
@@ -447,6 +646,12 @@ def main(argv: list[str] | None = None, **run) -> int:
         p.add_argument("--baseline-file", default=os.environ.get("MPS_COMPAT_BASELINE", str(DEFAULT_BASELINE)))
     ours, pytest_args = split_args(argv)
     args = parser.parse_args(ours)
+    # a relative path means the directory ./compat was run from (MPS_COMPAT_CWD: tools.cli), not the project's
+    args.baseline_file = cli.from_caller(args.baseline_file)
+    if args.side != "baseline":
+        args.report = cli.from_caller(args.report)
+        args.specs = [cli.from_caller(spec) if local_spec(spec) else spec for spec in args.specs]
+    pytest_args = cli.caller_args(pytest_args, PYTEST_PATHS)
     mine = clashing(pytest_args)
     if mine:
         print(f"error: {mine} is set by ./compat {'candidate' if args.side == 'check' else args.side} itself (the baseline file: --baseline-file before "

