@@ -925,7 +925,9 @@ def trainer_kwargs(claim: Claim | str, fields: set[str] | None = None) -> dict:
 
 # --------------------------------------------------------------------------- when a claim applies
 
-# Packages the gates ask about that harness/env/facts.py does not record (PACKAGES).
+# Packages the gates ask about, looked up again where a fact set lacks them: harness/env/facts.py
+# records peft and bitsandbytes (PACKAGES) from this project's run headers of December 2026 on,
+# not deepspeed or optimum, and a recorded fact set from before has none of them.
 EXTRA_PACKAGES = ("bitsandbytes", "peft", "deepspeed", "optimum")
 
 
