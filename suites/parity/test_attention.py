@@ -20,14 +20,24 @@ The members, what each catches, and where it comes from:
   attention.value-dim  a value head dim other than the query's (smaller and larger): the
                        output's shape and values (pytorch#176767, a wrong output shape)
   attention.causal     is_causal with query length != key length: torch's mask is
-                       top-left aligned (query i sees keys 0..i), both L < S and L > S
-  attention.masks      boolean and additive masks (-inf, -1e4, float32's lowest; with a
-                       finite bias) in every broadcast form and layout, with fully masked
-                       rows: 0 there, and NaN is a failure (transformers#40858, NaN with a
-                       4-D mask)
-  attention.long-kv    one query against 1024 to 4096 keys, a decoding step: results wrong
-                       past some length, a block of keys read out of bounds or dropped
-                       (pytorch#174861, an out-of-bounds access in SDPA)
+                       top-left aligned (query i sees keys 0..i), both L < S and L > S;
+                       in one example in four past a 64-row query block (65 to 257 rows:
+                       MPS's half-precision prefill kernel, pytorch#195910's causal leak)
+  attention.masks      boolean and additive masks (-inf, -1e4, float32's and float16's
+                       lowest; with a finite bias) in every broadcast form and layout, at
+                       least 2 keys, with fully masked rows: 0 there, and NaN is a failure
+                       (transformers#40858, NaN with a 4-D mask); a row wholly at float16's
+                       lowest must be a number; query blocks past 64 rows as in causal
+  attention.long-kv    one query against 1024 to 4096 keys, a decoding step, in half the
+                       examples with grouped-query heads: results wrong past some length, a
+                       block of keys read out of bounds or dropped (pytorch#174861, an
+                       out-of-bounds access in SDPA's two-pass kernel, grouped heads, half
+                       precision)
+
+Besides the drawn examples every profile runs the ones written out in
+harness.parity.properties.attention.EXAMPLES (hypothesis's @example): pytorch#195910's and
+pytorch#174861's own shapes, prefills past 64 rows, and a fully masked row of each mask kind
+and fill that may hide one.
 
 On MPS every member runs torch's own MPS attention kernel, where releases have regressed
 (pytorch#163597, SDPA on MPS in torch 2.8): a compare against a baseline run shows which
@@ -56,7 +66,7 @@ its examples is a skip with torch's reasons, never a pass. The record's ``exampl
 import functools
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from harness.core.records import Status, Verdict
 from harness.env import devices
@@ -78,6 +88,16 @@ def attention(case, target, backend, record):
     if why:
         record.conclude(Verdict(Status.SKIP, message=why))
     return A.KernelTally(Tally(record, case.dtype, target, devices.place(target)), kernel, kind, record)
+
+
+def with_examples(member: str):
+    """Every example of ``A.EXAMPLES[member]`` (the reports' shapes, and what a derandomized
+    ci run of 20 draws may not reach) runs in every profile, before the drawn ones."""
+    def add(test):
+        for ex in reversed(A.EXAMPLES.get(member, ())):
+            test = example(ex=ex)(test)
+        return test
+    return add
 
 
 def each_example_then_finish(test):
@@ -111,6 +131,7 @@ def test_a_value_dim_of_its_own_gives_that_dim_out(case, target, attention, ex):
 @each_example_then_finish
 @PROPERTY_SETTINGS
 @given(ex=A.causal())
+@with_examples("causal")
 def test_causal_attention_between_lengths_that_differ_is_top_left_aligned(case, target, attention, ex):
     attention.check(ex)
 
@@ -119,6 +140,7 @@ def test_causal_attention_between_lengths_that_differ_is_top_left_aligned(case, 
 @each_example_then_finish
 @PROPERTY_SETTINGS
 @given(ex=A.masks())
+@with_examples("masks")
 def test_masks_hide_their_keys_and_a_fully_masked_row_is_zero(case, target, attention, ex):
     attention.check(ex)
 
@@ -127,5 +149,6 @@ def test_masks_hide_their_keys_and_a_fully_masked_row_is_zero(case, target, atte
 @each_example_then_finish
 @PROPERTY_SETTINGS
 @given(ex=A.long_kv())
+@with_examples("long-kv")
 def test_one_query_against_a_long_key_value_cache(case, target, attention, ex):
     attention.check(ex)

@@ -41,7 +41,11 @@ the same kernels as float32, so a bug that does not depend on the dtype cancels:
 target that share weights and inputs and differ only where such bugs live, in float32
 (harness/parity/models/references.py). The models: all five for the forward checks
 (MiniLM, the pretrained one, only where its cost fits: see MINILM_CHECKS), the decoders
-(GPT-2, T5, Llama) for generation, GPT-2 and Llama for the long cache. A target that does
+(GPT-2, T5, Llama) for generation, GPT-2 and Llama for the long cache (and, in
+test_model_long_prompt.py, for a long padded prompt under autocast). The checks whose point is the attention path (sdpa against eager, the cache against
+recomputation, generation under autocast) build the models with a head dim of 64, which
+MPS's own attention kernels take (harness/parity/models/inputs.py, kernel_model); the
+registry's head dims (16, Llama's 8) only ever reach MPSGraph's general path on a Mac. A target that does
 not offer autocast in a dtype is skipped with the reason (the CPU's float16 from torch 2.5,
 MPS's bfloat16 on macOS 14: harness/parity/models/precision.py).
 """

@@ -37,8 +37,10 @@ MEMORY_FRACTION of its memory reading (harness.env.devices.memory_of) and of the
 (the CPU side and the float64 reference live there), and whose output stays within
 JUDGED_MAX elements.
 
-This module holds the cases: their shape (BugCase, Size, Source), the table (``CASES``) and
-the checks made of them (``checks``). harness.parity.known_bugs.target runs a case on a
+This module holds the cases: their shape (BugCase, Size, Source), the tables (``CASES``; and
+``ATTENTION_CASES``, the reports against an accelerator's attention kernels, which
+suites/parity/test_attention_known_bugs.py runs beside the attention family) and the checks
+made of them (``checks``). harness.parity.known_bugs.target runs a case on a
 target at the size it affords; harness.parity.known_bugs.check runs and judges the two
 kinds of check.
 
@@ -429,6 +431,67 @@ CASES: tuple[BugCase, ...] = (
 )
 
 
+# --------------------------------------------------------------------------- attention
+
+def sdpa(query, key, value, attn_mask=None, enable_gqa=False):
+    """scaled_dot_product_attention as a model decodes with it (dropout off), looked up when
+    called: a kernel patched in by a stand-in is the one run."""
+    import torch.nn.functional as F
+    options = {"enable_gqa": True} if enable_gqa else {}
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=0.0, **options)
+
+
+def _gqa_decode(d):
+    return [{"query": _randn(1, 32, 1, 128, seed=22), "key": _randn(1, 2, d["keys"], 128, seed=23),
+             "value": _randn(1, 2, d["keys"], 128, seed=24), "enable_gqa": True}]
+
+
+def _decode_tails(d):
+    return [{"query": _randn(1, 4, 1, 64, seed=25 + i), "key": _randn(1, 4, n, 64, seed=30 + i),
+             "value": _randn(1, 4, n, 64, seed=35 + i)} for i, n in enumerate(d["keys"])]
+
+
+# The attention reports. They are a table of their own, run by suites/parity/
+# test_attention_known_bugs.py beside the attention family, whose stand-ins reproduce them
+# (tests/half_attention_faults.py: standin-gqa-long-half, standin-decode-tail); each is a
+# read past the keys, so the dirty-allocator run (freed blocks full of NaN) is the one that
+# shows it on an affected Mac, and the repeatable check the other bits it gives on a rerun.
+ATTENTION_CASES: tuple[BugCase, ...] = (
+    BugCase(
+        "sdpa-gqa-decode-1024-keys",
+        Source(174861, "[MPS] Out of bounds memory access/corruption and correctness issue in SDPA",
+               affected="torch 2.8 to 2.10 on MPS (introduced by PR #152781; 2.7.1 the last good release): "
+                        "float16 and bfloat16, grouped-query heads, 1024 keys or more (the two-pass decoding kernel, "
+                        "sdpa_vector_2pass_mps)",
+               fixed="torch 2.11 (PR #174945 allocates the two-pass kernel's sums and maxs in float32; the thread "
+                     "verifies the 2.11.0 release candidate); transformers PR #44359 proposed a workaround for "
+                     "torch < 2.11",
+               confirmed="the MRE: bfloat16 q (1, 32, 1, 128), k and v (1, 2, 1024, 128), enable_gqa=True against "
+                         "the CPU: elements off by more than 1e-2, and two MPS calls giving different results"),
+        "nn.functional.scaled_dot_product_attention",
+        "one query against 1024 keys with grouped-query heads reads out of bounds: wrong, and other numbers on a "
+        "rerun", _gqa_decode, sdpa,
+        (Size("reported", {"keys": 1024}, "q (1, 32, 1, 128), k and v (1, 2, 1024, 128), enable_gqa"),),
+        lambda d: (32 * 128 + 2 * 2 * d["keys"] * 128, 32 * 128), dtypes=("bfloat16", "float16")),
+    BugCase(
+        "sdpa-decode-keys-not-multiple-of-32",
+        Source(169222, "[MPS] Fix out-of-bounds memory access in SDPA vector kernels",
+               affected="a pull request (2025-11-28) against MPS's decoding kernels (sdpa_vector, "
+                        "sdpa_vector_2pass_1): at most 8 query rows, as many keys or more, head dim 64, 96 or 128, "
+                        "no causal mask, a key length that is not a multiple of 32",
+               fixed="closed; the thread shown does not say whether it was merged (its bounds check, i < N, is the "
+                     "fix it proposes)",
+               confirmed="from the pull request's description: threads of the last partial block of 32 keys read "
+                         "K and V past the sequence; right at multiples of 32, gibberish at 38, 39 and 70 keys, "
+                         "varying with what the memory held"),
+        "nn.functional.scaled_dot_product_attention",
+        "a decoding step against a key length that is not a multiple of 32 reads past the keys",
+        _decode_tails, sdpa,
+        (Size("reported", {"keys": (38, 39, 70)}, "q (1, 4, 1, 64) against 38, 39 and 70 keys of head dim 64"),),
+        lambda d: (4 * 64 + 2 * 4 * max(d["keys"]) * 64, 4 * 64), dtypes=("float32", "float16", "bfloat16")),
+)
+
+
 # --------------------------------------------------------------------------- the checks
 
 def checks(kind: str, table: tuple[BugCase, ...] | None = None) -> list[Check]:
@@ -440,7 +503,7 @@ def checks(kind: str, table: tuple[BugCase, ...] | None = None) -> list[Check]:
 
 
 def by_name(name: str) -> BugCase:
-    for case in CASES:
+    for case in CASES + ATTENTION_CASES:
         if case.name == name:
             return case
     raise KeyError(f"no known-bug case {name!r}")

@@ -17,6 +17,16 @@ decoding that goes wrong once the KV cache is long. So these inputs:
   long prompt    one sequence of ``long_tokens`` seeded tokens (1,024 on the CPU), so greedy
                  decoding reads a KV cache at least that long; the tiny decoders are rebuilt
                  with as many positions (``long_model``), their other settings as registered
+  long padded    two seeded prompts of LONG_PADDED_LENGTHS tokens, left-padded to the longer
+                 (``long_padded_prompts``): a prefill of more query rows than one of MPS's
+                 64-row query blocks, padding rows fully masked, then decoding
+
+The checks whose point is the attention path (sdpa against eager, the cache against
+recomputation, greedy generation under autocast) run the models rebuilt with a head dim of
+64 (``kernel_model``, KERNEL_SETTINGS): the registry's tiny models have head dims of 16 (8
+for Llama), which none of MPS's own attention kernels take, so on a Mac those checks only
+ever ran MPSGraph's general path. The registry itself (harness/core/models.py) is left as
+it is: the optimization and perf suites time its models and compare them by shape.
 
 Only the positions that mean something are compared (``real_positions``): a padded
 position's output is whatever the kernel leaves there, and no user reads it. Its effect on
@@ -127,6 +137,57 @@ def prompt_batch(name: str, model) -> dict:
     return {"input_ids": out_ids, "attention_mask": mask}
 
 
+# --------------------------------------------------------------------------- head dims MPS's kernels take
+
+# The head dims torch's MPS attention kernels are built for (harness.parity.properties.attention
+# has where they were read): decoding, at most 8 query rows against as many keys or more
+# (sdpa_vector, sdpa_vector_2pass from 1024 keys), and prefill, more rows (the half-precision
+# kernel on Metal's performance primitives takes the decoding kernels' list).
+MPS_DECODE_HEAD_DIMS = (64, 96, 128, 256)
+MPS_PREFILL_HEAD_DIMS = (32, 64, 72, 80, 96, 128, 256)
+KERNEL_HEAD_DIM = 64
+# name -> the config settings that give the registry's model a head dim of KERNEL_HEAD_DIM,
+# its number of heads and layers kept: BERT and GPT-2 derive the head dim from the width
+# (2 heads of 64: hidden 128), T5 and Llama have it as a setting of its own.
+KERNEL_SETTINGS = {"bert": {"hidden_size": 128}, "gpt2": {"n_embd": 128}, "t5": {"d_kv": KERNEL_HEAD_DIM},
+                   "llama": {"head_dim": KERNEL_HEAD_DIM}}
+
+
+def head_dim(model) -> int:
+    """The head dim of ``model``'s attention, from its config."""
+    config = model.config
+    if getattr(config, "head_dim", None):
+        return int(config.head_dim)
+    if getattr(config, "d_kv", None):
+        return int(config.d_kv)
+    return int(config.hidden_size // config.num_attention_heads)
+
+
+def _rebuilt(name: str, attn_implementation: str, settings: dict):
+    """Model ``name`` of the registry with ``settings`` on its config, built seeded like the
+    registry's: every side of a check builds the same weights."""
+    base = models.MODELS[name].make(attn_implementation=attn_implementation)
+    config = copy.deepcopy(base.config)
+    for key, value in settings.items():
+        setattr(config, key, value)
+    with models.seeded():
+        return type(base)(config)
+
+
+def kernel_model(name: str, attn_implementation: str = "sdpa", positions: int = 0):
+    """Model ``name`` with a head dim of KERNEL_HEAD_DIM (KERNEL_SETTINGS) and room for
+    ``positions`` positions, for the checks whose point is the attention path; the pretrained
+    MiniLM, whose head dim is its own (32), as registered."""
+    if name not in KERNEL_SETTINGS:
+        return models.MODELS[name].make(attn_implementation=attn_implementation)
+    settings = dict(KERNEL_SETTINGS[name])
+    base = models.MODELS[name].make(attn_implementation=attn_implementation)
+    for key in ("n_positions", "max_position_embeddings"):
+        if hasattr(base.config, key):
+            settings[key] = max(positions, getattr(base.config, key))
+    return _rebuilt(name, attn_implementation, settings)
+
+
 # --------------------------------------------------------------------------- a long KV cache
 
 LONG_DECODERS = ("gpt2", "llama")
@@ -174,20 +235,39 @@ def long_tokens(target: str, host_side: bool = True, memory=None) -> tuple[int, 
                             f"readings ({dev_bytes / 2**30:.3g} GiB, {dev_how})")
 
 
-def long_model(name: str, attn_implementation: str, positions: int):
+def long_model(name: str, attn_implementation: str, positions: int, kernel_heads: bool = False):
     """Decoder ``name`` of the registry with room for ``positions`` positions (GPT-2's
-    ``n_positions``, Llama's ``max_position_embeddings``), built seeded like the registry's.
+    ``n_positions``, Llama's ``max_position_embeddings``), built seeded like the registry's;
+    with ``kernel_heads``, with a head dim of KERNEL_HEAD_DIM too (``kernel_model``).
 
     Its other settings are the registry's; its weights are not (a larger position table
     draws more numbers from the seeded stream), but every side of a check builds the same.
     """
+    if kernel_heads:
+        return kernel_model(name, attn_implementation, positions)
     base = models.MODELS[name].make(attn_implementation=attn_implementation)
-    config = copy.deepcopy(base.config)
-    for key in ("n_positions", "max_position_embeddings"):
-        if hasattr(config, key):
-            setattr(config, key, max(positions, getattr(config, key)))
-    with models.seeded():
-        return type(base)(config)
+    settings = {key: max(positions, getattr(base.config, key)) for key in ("n_positions", "max_position_embeddings")
+                if hasattr(base.config, key)}
+    return _rebuilt(name, attn_implementation, settings)
+
+
+# Two prompts, left-padded to the longer: 193 rows cross three 64-row query blocks (and six of
+# 32), the shorter row's 63 padding positions are fully masked query rows in the prefill.
+LONG_PADDED_LENGTHS = (193, 130)
+
+
+def long_padded_prompts(model, lengths: tuple[int, ...] = LONG_PADDED_LENGTHS, seed: int = models.SEED) -> dict:
+    """Seeded prompts of ``lengths`` tokens, left-padded to the longest (ids 0 and mask 0 at
+    the padding), as batched generation takes them."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    ids = torch.zeros(len(lengths), width, dtype=torch.long)
+    mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        ids[row, width - length:] = torch.randint(3, model.config.vocab_size, (length,), generator=gen)
+        mask[row, width - length:] = 1
+    return {"input_ids": ids, "attention_mask": mask}
 
 
 def long_prompt(model, length: int, seed: int = models.SEED) -> dict:

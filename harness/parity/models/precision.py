@@ -9,6 +9,12 @@ padded batch and prompts of harness.parity.models.inputs:
                     ``torch.amp.GradScaler`` in float16 (as the AMP recipe says: bfloat16 has
                     float32's range and needs none)
   generate          greedy generation under autocast from left-padded prompts of different lengths
+  generate_long     the same from two prompts of 193 and 130 tokens, left-padded: a prefill past
+                    MPS's 64-row query blocks in half precision, then decoding against it
+
+The generation runs use the models with a head dim of 64 (harness.parity.models.inputs.
+kernel_model), which MPS's own float16 / bfloat16 attention kernels take; the registry's
+(16, Llama's 8) only ever reach MPSGraph's general path there.
 
 Sides. The target computes under ``torch.autocast(device, dtype)``, its weights in float32
 (mixed precision, what users run). The reference is the model in float64 on the CPU,
@@ -256,10 +262,35 @@ def generate(name: str, target: str, dtype: str, out_tol, new_tokens: int = NEW_
     why = unsupported(target, dtype)
     if why:
         return why
-    base = models.MODELS[name].make()
+    base = inputs.kernel_model(name)
 
     def greedy_of(side):
         model = runs.place(copy.deepcopy(base), side)
         return runs.greedy(model, inputs.prompt_batch(name, model), side, new_tokens)
     return runs.compare_generations(name, target, greedy_of, out_tol, new_tokens, reference="float64",
                                     of=sides(target, dtype), dtype=dtype)
+
+
+LONG_NEW_TOKENS = 4       # greedy steps after the long padded prefill
+
+
+def generate_long(name: str, target: str, dtype: str, out_tol, new_tokens: int = LONG_NEW_TOKENS):
+    """Greedy generation under autocast in ``dtype`` from two prompts of
+    inputs.LONG_PADDED_LENGTHS tokens, left-padded to the longer (inputs.long_padded_prompts):
+    a prefill of more query rows than one of MPS's 64-row query blocks, whose padding rows are
+    fully masked, then ``new_tokens`` decoding steps, by the model with a head dim of 64;
+    judged as ``generate``. The reason as a string where the target does not offer autocast
+    in ``dtype``."""
+    why = unsupported(target, dtype)
+    if why:
+        return why
+    base = inputs.kernel_model(name, positions=max(inputs.LONG_PADDED_LENGTHS) + new_tokens)
+
+    def greedy_of(side):
+        model = runs.place(copy.deepcopy(base), side)
+        return runs.greedy(model, inputs.long_padded_prompts(model), side, new_tokens)
+    result = runs.compare_generations(name, target, greedy_of, out_tol, new_tokens, reference="float64",
+                                      of=sides(target, dtype), dtype=dtype)
+    result.setting = {"inputs": f"prompts of {' and '.join(map(str, inputs.LONG_PADDED_LENGTHS))} tokens, "
+                                "left-padded to the longer", "head_dim": inputs.KERNEL_HEAD_DIM}
+    return result

@@ -15,6 +15,11 @@ only where such bugs live:
                         recomputing the whole sequence at every step (``use_cache=False``):
                         on the left-padded prompts of different lengths, and at the long length
 
+Both run the models with a head dim of 64 (harness.parity.models.inputs.kernel_model): the
+registry's head dims (16, Llama's 8) reach none of MPS's own attention kernels, which take
+64, 96, 128 and 256 for decoding and 32 to 256 for a prefill; at 64 the padded batch's
+prefill, the decoding steps and, past 1,024 keys, the two-pass decoding kernel are MPS's own.
+
 Both sides run in float32 on the target, so the tolerance is float32's (("model",
 "float32") and ("model-grad", "float32")): two correct implementations differ by the order
 of their sums. Greedy tokens may part only where the reference's top two were tied within
@@ -33,7 +38,6 @@ from __future__ import annotations
 import copy
 import functools
 
-from harness.core import models
 from harness.parity.models import inputs, judge, runs
 from harness.parity.models.judge import GenerationRun, StepRun
 from harness.parity.models.runs import Side
@@ -72,7 +76,7 @@ def sdpa_vs_eager(name: str, target: str, out_tol, grad_tol) -> StepRun:
     loss and every gradient against eager's (``judge.measure``)."""
     import torch
     out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
-    bases = {attn: models.MODELS[name].make(attn_implementation=attn) for attn in ATTENTION}
+    bases = {attn: inputs.kernel_model(name, attn) for attn in ATTENTION}
 
     def step_of(attn: str, side: Side) -> dict:
         return inputs.padded_step(name, bases[attn], side)
@@ -135,7 +139,7 @@ def sdpa_vs_eager_long(name: str, target: str, out_tol, new_tokens: int = inputs
     prompt tokens, with sdpa and with eager attention (same weights, float32): the prefill's
     last scores and every decode step's, and the tokens."""
     length, setting = _long(name, target, new_tokens)
-    bases = {attn: inputs.long_model(name, attn, length + new_tokens) for attn in ATTENTION}
+    bases = {attn: inputs.long_model(name, attn, length + new_tokens, kernel_heads=True) for attn in ATTENTION}
 
     def run_of(side: Side) -> dict:
         model = runs.place(copy.deepcopy(bases[side.name]), side)
@@ -154,13 +158,13 @@ def cache_vs_recompute(name: str, target: str, out_tol, long: bool = False,
     if long:
         new_tokens = new_tokens or inputs.LONG_NEW_TOKENS
         length, setting = _long(name, target, new_tokens)
-        base = inputs.long_model(name, "sdpa", length + new_tokens)
+        base = inputs.long_model(name, "sdpa", length + new_tokens, kernel_heads=True)
 
         def prompt(model):
             return inputs.long_prompt(model, length)
     else:
         new_tokens = new_tokens or runs.NEW_TOKENS
-        base = models.MODELS[name].make()
+        base = inputs.kernel_model(name)
         setting = {"inputs": "prompts of different lengths, padded (on the left for a decoder-only model)"}
 
         def prompt(model):

@@ -398,10 +398,27 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
                 # give if only its half-precision arithmetic were the CPU's
                 first = (of or sides(target))[0]
                 full = runs_on(target, step_of, (dataclasses.replace(first, autocast=""),))["target"]
-                return passes({**runs, "target": _in_dtypes_of(full, runs["target"])})
+                if not passes({**runs, "target": _in_dtypes_of(full, runs["target"])}):
+                    return False
+                return _within_half_precision(result, runs, dtype)
             return None
         result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
     return result
+
+
+def _within_half_precision(result: StepRun, runs: dict, dtype: str):
+    """Where the same step without autocast meets float64: whether the autocast step's miss
+    is one half precision reaches (True) or the half-precision kernel's own
+    (causes.HALF_KERNEL), judged on the items that missed (output, loss, gradients) against
+    the CPU's autocast error on each (causes.half_precision_explains)."""
+    from harness.parity.numerics import causes
+    sides = [runs["target"], runs["cpu"], runs["float64"]]
+    triples = [tuple(side[key] for side in sides) for key in ("output", "loss") if not getattr(result, key)["ok"]]
+    for g in result.grads:
+        got = [(side.get("grads") or {}).get(g["name"]) for side in sides]
+        if not g["ok"] and all(x is not None for x in got):
+            triples.append(tuple(got))
+    return causes.half_precision_explains(dtype, causes.tensor_misses(triples))
 
 
 def forward_backward(name: str, target: str, out_tol, grad_tol) -> StepRun:
@@ -555,7 +572,15 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
             if trial == "reduced-precision" and half:   # as compare_steps: float32 throughout, rounded alike
                 first = (of or sides(target))[0]
                 full = runs_on(target, greedy_of, (dataclasses.replace(first, autocast=""),))["target"]
-                return passes(run_of(_in_dtypes_of(full, runs["target"])))
+                if not passes(run_of(_in_dtypes_of(full, runs["target"]))):
+                    return False
+                if result.yardstick is None:   # no CPU run in this dtype to measure the miss by
+                    return True
+                # float32 is right: is the scores' miss one half precision reaches (causes.half_precision_explains)?
+                from harness.parity.numerics import causes
+                scale = float(runs["float64"]["scores"].abs().nan_to_num(posinf=0.0, neginf=0.0).max())
+                return causes.half_precision_explains(dtype, [(result.scores["max_abs_err"],
+                                                               result.yardstick.scores["max_abs_err"], scale)])
             return None
         result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
     return result

@@ -14,15 +14,39 @@ how to run its sample; this module holds the order, the words and the switches, 
   nondeterministic    a second run on the same inputs gives other bits, and they pass
   tf32                rerun with TF32 off (devices.tf32(False): cuBLAS and cuDNN in full float32)
   reduced-precision   float16 / bfloat16: the same op on the inputs in float32, rounded back,
-                      meets the rules: the kernel keeps sums or intermediates in the narrow dtype
+                      meets the rules, and the miss is within what keeping sums or intermediates
+                      in the narrow dtype can do (``half_precision_explains``)
+  half-kernel         float16 / bfloat16: the float32 rerun meets the rules, but the miss is
+                      farther than half precision reaches: the half-precision kernel itself is
+                      wrong (a masking or indexing path of its own), float32 is right
   unexplained         none of the reruns changes the verdict: a difference in the kernel itself
+
+Why reduced precision needs a bound. MPS has kernels for float16 and bfloat16 alone (the
+prefill and decode attention kernels), so a bug in them passes the float32 rerun too: a
+causal mask applied per group of 4 query rows in half precision (pytorch#195910) was named
+"accumulates or keeps intermediates in float16" with the switch to compute in float32, and
+a user read a token leak as a precision trade-off. What half precision can do is bounded by
+how often a kernel rounds to the dtype: measured on the CPU's stand-in that rounds every
+running sum of a float16 sum or matmul to float16 (tests/standins.py, standin-half-sums),
+the autocast models miss float64 by 4.9x (Llama's outputs) and 5.5x (GPT-2's greedy scores)
+the CPU's own error in the same dtype; wrong half-precision kernels by far more: the causal
+leak of pytorch#195910 by 560x (bfloat16) to 4,900x (float16), a decoding step that ignores
+the attention mask by 55x (bfloat16) and 470x (float16) (tests/half_attention_faults.py).
+HALF_PRECISION_REACH sits between them.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 from harness.core.records import recorded_number
+
+# Past this many times the CPU's own error in the same half dtype, a miss is not half
+# precision's (the module docstring gives the measurements it sits between).
+HALF_PRECISION_REACH = 16.0
+# Half a unit in the last place at 1: the floor of the CPU's error where it is exact.
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,11 +111,57 @@ CAUSES = {c.name: c for c in (
                    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False (allow_bf16_... for "
                    "bfloat16)",
            "*": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32)"}),
+    Cause("half-kernel", "the {dtype} kernel itself gives wrong numbers: the same op on float32 inputs, rounded "
+          "to {dtype}, meets float64, but the {dtype} result misses it by more than "
+          f"{HALF_PRECISION_REACH:g}x the CPU's own {{dtype}} error, farther than keeping sums or intermediates in "
+          "{dtype} reaches (a masking, indexing or blocking path of the half-precision kernel, not its rounding)",
+          {"autocast": "report it to PyTorch with this record: the float16/bfloat16 kernel is wrong where float32 is "
+                       "right; until it is fixed, keep that layer out of torch.autocast (`with "
+                       "torch.autocast(device_type, enabled=False):` around it, its inputs .float())",
+           "*": "report it to PyTorch with this sample (the record's worst example): the float16/bfloat16 kernel is "
+                "wrong where float32 is right; until it is fixed, compute that op in float32 (x.float())"}),
     Cause("unexplained", "none of the reruns (TF32 off, float32 inputs, a second run) changes it: a difference in "
           "the kernel itself", {"*": "report it to PyTorch with this sample (the record's worst_sample and inputs)"}),
 )}
 
 ORDER = ("cpu-fallback", "nondeterministic", "tf32", "reduced-precision")
+HALF_KERNEL = "half-kernel"
+
+
+def half_precision_explains(dtype: str, misses) -> bool | str:
+    """Whether a float16 / bfloat16 miss whose float32 rerun meets the rules is one half
+    precision can explain: True, or HALF_KERNEL where it is not (the kernel itself).
+
+    ``misses``: for each failing output, (the target's error against float64, the CPU's
+    error against float64 in the same dtype, the output's largest magnitude in float64). A
+    miss is explained where the target's error is at most HALF_PRECISION_REACH x the larger
+    of the CPU's error and half a unit in the last place of the dtype at that magnitude (a
+    CPU that is exact there gives no yardstick of its own). NaN or inf are named before any
+    rerun (``diagnose``); an error that is not a number is not explained."""
+    unit = UNIT_ROUNDOFF[dtype]
+    for target_err, cpu_err, scale in misses:
+        floor = max(cpu_err if math.isfinite(cpu_err) else 0.0, unit * scale)
+        if not target_err <= HALF_PRECISION_REACH * floor:
+            return HALF_KERNEL
+    return True
+
+
+def tensor_misses(triples) -> list[tuple[float, float, float]]:
+    """``half_precision_explains``' misses from (target, cpu, float64) tensors: the largest
+    absolute error of each side against float64 over the elements all three give as numbers
+    (NaN and inf are another cause's), and float64's largest magnitude there."""
+    import torch
+    out = []
+    for target, cpu, reference in triples:
+        t, c, r = (x.detach().to("cpu", torch.float64) for x in (target, cpu, reference))
+        if t.shape != r.shape or c.shape != r.shape:
+            continue
+        finite = torch.isfinite(t) & torch.isfinite(c) & torch.isfinite(r)
+        if not bool(finite.any()):
+            continue
+        t, c, r = t[finite], c[finite], r[finite]
+        out.append((float((t - r).abs().max()), float((c - r).abs().max()), float(r.abs().max())))
+    return out
 
 
 def trials_for(kind: str, dtype: str) -> list[str]:
@@ -109,7 +179,9 @@ def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None], *found:
     """The first cause whose rerun says yes. ``rerun(trial)`` returns True when that trial
     explains the failure (the rerun passes; for nondeterministic, a plain second run differs
     from the first and passes; for cpu-fallback, the run fell back), False when not, None when
-    it cannot tell.
+    it cannot tell, or another cause's name where the rerun names that one (the
+    reduced-precision trial names HALF_KERNEL where float32 meets the rules and the miss is
+    beyond half precision: ``half_precision_explains``).
 
     ``found``: the failing comparisons. One that saw NaN or inf where float64 has a number
     (``non_finite``, from harness.parity.numerics.accuracy) is "non-finite" with no rerun:
@@ -119,7 +191,10 @@ def diagnose(kind: str, dtype: str, rerun: Callable[[str], bool | None], *found:
         return "non-finite"
     for trial in trials_for(kind, dtype):
         try:
-            if rerun(trial):
+            said = rerun(trial)
+            if isinstance(said, str) and said in CAUSES:
+                return said
+            if said:
                 return trial
         except Exception:  # a rerun that cannot run (no float32 kernel ...) tells nothing
             continue

@@ -164,7 +164,11 @@ class Tally:
             if trial == "reduced-precision":
                 wide = self._on_target(fn, example.arguments(made, self.torch_dtype, self.device,
                                                              compute=torch.float32), cpu, ref)
-                return passes({k: v.to(self.torch_dtype) if v.is_floating_point() else v for k, v in wide.items()})
+                if not passes({k: v.to(self.torch_dtype) if v.is_floating_point() else v for k, v in wide.items()}):
+                    return False
+                # float32 is right: is the miss one half precision reaches, or the half kernel's own?
+                return causes.half_precision_explains(self.dtype, causes.tensor_misses(
+                    (first[k], cpu[k], ref[k]) for k, v in verdicts.items() if not v["ok"]))
             return None
         found = causes.describe(causes.diagnose(self.kind, self.dtype, rerun, *verdicts.values()), self.kind,
                                 self.dtype)
