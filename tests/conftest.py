@@ -12,6 +12,11 @@ SLOW_ENV = "MPS_COMPAT_SLOW"
 # CI sets this: a self-test that skips there is a hole (a browser not installed, a tool
 # missing from the environment), so a skip fails the test instead, with its reason.
 FORBID_SKIPS_ENV = "MPS_COMPAT_FORBID_SKIPS"
+# ./compat exports where it was run from and, for a candidate, the run's role; the self-tests
+# (./compat test) must not inherit either: a relative path in a test means the project root, and
+# a test's run is no candidate's. A test of them sets them itself.
+for _inherited in ("MPS_COMPAT_CWD", "MPS_COMPAT_RUN_ROLE"):
+    os.environ.pop(_inherited, None)
 
 
 def pytest_addoption(parser):
