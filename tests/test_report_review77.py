@@ -25,6 +25,7 @@ from harness.report.matrix import build, version_history
 from tests.conftest import load_facts, no_kernels, recorded_h100, recorded_h100_controls, recorded_h100_full, \
     recorded_h200
 from tests.test_report import write_run
+from tests.test_report_controls import check
 from tools import report
 
 FACTS = load_facts("linux_x86_64")
@@ -36,13 +37,6 @@ def gpu(name: str, gib: int, facts: dict = FACTS, torch: str | None = None) -> d
     if torch:
         t["version"] = torch
     return {**facts, "torch": t, "packages": {**facts.get("packages", {}), **({"torch": torch} if torch else {})}}
-
-
-def check(name: str, status: str = Status.PASS, category: str = Category.NA, target: str = "cpu", reason: str = "",
-          **metrics) -> dict:
-    suite, subject, *variant = name.split("/")
-    return {"check": name, "suite": suite, "subject": subject, "variant": "/".join(variant), "target": target,
-            "status": status, "category": category, "reason": reason, "metrics": metrics}
 
 
 def control(suite: str, name: str, status: str = Status.PASS, target: str = "cpu", reason: str = "") -> dict:
