@@ -223,37 +223,22 @@ def train_step(arch: str, device: str, workload: str) -> dict:
 
 
 def inference(arch: str, device: str, workload: str) -> dict:
-    import torch
     t = Trainer(arch, workload, device)
-    t.model.eval()
-    batch = {k: v for k, v in t.batch().items() if k != "labels" or arch == "t5"}
-
-    def forward():
-        with torch.no_grad():
-            return t.model(**batch)
+    forward, batch = call_of(t, arch, "inference")
     run = _rate(t, forward, "inference", device, workload, t.dims.tokens, "tokens/s",
                 f"batch {t.dims.batch}, length {t.dims.seq}")
     return {**run, **weighed(t, _within(device, forward, "forward"), batch)}
 
 
 def generate(arch: str, device: str, workload: str) -> dict:
-    import torch
     t = Trainer(arch, workload, device)
-    t.model.eval()
-    batch = min(GENERATE_BATCH, t.dims.batch)
-    prompt = t.batch(seq=max(2, t.dims.seq // 2), batch=batch)
-
-    def decode():
-        with torch.no_grad():
-            return t.model.generate(input_ids=prompt["input_ids"], attention_mask=prompt["attention_mask"],
-                                    max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                                    use_cache=True, pad_token_id=0)
+    decode, prompt = call_of(t, arch, "generate")
     with on_target(device):
         out = decode()
     new = int(out.shape[-1] - (1 if arch == "t5" else prompt["input_ids"].shape[-1]))   # T5: the start token
-    run = _rate(t, decode, "generate", device, workload, batch * new, "tokens/s",
-                f"batch {batch}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens", warmup=1,
-                new_tokens=new)
+    run = _rate(t, decode, "generate", device, workload, prompt["input_ids"].shape[0] * new, "tokens/s",
+                f"batch {prompt['input_ids'].shape[0]}, prompt {prompt['input_ids'].shape[-1]}, {new} new tokens",
+                warmup=1, new_tokens=new)
     return {**run, **weighed(t, _within(device, decode, "generate"), prompt)}   # the KV cache is the call's
 
 
@@ -410,14 +395,15 @@ def import_models() -> float:
     return time.perf_counter() - t0
 
 
-def first_call(t: Trainer, arch: str, call: str):
-    """The call a cold process makes first (``COLD``'s): a training step on the workload's
-    batch, an inference (eval mode, ``torch.no_grad``) on it, or a greedy generation of
-    ``NEW_TOKENS`` tokens from a prompt of half its length, as the warm checks make them."""
+def call_of(t: Trainer, arch: str, call: str):
+    """(the call, its inputs): a training step on the workload's batch, an inference (eval
+    mode, ``torch.no_grad``) on it, or a greedy generation of ``NEW_TOKENS`` tokens with the KV
+    cache from a prompt of half its length and ``GENERATE_BATCH`` sequences. The warm checks
+    time these, and a cold process makes one first (``COLD``)."""
     import torch
     if call == "train":
         batch = t.batch()
-        return lambda: t.step(batch)
+        return (lambda: t.step(batch)), batch
     t.model.eval()
     if call == "inference":
         batch = {k: v for k, v in t.batch().items() if k != "labels" or arch == "t5"}
@@ -425,9 +411,9 @@ def first_call(t: Trainer, arch: str, call: str):
         def forward():
             with torch.no_grad():
                 return t.model(**batch)
-        return forward
+        return forward, batch
     if call != "generate":
-        raise ValueError(f"no such first call: {call!r} (train, inference or generate)")
+        raise ValueError(f"no such call: {call!r} (train, inference or generate)")
     prompt = t.batch(seq=max(2, t.dims.seq // 2), batch=min(GENERATE_BATCH, t.dims.batch))
 
     def decode():
@@ -435,7 +421,7 @@ def first_call(t: Trainer, arch: str, call: str):
             return t.model.generate(input_ids=prompt["input_ids"], attention_mask=prompt["attention_mask"],
                                     max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                     use_cache=True, pad_token_id=0)
-    return decode
+    return decode, prompt
 
 
 def _first_steps(arch: str, device: str, workload: str, process: str, call: str = "train") -> dict:
@@ -447,7 +433,7 @@ def _first_steps(arch: str, device: str, workload: str, process: str, call: str 
     t1 = time.perf_counter()
     t = Trainer(arch, workload, device)
     build_s = time.perf_counter() - t1
-    fn = first_call(t, arch, call)
+    fn, _ = call_of(t, arch, call)
     clock = _clock(device)
     with on_target(device):
         first = clock.seconds(fn)
