@@ -437,19 +437,20 @@ def judge_forward_backward(run: StepRun, out_tol: Tolerance, grad_tol: Tolerance
     """Output, loss and every parameter's gradient (``runs.forward_backward``'s StepRun)
     within tolerance of the reference; a failure lists what is out, the gradients worst first."""
     diverged = diverged_gradients(run.grads)
-    worst = max(run.grads, key=lambda g: g["margin"])
+    worst = max(run.grads, key=lambda g: g["margin"], default=None)
     metrics = {"max_abs_err": run.output["max_abs_err"], "max_rel_err": run.output["max_rel_err"],
-               "margin": max(run.output["margin"], run.loss["margin"], worst["margin"]),
+               "margin": max(run.output["margin"], run.loss["margin"], worst["margin"] if worst else 0.0),
                "reference": f"cpu-{run.reference}" if run.reference == "float64" else run.reference,
                "output": run.output_name, "output_margin": run.output["margin"],
                "loss": run.loss["value"], "loss_reference": run.loss["reference"],
                "loss_abs_err": run.loss["max_abs_err"], "loss_margin": run.loss["margin"],
-               "grad_worst": worst["name"], "grad_worst_max_abs_err": worst["max_abs_err"],
-               "grad_worst_rel_err": worst["rel_err"], "grad_worst_scale": worst["scale"],
-               "grad_margin": worst["margin"], "grad_scale": run.scale,
-               "params_compared": len(run.grads), "params_without_grad": run.without_grad,
-               "grads_diverged": [g["name"] for g in diverged],
-               **_tolerance_metrics(out_tol), **_tolerance_metrics(grad_tol, "grad_"), **_run_metrics(run)}
+               **_tolerance_metrics(out_tol), **_run_metrics(run)}
+    if worst is not None:   # a forward and backward pass; an inference run (no_grad) has no gradients to judge
+        metrics.update(grad_worst=worst["name"], grad_worst_max_abs_err=worst["max_abs_err"],
+                       grad_worst_rel_err=worst["rel_err"], grad_worst_scale=worst["scale"],
+                       grad_margin=worst["margin"], grad_scale=run.scale, params_compared=len(run.grads),
+                       params_without_grad=run.without_grad, grads_diverged=[g["name"] for g in diverged],
+                       **_tolerance_metrics(grad_tol, "grad_"))
     if run.vs_float64 is not None:  # an accelerator: which float32 side is nearer float64, and the agreement
         vs = run.vs_float64
         errs = {side: vs[side]["output_max_abs_err"] for side in ("target", "cpu")}

@@ -294,3 +294,87 @@ def generate_long(name: str, target: str, dtype: str, out_tol, new_tokens: int =
     result.setting = {"inputs": f"prompts of {' and '.join(map(str, inputs.LONG_PADDED_LENGTHS))} tokens, "
                                 "left-padded to the longer", "head_dim": inputs.KERNEL_HEAD_DIM}
     return result
+
+
+# --------------------------------------------------------------------------- half-precision weights
+
+# The other way users get half precision: the model itself in float16 or bfloat16
+# (``model.half()``, ``from_pretrained(..., torch_dtype=torch.float16)``), the common way to
+# run inference on a Mac in half the memory. Nothing stays in float32 then: the norms, the
+# softmax and the residual sums compute in the half dtype, and transformers fills a float16
+# model's attention mask with float16's lowest value (-65504, ``torch.finfo(dtype).min``),
+# where under autocast the mask stays float32's. The checks run inference (no gradients):
+# what a user does with half weights; training keeps float32 master weights (autocast,
+# above).
+
+def weights_unsupported(target: str, dtype: str) -> str | None:
+    """Why a model with its weights in ``dtype`` cannot run on ``target``, in words a user
+    can act on; None when it can (the backend's dtypes, then a linear layer, a layer norm
+    and a softmax in ``dtype`` on the device, in the target's context: an emulated device
+    refuses there what the device would)."""
+    import torch
+    device, rules = _device_of(target), _rules_of(target)
+    named = target if devices.is_emulated(target) else device
+    backend = devices.backend(target if devices.is_emulated(target) else device)
+    dt = getattr(torch, dtype)
+    if dt not in backend.dtypes():
+        extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
+        return f"{named} does not offer {dtype} here{extra}"
+    try:
+        with devices.on_device(target) if devices.is_emulated(target) else contextlib.nullcontext():
+            x = torch.ones(2, 8, device=device, dtype=dt)
+            layer = torch.nn.Linear(8, 8).to(device=device, dtype=dt)
+            torch.nn.functional.layer_norm(layer(x), (8,)).softmax(-1).sum().item()
+    except Exception as exc:   # a torch without the dtype's kernels on this device
+        return (f"a model in {dtype} does not run on {named} here ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}): load it in float32")
+    return None
+
+
+def weights_sides(target: str, dtype: str) -> tuple[Side, ...]:
+    """The target with its weights in ``dtype``; on an accelerator the CPU with its weights in
+    ``dtype`` too, where the CPU runs them (the yardstick); float64 on the CPU."""
+    cpu = () if target == "cpu" or weights_unsupported("cpu", dtype) else (Side("cpu", "cpu", dtype),)
+    return (Side("target", target, dtype), *cpu, Side("float64", "cpu", "float64"))
+
+
+def half_weights_forward(name: str, target: str, dtype: str, out_tol):
+    """Inference by ``name`` with its weights in ``dtype`` (the head-dim-64 model,
+    ``inputs.kernel_model``) on the padded batch: the output at
+    the real positions and the loss against float64 (``runs.compare_steps``, no gradients);
+    the reason as a string where the target does not run the dtype."""
+    why = weights_unsupported(target, dtype)
+    if why:
+        return why
+    base = inputs.kernel_model(name)
+
+    def step_of(side):
+        return runs.step(name, base, lambda model: inputs.padded_batch(name, model), side,
+                         lambda model, batch: inputs.real_positions(name, model, batch), backward=False)
+    result = runs.compare_steps(name, target, step_of, out_tol, out_tol, weights_sides(target, dtype), dtype)
+    result.setting = {"weights": dtype}
+    return result
+
+
+def half_weights_generate(name: str, target: str, dtype: str, out_tol, new_tokens: int = NEW_TOKENS,
+                          long: bool = False):
+    """Greedy generation by ``name`` with its weights in ``dtype`` (the head-dim-64 model,
+    ``inputs.kernel_model``) from the left-padded prompts of different lengths, or (``long``)
+    from the two long left-padded prompts of ``generate_long``; judged as ``generate``. The
+    reason as a string where the target does not run the dtype."""
+    why = weights_unsupported(target, dtype)
+    if why:
+        return why
+    base = inputs.kernel_model(name, positions=max(inputs.LONG_PADDED_LENGTHS) + new_tokens if long else 0)
+
+    def greedy_of(side):
+        model = runs.place(copy.deepcopy(base), side)
+        batch = inputs.long_padded_prompts(model) if long else inputs.prompt_batch(name, model)
+        return runs.greedy(model, batch, side, new_tokens)
+    result = runs.compare_generations(name, target, greedy_of, out_tol, new_tokens, reference="float64",
+                                      of=weights_sides(target, dtype), dtype=dtype)
+    result.setting = {"weights": dtype, "head_dim": inputs.KERNEL_HEAD_DIM}
+    if long:
+        result.setting["inputs"] = (f"prompts of {' and '.join(map(str, inputs.LONG_PADDED_LENGTHS))} tokens, "
+                                    "left-padded to the longer")
+    return result

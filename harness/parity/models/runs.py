@@ -147,7 +147,7 @@ def on_target(target: str, compute, cpu=None, reference=None):
     return stand_in.run(lambda: compute(devices.place(target)), cpu, reference)
 
 
-def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) -> dict:
+def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0, weights: bool = False) -> dict:
     """The cause of a target's failure (harness.parity.numerics.causes): ``rerun(trial)`` reruns
     the target side for "nondeterministic" (True when its result differs and passes) and "tf32"
     (True when it passes with TF32 off), and answers None for a trial it cannot make.
@@ -157,16 +157,27 @@ def diagnose(target: str, rerun, dtype: str = "float32", non_finite: int = 0) ->
     is never a precision limit, whatever float32 does. Otherwise the CPU target has no cause
     to find (its failure is judged by the tolerance alone): an empty dict.
 
-    A model computes in a half ``dtype`` only under torch.autocast (harness.parity.models.precision):
-    the switch is autocast's (causes.switch_for), not "use autocast"."""
+    A model computes in a half ``dtype`` under torch.autocast, or (``weights``) with its weights
+    in that dtype (harness.parity.models.precision): the switch is autocast's or the half
+    weights' (causes.switch_for), not "use autocast" or "compute it in float32" of one op."""
     from harness.parity.numerics import causes
     kind = devices.rules_of(target)   # the emulated Mac's causes are MPS's (its fallback, no TF32)
-    autocast = dtype in ("float16", "bfloat16")
+    autocast = dtype in ("float16", "bfloat16") and not weights
     if non_finite:
-        return causes.describe("non-finite", kind, dtype, autocast)
+        return causes.describe("non-finite", kind, dtype, autocast, weights)
     if kind == "cpu":
         return {}
-    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype, autocast)
+    return causes.describe(causes.diagnose(kind, dtype, rerun), kind, dtype, autocast, weights)
+
+
+def in_half_weights(side: Side) -> bool:
+    """Whether a side's model holds its weights in a half dtype (no autocast: everything computes in it)."""
+    return side.dtype in ("float16", "bfloat16") and not side.autocast
+
+
+def in_float32(side: Side) -> Side:
+    """The same side in float32 throughout: no autocast, float32 weights (the reduced-precision rerun)."""
+    return dataclasses.replace(side, autocast="", dtype="float32")
 
 
 def autocast_of(side: Side):
@@ -320,22 +331,28 @@ def _main_output(output):
     return ("logits", logits) if logits is not None else ("last_hidden_state", output.last_hidden_state)
 
 
-def step(name: str, base, batch_of, side: Side, real_of=None) -> dict:
+def step(name: str, base, batch_of, side: Side, real_of=None, backward: bool = True) -> dict:
     """One forward and backward pass on one side, under the side's autocast; tensors brought
     back to the CPU. ``batch_of(model)`` makes the forward's keyword arguments;
     ``real_of(model, batch)``, where given, the mask of the output elements that mean
-    something (harness.parity.models.inputs.real_positions): the output is those elements."""
+    something (harness.parity.models.inputs.real_positions): the output is those elements.
+    ``backward=False``: inference, the forward alone under ``torch.no_grad()`` (no gradients)."""
+    import contextlib
+
+    import torch
     model = place(copy.deepcopy(base), side)
     batch = on_device(batch_of(model), side.device)
-    with autocast_of(side):
+    with autocast_of(side), (contextlib.nullcontext() if backward else torch.no_grad()):
         output = model(**batch)
         loss = models.loss_of(output, batch, models.MODELS[name].loss_fn, model)
-    loss.backward()
+    if backward:
+        loss.backward()
     out_name, out = _main_output(output)
     real = real_of(model, batch) if real_of is not None else None
     if real is not None:
         out = out[real]
-    grads = {n: (p.grad.detach().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
+    grads = {n: (p.grad.detach().cpu() if p.grad is not None else None) for n, p in model.named_parameters()
+             } if backward else {}
     return {"output_name": out_name, "output": out.detach().cpu(), "loss": loss.detach().cpu(), "grads": grads}
 
 
@@ -361,6 +378,7 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
     (``diagnose``); NaN or inf where float64 has a number is counted in ``non_finite``."""
     out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
     half = dtype != "float32"
+    first = (of or sides(target))[0]
     runs = runs_on(target, step_of, of)
     named = {"model": name, "target": target, "reference": "float64", "output_name": runs["target"]["output_name"],
              "dtype": dtype, "non_finite": non_finite(runs["target"], runs["float64"])}
@@ -396,13 +414,12 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
                 # the same step on the target without autocast (float32 throughout), each
                 # tensor rounded to the dtype the autocast run gave it: what the device would
                 # give if only its half-precision arithmetic were the CPU's
-                first = (of or sides(target))[0]
-                full = runs_on(target, step_of, (dataclasses.replace(first, autocast=""),))["target"]
+                full = runs_on(target, step_of, (in_float32(first),))["target"]
                 if not passes({**runs, "target": _in_dtypes_of(full, runs["target"])}):
                     return False
                 return _within_half_precision(result, runs, dtype)
             return None
-        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
+        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite, in_half_weights(first))
     return result
 
 
@@ -543,6 +560,7 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
     is the yardstick (``GenerationRun.yardstick``)."""
     ref = reference or reference_of(target)
     half = dtype != "float32"
+    first = (of or sides(target))[0]
 
     def run_of(side: dict) -> GenerationRun:
         record = judge.generation_record(side, runs[ref], out_tol, normwise=half)
@@ -570,8 +588,7 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
                     again = runs_on(target, greedy_of, of)["target"]
                 return passes(run_of(again))
             if trial == "reduced-precision" and half:   # as compare_steps: float32 throughout, rounded alike
-                first = (of or sides(target))[0]
-                full = runs_on(target, greedy_of, (dataclasses.replace(first, autocast=""),))["target"]
+                full = runs_on(target, greedy_of, (in_float32(first),))["target"]
                 if not passes(run_of(_in_dtypes_of(full, runs["target"]))):
                     return False
                 if result.yardstick is None:   # no CPU run in this dtype to measure the miss by
@@ -582,7 +599,7 @@ def compare_generations(name: str, target: str, greedy_of, out_tol, new_tokens: 
                 return causes.half_precision_explains(dtype, [(result.scores["max_abs_err"],
                                                                result.yardstick.scores["max_abs_err"], scale)])
             return None
-        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite)
+        result.diagnosis = diagnose(target, rerun, dtype, result.non_finite, in_half_weights(first))
     return result
 
 

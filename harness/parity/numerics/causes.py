@@ -58,6 +58,13 @@ class Cause:
     #                           model run under torch.autocast) or "*" (switch_for)
 
 
+# The model checks whose weights are in the half dtype (model.half(), torch_dtype=torch.float16):
+# everything computes in it, the norms and softmax included
+HALF_WEIGHTS = ("the whole model computes in the half dtype (its weights, and with them the norms, the softmax and "
+                "the residual sums): load it in float32 (torch_dtype=torch.float32) and run it under torch.autocast, "
+                "which keeps reductions, softmax and norms in float32 and still computes the matmuls in the half "
+                "dtype; or keep the layers whose numbers matter in float32")
+
 # The model checks that run under torch.autocast: what it leaves in the half dtype
 AUTOCAST_FLOAT32 = ("torch.autocast already keeps reductions, softmax and norms in float32, and leaves matmuls and "
                     "convolutions in the half dtype: keep the layers whose numbers matter out of it (`with "
@@ -73,6 +80,11 @@ CAUSES = {c.name: c for c in (
                        "torch.nn.attention.sdpa_kernel(SDPBackend.MATH)) or, in float16, an overflow in a matmul or "
                        "an activation (bfloat16 has float32's range); else keep the layer that overflows out of "
                        "autocast (`with torch.autocast(device_type, enabled=False):` around it, its inputs .float())",
+           "weights": "a model in float16 computes its softmax, norms and residual sums in float16, whose range ends "
+                      "at 65504: load it in bfloat16 (float32's range) or in float32 under torch.autocast (softmax and "
+                      "norms in float32); with padding, check that no query row is fully masked, or select the math "
+                      "backend (torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this record "
+                      "where the CPU gives numbers in the same dtype (the reason says whether it does)",
            "half": "compute that part in float32 (torch.autocast keeps softmax, norms and reductions in float32); with "
                    "attention masks, check that no query row is fully masked or select the math backend "
                    "(torch.nn.attention.sdpa_kernel(SDPBackend.MATH)); report it to PyTorch with this sample",
@@ -104,7 +116,7 @@ CAUSES = {c.name: c for c in (
                 "allow_tf32=False)`, which resets every flag it is not given"}),
     Cause("reduced-precision", "accumulates or keeps intermediates in {dtype}: the same op on float32 inputs, "
           "rounded to {dtype}, meets float64",
-          {"autocast": AUTOCAST_FLOAT32,
+          {"autocast": AUTOCAST_FLOAT32, "weights": HALF_WEIGHTS,
            "cuda:autocast": AUTOCAST_FLOAT32 + "; for float16 matmuls also "
                             "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
            "cuda": "compute it in float32 (x.float(), or autocast, which keeps reductions in float32); for matmuls "
@@ -118,6 +130,9 @@ CAUSES = {c.name: c for c in (
           {"autocast": "report it to PyTorch with this record: the float16/bfloat16 kernel is wrong where float32 is "
                        "right; until it is fixed, keep that layer out of torch.autocast (`with "
                        "torch.autocast(device_type, enabled=False):` around it, its inputs .float())",
+           "weights": "report it to PyTorch with this record: the float16/bfloat16 kernel is wrong where float32 is "
+                      "right; until it is fixed, load the model in float32 (torch_dtype=torch.float32) and run it "
+                      "without autocast, which would hand attention the same half-precision kernel",
            "*": "report it to PyTorch with this sample (the record's worst example): the float16/bfloat16 kernel is "
                 "wrong where float32 is right; until it is fixed, compute that op in float32 (x.float())"}),
     Cause("unexplained", "none of the reruns (TF32 off, float32 inputs, a second run) changes it: a difference in "
@@ -231,21 +246,27 @@ def cpu_misses_float64(finding) -> bool:
     return (margin is not None and margin > 1) or finding.get("cpu_verdict") == "diverged"
 
 
-def switch_for(cause: Cause, kind: str, dtype: str, autocast: bool = False) -> str:
+def switch_for(cause: Cause, kind: str, dtype: str, autocast: bool = False, weights: bool = False) -> str:
     """The switch of ``cause`` on a target of ``kind`` in ``dtype``: the most particular entry of
     its table, "kind:precision", then the kind, then the precision ("half" for float16 and
     bfloat16, "full" for the rest: "compute it in float32" is no advice where it already is),
     then "*". ``autocast``: a model run under torch.autocast in ``dtype``, where "autocast"
-    (after "kind:autocast") comes first: "use autocast" is no advice there. A switch names no
-    dtype: the report shows one per cause for the float16 and bfloat16 checks together
+    (after "kind:autocast") comes first: "use autocast" is no advice there. ``weights``: a
+    model whose weights are in ``dtype`` (``model.half()``, ``torch_dtype=torch.float16``),
+    where "weights" (after "kind:weights") comes first: norms and softmax compute in the half
+    dtype too, and the cure is the model's dtype, not one op's. A switch names no dtype: the
+    report shows one per cause for the float16 and bfloat16 checks together
     (harness.report.verdict.failure_groups)."""
     precision = "half" if dtype in ("float16", "bfloat16") else "full"
-    first = (f"{kind}:autocast", "autocast") if autocast and precision == "half" else ()
+    first = ()
+    if precision == "half":
+        first = (f"{kind}:autocast", "autocast") if autocast else (f"{kind}:weights", "weights") if weights else ()
     key = next((k for k in (*first, f"{kind}:{precision}", kind, precision) if k in cause.switch), "*")
     return cause.switch[key]
 
 
-def describe(cause: str, kind: str, dtype: str, autocast: bool = False) -> dict:
-    """The cause as record metrics: cause, cause_what, switch (``autocast``: switch_for's)."""
+def describe(cause: str, kind: str, dtype: str, autocast: bool = False, weights: bool = False) -> dict:
+    """The cause as record metrics: cause, cause_what, switch (``autocast``, ``weights``: switch_for's)."""
     c = CAUSES[cause]
-    return {"cause": cause, "cause_what": c.what.format(dtype=dtype), "switch": switch_for(c, kind, dtype, autocast)}
+    return {"cause": cause, "cause_what": c.what.format(dtype=dtype),
+            "switch": switch_for(c, kind, dtype, autocast, weights)}
