@@ -8,6 +8,11 @@ cold-start processes they start, so the fault is where the measurement is.
                 slower, as ``at::mul_out`` did from torch 2.7 to 2.9); its backward is untouched;
                 ``slow:<name>:<times>`` computes it that many times instead (several of them, each
                 by its own factor: a broad, uneven slowdown)
+  disturbed:<name>[:<times>]  as ``slow:<name>``, in the first process of a run only: a
+                neighbour's burst while one process measured (the run's processes share the
+                directory ``MPS_COMPAT_PERF_DISTURB_DIR``, where the first to call ``torch.<name>``
+                leaves a mark; every later process, the fresh ones that measure a figure again
+                among them, computes at full speed)
   leak          every optimizer step keeps ``LEAK_BYTES`` of new tensor alive (a leak that grows
                 step by step, as in pytorch#121113)
   serve-leak    every ``torch.nn.functional.embedding`` call under ``torch.inference_mode()`` keeps
@@ -41,6 +46,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 VAR = "MPS_COMPAT_PERF_FAULTS"
+DISTURB_DIR_VAR = "MPS_COMPAT_PERF_DISTURB_DIR"
 SLOW_REPEATS = 16       # beyond compare's noise allowance on loaded CI (exp(6 x spread), about 3x there, times the
                         # host's drift): at 4x, a candidate run beside another CI worker was said inconclusive
 LEAK_BYTES = 2 * 2 ** 20
@@ -67,6 +73,26 @@ def _slowed(fn, repeats: int = SLOW_REPEATS):
             fn(*args, **kwargs)
         return fn(*args, **kwargs)
     return slow
+
+
+def _disturbed(fn, name: str, repeats: int = SLOW_REPEATS):
+    """``fn`` slowed ``repeats`` times in the first process of the run to call it (decided at
+    that first call, after any fork: the mark is a file created exclusively), else as it is."""
+    first: list[bool] = []
+
+    @functools.wraps(fn)
+    def disturbed(*args, **kwargs):
+        if not first:
+            mark = os.path.join(os.environ[DISTURB_DIR_VAR], f"disturbed-{name}")
+            try:
+                os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                first.append(True)
+            except FileExistsError:
+                first.append(False)
+        for _ in range(repeats - 1 if first[0] else 0):
+            fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return disturbed
 
 
 def _leak(optimizer, args, kwargs):
@@ -126,6 +152,9 @@ for fault in FAULTS:
     if fault.startswith("slow:"):
         _, name, *times = fault.split(":")
         setattr(torch, name, _slowed(getattr(torch, name), int(times[0]) if times else SLOW_REPEATS))
+    elif fault.startswith("disturbed:"):
+        _, name, *times = fault.split(":")
+        setattr(torch, name, _disturbed(getattr(torch, name), name, int(times[0]) if times else SLOW_REPEATS))
     elif fault == "leak":
         register_optimizer_step_post_hook(_leak)
     elif fault == "per-shape":

@@ -237,19 +237,21 @@ def measured_once(mb: dict, found: list[tuple[str, str, str]]) -> list[tuple[str
             else (kind, rule, detail) for kind, rule, detail in found]
 
 
-BASELINE_ONCE = ("the baseline's figure was measured in one process, and a process disturbed while it measured "
+BASELINE_ONCE = ("the baseline's figure was measured in one process (a baseline kept before ./compat baseline measured "
+                 "every figure in fresh processes), and a process disturbed while it measured "
                  "(a neighbour's burst: 9x on the 2-core VM, its interval narrow, its control and load unremarkable) "
                  "reads slow: a real improvement, or a disturbed baseline hiding a slowdown, cannot be told apart")
 
 
 def baseline_once(ma: dict, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """A time's (kind, rule, detail) with the baseline's processes weighed in: faster than a
-    baseline figure measured in one process only (no ``confirmation``: ``./compat baseline``
-    measures each figure once) is a warning, not an improvement. The candidate's slower figures
-    are measured again in fresh processes before they regress (``confirmed``); a baseline's
-    cannot be, and on the 2-core VM a baseline's op slowed 9x by a neighbour (18.2 ms against
-    2.0 ms) read a real 4x slowdown of the candidate (7.8 ms) as "faster, 0.43x". The warning
-    names what settles it: the baseline kept again at a quiet moment."""
+    baseline figure measured in one process only (no ``confirmation``: a baseline kept before
+    ``./compat baseline`` measured every figure in fresh processes, or by a plain pytest run
+    without ``--save-baseline``) is a warning, not an improvement. The candidate's slower
+    figures are measured again in fresh processes before they regress (``confirmed``); a
+    baseline's cannot be once its version is gone, and on the 2-core VM a baseline's op slowed
+    9x by a neighbour (18.2 ms against 2.0 ms) read a real 4x slowdown of the candidate
+    (7.8 ms) as "faster, 0.43x". The warning names what settles it: the baseline kept again."""
     if "confirmation" in ma:
         return found
     return [("warning", rule, f"inconclusive: faster, but {BASELINE_ONCE}: {detail}; to tell, {AGAIN}")
@@ -316,8 +318,9 @@ def spread(pairs: list[tuple[dict, dict]]) -> float:
     itself: 40 ops slowed unevenly by 1x-5x widened the allowance to 6x and none regressed, and
     20 ops of 40 slowed 2.5x gave none where 18 gave 18). In order:
 
-    * the candidate's own fresh processes: a figure that looked slower was measured again
-      (``confirmed``), and how far those processes of one version lie apart is this machine's
+    * each side's own fresh processes: a candidate's figure that looked slower was measured
+      again, and a baseline kept by ``./compat baseline`` measured every figure so
+      (``confirmed``); how far those processes of one version lie apart is this machine's
       noise and nothing else's. Differences of two processes, like the ratio of the two runs'
       figures (each one process), so the scales agree. From MIN_SPREAD differences on they
       alone decide; fewer (one figure measured again: three differences) are weighed with
@@ -331,7 +334,7 @@ def spread(pairs: list[tuple[dict, dict]]) -> float:
     * else 0: too few to say, and the tolerance rules.
 
     Near 0.02 on a quiet machine; 0.1 to 0.2 between clean reruns on the noisy 2-core VM."""
-    repeats = [d for _, mb in pairs for d in _repeats(mb.get("metrics") or {})]
+    repeats = [d for pair in pairs for rec in pair for d in _repeats(rec.get("metrics") or {})]
     if len(repeats) >= MIN_SPREAD:
         return _robust_sd(repeats, 0.0)   # differences of one version with itself: centred on 0
     unmoved = _unmoved_spread(pairs)
@@ -769,17 +772,24 @@ def _fastest_parts(runs: list[dict], kept: dict) -> dict:
     return {**kept, **best, "runs": procs}
 
 
-def confirmed(runs: list[dict], judge) -> Verdict:
-    """A figure that looked like a regression, measured again in fresh processes: the fastest
-    (``figure_of``) is kept (interference only ever adds time; a real slowdown is in every
-    process), a cold start's import and build each at their fastest (``_fastest_parts``), and
-    the record says so, with every figure."""
+def is_time(verdict: Verdict) -> bool:
+    """Whether a perf verdict holds a time (timed or noisy), which fresh processes can measure again."""
+    return verdict.category in Category.TIMES
+
+
+def confirmed(runs: list[dict], judge, for_baseline: bool = False) -> Verdict:
+    """A figure measured again in fresh processes, because it looked like a regression or
+    (``for_baseline``) because it is kept as a baseline, which no later run can measure again:
+    the fastest (``figure_of``) is kept (interference only ever adds time; a real slowdown is
+    in every process), a cold start's import and build each at their fastest
+    (``_fastest_parts``), and the record says so, with every figure."""
     kept = _fastest_parts(runs, min(runs, key=figure_of))
     v = judge(kept)
     figures = [round(figure_of(r), 9) for r in runs]
     what = ("first steps; importing and building each at their fastest"
             if kept.get("what") in COLD_KINDS else "")
-    note = (f"; it looked slower than the baseline, so it was measured in {len(runs)} processes "
+    why = "it is kept as a baseline" if for_baseline else "it looked slower than the baseline"
+    note = (f"; {why}, so it was measured in {len(runs)} processes "
             f"({', '.join(f'{f * 1e3:.4g} ms' for f in figures)}{f', {what}' if what else ''}): the fastest is kept")
     return Verdict(v.status, v.category, v.message + note,
                    {**v.metrics, "confirmation": {"processes": len(runs), "figures_s": figures}})

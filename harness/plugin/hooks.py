@@ -711,6 +711,15 @@ def baseline_of(request):
 
 
 @pytest.fixture
+def keeping_baseline(request) -> bool:
+    """Whether this run keeps a baseline (``--save-baseline``, as ``./compat baseline`` runs it):
+    a perf check then measures each time in fresh processes and keeps the fastest
+    (suites/perf, harness.perf.against.confirmed), since no later run can measure this
+    version's figure again."""
+    return request.config.getoption("--save-baseline") is not None
+
+
+@pytest.fixture
 def record(request) -> Recorder:
     """Where a check puts its category and metrics for the run file."""
     rec = request.node.stash.setdefault(RECORDER, Recorder())

@@ -11,7 +11,9 @@ comparing it with a baseline of the same machine (``./compat baseline -m perf``,
 ``./compat candidate ...``; the rules are in harness/report/compare.py). With ``--baseline``,
 a figure that looks like a regression is measured again in fresh processes before it is
 recorded, and the fastest is kept: interference only adds time, a real slowdown is in every
-process.
+process. With ``--save-baseline`` (``./compat baseline``) every time is measured so: no later
+run can measure the old version's figure again, and a baseline figure a neighbour slowed
+would hide the candidate's slowdown or read as its improvement.
 """
 import pytest
 
@@ -25,41 +27,43 @@ def _where(workload: dict) -> dict:
     return {"workload": workload["name"], "workload_shape": workload["setup"]}
 
 
-def _timed(case, target, workload, sandbox, record, baseline_of, entry, args, judge, timeout):
+def _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, entry, args, judge, timeout):
     """Measure in the sandbox child and judge; with ``--baseline``, a figure that looks like a
-    regression is measured again in fresh processes first (harness.perf.against.confirmed)."""
+    regression is measured again in fresh processes first, and with ``--save-baseline`` every
+    time is (harness.perf.against.confirmed: the fastest is kept)."""
     run = record.value_of(sandbox.call(entry, *args, timeout=timeout), "the timing")
     verdict = judge(run)
     check = f"perf/{case.subject}/{case.variant}"
     base, there, here = baseline_of(check, f"{target} [{workload['name']} workload]")
-    if against.looks_slower(base, check, verdict, there, here):
+    keep = keeping_baseline and against.is_time(verdict)
+    if keep or against.looks_slower(base, check, verdict, there, here):
         runs = [run]
         for _ in range(against.CONFIRMATIONS):
             sandbox.restart()
             runs.append(record.value_of(sandbox.call(entry, *args, timeout=timeout), "the timing"))
-        verdict = against.confirmed(runs, judge)
+        verdict = against.confirmed(runs, judge, for_baseline=keep)
     record.conclude(verdict)
 
 
 @pytest.mark.cases(ops.CASES)
-def test_op_time(case, target, backend, sandbox, record, workload, baseline_of):
+def test_op_time(case, target, backend, sandbox, record, workload, baseline_of, keeping_baseline):
     """One op's forward or backward (or the AdamW step) at the workload's shapes."""
     record.metric(**_where(workload))
     skip = case.not_timed(target, backend)
     if skip is not None:
         record.conclude(skip)
-    _timed(case, target, workload, sandbox, record, baseline_of, "harness.perf.ops:run_case",
+    _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, "harness.perf.ops:run_case",
            (case.op, case.dtype, case.pass_, target, workload["name"]), ops.judge, TIMEOUT["op"])
 
 
 @pytest.mark.cases(models.CASES)
-def test_model_time(case, target, backend, sandbox, record, workload, baseline_of):
+def test_model_time(case, target, backend, sandbox, record, workload, baseline_of, keeping_baseline):
     """An architecture's step, inference, generation, cold start or per-shape cost."""
     record.metric(**_where(workload))
     skip = case.not_timed()
     if skip is not None:
         record.conclude(skip)
-    _timed(case, target, workload, sandbox, record, baseline_of, "harness.perf.models:measure",
+    _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, "harness.perf.models:measure",
            (case.arch, case.what, target, workload["name"]), models.judge,
            TIMEOUT["cold-start" if case.what in models.COLD else "model"])
 
