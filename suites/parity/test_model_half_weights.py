@@ -34,20 +34,13 @@ weights_unsupported).
 import pytest
 
 from harness.core import models
-from harness.core.records import Category, Status, Verdict
 from harness.parity.models import inputs, judge, precision, runs
 from harness.parity.numerics.tolerances import TABLE
 
 
 def _run(sandbox, record, function: str, *args):
-    """The child's result (``precision.<function>``); a crash or a hang ends the check here,
-    recorded as such; a string is why the target does not run the dtype: a skip."""
-    record.category = Category.PARITY
-    outcome = sandbox.call(f"harness.parity.models.precision:{function}", *args)
-    value = record.value_of(outcome, "the run itself")
-    if isinstance(value, str):
-        record.conclude(Verdict(Status.SKIP, Category.NA, value))
-    return value
+    """The child's result of ``precision.<function>`` (judge.run_in_child: a string is a skip)."""
+    return judge.run_in_child(sandbox, record, f"harness.parity.models.precision:{function}", *args)
 
 
 def _pair(tol) -> tuple[float, float]:

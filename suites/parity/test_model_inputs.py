@@ -52,7 +52,6 @@ MPS's bfloat16 on macOS 14: harness/parity/models/precision.py).
 import pytest
 
 from harness.core import models
-from harness.core.records import Category, Status, Verdict
 from harness.parity.models import inputs, judge, precision, runs
 from harness.parity.numerics.tolerances import TABLE
 
@@ -74,15 +73,9 @@ def _pair(tol) -> tuple[float, float]:
 
 
 def _run(sandbox, record, function: str, *args):
-    """The child's result (``module:function`` under harness.parity.models); a crash or a
-    hang ends the check here, recorded as such. A string is why the target does not offer
-    what the check needs: a skip with that reason."""
-    record.category = Category.PARITY
-    outcome = sandbox.call(f"harness.parity.models.{function}", *args)
-    value = record.value_of(outcome, "the run itself")
-    if isinstance(value, str):
-        record.conclude(Verdict(Status.SKIP, Category.NA, value))
-    return value
+    """The child's result of ``module:function`` under harness.parity.models (judge.run_in_child:
+    a crash or a hang ends the check, recorded as such; a string is a skip with that reason)."""
+    return judge.run_in_child(sandbox, record, f"harness.parity.models.{function}", *args)
 
 
 # --------------------------------------------------------------------------- half precision

@@ -24,7 +24,6 @@ autocast in a dtype is skipped with the reason.
 """
 import pytest
 
-from harness.core.records import Category, Status, Verdict
 from harness.parity.models import inputs, judge, precision
 from harness.parity.numerics.tolerances import TABLE
 
@@ -36,10 +35,6 @@ def test_model_autocast_long_prompt(model, precision_, target, backend, sandbox,
     the prefill has more query rows than one of MPS's 64-row query blocks in half precision,
     and the padding rows are fully masked; float64's tokens and scores."""
     out = TABLE[("model", precision_)]
-    record.category = Category.PARITY
-    outcome = sandbox.call("harness.parity.models.precision:generate_long", model, target, precision_,
-                           (out.rtol, out.atol))
-    run = record.value_of(outcome, "the run itself")
-    if isinstance(run, str):
-        record.conclude(Verdict(Status.SKIP, Category.NA, run))
+    run = judge.run_in_child(sandbox, record, "harness.parity.models.precision:generate_long", model, target,
+                             precision_, (out.rtol, out.atol))
     record.conclude(judge.judge_generation_run(run, out))

@@ -102,6 +102,18 @@ class GenerationRun:
     setting: dict = dataclasses.field(default_factory=dict)   # what the run was (long_tokens and why ...)
 
 
+def run_in_child(sandbox, record, entry: str, *args):
+    """What a model check's run gave in the sandbox child (``entry``: ``module:function``);
+    a crash or a hang ends the check there, recorded as such (under parity). A string is why
+    the target does not offer what the check needs (a dtype, autocast): a skip with that
+    reason, which ends the check too."""
+    record.category = CATEGORY
+    value = record.value_of(sandbox.call(entry, *args), "the run itself")
+    if isinstance(value, str):
+        record.conclude(Verdict(Status.SKIP, Category.NA, value))
+    return value
+
+
 def as_tolerance(pair) -> Tolerance:
     """A Tolerance from an (rtol, atol) pair, the form a tolerance crosses into the sandbox child in."""
     rtol, atol = pair
