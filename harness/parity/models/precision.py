@@ -241,10 +241,29 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
             if trial == "reduced-precision":   # the same steps without autocast (no scaler), the same ones skipped
                 again = runs.on_target(target, lambda device: losses(
                     name, base, Side("target", device, "float32"), steps, skip=skipped))
-                return judge.judge_training(again["losses"], curves["float64"], tol, curves.get("cpu"))["ok"]
+                if not judge.judge_training(again["losses"], curves["float64"], tol, curves.get("cpu"))["ok"]:
+                    return False
+                if "cpu" not in curves:   # no CPU curve in this dtype to measure the miss by
+                    return True
+                # float32 is right: is the curve's miss one half precision reaches (causes.half_precision_explains)?
+                from harness.parity.numerics import causes
+                return causes.half_precision_explains(dtype, [curve_miss(curves["target"], curves["cpu"],
+                                                                         curves["float64"])])
             return None
         result.diagnosis = runs.diagnose(target, rerun, dtype, result.non_finite)
     return result
+
+
+def curve_miss(target: list[float], cpu: list[float], reference: list[float]) -> tuple[float, float, float]:
+    """A loss curve's miss for causes.half_precision_explains: the target's and the CPU's
+    largest distance from float64's curve over the steps all three give as numbers, and
+    float64's largest loss there."""
+    import math
+    steps = [(t, c, r) for t, c, r in zip(target, cpu, reference) if all(map(math.isfinite, (t, c, r)))]
+    if not steps:
+        return math.nan, math.nan, 0.0
+    return (max(abs(t - r) for t, _, r in steps), max(abs(c - r) for _, c, r in steps),
+            max(abs(r) for _, _, r in steps))
 
 
 def _steps(skipped: list[bool]) -> list[int]:
