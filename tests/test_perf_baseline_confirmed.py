@@ -33,6 +33,15 @@ def test_a_figure_kept_as_a_baseline_says_so_and_keeps_the_fastest_process():
     assert against.is_time(v) and not against.is_time(Verdict(Status.SKIP, Category.NA, "not timed"))
 
 
+def test_a_baseline_measures_ops_and_warm_model_calls_again_not_cold_starts_or_new_shapes():
+    timed = Verdict(Status.PASS, Category.TIMED, "", _run(1e-3))
+    assert against.kept_again("perf/softmax/float32/forward", timed)
+    assert against.kept_again("perf/model-gpt2/generate", timed)
+    for what in ("cold-start", "cold-inference", "varying-length"):   # several processes already; a difference
+        assert not against.kept_again(f"perf/model-gpt2/{what}", timed), what
+    assert not against.kept_again("perf/softmax/float32/forward", Verdict(Status.SKIP, Category.NA, "not timed"))
+
+
 def test_the_baselines_own_processes_say_how_widely_this_machine_spreads_a_time():
     def rec(median, figures=None):
         metrics = {**_run(median), **({"confirmation": {"processes": len(figures), "figures_s": figures}}

@@ -777,6 +777,21 @@ def is_time(verdict: Verdict) -> bool:
     return verdict.category in Category.TIMES
 
 
+# The times a baseline measures again in fresh processes (``kept_again``): an op's and a warm
+# model call's. A cold start already takes its figure over COLD_PROCESSES processes, and a new
+# shape's cost is the difference of two times in one process, which interference moves either
+# way (its fastest is not its least disturbed). Measuring every time again made the baseline's
+# perf run on the 2-core VM 1,086 s against about 200 s, its cold starts and varying lengths
+# 540 s of it.
+BASELINE_KINDS = ("op", "train-step", "inference", "generate")
+
+
+def kept_again(check: str, verdict: Verdict) -> bool:
+    """Whether a baseline measures this perf check's figure again in fresh processes
+    (BASELINE_KINDS, a time)."""
+    return is_time(verdict) and kind_of(provisional(check, verdict)) in BASELINE_KINDS
+
+
 def confirmed(runs: list[dict], judge, for_baseline: bool = False) -> Verdict:
     """A figure measured again in fresh processes, because it looked like a regression or
     (``for_baseline``) because it is kept as a baseline, which no later run can measure again:
