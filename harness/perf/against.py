@@ -89,6 +89,9 @@ SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations o
 SPREAD_CAP = 6.0
 LOAD_GAP = 0.5             # tasks per core: two runs' loads further apart than this are not alike
 CONFIRMATIONS = 2          # fresh processes that measure again a figure that looks like a regression
+BASELINE_CONFIRMATIONS = 1  # fresh processes that measure again a baseline's figure (kept_again): two in all,
+#                             the faster kept. Two more made the baseline's perf run 718 s on the 2-core VM (one
+#                             process: 167-201 s) and the self-tests' end-to-end upgrade check 310 s (137 s)
 # A weighed call's peak may grow by this much of the baseline's before it regresses: the count is
 # exact, so this is not noise but what counts as a loss (a few more temporaries in a new
 # transformers are not one; a tenth more of a step's memory is a batch that may no longer fit),
@@ -787,8 +790,8 @@ BASELINE_KINDS = ("op", "train-step", "inference", "generate")
 
 
 def kept_again(check: str, verdict: Verdict) -> bool:
-    """Whether a baseline measures this perf check's figure again in fresh processes
-    (BASELINE_KINDS, a time)."""
+    """Whether a baseline measures this perf check's figure again in BASELINE_CONFIRMATIONS
+    fresh processes (BASELINE_KINDS, a time)."""
     return is_time(verdict) and kind_of(provisional(check, verdict)) in BASELINE_KINDS
 
 

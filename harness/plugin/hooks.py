@@ -712,11 +712,14 @@ def baseline_of(request):
 
 @pytest.fixture
 def keeping_baseline(request) -> bool:
-    """Whether this run keeps a baseline (``--save-baseline``, as ``./compat baseline`` runs it):
-    a perf check then measures each time in fresh processes and keeps the fastest
-    (suites/perf, harness.perf.against.confirmed), since no later run can measure this
-    version's figure again."""
-    return request.config.getoption("--save-baseline") is not None
+    """Whether this run keeps a baseline (``--save-baseline`` without ``--baseline``, as
+    ``./compat baseline`` runs it): a perf check then measures each time in fresh processes
+    and keeps the fastest (suites/perf, harness.perf.against.confirmed), since no later run
+    can measure this version's figure again. A candidate (``./compat candidate`` keeps its
+    parts with ``--save-baseline`` too, and compares with ``--baseline``) measures again only
+    what looks slower."""
+    config = request.config
+    return config.getoption("--save-baseline") is not None and config.getoption("--baseline") is None
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def _timed(case, target, workload, sandbox, record, baseline_of, keeping_baselin
     keep = keeping_baseline and against.kept_again(check, verdict)
     if keep or against.looks_slower(base, check, verdict, there, here):
         runs = [run]
-        for _ in range(against.CONFIRMATIONS):
+        for _ in range(against.BASELINE_CONFIRMATIONS if keep else against.CONFIRMATIONS):
             sandbox.restart()
             runs.append(record.value_of(sandbox.call(entry, *args, timeout=timeout), "the timing"))
         verdict = against.confirmed(runs, judge, for_baseline=keep)
