@@ -158,16 +158,17 @@ def test_sums_kept_in_the_half_dtype_are_reduced_precision_with_the_weights_swit
 # --------------------------------------------------------------------------- which targets run the dtype
 
 def test_a_target_that_cannot_run_the_dtype_is_skipped_with_the_reason(monkeypatch):
-    assert precision.weights_unsupported("cpu", "float16") is None
+    """The emulated Mac on macOS 13 (tests/emulated_mps.py, MacOS13: not a target of its own,
+    registered here): float16 runs, bfloat16 is skipped with the reason MPS gives."""
+    from harness.env import devices
     from tests import emulated_mps
     mac13 = emulated_mps.MacOS13()
-    monkeypatch.setattr(precision.devices, "backend", lambda name, *a, **k: mac13.backend(None))
-    monkeypatch.setattr(precision.devices, "is_emulated", lambda target: True)
-    monkeypatch.setattr(precision.devices, "on_device", lambda target: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(precision, "_rules_of", lambda target: "mps")
-    monkeypatch.setattr(precision, "_device_of", lambda target: "cpu")
-    why = precision.weights_unsupported("standin-mps-macos13", "bfloat16")
+    monkeypatch.setitem(devices.STAND_INS, mac13.name, mac13)
+    assert precision.weights_unsupported("cpu", "float16") is None
+    assert precision.weights_unsupported(mac13.name, "float16") is None
+    why = precision.weights_unsupported(mac13.name, "bfloat16")
     assert "does not offer bfloat16" in why and "macOS 14" in why
+    assert precision.weights_unsupported("standin-mps", "bfloat16") is None   # the recorded Mac: macOS 14 or newer
 
 
 def test_a_dtype_whose_kernels_raise_is_skipped_with_the_error(monkeypatch):

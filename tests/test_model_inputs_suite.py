@@ -423,7 +423,8 @@ def test_a_curve_bent_by_float16_matmuls_alone_is_rerun_without_autocast_and_nam
     assert run.diagnosis["cause"] == "half-kernel", run
     assert run.losses["target"] != run.losses["cpu"]
     from harness.parity.numerics import causes
-    t, c, scale = precision.curve_miss(run.losses["target"], run.losses["cpu"], run.losses["float64"])
+    ((t, c, scale),) = causes.tensor_misses([tuple(torch.tensor(run.losses[side], dtype=torch.float64)
+                                                   for side in ("target", "cpu", "float64"))])
     assert t > causes.HALF_PRECISION_REACH * max(c, causes.UNIT_ROUNDOFF["float16"] * scale)
 
 
@@ -437,11 +438,12 @@ def test_a_curve_that_misses_within_half_precisions_reach_stays_reduced_precisio
         calls.append(list(curve))
         return {"ok": len(calls) > 1}
     monkeypatch.setattr(judge, "judge_training", judged)
-    monkeypatch.setattr(precision, "curve_miss", lambda target, cpu, reference: (4e-3, 1e-3, 6.0))
+    from harness.parity.numerics import causes
+    monkeypatch.setattr(causes, "tensor_misses", lambda triples: [(4e-3, 1e-3, 6.0)])
     out, _ = _half("float16")
     run = precision.train("gpt2", "standin-noisy", "float16", (out.rtol, out.atol), steps=2)
     assert run.diagnosis["cause"] == "reduced-precision" and len(calls) == 2
-    monkeypatch.setattr(precision, "curve_miss", lambda target, cpu, reference: (4e-1, 1e-3, 6.0))
+    monkeypatch.setattr(causes, "tensor_misses", lambda triples: [(4e-1, 1e-3, 6.0)])
     calls.clear()
     assert precision.train("gpt2", "standin-noisy", "float16", (out.rtol, out.atol),
                            steps=2).diagnosis["cause"] == "half-kernel"

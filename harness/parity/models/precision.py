@@ -93,17 +93,31 @@ def _rules_of(target: str) -> str:
     return _device_of(target) if rules == "stand-in" else rules
 
 
+def _offered(target: str, dtype: str):
+    """(why ``target``'s backend does not offer ``dtype`` at all, or None; where it computes;
+    what a reason calls it; its backend): the first question of ``unsupported`` and of
+    ``weights_unsupported``. An emulated device answers with its own backend (the emulated
+    Mac: MPS's dtypes on the recorded macOS)."""
+    import torch
+    device, rules = _device_of(target), _rules_of(target)
+    named = target if devices.is_emulated(target) else device
+    backend = devices.backend(target if devices.is_emulated(target) else device)
+    why = None
+    if getattr(torch, dtype) not in backend.dtypes():
+        extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
+        why = f"{named} does not offer {dtype} here{extra}"
+    return why, device, named, backend
+
+
 def unsupported(target: str, dtype: str) -> str | None:
     """Why autocast in ``dtype`` is not offered on ``target``, in words a user can act on;
     None when it is (the version, the backend's dtypes, then a matmul under autocast, in the
     target's context: an emulated device refuses there what the device would)."""
     import torch
-    device, rules = _device_of(target), _rules_of(target)
-    named = target if devices.is_emulated(target) else device
-    backend = devices.backend(target if devices.is_emulated(target) else device)
-    if getattr(torch, dtype) not in backend.dtypes():
-        extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
-        return f"{named} does not offer {dtype} here{extra}"
+    why, device, named, backend = _offered(target, dtype)
+    if why:
+        return why
+    rules = _rules_of(target)
     since = AUTOCAST_SINCE.get((rules, dtype))
     if since and not fitness.has_feature(torch.__version__, since):   # a nightly of the release offers it
         return (f"torch.autocast on {rules} offers {dtype} from torch {since}; this is torch {torch.__version__}: "
@@ -247,23 +261,11 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
                     return True
                 # float32 is right: is the curve's miss one half precision reaches (causes.half_precision_explains)?
                 from harness.parity.numerics import causes
-                return causes.half_precision_explains(dtype, [curve_miss(curves["target"], curves["cpu"],
-                                                                         curves["float64"])])
+                return causes.half_precision_explains(dtype, causes.tensor_misses([tuple(
+                    torch.tensor(curves[side], dtype=torch.float64) for side in ("target", "cpu", "float64"))]))
             return None
         result.diagnosis = runs.diagnose(target, rerun, dtype, result.non_finite)
     return result
-
-
-def curve_miss(target: list[float], cpu: list[float], reference: list[float]) -> tuple[float, float, float]:
-    """A loss curve's miss for causes.half_precision_explains: the target's and the CPU's
-    largest distance from float64's curve over the steps all three give as numbers, and
-    float64's largest loss there."""
-    import math
-    steps = [(t, c, r) for t, c, r in zip(target, cpu, reference) if all(map(math.isfinite, (t, c, r)))]
-    if not steps:
-        return math.nan, math.nan, 0.0
-    return (max(abs(t - r) for t, _, r in steps), max(abs(c - r) for _, c, r in steps),
-            max(abs(r) for _, _, r in steps))
 
 
 def _steps(skipped: list[bool]) -> list[int]:
@@ -332,13 +334,10 @@ def weights_unsupported(target: str, dtype: str) -> str | None:
     and a softmax in ``dtype`` on the device, in the target's context: an emulated device
     refuses there what the device would)."""
     import torch
-    device, rules = _device_of(target), _rules_of(target)
-    named = target if devices.is_emulated(target) else device
-    backend = devices.backend(target if devices.is_emulated(target) else device)
+    why, device, named, _ = _offered(target, dtype)
+    if why:
+        return why
     dt = getattr(torch, dtype)
-    if dt not in backend.dtypes():
-        extra = "; bfloat16 on MPS needs macOS 14 or newer and torch 2.3 or newer" if rules == "mps" and dtype == "bfloat16" else ""
-        return f"{named} does not offer {dtype} here{extra}"
     try:
         with devices.on_device(target) if devices.is_emulated(target) else contextlib.nullcontext():
             x = torch.ones(2, 8, device=device, dtype=dt)
