@@ -1217,13 +1217,14 @@ def test_the_workers_claims_record_says_how_the_trainer_started_its_workers(monk
     assert "the workers take about 0.20 s to start (started by 'fork')" in told
 
 
-@pytest.mark.slow(seconds=30)
+@pytest.mark.slow(seconds=20)
 def test_the_workers_claim_trains_with_workers_started_by_spawn_as_on_macos():
     """macOS starts DataLoader workers with 'spawn', which pickles the dataset and the collate
     function: a closure collator (this suite's, before) cannot be pickled, so the workers'
     claim could not have run on a Mac. Here the variant's trainer trains twice under spawn; the
-    second call reuses the persistent workers (about 11 s of start-up on the developers' VM,
-    2.4 s then)."""
+    second call reuses the persistent workers. Two workers, not the claim's four: each spawned
+    one imports torch and transformers, and pickling is the same for two (19 s on the
+    developers' VM, where four took 53 s of CI's)."""
     import subprocess
     import sys
     code = ("import tempfile, torch.multiprocessing as mp\n"
@@ -1233,7 +1234,9 @@ def test_the_workers_claim_trains_with_workers_started_by_spawn_as_on_macos():
             "setup = Setup(model='tiny', batch=4, seq=16)\n"
             "with tempfile.TemporaryDirectory() as d:\n"
             "    t = tr._trainer('dataloader-workers', True, setup, 'cpu', d)\n"
+            "    assert t.args.dataloader_num_workers == 4 and t.args.dataloader_persistent_workers\n"
+            "    t.args.dataloader_num_workers = 2\n"
             "    t.train(); t.train()\n"
             "    print('trained', t.args.dataloader_num_workers, t.state.global_step)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "trained 4 " in done.stdout, (done.stdout[-2000:], done.stderr[-3000:])
+    assert done.returncode == 0 and "trained 2 " in done.stdout, (done.stdout[-2000:], done.stderr[-3000:])
