@@ -55,10 +55,21 @@ def seeded(seed: int = SEED):
         yield
 
 
-def _check_attn(attn_implementation: str) -> str:
+def _check_attn(attn_implementation: str, model_class=None) -> str:
+    """The attention a model of ``model_class`` is built with: the one asked for, except sdpa
+    where this transformers has none for the class (T5 before transformers 5: asking raises
+    "does not support an attention implementation through scaled_dot_product_attention"),
+    which gets eager, as transformers picks by itself there. The model's config records which
+    (``Example.attn_implementation``); a check whose point is sdpa asks ``sdpa_missing`` first."""
     if attn_implementation not in ATTN:
         raise ValueError(f"attn_implementation must be one of {', '.join(ATTN)}, not {attn_implementation!r}")
+    if attn_implementation == "sdpa" and model_class is not None and not _has_sdpa(model_class):
+        return "eager"
     return attn_implementation
+
+
+def _has_sdpa(model_class) -> bool:
+    return getattr(model_class, "_supports_sdpa", True) is not False
 
 
 # --------------------------------------------------------------------------- tiny models
@@ -68,7 +79,7 @@ def tiny_bert(attn_implementation: str = "sdpa", seed: int = SEED):
     from transformers import BertConfig, BertForSequenceClassification
     config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=2,
                         intermediate_size=2 * HIDDEN, max_position_embeddings=64, num_labels=2,
-                        attn_implementation=_check_attn(attn_implementation))
+                        attn_implementation=_check_attn(attn_implementation, BertForSequenceClassification))
     with seeded(seed):
         return BertForSequenceClassification(config)
 
@@ -77,7 +88,8 @@ def tiny_gpt2(attn_implementation: str = "sdpa", seed: int = SEED):
     """GPT2LMHeadModel, 2 layers, hidden 32, 2 heads."""
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=HIDDEN, n_layer=LAYERS, n_head=2,
-                        bos_token_id=1, eos_token_id=2, attn_implementation=_check_attn(attn_implementation))
+                        bos_token_id=1, eos_token_id=2,
+                        attn_implementation=_check_attn(attn_implementation, GPT2LMHeadModel))
     with seeded(seed):
         return GPT2LMHeadModel(config)
 
@@ -88,7 +100,7 @@ def tiny_t5(attn_implementation: str = "sdpa", seed: int = SEED):
     config = T5Config(vocab_size=VOCAB, d_model=HIDDEN, d_kv=16, d_ff=2 * HIDDEN, num_layers=LAYERS,
                       num_decoder_layers=LAYERS, num_heads=2, relative_attention_num_buckets=8,
                       relative_attention_max_distance=32, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
-                      attn_implementation=_check_attn(attn_implementation))
+                      attn_implementation=_check_attn(attn_implementation, T5ForConditionalGeneration))
     with seeded(seed):
         return T5ForConditionalGeneration(config)
 
@@ -99,7 +111,7 @@ def tiny_llama(attn_implementation: str = "sdpa", seed: int = SEED):
     config = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=LAYERS,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                          pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                         attn_implementation=_check_attn(attn_implementation))
+                         attn_implementation=_check_attn(attn_implementation, LlamaForCausalLM))
     with seeded(seed):
         return LlamaForCausalLM(config)
 
@@ -134,9 +146,9 @@ def minilm_path() -> str:
 
 def minilm(attn_implementation: str = "sdpa"):
     """The pretrained all-MiniLM-L6-v2 encoder (a BertModel: 6 layers, hidden 384), from local files only."""
-    from transformers import AutoModel
+    from transformers import AutoModel, BertModel
     return AutoModel.from_pretrained(minilm_path(), local_files_only=True,
-                                     attn_implementation=_check_attn(attn_implementation))
+                                     attn_implementation=_check_attn(attn_implementation, BertModel))
 
 
 def minilm_tokenizer():
@@ -363,6 +375,7 @@ class ModelSpec:
     batch: Callable[[Any], dict] = batch_for  # batch(model) -> dict of forward kwargs
     loss_fn: Callable | None = None           # None: the model returns .loss from its labels
     pretrained: bool = False
+    model_class: str = ""                     # the transformers class ``make`` builds
 
     def build(self, attn_implementation: str = "sdpa") -> Example:
         model = self.make(attn_implementation=attn_implementation)
@@ -371,13 +384,29 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    ModelSpec("bert", "BertForSequenceClassification, 2 layers, hidden 32 (config-built)", tiny_bert),
-    ModelSpec("gpt2", "GPT2LMHeadModel, 2 layers, hidden 32 (config-built)", tiny_gpt2),
-    ModelSpec("t5", "T5ForConditionalGeneration, 2+2 layers, d_model 32 (config-built)", tiny_t5),
-    ModelSpec("llama", "LlamaForCausalLM, 2 layers, hidden 32, GQA 4/2 heads (config-built)", tiny_llama),
+    ModelSpec("bert", "BertForSequenceClassification, 2 layers, hidden 32 (config-built)", tiny_bert,
+              model_class="BertForSequenceClassification"),
+    ModelSpec("gpt2", "GPT2LMHeadModel, 2 layers, hidden 32 (config-built)", tiny_gpt2, model_class="GPT2LMHeadModel"),
+    ModelSpec("t5", "T5ForConditionalGeneration, 2+2 layers, d_model 32 (config-built)", tiny_t5,
+              model_class="T5ForConditionalGeneration"),
+    ModelSpec("llama", "LlamaForCausalLM, 2 layers, hidden 32, GQA 4/2 heads (config-built)", tiny_llama,
+              model_class="LlamaForCausalLM"),
     ModelSpec("minilm", f"all-MiniLM-L6-v2, pretrained ({MINILM_PACKAGE}), cosine-similarity loss", minilm,
-              batch=lambda model: minilm_batch(), loss_fn=minilm_loss, pretrained=True),
+              batch=lambda model: minilm_batch(), loss_fn=minilm_loss, pretrained=True, model_class="BertModel"),
 )}
+
+
+def sdpa_missing(name: str) -> str | None:
+    """Why the installed transformers builds ``name`` without sdpa attention (its class has
+    none: T5 before transformers 5, which runs eager attention there), in a check's skip
+    reason; None where it has sdpa."""
+    import transformers
+    cls = getattr(transformers, MODELS[name].model_class, None)
+    if cls is None or _has_sdpa(cls):
+        return None
+    return (f"transformers {transformers.__version__} has no sdpa attention for {cls.__name__} (it builds the model "
+            f"with eager attention, as your code gets it there): nothing to compare eager with; transformers 5 "
+            f"has one")
 
 
 def example(name: str, attn_implementation: str = "sdpa") -> Example:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import functools
 
+from harness.core import models
 from harness.parity.models import inputs, judge, runs
 from harness.parity.models.judge import GenerationRun, StepRun
 from harness.parity.models.runs import Side
@@ -70,11 +71,15 @@ def _pair_diagnosis(target: str, again, differs, passes, non_finite: int) -> dic
 
 # --------------------------------------------------------------------------- sdpa against eager
 
-def sdpa_vs_eager(name: str, target: str, out_tol, grad_tol) -> StepRun:
+def sdpa_vs_eager(name: str, target: str, out_tol, grad_tol) -> StepRun | str:
     """One forward and backward pass of ``name`` on the padded batch with sdpa and with
     eager attention, same weights and device, float32: sdpa's output at the real positions,
-    loss and every gradient against eager's (``judge.measure``)."""
+    loss and every gradient against eager's (``judge.measure``). Where the installed
+    transformers has no sdpa for the model (``models.sdpa_missing``), why: a skip."""
     import torch
+    missing = models.sdpa_missing(name)
+    if missing:
+        return missing   # a skip, with the reason (judge.run_in_child)
     out_tol, grad_tol = judge.as_tolerance(out_tol), judge.as_tolerance(grad_tol)
     bases = {attn: inputs.kernel_model(name, attn) for attn in ATTENTION}
 
@@ -134,10 +139,14 @@ def _long(name: str, target: str, new_tokens: int) -> tuple[int, dict]:
     return length, {"long_tokens": length, "long_tokens_reason": why, "kv_cache_tokens": length + new_tokens - 1}
 
 
-def sdpa_vs_eager_long(name: str, target: str, out_tol, new_tokens: int = inputs.LONG_NEW_TOKENS) -> GenerationRun:
+def sdpa_vs_eager_long(name: str, target: str, out_tol,
+                       new_tokens: int = inputs.LONG_NEW_TOKENS) -> GenerationRun | str:
     """Greedy decoding of ``new_tokens`` against a KV cache of ``inputs.long_tokens``
     prompt tokens, with sdpa and with eager attention (same weights, float32): the prefill's
     last scores and every decode step's, and the tokens."""
+    missing = models.sdpa_missing(name)
+    if missing:
+        return missing
     length, setting = _long(name, target, new_tokens)
     bases = {attn: inputs.long_model(name, attn, length + new_tokens, kernel_heads=True) for attn in ATTENTION}
 
