@@ -75,6 +75,7 @@ class Side:
     device: str
     dtype: str
     autocast: str = ""
+    perturb: tuple = ()   # (half dtype, draw): every weight moved at random (gradient_sensitivity)
 
 
 def sides(target: str) -> tuple[Side, ...]:
@@ -317,7 +318,16 @@ def place(model, side: Side):
     Every side's model passes through here, so a self-test can wrap it to alter one side.
     """
     import torch
-    return model.to(device=side.device, dtype=getattr(torch, side.dtype)).eval()
+    model = model.to(device=side.device, dtype=getattr(torch, side.dtype)).eval()
+    if side.perturb:
+        dtype, draw = side.perturb
+        size = SENSITIVITY_UNITS * HALF_ROUNDING[dtype]
+        gen = torch.Generator().manual_seed(SENSITIVITY_SEED + draw)
+        with torch.no_grad():
+            for p in model.parameters():
+                noise = 2 * torch.rand(p.shape, generator=gen, dtype=torch.float64) - 1
+                p.mul_((1 + size * noise).to(device=p.device, dtype=p.dtype))
+    return model
 
 
 def on_device(batch: dict, device: str) -> dict:
@@ -392,12 +402,26 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
         result = StepRun(**named, **judge.measure_accuracy(runs, out_tol, grad_tol, dtype, normwise=half),
                          vs_cpu=against("target", "cpu"),
                          vs_float64={s: against(s, "float64") for s in ("target", "cpu")})
-        if step_passed(result) and not result.non_finite:
-            result.cpu_finding = judge.cpu_finding(runs, out_tol, grad_tol, normwise=half)
+    moved: list[dict] = []   # float64's own movement (gradient_sensitivity), measured once where a gradient misses
+
+    def excuse(grads: list, target_run: dict) -> list[str]:
+        if not half or all(g["ok"] for g in grads):
+            return []
+        if not moved:
+            moved.append(gradient_sensitivity(step_of, runs["float64"], dtype))
+        return excuse_sensitive(grads, target_run, runs["float64"], moved[0])
+    excused = excuse(result.grads, runs["target"])
+    if excused:
+        result.setting = {**(result.setting or {}), "within_reference_sensitivity": excused,
+                          "sensitivity": f"float64 with every weight moved by up to {SENSITIVITY_UNITS} units of "
+                                         f"{dtype}'s rounding, {SENSITIVITY_DRAWS} draws"}
+    if "cpu" in runs and target != "cpu" and step_passed(result) and not result.non_finite:
+        result.cpu_finding = judge.cpu_finding(runs, out_tol, grad_tol, normwise=half)
     if not step_passed(result) or result.non_finite:
         def passes(again: dict) -> bool:   # judged as the first run was
             judged = (judge.measure(again["target"], again["float64"], out_tol, grad_tol, normwise=half)
                       if "cpu" not in runs else judge.measure_accuracy(again, out_tol, grad_tol, dtype, normwise=half))
+            excuse(judged["grads"], again["target"])
             return judged["output"]["ok"] and judged["loss"]["ok"] and all(g["ok"] for g in judged["grads"])
 
         def rerun(trial: str):
@@ -421,6 +445,60 @@ def compare_steps(name: str, target: str, step_of, out_tol, grad_tol, of: tuple[
             return None
         result.diagnosis = diagnose(target, rerun, dtype, result.non_finite, in_half_weights(first))
     return result
+
+
+# --------------------------------------------------------------------------- the reference's own sensitivity
+
+# A gradient behind a gate (ReLU, a mask's edge) moves by a whole gate's share when rounding
+# flips one, so its error under autocast depends on where the weights' draw put the gates,
+# not on the device: T5's encoder FFN wi gradient in float16 on the CPU missed float64 by
+# 0.23 to 6.8 of the table's tolerance over eight seeds of the same model (the registry's
+# seed 0 at 0.23 with transformers 5.24, 2.19 with 4.57, whose initialisation draws other
+# weights). Where a half-precision gradient misses its tolerance, float64 is run again with
+# every weight moved at random by up to SENSITIVITY_UNITS of the half dtype's rounding, in
+# SENSITIVITY_DRAWS draws; the gradient passes (rule "within-reference-sensitivity") when its
+# error is within the tolerance plus the most float64's own gradient moved. Measured on the
+# CPU at 4 units: each of those eight T5 seeds explained (at 1 unit, 7 of 8), while BERT's,
+# GPT-2's and Llama's gradients move by at most 0.29 of their tolerance, so the rule widens
+# them by that much and no more. Output and loss are never excused so.
+HALF_ROUNDING = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}   # unit roundoff
+SENSITIVITY_UNITS = 4
+SENSITIVITY_DRAWS = 4
+SENSITIVITY_SEED = 20261207
+
+
+def gradient_sensitivity(step_of, reference: dict, dtype: str) -> dict[str, float]:
+    """Per parameter, the largest absolute change of float64's gradient (``reference``, the
+    float64 side's step) over SENSITIVITY_DRAWS runs with the weights perturbed (``place``)."""
+    moved: dict[str, float] = {}
+    for draw in range(1, SENSITIVITY_DRAWS + 1):
+        got = step_of(Side("float64", "cpu", "float64", perturb=(dtype, draw)))
+        for name, grad in got["grads"].items():
+            ref = reference["grads"].get(name)
+            if grad is None or ref is None or not grad.numel():
+                continue
+            moved[name] = max(moved.get(name, 0.0), float((grad - ref).abs().max()))
+    return moved
+
+
+def excuse_sensitive(grads: list[dict], target: dict, reference: dict, moved: dict[str, float]) -> list[str]:
+    """Mark the gradient entries (``judge.compare_gradients``) that miss their tolerance by
+    no more than float64's own movement (``gradient_sensitivity``) as passing, rule
+    "within-reference-sensitivity"; NaN or inf is never excused. The names excused."""
+    from harness.parity.numerics import accuracy
+    excused = []
+    for g in grads:
+        err = g["max_abs_err"]
+        if g["ok"] or not math.isfinite(err) or not math.isfinite(g["margin"]) or g["margin"] <= 0:
+            continue
+        if accuracy.non_finite(target["grads"].get(g["name"]), reference["grads"].get(g["name"])):
+            continue
+        allowed = err / g["margin"] + moved.get(g["name"], 0.0)
+        if err <= allowed:
+            g.update(ok=True, margin=err / allowed, rule="within-reference-sensitivity", reason="",
+                     reference_moved=moved[g["name"]], tolerance_margin=g["margin"])
+            excused.append(g["name"])
+    return excused
 
 
 def _within_half_precision(result: StepRun, runs: dict, dtype: str):
