@@ -212,5 +212,7 @@ def test_nan_half_in_the_sandbox_children_fails_every_check_as_non_finite(tmp_pa
     assert res.returncode == 1, res.stdout[-3000:]
     assert {r["check"] for r in records} == set(EXPECTED)
     for record in records:
+        if models.sdpa_missing(record["variant"].split("/")[0]):
+            continue   # the fault is sdpa's (tests/model_faults.py); this transformers builds the model without it
         assert (record["status"], record["metrics"].get("cause")) == (Status.FAIL, "non-finite"), record["check"]
         assert record["metrics"]["switch"] == causes.CAUSES["non-finite"].switch["weights"], record["check"]

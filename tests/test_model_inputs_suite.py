@@ -536,7 +536,10 @@ def test_a_clean_run_passes_every_check_under_its_documented_id(clean_run):
     res, records = clean_run
     assert res.returncode == 0, res.stdout[-3000:]
     checks = _outcomes(records)
-    assert {r["status"] for r in records} == {Status.PASS}
+    # sdpa against eager is skipped, with the reason, for a model this transformers has no sdpa for (T5 in 4.x)
+    no_sdpa = {f"parity/model_sdpa_vs_eager/{m}" for m in models.MODELS if models.sdpa_missing(m)}
+    assert {c: r["status"] for c, r in checks.items() if c in no_sdpa} == {c: Status.SKIP for c in no_sdpa}
+    assert {r["status"] for c, r in checks.items() if c not in no_sdpa} == {Status.PASS}
     half = [f"parity/model_autocast_{what}/{m}/{d}" for what, names in (
         ("forward_backward", models.MODELS), ("training_steps", [n for n in models.MODELS if n != "minilm"]),
         ("greedy_generation", runs.DECODERS)) for m in names for d in precision.HALF]
@@ -549,7 +552,7 @@ def test_a_clean_run_passes_every_check_under_its_documented_id(clean_run):
     assert set(checks) == set(half + long_ + rest)
     assert checks["parity/model_long_greedy_generation/llama"]["metrics"]["kv_cache_tokens"] >= 1024
     assert checks["parity/model_autocast_forward_backward/bert/float16"]["metrics"]["dtype"] == "float16"
-    assert all(r["metrics"]["margin"] < 1 for r in records)
+    assert all(r["metrics"]["margin"] < 1 for r in records if r["check"] not in no_sdpa)
 
 
 @pytest.mark.slow

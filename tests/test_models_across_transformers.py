@@ -36,3 +36,13 @@ def test_the_sdpa_against_eager_check_of_such_a_model_is_a_skip_with_the_reason(
 def test_every_registered_model_names_a_class_transformers_has():
     for name, spec in models.MODELS.items():
         assert isinstance(getattr(transformers, spec.model_class, None), type), name
+
+
+def test_the_perf_suites_own_t5_is_built_with_eager_attention_there_and_says_so(monkeypatch):
+    from harness.perf import models as perf_models
+    _without_sdpa(monkeypatch, transformers.T5ForConditionalGeneration)
+    model, _, about = perf_models.build("t5", "small", "cpu")
+    assert model.config._attn_implementation == "eager"
+    assert about.endswith(f"eager attention (transformers {transformers.__version__} has no sdpa for it)"), about
+    model, _, about = perf_models.build("gpt2", "small", "cpu")
+    assert model.config._attn_implementation == "sdpa" and "attention" not in about

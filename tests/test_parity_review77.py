@@ -251,7 +251,8 @@ def test_review77_the_attention_path_checks_reach_head_dims_mps_kernels_take(mon
     }
     names = {"sdpa_vs_eager": ("bert", "gpt2", "t5", "llama"), "autocast_greedy_generation": ("gpt2", "t5", "llama"),
              "cache_vs_recompute": ("gpt2", "t5", "llama")}.get(check, inputs.LONG_DECODERS)
-    for name in names:
+    # a model this transformers builds without sdpa (T5 in 4.x: models.sdpa_missing) calls no sdpa
+    for name in [n for n in names if not registry.sdpa_missing(n)]:
         seen = _head_dims_seen(monkeypatch, lambda: runs[check](name))
         assert seen and {dim for _, dim in seen} <= {64, 96, 128, 256}, (name, seen)
         if check != "sdpa_vs_eager":

@@ -72,6 +72,12 @@ def _has_sdpa(model_class) -> bool:
     return getattr(model_class, "_supports_sdpa", True) is not False
 
 
+def attention_for(model_class, attn_implementation: str = "sdpa") -> str:
+    """The attention to build a model of ``model_class`` with (``_check_attn``), for the
+    suites that build their own configs (harness.perf.models)."""
+    return _check_attn(attn_implementation, model_class)
+
+
 # --------------------------------------------------------------------------- tiny models
 
 def tiny_bert(attn_implementation: str = "sdpa", seed: int = SEED):

@@ -100,13 +100,16 @@ def build(arch: str, workload: str, device: str):
         layers = workloads.PRESETS[workloads.SCALES[workload].model]["num_hidden_layers"]
         classes = {"bert": ("BertConfig", "BertForSequenceClassification"), "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
                    "t5": ("T5Config", "T5ForConditionalGeneration"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
+        from harness.core import models
         config_cls, model_cls = (getattr(transformers, name) for name in classes[arch])
-        config = config_cls(**config_kwargs(arch, dims, layers), attn_implementation="sdpa")
+        attn = models.attention_for(model_cls)   # eager where this transformers has no sdpa for it (T5 in 4.x)
+        config = config_cls(**config_kwargs(arch, dims, layers), attn_implementation=attn)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(SEED)
             model = model_cls(config)
         vocab = dims.vocab
-        about = f"{model_cls.__name__}, {layers} layers, hidden {dims.hidden}, {dims.heads} heads"
+        about = f"{model_cls.__name__}, {layers} layers, hidden {dims.hidden}, {dims.heads} heads" + (
+            "" if attn == "sdpa" else f", {attn} attention (transformers {transformers.__version__} has no sdpa for it)")
     with on_target(device):
         moved = model.to(devices.place(device)).train()
     return moved, vocab, about
