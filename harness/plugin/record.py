@@ -46,7 +46,7 @@ class Recorder:
             # model whose files are missing (harness.core.models) is one too, and the line says it and the
             # install: the H100's MiniLM checks read "the run itself failed: OSError: ..." and nothing to do
             seen, found = f"{what} failed: {outcome.detail}", errors.gap_metrics(outcome.detail)
-            if not found and (found := models.missing_files(outcome.detail)):
+            if not found and (found := models.missing_files(outcome.detail) or models.reference_failed(outcome.detail)):
                 seen = with_cause(seen, found)
             self.conclude(Verdict(Status.FAIL, message=seen, metrics=found))
         return outcome.value

@@ -224,7 +224,7 @@ def train(name: str, target: str, dtype: str, tol, steps: int = STEPS):
     if "cpu" in runs_:
         runs_["cpu"] = losses(name, base, of[1], steps)
     skipped = runs_["target"]["skipped"]
-    runs_["float64"] = losses(name, base, of[-1], steps, skip=skipped)
+    runs_["float64"] = runs.reference(lambda side: losses(name, base, side, steps, skip=skipped), of[-1])
     curves = {side: r["losses"] for side, r in runs_.items()}
     note = ""
     if "cpu" in runs_ and runs_["cpu"]["skipped"] != skipped:

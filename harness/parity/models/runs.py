@@ -127,7 +127,8 @@ def runs_on(target: str, compute, of: tuple[Side, ...] | None = None) -> dict:
     the target's first in it, computed last). A stand-in target (harness.env.devices.StandIn)
     runs it on the CPU, given the CPU's result and float64's, rounded to float32."""
     of = of or sides(target)
-    out = {side.name: compute(side) for side in of if side.name != "target"}
+    out = {side.name: reference(compute, side) if side.name == "float64" else compute(side)
+           for side in of if side.name != "target"}
     stand_in = devices.stand_in(target)
     if stand_in is None:
         out["target"] = compute(of[0])
@@ -136,6 +137,16 @@ def runs_on(target: str, compute, of: tuple[Side, ...] | None = None) -> dict:
                                      out.get("cpu"),
                                      _rounded(out["float64"]) if "float64" in out else None)
     return out
+
+
+def reference(compute, side: Side) -> dict:
+    """The float64 side's run; where it raises, a RuntimeError saying so first
+    (models.REFERENCE_FAILED: the record's cause is then the reference's, not the target's)."""
+    from harness.core import errors
+    try:
+        return compute(side)
+    except Exception as exc:
+        raise RuntimeError(f"{models.REFERENCE_FAILED}: {errors.one_line(exc)}") from exc
 
 
 def on_target(target: str, compute, cpu=None, reference=None):
