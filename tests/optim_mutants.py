@@ -12,9 +12,7 @@ In the sandbox child, MPS_COMPAT_OPTIM_SABOTAGE (comma-separated) switches on:
                       main process, whatever the arguments say, so workers preload nothing
   loader-waits        not a sabotage, a condition: each row of the loading claims' loader also waits
                       LOADER_WAIT_S, as a read from a slow disk does, using no CPU: a loader whose cost
-                      workers can hide even on 2 cores (forked workers inherit it); a call trains
-                      LOADER_WAIT_STEPS steps (one epoch of its rows, as the suite's 8 are), which
-                      halves the self-test's time and leaves the loader's share of a call as it was
+                      workers can hide even on 2 cores (forked workers inherit it)
 then the claim is measured (or the result compared) as usual. tests/optim_sabotage.py sends the suite's calls here.
 """
 import os
@@ -84,7 +82,6 @@ def _workers_in_main() -> None:
 
 
 LOADER_WAIT_S = 0.01
-LOADER_WAIT_STEPS = 4
 
 
 def _loader_waits() -> None:
@@ -98,7 +95,6 @@ def _loader_waits() -> None:
         return real(self, batch)
     __call__.waits = True
     trainer_runs.Tokenize.__call__ = __call__
-    trainer_runs.LOADING_STEPS = LOADER_WAIT_STEPS
 
 
 def measure_trainer_claim_sabotaged(name, quantity, device, scale="small"):

@@ -1144,15 +1144,16 @@ def test_the_workers_start_up_is_the_variants_first_call_excess_beyond_the_basel
     assert trainer_runs.workers_startup({"median_a_s": 1.0}) is None
 
 
-@pytest.mark.slow(seconds=105)
+@pytest.mark.slow(seconds=180)
 def test_workers_that_preload_nothing_fail_the_workers_claim_that_real_workers_hold(tmp_path):
     """The workers' claim on a loader whose rows also wait as reads from a slow disk do
     (tests/optim_mutants.py loader-waits: no CPU used, so workers hide it even on 2 cores,
     where the tokenizing alone is no gain: x1.08 [0.93, 1.13] on the developers' VM). Real
     workers hold the claim; workers that preload nothing (DataLoader sabotaged to load every
     batch in the main process: workers-in-main) do not. The record keeps what the loader
-    costs and the workers' start-up. The condition trains 4 steps a call, not 8 (each run
-    53 s, not 90, on the developers' VM): x0.79 [0.74, 0.84] with workers, x1.01 without."""
+    costs and the workers' start-up. The suite's 8 steps a call, not fewer: with 4 (53 s a
+    run, not 90, x0.79 [0.74, 0.84] alone) a clean-clone CI run beside the other xdist worker
+    read x0.878 [0.823, 0.965], inconclusive within the time budget."""
     got = {}
     for sabotage in ("loader-waits", "loader-waits,workers-in-main"):
         _, recs = run(tmp_path, "-k", "dataloader-workers and time and trainer",
