@@ -107,29 +107,6 @@ def test_warm_up_steps_are_replayed_in_a_fresh_child_before_the_clock_starts(tmp
     assert len(pids) == 3 and len(set(pids)) == 3, pids   # once in each of the three children
 
 
-def test_a_sibling_is_another_process_that_pays_the_warm_up_before_its_first_call(tmp_path, monkeypatch):
-    """The second sandbox (a baseline's figures measured again, suites/perf): its own child,
-    alive beside the first, with the first's warm-up replayed before its first call."""
-    marks = tmp_path / "marks"
-    _modules(tmp_path, monkeypatch, warm_step=WARM_STEP)
-    monkeypatch.setenv("WARM_MARKS", str(marks))
-    monkeypatch.setenv("WARM_SLEEP", "0")
-    box = Sandbox(timeout=LIMIT, threads=1)
-    second = None
-    try:
-        assert box.call("harness.core.isolate:warm", "warm_step:pay", timeout=60).kind == "ok"
-        second = box.sibling()
-        assert (second.timeout, second.threads, second.preload) == (box.timeout, box.threads, box.preload)
-        assert second.call("tests.sandbox_targets:double", 5).value == 10
-        assert box.call("tests.sandbox_targets:double", 6).value == 12
-        assert box._proc.pid != second._proc.pid and box.starts == second.starts == 1
-    finally:
-        box.close()
-        if second is not None:
-            second.close()
-    assert len(set(marks.read_text().split())) == 2   # the warm-up paid once in each child
-
-
 @pytest.mark.parametrize("source,says", [
     ("raise RuntimeError('broken on purpose')\n",
      "the sandbox child failed while starting: RuntimeError: broken on purpose"),

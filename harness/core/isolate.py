@@ -213,15 +213,6 @@ class Sandbox:
         first child paid them before the first check."""
         self._stop()
 
-    def sibling(self) -> "Sandbox":
-        """Another sandbox with this one's settings, whose child (started at its first call)
-        replays the warm-up steps asked of this one so far: a second process that measures a
-        figure again without paying a fresh interpreter's start for each figure."""
-        other = Sandbox(timeout=self.timeout, preload=self.preload, threads=self.threads,
-                        startup_timeout=self.startup_timeout)
-        other._warmed = dict(self._warmed)
-        return other
-
     def call(self, target: str, *args, timeout: float | None = None) -> Outcome:
         """Run ``module:function(*args)`` in the child; never raises for the child's faults.
         ``timeout`` (default the sandbox's) counts the call alone, not a child's start; a

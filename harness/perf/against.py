@@ -89,10 +89,9 @@ SPREAD_Z = 6.0             # a slowdown must stand this many robust deviations o
 SPREAD_CAP = 6.0
 LOAD_GAP = 0.5             # tasks per core: two runs' loads further apart than this are not alike
 CONFIRMATIONS = 2          # fresh processes that measure again a figure that looks like a regression
-BASELINE_CONFIRMATIONS = 1  # measurements again of a baseline's figure (kept_again), in a second process kept for
-#                             them (suites/perf second_sandbox, then fresh): two in all, the faster kept. One fresh
-#                             process per figure made the baseline's perf run 531 s on the 2-core VM (one process:
-#                             167-201 s); two more, 718 s
+BASELINE_CONFIRMATIONS = 1  # fresh processes that measure again a baseline's figure (kept_again): two in all,
+#                             the faster kept. Two more made the baseline's perf run 718 s on the 2-core VM (one
+#                             process: 167-201 s) and the self-tests' end-to-end upgrade check 310 s (137 s)
 # A weighed call's peak may grow by this much of the baseline's before it regresses: the count is
 # exact, so this is not noise but what counts as a loss (a few more temporaries in a new
 # transformers are not one; a tenth more of a step's memory is a batch that may no longer fit),
@@ -242,7 +241,7 @@ def measured_once(mb: dict, found: list[tuple[str, str, str]]) -> list[tuple[str
 
 
 BASELINE_ONCE = ("the baseline's figure was measured in one process (a baseline kept before ./compat baseline measured "
-                 "every figure in two processes), and a process disturbed while it measured "
+                 "every figure in fresh processes), and a process disturbed while it measured "
                  "(a neighbour's burst: 9x on the 2-core VM, its interval narrow, its control and load unremarkable) "
                  "reads slow: a real improvement, or a disturbed baseline hiding a slowdown, cannot be told apart")
 
@@ -250,7 +249,7 @@ BASELINE_ONCE = ("the baseline's figure was measured in one process (a baseline 
 def baseline_once(ma: dict, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """A time's (kind, rule, detail) with the baseline's processes weighed in: faster than a
     baseline figure measured in one process only (no ``confirmation``: a baseline kept before
-    ``./compat baseline`` measured every figure in two processes, or by a plain pytest run
+    ``./compat baseline`` measured every figure in fresh processes, or by a plain pytest run
     without ``--save-baseline``) is a warning, not an improvement. The candidate's slower
     figures are measured again in fresh processes before they regress (``confirmed``); a
     baseline's cannot be once its version is gone, and on the 2-core VM a baseline's op slowed
@@ -781,7 +780,7 @@ def is_time(verdict: Verdict) -> bool:
     return verdict.category in Category.TIMES
 
 
-# The times a baseline measures again in another process (``kept_again``): an op's and a warm
+# The times a baseline measures again in fresh processes (``kept_again``): an op's and a warm
 # model call's. A cold start already takes its figure over COLD_PROCESSES processes, and a new
 # shape's cost is the difference of two times in one process, which interference moves either
 # way (its fastest is not its least disturbed). Measuring every time again made the baseline's
@@ -791,15 +790,14 @@ BASELINE_KINDS = ("op", "train-step", "inference", "generate")
 
 
 def kept_again(check: str, verdict: Verdict) -> bool:
-    """Whether a baseline measures this perf check's figure again BASELINE_CONFIRMATIONS times
-    in other processes (BASELINE_KINDS, a time)."""
+    """Whether a baseline measures this perf check's figure again in BASELINE_CONFIRMATIONS
+    fresh processes (BASELINE_KINDS, a time)."""
     return is_time(verdict) and kind_of(provisional(check, verdict)) in BASELINE_KINDS
 
 
 def confirmed(runs: list[dict], judge, for_baseline: bool = False) -> Verdict:
-    """A figure measured again in other processes (fresh ones, or for a baseline the run's
-    second sandbox child), because it looked like a regression or (``for_baseline``) because
-    it is kept as a baseline, which no later run can measure again:
+    """A figure measured again in fresh processes, because it looked like a regression or
+    (``for_baseline``) because it is kept as a baseline, which no later run can measure again:
     the fastest (``figure_of``) is kept (interference only ever adds time; a real slowdown is
     in every process), a cold start's import and build each at their fastest
     (``_fastest_parts``), and the record says so, with every figure."""

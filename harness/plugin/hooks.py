@@ -685,17 +685,6 @@ def sandbox(request):
     box.close()
 
 
-@pytest.fixture(scope="session")
-def second_sandbox(sandbox):
-    """A second sandbox child, started at its first call and replaying the first's warm-up
-    (``Sandbox.sibling``): where a baseline's time is measured again (suites/perf with
-    ``keeping_baseline``), in another process than the first figure's, at the cost of one
-    interpreter's start per run rather than one per figure."""
-    box = sandbox.sibling()
-    yield box
-    box.close()
-
-
 @pytest.fixture
 def workload(request, target, backend, sandbox, tmp_path_factory) -> dict:
     """What ``--workload`` means on this target: ``{"name", "setup", "reason"}``, decided
@@ -724,11 +713,11 @@ def baseline_of(request):
 @pytest.fixture
 def keeping_baseline(request) -> bool:
     """Whether this run keeps a baseline (``--save-baseline`` without ``--baseline``, as
-    ``./compat baseline`` runs it): a perf check then measures each time again in a second
-    process (``second_sandbox``) and keeps the fastest (suites/perf,
-    harness.perf.against.confirmed), since no later run can measure this version's figure
-    again. A candidate (``./compat candidate`` keeps its parts with ``--save-baseline`` too, and
-    compares with ``--baseline``) measures again only what looks slower."""
+    ``./compat baseline`` runs it): a perf check then measures each time in fresh processes
+    and keeps the fastest (suites/perf, harness.perf.against.confirmed), since no later run
+    can measure this version's figure again. A candidate (``./compat candidate`` keeps its
+    parts with ``--save-baseline`` too, and compares with ``--baseline``) measures again only
+    what looks slower."""
     config = request.config
     return config.getoption("--save-baseline") is not None and config.getoption("--baseline") is None
 

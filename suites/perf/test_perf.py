@@ -12,11 +12,9 @@ comparing it with a baseline of the same machine (``./compat baseline -m perf``,
 a figure that looks like a regression is measured again in fresh processes before it is
 recorded, and the fastest is kept: interference only adds time, a real slowdown is in every
 process. With ``--save-baseline`` (``./compat baseline``) every op and warm model time is
-measured again in a second process kept for it, the fastest kept (a cold start already takes
-its figure over several processes): no later run can measure the old version's figure again,
-and a baseline figure a neighbour slowed would hide the candidate's slowdown or read as its
-improvement. The second process is started once per run, not once per figure: a fresh
-interpreter for each made the baseline's perf run 531 s on the 2-core VM, against 167-201 s.
+measured so (a cold start already takes its figure over several processes): no later
+run can measure the old version's figure again, and a baseline figure a neighbour slowed
+would hide the candidate's slowdown or read as its improvement.
 """
 import pytest
 
@@ -30,12 +28,10 @@ def _where(workload: dict) -> dict:
     return {"workload": workload["name"], "workload_shape": workload["setup"]}
 
 
-def _timed(case, target, workload, sandboxes, record, baseline_of, keeping_baseline, entry, args, judge, timeout):
+def _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, entry, args, judge, timeout):
     """Measure in the sandbox child and judge; with ``--baseline``, a figure that looks like a
     regression is measured again in fresh processes first, and with ``--save-baseline`` every
-    op and warm model time is measured again in the second sandbox's child
-    (harness.perf.against.confirmed: the fastest is kept; kept_again)."""
-    sandbox, second = sandboxes
+    op and warm model time is (harness.perf.against.confirmed: the fastest is kept; kept_again)."""
     run = record.value_of(sandbox.call(entry, *args, timeout=timeout), "the timing")
     verdict = judge(run)
     check = f"perf/{case.subject}/{case.variant}"
@@ -43,36 +39,32 @@ def _timed(case, target, workload, sandboxes, record, baseline_of, keeping_basel
     keep = keeping_baseline and against.kept_again(check, verdict)
     if keep or against.looks_slower(base, check, verdict, there, here):
         runs = [run]
-        again = second if keep else sandbox
-        for i in range(against.BASELINE_CONFIRMATIONS if keep else against.CONFIRMATIONS):
-            if i or not keep:   # a regression's: each in a fresh process; a baseline's first: the second's
-                again.restart()
-            runs.append(record.value_of(again.call(entry, *args, timeout=timeout), "the timing"))
+        for _ in range(against.BASELINE_CONFIRMATIONS if keep else against.CONFIRMATIONS):
+            sandbox.restart()
+            runs.append(record.value_of(sandbox.call(entry, *args, timeout=timeout), "the timing"))
         verdict = against.confirmed(runs, judge, for_baseline=keep)
     record.conclude(verdict)
 
 
 @pytest.mark.cases(ops.CASES)
-def test_op_time(case, target, backend, sandbox, second_sandbox, record, workload, baseline_of, keeping_baseline):
+def test_op_time(case, target, backend, sandbox, record, workload, baseline_of, keeping_baseline):
     """One op's forward or backward (or the AdamW step) at the workload's shapes."""
     record.metric(**_where(workload))
     skip = case.not_timed(target, backend)
     if skip is not None:
         record.conclude(skip)
-    _timed(case, target, workload, (sandbox, second_sandbox), record, baseline_of, keeping_baseline,
-           "harness.perf.ops:run_case",
+    _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, "harness.perf.ops:run_case",
            (case.op, case.dtype, case.pass_, target, workload["name"]), ops.judge, TIMEOUT["op"])
 
 
 @pytest.mark.cases(models.CASES)
-def test_model_time(case, target, backend, sandbox, second_sandbox, record, workload, baseline_of, keeping_baseline):
+def test_model_time(case, target, backend, sandbox, record, workload, baseline_of, keeping_baseline):
     """An architecture's step, inference, generation, cold start or per-shape cost."""
     record.metric(**_where(workload))
     skip = case.not_timed()
     if skip is not None:
         record.conclude(skip)
-    _timed(case, target, workload, (sandbox, second_sandbox), record, baseline_of, keeping_baseline,
-           "harness.perf.models:measure",
+    _timed(case, target, workload, sandbox, record, baseline_of, keeping_baseline, "harness.perf.models:measure",
            (case.arch, case.what, target, workload["name"]), models.judge,
            TIMEOUT["cold-start" if case.what in models.COLD else "model"])
 
